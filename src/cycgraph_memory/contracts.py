@@ -1,0 +1,394 @@
+"""Contracts (``typing.Protocol``) that storage backends and pipeline stages implement.
+
+Implementations do not inherit from these classes; they match them structurally.
+Algorithms (retrieval, consolidation, the retention gate) are written only against these
+contracts, so they run unchanged on the in-memory and the Postgres backends. Optional
+capabilities (``touch_facts`` on a store, ``get_fact_stats_batch`` on a ledger) are
+detected with ``hasattr`` / the ``Supports*`` protocols below.
+
+Option arguments (filters, pagination, search options) accept the option model, a plain
+``dict`` with the same keys, or keyword arguments; for example these are equivalent::
+
+    await store.find_facts(FactFilter(tags=["lesson"], limit=10))
+    await store.find_facts({"tags": ["lesson"], "limit": 10})
+    await store.find_facts(tags=["lesson"], limit=10)
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from cycgraph_memory.records import (
+    Entity,
+    EntityFilter,
+    Episode,
+    ExtractionResult,
+    FactFilter,
+    FactStats,
+    ListOptions,
+    Message,
+    OutcomeBaseline,
+    Relationship,
+    RelationshipFilter,
+    RunOutcome,
+    ScoredResult,
+    SearchOptions,
+    SemanticFact,
+    Theme,
+)
+
+__all__ = [
+    "EmbeddingProvider",
+    "EpisodeSegmenter",
+    "LLMProvider",
+    "MemoryIndex",
+    "MemoryStore",
+    "OutcomeLedger",
+    "SemanticExtractor",
+    "SupportsFactStatsBatch",
+    "SupportsTouchFacts",
+    "ThemeClusterer",
+]
+
+Options = Mapping[str, Any]
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """Primary persistence contract: CRUD over the hierarchy and the knowledge graph.
+
+    Semantics every implementation honours (the contract suite checks them):
+
+    * ``put_*`` is an upsert: a record with an existing id replaces every mutable field.
+    * ``get_*`` returns ``None`` for a missing id; batch getters return a ``dict`` with
+      missing ids absent. Returned records are copies: mutating them changes nothing.
+    * ``delete_*`` removes the record for good and returns whether it existed. Soft delete
+      is expressed on the record itself (``invalidated_by`` / ``invalidated_at``).
+    * Listings exclude soft-deleted records unless ``include_invalidated=True`` and have one
+      deterministic order: entities by ``(created_at, id)``, relationships by
+      ``(valid_from, id)``, episodes by ``(started_at, id)``, facts by ``(valid_from, id)``,
+      themes by ``(provenance.created_at, id)``; ids compare as UUID strings.
+    * ``transaction()`` is a unit of work: every write inside the ``async with`` block
+      lands together, or none does when the block raises.
+    """
+
+    # entities
+    async def put_entity(self, entity: Entity) -> None:
+        """Insert or replace one entity."""
+        ...
+
+    async def put_entities(self, entities: Iterable[Entity]) -> None:
+        """Insert or replace many entities in one operation."""
+        ...
+
+    async def get_entity(self, entity_id: uuid.UUID) -> Entity | None:
+        """Return the entity (even when invalidated) or ``None``."""
+        ...
+
+    async def get_entities(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Entity]:
+        """Batch get; missing ids are absent."""
+        ...
+
+    async def find_entities(
+        self, filter: EntityFilter | Options | None = None, /, **options: Any
+    ) -> list[Entity]:
+        """List entities matching the filter, ordered by ``(created_at, id)``."""
+        ...
+
+    async def delete_entity(self, entity_id: uuid.UUID) -> bool:
+        """Hard-delete an entity; True when it existed."""
+        ...
+
+    # relationships
+    async def put_relationship(self, relationship: Relationship) -> None:
+        """Insert or replace one relationship."""
+        ...
+
+    async def put_relationships(self, relationships: Iterable[Relationship]) -> None:
+        """Insert or replace many relationships in one operation."""
+        ...
+
+    async def get_relationship(self, relationship_id: uuid.UUID) -> Relationship | None:
+        """Return the relationship or ``None``."""
+        ...
+
+    async def get_relationships(
+        self, ids: Iterable[uuid.UUID]
+    ) -> dict[uuid.UUID, Relationship]:
+        """Batch get; missing ids are absent."""
+        ...
+
+    async def get_relationships_for_entity(
+        self,
+        entity_id: uuid.UUID,
+        filter: RelationshipFilter | Options | None = None,
+        /,
+        **options: Any,
+    ) -> list[Relationship]:
+        """Edges touching an entity, ordered by ``(valid_from, id)``."""
+        ...
+
+    async def delete_relationship(self, relationship_id: uuid.UUID) -> bool:
+        """Hard-delete a relationship; True when it existed."""
+        ...
+
+    # episodes
+    async def put_episode(self, episode: Episode) -> None:
+        """Insert or replace one episode (with its messages)."""
+        ...
+
+    async def put_episodes(self, episodes: Iterable[Episode]) -> None:
+        """Insert or replace many episodes in one operation."""
+        ...
+
+    async def get_episode(self, episode_id: uuid.UUID) -> Episode | None:
+        """Return the episode or ``None``."""
+        ...
+
+    async def get_episodes(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Episode]:
+        """Batch get; missing ids are absent."""
+        ...
+
+    async def list_episodes(
+        self, options: ListOptions | Options | None = None, /, **kwargs: Any
+    ) -> list[Episode]:
+        """List episodes ordered by ``(started_at, id)``."""
+        ...
+
+    async def delete_episode(self, episode_id: uuid.UUID) -> bool:
+        """Hard-delete an episode; True when it existed."""
+        ...
+
+    # facts
+    async def put_fact(self, fact: SemanticFact) -> None:
+        """Insert or replace one fact."""
+        ...
+
+    async def put_facts(self, facts: Iterable[SemanticFact]) -> None:
+        """Insert or replace many facts in one operation."""
+        ...
+
+    async def get_fact(self, fact_id: uuid.UUID) -> SemanticFact | None:
+        """Return the fact (even when invalidated) or ``None``."""
+        ...
+
+    async def get_facts(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, SemanticFact]:
+        """Batch get; missing ids are absent."""
+        ...
+
+    async def find_facts(
+        self, filter: FactFilter | Options | None = None, /, **options: Any
+    ) -> list[SemanticFact]:
+        """List facts matching the filter, ordered by ``(valid_from, id)``."""
+        ...
+
+    async def delete_fact(self, fact_id: uuid.UUID) -> bool:
+        """Hard-delete a fact; True when it existed."""
+        ...
+
+    # themes
+    async def put_theme(self, theme: Theme) -> None:
+        """Insert or replace one theme."""
+        ...
+
+    async def put_themes(self, themes: Iterable[Theme]) -> None:
+        """Insert or replace many themes in one operation."""
+        ...
+
+    async def get_theme(self, theme_id: uuid.UUID) -> Theme | None:
+        """Return the theme or ``None``."""
+        ...
+
+    async def get_themes(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Theme]:
+        """Batch get; missing ids are absent."""
+        ...
+
+    async def list_themes(
+        self, options: ListOptions | Options | None = None, /, **kwargs: Any
+    ) -> list[Theme]:
+        """List themes ordered by ``(provenance.created_at, id)``."""
+        ...
+
+    async def delete_theme(self, theme_id: uuid.UUID) -> bool:
+        """Hard-delete a theme; True when it existed."""
+        ...
+
+    # usage tracking (optional in the spec; both shipped backends implement it)
+    async def touch_facts(
+        self, ids: Iterable[uuid.UUID], at: datetime | None = None
+    ) -> None:
+        """Increment ``access_count`` and set ``last_accessed_at`` (default now)."""
+        ...
+
+    # lifecycle
+    def transaction(self) -> AbstractAsyncContextManager[None]:
+        """Unit of work: ``async with store.transaction(): ...`` commits all or nothing."""
+        ...
+
+    async def clear(self) -> None:
+        """Remove every record this store can see."""
+        ...
+
+
+@runtime_checkable
+class SupportsTouchFacts(Protocol):
+    """Optional store capability used by retrieval and decay scoring."""
+
+    async def touch_facts(
+        self, ids: Iterable[uuid.UUID], at: datetime | None = None
+    ) -> None:
+        """Increment ``access_count`` and set ``last_accessed_at``."""
+        ...
+
+
+@runtime_checkable
+class MemoryIndex(Protocol):
+    """Embedding similarity search over entities, facts, themes and episodes.
+
+    Every search returns whole records with their cosine similarity, best first (ties by
+    id), excluding invalidated records unless ``include_invalidated=True``; a query vector
+    of the wrong dimension raises ``EmbeddingDimensionMismatchError``.
+    """
+
+    async def search_entities(
+        self,
+        embedding: Sequence[float],
+        options: SearchOptions | Options | None = None,
+        /,
+        **kwargs: Any,
+    ) -> list[ScoredResult[Entity]]:
+        """Nearest entities."""
+        ...
+
+    async def search_facts(
+        self,
+        embedding: Sequence[float],
+        options: SearchOptions | Options | None = None,
+        /,
+        **kwargs: Any,
+    ) -> list[ScoredResult[SemanticFact]]:
+        """Nearest facts (``tags`` / ``exclude_tags`` options apply here)."""
+        ...
+
+    async def search_themes(
+        self,
+        embedding: Sequence[float],
+        options: SearchOptions | Options | None = None,
+        /,
+        **kwargs: Any,
+    ) -> list[ScoredResult[Theme]]:
+        """Nearest themes."""
+        ...
+
+    async def search_episodes(
+        self,
+        embedding: Sequence[float],
+        options: SearchOptions | Options | None = None,
+        /,
+        **kwargs: Any,
+    ) -> list[ScoredResult[Episode]]:
+        """Nearest episodes."""
+        ...
+
+    async def rebuild(self, store: MemoryStore) -> None:
+        """Re-read every record from ``store`` (e.g. after bulk inserts)."""
+        ...
+
+
+@runtime_checkable
+class EmbeddingProvider(Protocol):
+    """Bring-your-own embeddings."""
+
+    @property
+    def dimensions(self) -> int:
+        """Dimensionality of produced embeddings."""
+        ...
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed a batch of texts (one vector per text, same order)."""
+        ...
+
+
+@runtime_checkable
+class LLMProvider(Protocol):
+    """Bring-your-own LLM completion function (used by ``LLMExtractor``)."""
+
+    async def complete(self, prompt: str) -> str:
+        """Run one completion and return the text."""
+        ...
+
+
+@runtime_checkable
+class EpisodeSegmenter(Protocol):
+    """Level 0 -> 1: group messages into topic-coherent episodes."""
+
+    async def segment(self, messages: Sequence[Message]) -> list[Episode]:
+        """Return episodes covering every message, in time order."""
+        ...
+
+
+@runtime_checkable
+class SemanticExtractor(Protocol):
+    """Level 1 -> 2: distil an episode into facts, entities and relationships.
+
+    Sets ``fact_ids`` on the passed episode, so persist the episode after extraction.
+    """
+
+    async def extract(self, episode: Episode) -> ExtractionResult:
+        """Extract from one episode."""
+        ...
+
+
+@runtime_checkable
+class ThemeClusterer(Protocol):
+    """Level 2 -> 3: cluster facts into themes.
+
+    Sets ``theme_id`` on each passed fact. An existing theme absent from the returned list
+    was merged away.
+    """
+
+    async def cluster(
+        self, facts: Sequence[SemanticFact], existing_themes: Sequence[Theme] | None = None
+    ) -> list[Theme]:
+        """Return the surviving and new themes."""
+        ...
+
+
+@runtime_checkable
+class OutcomeLedger(Protocol):
+    """Run outcomes and the per-fact statistics the retention gate needs."""
+
+    async def record_outcome(self, outcome: RunOutcome) -> None:
+        """Record (or re-record: idempotent on ``run_id``) a run outcome."""
+        ...
+
+    async def get_fact_stats(self, fact_id: uuid.UUID) -> FactStats | None:
+        """Stats of one fact, or ``None`` if it appeared in no recorded run."""
+        ...
+
+    async def list_fact_stats(self) -> list[FactStats]:
+        """Stats for every fact that appeared in at least one run, ordered by fact id."""
+        ...
+
+    async def get_baseline(self, exclude_fact_id: uuid.UUID | None = None) -> OutcomeBaseline:
+        """Mean over recorded runs; with ``exclude_fact_id`` only runs without it."""
+        ...
+
+    async def clear(self) -> None:
+        """Remove all recorded outcomes."""
+        ...
+
+
+@runtime_checkable
+class SupportsFactStatsBatch(Protocol):
+    """Optional ledger capability: stats for many facts in one call."""
+
+    async def get_fact_stats_batch(
+        self, ids: Iterable[uuid.UUID]
+    ) -> dict[uuid.UUID, FactStats]:
+        """Stats by fact id; facts without runs are absent."""
+        ...

@@ -1,0 +1,1 @@
+"""Embedding providers: dependency-free hashing, and an optional local model."""

@@ -1,0 +1,147 @@
+"""Error hierarchy for cycgraph-memory.
+
+Every error the library raises on purpose derives from one base class, so callers can
+catch the whole family with a single ``except``::
+
+    CycgraphMemoryError
+    ├── EmbeddingDimensionMismatchError   (also a ValueError)
+    ├── InvalidInputError                 (also a ValueError)
+    │   └── InvalidTenantError
+    ├── RecordNotFoundError               (also a KeyError)
+    ├── StorageError
+    │   ├── DuplicateRecordError          (SQLSTATE 23505)
+    │   ├── IntegrityViolationError       (other 23xxx)
+    │   ├── ConcurrencyError              (40001 / 40P01: safe to retry)
+    │   ├── SchemaNotReadyError           (tables missing: run the migrations)
+    │   └── TransactionError              (misuse of a unit of work)
+    ├── ProviderError                     (an LLM or embedding provider failed)
+    │   └── ProviderTimeoutError
+    └── MissingExtraError                 (also an ImportError: install an extra)
+
+Pydantic's own ``ValidationError`` is raised by record construction and by the option
+models; it is the wall bad input hits before anything reaches a store.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConcurrencyError",
+    "CycgraphMemoryError",
+    "DuplicateRecordError",
+    "EmbeddingDimensionMismatchError",
+    "IntegrityViolationError",
+    "InvalidInputError",
+    "InvalidTenantError",
+    "MissingExtraError",
+    "ProviderError",
+    "ProviderTimeoutError",
+    "RecordNotFoundError",
+    "SchemaNotReadyError",
+    "StorageError",
+    "TransactionError",
+]
+
+
+class CycgraphMemoryError(Exception):
+    """Base class of every error raised on purpose by cycgraph-memory."""
+
+
+class EmbeddingDimensionMismatchError(CycgraphMemoryError, ValueError):
+    """An embedding's length differs from the dimension the index or schema expects.
+
+    Attributes:
+        expected: The dimension the index or database was configured with.
+        actual: The length of the offending vector.
+        context: Where the vector came from (e.g. ``"search_facts query"`` or
+            ``"fact 1b4e..."``).
+    """
+
+    def __init__(self, expected: int, actual: int, context: str = "") -> None:
+        self.expected = expected
+        self.actual = actual
+        self.context = context
+        where = f" ({context})" if context else ""
+        super().__init__(
+            f"embedding dimension mismatch{where}: expected {expected}, got {actual}"
+        )
+
+
+class InvalidInputError(CycgraphMemoryError, ValueError):
+    """Input that passed type checks but cannot be accepted (e.g. an unknown option)."""
+
+
+class InvalidTenantError(InvalidInputError):
+    """A tenant id that is empty, too long or contains characters outside the allowed set."""
+
+
+class RecordNotFoundError(CycgraphMemoryError, KeyError):
+    """A record that an operation requires does not exist.
+
+    Attributes:
+        kind: Record type (``"fact"``, ``"entity"``, ...).
+        record_id: The id that was looked up.
+    """
+
+    def __init__(self, kind: str, record_id: object) -> None:
+        self.kind = kind
+        self.record_id = record_id
+        super().__init__(f"{kind} {record_id} not found")
+
+    def __str__(self) -> str:
+        """Return the message without KeyError's quoting."""
+        return str(self.args[0])
+
+
+class StorageError(CycgraphMemoryError):
+    """A storage backend failed; the operation did not take effect.
+
+    Attributes:
+        sqlstate: The SQLSTATE code reported by the database, when there is one.
+    """
+
+    def __init__(self, message: str, *, sqlstate: str | None = None) -> None:
+        self.sqlstate = sqlstate
+        super().__init__(message)
+
+
+class DuplicateRecordError(StorageError):
+    """A write collided with a unique constraint (SQLSTATE 23505)."""
+
+
+class IntegrityViolationError(StorageError):
+    """A write broke a database constraint other than uniqueness (SQLSTATE class 23)."""
+
+
+class ConcurrencyError(StorageError):
+    """A serialization failure or deadlock (SQLSTATE 40001 / 40P01); retrying is safe."""
+
+
+class SchemaNotReadyError(StorageError):
+    """The database schema is missing or outdated: run ``alembic upgrade head``."""
+
+
+class TransactionError(StorageError):
+    """A unit of work was used incorrectly (e.g. nested across stores)."""
+
+
+class ProviderError(CycgraphMemoryError):
+    """An injected LLM or embedding provider failed or returned an unusable reply."""
+
+
+class ProviderTimeoutError(ProviderError):
+    """An injected provider did not answer within its timeout."""
+
+
+class MissingExtraError(CycgraphMemoryError, ImportError):
+    """An optional dependency is not installed.
+
+    Attributes:
+        extra: The name of the ``cycgraph-memory`` extra that provides it.
+    """
+
+    def __init__(self, extra: str, module: str) -> None:
+        self.extra = extra
+        super().__init__(
+            f"{module} is not installed; install it with "
+            f"pip install 'cycgraph-memory[{extra}]'"
+        )

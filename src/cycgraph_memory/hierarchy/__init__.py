@@ -1,0 +1,1 @@
+"""Hierarchy pipeline: segmentation, extraction, theme clustering and one-call ingest."""

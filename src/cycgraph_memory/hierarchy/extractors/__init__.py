@@ -1,0 +1,1 @@
+"""Semantic extractors: simple, rule-based and LLM-backed."""

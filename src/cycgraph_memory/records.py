@@ -1,0 +1,553 @@
+"""Pydantic v2 records: the memory hierarchy, the knowledge graph, queries and options.
+
+Conventions shared by every model here:
+
+* ``extra="forbid"`` (unknown fields are errors) and ``validate_assignment=True`` (mutating
+  a field re-validates it, so ``episode.fact_ids = [...]`` stays checked).
+* Ids are :class:`uuid.UUID`; strings are parsed, anything else is rejected.
+* Timestamps are timezone-aware UTC. A naive ``datetime`` is *assumed to be UTC* and is
+  normalised; an aware one is converted to UTC.
+* Embeddings are ``list[float] | None``; every element must be finite (NaN and infinity are
+  rejected) and an embedding has at least one element.
+* Tags are ``list[str]`` defaulting to ``[]``; each tag is 1-:data:`MAX_TAG_LENGTH`
+  characters, at most :data:`MAX_TAGS` per record; duplicates are removed keeping the first
+  occurrence.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Any, Generic, Literal, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    model_validator,
+)
+
+__all__ = [
+    "MAX_TAGS",
+    "MAX_TAG_LENGTH",
+    "QUARANTINE_TAG",
+    "Conflict",
+    "ConflictResolutionDetail",
+    "ConflictResolutionReport",
+    "ConsolidationMutation",
+    "ConsolidationReport",
+    "Embedding",
+    "Entity",
+    "EntityFilter",
+    "EntityResolutionReport",
+    "Episode",
+    "EvictedLesson",
+    "ExtractedEntity",
+    "ExtractionResult",
+    "FactFilter",
+    "FactStats",
+    "HeldLesson",
+    "ListOptions",
+    "MemoryQuery",
+    "MemoryResult",
+    "Message",
+    "OutcomeBaseline",
+    "PaginationOptions",
+    "PromotedLesson",
+    "Provenance",
+    "ProvenanceSource",
+    "Relationship",
+    "RelationshipFilter",
+    "RetentionEvidence",
+    "RetentionReport",
+    "RunOutcome",
+    "ScoredResult",
+    "SearchOptions",
+    "SemanticFact",
+    "Tags",
+    "Theme",
+    "new_id",
+    "utc_now",
+]
+
+QUARANTINE_TAG = "quarantined"
+"""Marks a fact learned in a failed, poisoned or tainted run; never served as a lesson."""
+
+MAX_TAG_LENGTH = 128
+"""Longest accepted tag, in characters."""
+
+MAX_TAGS = 64
+"""Most tags one record may carry."""
+
+ProvenanceSource = Literal["agent", "tool", "human", "system", "derived"]
+"""Origin category of a record."""
+
+
+def new_id() -> uuid.UUID:
+    """Return a fresh random (version 4) UUID for a record id."""
+    return uuid.uuid4()
+
+
+def utc_now() -> datetime:
+    """Return the current time as a timezone-aware UTC datetime."""
+    return datetime.now(UTC)
+
+
+def _to_utc(value: datetime) -> datetime:
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def _check_text(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("text must not contain NUL characters")
+    return value
+
+
+def _check_embedding(value: list[float] | None) -> list[float] | None:
+    if value is None:
+        return None
+    if len(value) == 0:
+        raise ValueError("embedding must have at least one dimension")
+    for x in value:
+        if not math.isfinite(x):
+            raise ValueError("embedding values must be finite numbers (no NaN or infinity)")
+    return value
+
+
+def _check_tags(value: list[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for tag in value:
+        if not tag or len(tag) > MAX_TAG_LENGTH:
+            raise ValueError(f"tags must be 1-{MAX_TAG_LENGTH} characters, got {len(tag)}")
+        if "\x00" in tag:
+            raise ValueError("tags must not contain NUL characters")
+        seen.setdefault(tag, None)
+    if len(seen) > MAX_TAGS:
+        raise ValueError(f"at most {MAX_TAGS} tags per record, got {len(seen)}")
+    return list(seen)
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_to_utc)]
+"""A timezone-aware UTC datetime (naive input is assumed to be UTC)."""
+
+Text = Annotated[str, AfterValidator(_check_text)]
+"""A string without NUL characters (Postgres cannot store them)."""
+
+NonEmptyText = Annotated[str, Field(min_length=1), AfterValidator(_check_text)]
+"""A non-empty string without NUL characters."""
+
+Embedding = Annotated[list[float] | None, AfterValidator(_check_embedding)]
+"""An optional embedding whose values are all finite."""
+
+Tags = Annotated[list[str], AfterValidator(_check_tags)]
+"""A list of validated, de-duplicated tags."""
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class Provenance(_Model):
+    """Origin metadata carried by every record.
+
+    Attributes:
+        source: Origin category: agent, tool, human, system or derived.
+        agent_id: Agent that produced the data.
+        tool_name: Tool that produced the data.
+        run_id: Workflow run that produced the data.
+        node_id: Graph node that produced the data.
+        confidence: Extraction confidence in ``[0, 1]``.
+        created_at: When the record was created.
+    """
+
+    source: ProvenanceSource
+    agent_id: Text | None = None
+    tool_name: Text | None = None
+    run_id: Text | None = None
+    node_id: Text | None = None
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    created_at: UtcDatetime = Field(default_factory=utc_now)
+
+
+class Entity(_Model):
+    """Knowledge-graph node: a person, organization, concept, tool or location.
+
+    An entity is *invalidated* (soft-deleted) when ``invalidated_at`` is set.
+    """
+
+    id: uuid.UUID = Field(default_factory=new_id)
+    name: NonEmptyText
+    entity_type: NonEmptyText
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    embedding: Embedding = None
+    provenance: Provenance
+    created_at: UtcDatetime = Field(default_factory=utc_now)
+    updated_at: UtcDatetime = Field(default_factory=utc_now)
+    invalidated_at: UtcDatetime | None = None
+    superseded_by: uuid.UUID | None = None
+
+
+class Relationship(_Model):
+    """Directed, weighted knowledge-graph edge valid on ``[valid_from, valid_until)``.
+
+    A relationship is *invalidated* (soft-deleted) when ``invalidated_by`` is set.
+    """
+
+    id: uuid.UUID = Field(default_factory=new_id)
+    source_id: uuid.UUID
+    target_id: uuid.UUID
+    relation_type: NonEmptyText
+    weight: float = Field(default=1.0, ge=0.0, le=1.0)
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    valid_from: UtcDatetime = Field(default_factory=utc_now)
+    valid_until: UtcDatetime | None = None
+    provenance: Provenance
+    invalidated_by: Text | None = None
+
+    @model_validator(mode="after")
+    def _window_is_ordered(self) -> Relationship:
+        if self.valid_until is not None and self.valid_until < self.valid_from:
+            raise ValueError("valid_until must not be earlier than valid_from")
+        return self
+
+
+class Message(_Model):
+    """One raw conversation turn (hierarchy level 0)."""
+
+    id: uuid.UUID = Field(default_factory=new_id)
+    role: Literal["user", "assistant", "system", "tool"]
+    content: Text
+    timestamp: UtcDatetime = Field(default_factory=utc_now)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Episode(_Model):
+    """A coherent group of messages about one topic (hierarchy level 1).
+
+    ``invalidated_at`` is an extension of the spec's shape so episodes can be soft-deleted
+    like every other record.
+    """
+
+    id: uuid.UUID = Field(default_factory=new_id)
+    topic: Text
+    messages: list[Message] = Field(default_factory=list)
+    started_at: UtcDatetime
+    ended_at: UtcDatetime
+    embedding: Embedding = None
+    fact_ids: list[uuid.UUID] = Field(default_factory=list)
+    provenance: Provenance
+    invalidated_at: UtcDatetime | None = None
+
+    @model_validator(mode="after")
+    def _span_is_ordered(self) -> Episode:
+        if self.ended_at < self.started_at:
+            raise ValueError("ended_at must not be earlier than started_at")
+        return self
+
+
+class SemanticFact(_Model):
+    """An atomic, self-contained piece of knowledge (hierarchy level 2).
+
+    A fact is *invalidated* (soft-deleted) when ``invalidated_by`` is set: either the id of
+    the fact that replaced it or a reason such as ``"eval-gate:harmful"``.
+    """
+
+    id: uuid.UUID = Field(default_factory=new_id)
+    content: NonEmptyText
+    source_episode_ids: list[uuid.UUID] = Field(default_factory=list)
+    entity_ids: list[uuid.UUID] = Field(default_factory=list)
+    theme_id: uuid.UUID | None = None
+    embedding: Embedding = None
+    provenance: Provenance
+    valid_from: UtcDatetime = Field(default_factory=utc_now)
+    valid_until: UtcDatetime | None = None
+    invalidated_by: Text | None = None
+    access_count: int = Field(default=0, ge=0)
+    last_accessed_at: UtcDatetime | None = None
+    tags: Tags = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _window_is_ordered(self) -> SemanticFact:
+        if self.valid_until is not None and self.valid_until < self.valid_from:
+            raise ValueError("valid_until must not be earlier than valid_from")
+        return self
+
+
+class Theme(_Model):
+    """A cluster of related facts (hierarchy level 3); ``embedding`` is the centroid.
+
+    ``invalidated_at`` is an extension of the spec's shape so themes can be soft-deleted.
+    """
+
+    id: uuid.UUID = Field(default_factory=new_id)
+    label: Text
+    description: Text = ""
+    fact_ids: list[uuid.UUID] = Field(default_factory=list)
+    embedding: Embedding = None
+    provenance: Provenance
+    invalidated_at: UtcDatetime | None = None
+
+
+# --------------------------------------------------------------------------- filters
+
+
+class PaginationOptions(_Model):
+    """Paging for listings: ``limit`` rows (``None`` = all) after skipping ``offset``."""
+
+    limit: int | None = Field(default=None, ge=1, le=100_000)
+    offset: int = Field(default=0, ge=0)
+
+
+class ListOptions(PaginationOptions):
+    """Paging plus soft-delete opt-in, used by ``list_episodes`` and ``list_themes``."""
+
+    include_invalidated: bool = False
+
+
+class EntityFilter(PaginationOptions):
+    """Filter for ``find_entities``."""
+
+    entity_type: NonEmptyText | None = None
+    include_invalidated: bool = False
+
+
+class FactFilter(PaginationOptions):
+    """Filter for ``find_facts``.
+
+    Attributes:
+        theme_id: Only facts assigned to this theme.
+        entity_id: Only facts whose ``entity_ids`` contain this entity.
+        include_invalidated: Include soft-deleted facts.
+        tags: Facts carrying at least one of these tags (OR). ``None`` or ``[]`` = no
+            tag restriction.
+        exclude_tags: Drop facts carrying any of these tags (applied after ``tags``).
+    """
+
+    theme_id: uuid.UUID | None = None
+    entity_id: uuid.UUID | None = None
+    include_invalidated: bool = False
+    tags: Tags | None = None
+    exclude_tags: Tags | None = None
+
+
+class RelationshipFilter(PaginationOptions):
+    """Filter for ``get_relationships_for_entity``."""
+
+    direction: Literal["outgoing", "incoming", "both"] = "both"
+    relation_type: NonEmptyText | None = None
+    include_invalidated: bool = False
+
+
+class SearchOptions(_Model):
+    """Options for every ``MemoryIndex.search_*`` method.
+
+    Attributes:
+        limit: Maximum results (1-1000, default 10).
+        min_similarity: Drop results whose cosine similarity is below this (0-1).
+            ``None`` keeps every result.
+        include_invalidated: Also search soft-deleted records.
+        tags: Fact searches only: facts carrying at least one of these tags.
+        exclude_tags: Fact searches only: drop facts carrying any of these tags.
+        ef_search: HNSW candidate-list size hint for backends with an ANN index
+            (Postgres); exact backends ignore it.
+    """
+
+    limit: int = Field(default=10, ge=1, le=1000)
+    min_similarity: float | None = Field(default=None, ge=0.0, le=1.0)
+    include_invalidated: bool = False
+    tags: Tags | None = None
+    exclude_tags: Tags | None = None
+    ef_search: int | None = Field(default=None, ge=1, le=1000)
+
+
+T = TypeVar("T")
+
+
+class ScoredResult(BaseModel, Generic[T]):
+    """A search hit: the whole record and its cosine similarity to the query."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    item: T
+    score: float
+
+
+# --------------------------------------------------------------------------- retrieval
+
+
+class MemoryQuery(_Model):
+    """Input of ``retrieve_memory``; the populated fields select the strategy."""
+
+    text: Text | None = None
+    embedding: Embedding = None
+    entity_ids: list[uuid.UUID] | None = None
+    entity_types: list[NonEmptyText] | None = None
+    relation_types: list[NonEmptyText] | None = None
+    max_hops: int = Field(default=2, ge=0, le=5)
+    valid_at: UtcDatetime | None = None
+    changed_since: UtcDatetime | None = None
+    limit: int = Field(default=20, ge=1, le=100)
+    min_similarity: float = Field(default=0.5, ge=0.0, le=1.0)
+    include_invalidated: bool = False
+    tags: Tags = Field(default_factory=list)
+
+
+class MemoryResult(_Model):
+    """Output of ``retrieve_memory``."""
+
+    themes: list[Theme] = Field(default_factory=list)
+    facts: list[SemanticFact] = Field(default_factory=list)
+    episodes: list[Episode] = Field(default_factory=list)
+    entities: list[Entity] = Field(default_factory=list)
+    relationships: list[Relationship] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- extraction
+
+
+class ExtractedEntity(_Model):
+    """A name and type returned by ``RuleBasedExtractor.extract_entities``."""
+
+    name: NonEmptyText
+    type: NonEmptyText
+
+
+class ExtractionResult(_Model):
+    """What a ``SemanticExtractor`` distils from one episode."""
+
+    facts: list[SemanticFact] = Field(default_factory=list)
+    entities: list[Entity] = Field(default_factory=list)
+    relationships: list[Relationship] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- retention
+
+
+class RunOutcome(_Model):
+    """A scored workflow run and the facts injected into it."""
+
+    run_id: NonEmptyText
+    score: float = Field(ge=0.0, le=1.0)
+    fact_ids: list[uuid.UUID] = Field(default_factory=list)
+    recorded_at: UtcDatetime = Field(default_factory=utc_now)
+
+
+class FactStats(_Model):
+    """Outcome statistics of the runs one fact was injected into."""
+
+    fact_id: uuid.UUID
+    trials: int = Field(ge=0)
+    mean_score: float
+    variance: float | None = None
+
+
+class OutcomeBaseline(_Model):
+    """Mean outcome over recorded runs (optionally leaving one fact's runs out)."""
+
+    runs: int = Field(ge=0)
+    mean_score: float = 0.0
+    variance: float | None = None
+
+
+class RetentionEvidence(_Model):
+    """Statistical evidence behind one gate decision (inference rule)."""
+
+    lift: float
+    se: float
+    df: float
+    p_promote: float
+    p_evict: float
+    trials: int
+    baseline_runs: int
+    alpha_bracket: float | None = None
+
+
+class PromotedLesson(_Model):
+    """A candidate promoted to verified in one gate pass."""
+
+    fact_id: uuid.UUID
+    evidence: RetentionEvidence | None = None
+
+
+class EvictedLesson(_Model):
+    """A candidate invalidated in one gate pass."""
+
+    fact_id: uuid.UUID
+    reason: Literal["eval-gate:harmful", "eval-gate:no_lift"]
+    evidence: RetentionEvidence | None = None
+
+
+class HeldLesson(_Model):
+    """A candidate left on trial in one gate pass."""
+
+    fact_id: uuid.UUID
+    trials: int
+    evidence: RetentionEvidence | None = None
+
+
+class RetentionReport(_Model):
+    """Result of one retention-gate pass."""
+
+    promoted: list[PromotedLesson] = Field(default_factory=list)
+    evicted: list[EvictedLesson] = Field(default_factory=list)
+    held: list[HeldLesson] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- consolidation
+
+
+class ConsolidationMutation(_Model):
+    """One mutation applied by the consolidator (debug mutation log)."""
+
+    type: str
+    id: uuid.UUID
+
+
+class ConsolidationReport(_Model):
+    """Result of ``MemoryConsolidator.consolidate``."""
+
+    facts_deduped: int = 0
+    facts_decayed: int = 0
+    episodes_pruned: int = 0
+    themes_cleaned_up: int = 0
+    themes_removed: int = 0
+    total_reclaimed: int = 0
+    mutation_log: list[ConsolidationMutation] | None = None
+
+
+class EntityResolutionReport(_Model):
+    """Result of ``EntityResolver.resolve``."""
+
+    groups_merged: int = 0
+    entities_absorbed: int = 0
+    facts_rewritten: int = 0
+    relationships_rewritten: int = 0
+    relationships_dropped: int = 0
+
+
+class Conflict(_Model):
+    """Two facts that contradict, negate or supersede one another."""
+
+    fact_a: SemanticFact
+    fact_b: SemanticFact
+    type: Literal["negation", "supersession", "semantic_contradiction"]
+    confidence: float = Field(ge=0.0, le=1.0)
+
+
+class ConflictResolutionDetail(_Model):
+    """How one conflict was handled by ``autoResolveAll``."""
+
+    conflict: Conflict
+    action: Literal["keep_a", "keep_b", "keep_both", "skipped"]
+    reason: str = ""
+
+
+class ConflictResolutionReport(_Model):
+    """Result of resolving a batch of conflicts."""
+
+    resolved: int = 0
+    skipped: int = 0
+    details: list[ConflictResolutionDetail] = Field(default_factory=list)
