@@ -159,6 +159,14 @@ class MemoryStore(Protocol):
         """List episodes ordered by ``(started_at, id)``."""
         ...
 
+    async def get_messages(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Message]:
+        """Batch get of stored messages (those inside stored episodes); missing ids absent.
+
+        Ingest uses it to skip messages that are already stored, which makes re-ingesting
+        the same messages a no-op.
+        """
+        ...
+
     async def delete_episode(self, episode_id: uuid.UUID) -> bool:
         """Hard-delete an episode; True when it existed."""
         ...

@@ -15,11 +15,15 @@ _SPACE = re.compile(r"\s+")
 def normalize_entity_name(name: str) -> str:
     """Return the identity key of an entity name.
 
-    Lowercases (Unicode case-folding, NFKC), strips one leading article (the, a, an),
+    Lowercases (Unicode case-folding, NFKC), strips leading articles (the, a, an),
     strips punctuation and collapses whitespace: ``"The  Acme, Corp."`` -> ``"acme corp"``.
     """
     text = unicodedata.normalize("NFKC", name).casefold().strip()
     text = _PUNCT.sub(" ", text)
     text = _SPACE.sub(" ", text).strip()
-    text = _LEADING_ARTICLE.sub("", text)
-    return text.strip()
+    # Strip articles until none leads, so the function is idempotent ("the a team").
+    while True:
+        stripped = _LEADING_ARTICLE.sub("", text)
+        if stripped == text:
+            return text.strip()
+        text = stripped

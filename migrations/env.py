@@ -1,0 +1,110 @@
+"""Alembic environment for cycgraph-memory (async; cookbook "connection sharing" pattern).
+
+Connection sources, in order:
+
+1. ``config.attributes["connection"]``: a synchronous connection handed in by
+   :func:`cycgraph_memory.postgres.migrate.upgrade` (via ``AsyncConnection.run_sync``) or
+   by tests, so programmatic and CLI migrations share one code path;
+2. ``-x dsn=postgresql://...`` on the alembic command line;
+3. the ``CYCGRAPH_MEMORY_DSN`` environment variable (read here, never at library import).
+
+The embedding dimension comes from ``-x embedding_dim=N`` or
+``config.attributes["embedding_dim"]`` (default 384) and is read by the first revision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from alembic import context
+from pgvector.sqlalchemy import VECTOR
+from sqlalchemy.engine import Connection
+
+from cycgraph_memory.postgres.engine import create_engine_from_dsn
+from cycgraph_memory.postgres.schema import Base
+
+config = context.config
+target_metadata = Base.metadata
+
+# Objects the models cannot express; ``alembic check`` must not report them.
+_UNMODELLED_INDEX_SUFFIX = "_embedding_hnsw_halfvec"
+
+
+def include_object(
+    obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any
+) -> bool:
+    if type_ == "index" and name is not None and name.endswith(_UNMODELLED_INDEX_SUFFIX):
+        return False
+    return not (type_ == "table" and name == "alembic_version")
+
+
+def compare_type(
+    ctx: Any, inspected_column: Any, metadata_column: Any, inspected_type: Any, metadata_type: Any
+) -> bool | None:
+    # The models declare a dimension-less ``vector``; the deployment fixes the dimension.
+    if isinstance(metadata_type, VECTOR) and isinstance(inspected_type, VECTOR):
+        return False
+    return None
+
+
+def _dsn() -> str:
+    x_args = context.get_x_argument(as_dictionary=True)
+    dsn = x_args.get("dsn") or os.environ.get("CYCGRAPH_MEMORY_DSN", "")
+    if not dsn:
+        raise RuntimeError(
+            "no database: pass -x dsn=postgresql://... or set CYCGRAPH_MEMORY_DSN"
+        )
+    return dsn
+
+
+def _configure(connection: Connection | None = None, **kwargs: Any) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        include_object=include_object,
+        compare_type=compare_type,
+        **kwargs,
+    )
+
+
+def do_run_migrations(connection: Connection) -> None:
+    _configure(connection)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+async def run_async_migrations() -> None:
+    engine = create_engine_from_dsn(_dsn())
+    try:
+        async with engine.connect() as connection:
+            await connection.run_sync(do_run_migrations)
+            await connection.commit()
+    finally:
+        await engine.dispose()
+
+
+def run_migrations_offline() -> None:
+    context.configure(
+        url=_dsn(),
+        target_metadata=target_metadata,
+        literal_binds=True,
+        dialect_opts={"paramstyle": "named"},
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    connection = config.attributes.get("connection")
+    if connection is None:
+        asyncio.run(run_async_migrations())
+    else:
+        do_run_migrations(connection)
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

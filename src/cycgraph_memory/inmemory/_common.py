@@ -1,0 +1,117 @@
+"""Private helpers shared by the in-memory store and index: ids, record copies, vectors."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import date, datetime
+from types import NoneType
+from typing import Any, TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import BaseModel
+
+from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInputError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def coerce_id(value: object) -> uuid.UUID:
+    """Return ``value`` as a UUID; strings are parsed.
+
+    Raises:
+        InvalidInputError: ``value`` is a string that is not a UUID.
+        TypeError: ``value`` is neither a UUID nor a string.
+    """
+    if isinstance(value, uuid.UUID):
+        return value
+    if isinstance(value, str):
+        try:
+            return uuid.UUID(value)
+        except ValueError:
+            raise InvalidInputError(f"malformed id: {value!r}") from None
+    raise TypeError(f"expected a UUID or a UUID string, got {type(value).__name__}")
+
+
+def coerce_ids(values: Iterable[object]) -> list[uuid.UUID]:
+    """Coerce every id (see :func:`coerce_id`), dropping duplicates, keeping first order."""
+    if isinstance(values, str | uuid.UUID):
+        raise TypeError("expected an iterable of ids, got a single id")
+    return list(dict.fromkeys(coerce_id(v) for v in values))
+
+
+def coerce_record(model: type[M], value: object) -> M:
+    """Return ``value`` as a ``model`` instance: instances pass, mappings are validated.
+
+    Raises:
+        pydantic.ValidationError: A mapping that does not validate.
+        TypeError: Anything that is neither a ``model`` nor a mapping.
+    """
+    if isinstance(value, model):
+        return value
+    if isinstance(value, Mapping):
+        return model.model_validate(value)
+    raise TypeError(f"expected {model.__name__} or a mapping, got {type(value).__name__}")
+
+
+_ATOMIC = (str, int, float, uuid.UUID, datetime, date, NoneType)
+
+
+def _copy_list(value: list[Any]) -> list[Any]:
+    for item in value:
+        if not isinstance(item, _ATOMIC):
+            if isinstance(item, BaseModel):
+                return [
+                    copy_record(x) if isinstance(x, BaseModel) else copy.deepcopy(x) for x in value
+                ]
+            return copy.deepcopy(value)
+    return list(value)
+
+
+def copy_record(record: M) -> M:
+    """Deep-copy a record (several times faster than ``model_copy(deep=True)``).
+
+    Immutable field values (str, numbers, UUIDs, datetimes) are shared, lists of them are
+    copied with ``list()``, nested models recursively, anything else (``attributes`` /
+    ``metadata`` dicts) with ``copy.deepcopy``. The copy is written into the new
+    instance's ``__dict__`` directly: the values are already valid, so re-validation would
+    only cost time.
+    """
+    new = copy.copy(record)
+    fields = new.__dict__
+    for name, value in fields.items():
+        if isinstance(value, _ATOMIC):
+            continue
+        if isinstance(value, BaseModel):
+            fields[name] = copy_record(value)
+        elif isinstance(value, list):
+            fields[name] = list(value) if name == "embedding" else _copy_list(value)
+        else:
+            fields[name] = copy.deepcopy(value)
+    return new
+
+
+def check_dimension(expected: int | None, actual: int, context: str) -> None:
+    """Raise :class:`EmbeddingDimensionMismatchError` when ``actual != expected``."""
+    if expected is not None and actual != expected:
+        raise EmbeddingDimensionMismatchError(expected, actual, context)
+
+
+def normalize_rows(vectors: NDArray[np.float64]) -> NDArray[np.float32]:
+    """L2-normalise each row (zero rows stay zero) and return them as float32.
+
+    Rows are scaled by their largest magnitude first so that huge but finite values do
+    not overflow the squared norm.
+    """
+    out = np.array(vectors, dtype=np.float64, copy=True)
+    if out.size == 0:
+        return out.astype(np.float32)
+    peak = np.max(np.abs(out), axis=1, keepdims=True)
+    peak[peak == 0.0] = 1.0
+    out /= peak
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    norms[norms == 0.0] = 1.0
+    out /= norms
+    return out.astype(np.float32)

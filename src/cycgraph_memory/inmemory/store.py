@@ -1,0 +1,435 @@
+"""In-process :class:`~cycgraph_memory.contracts.MemoryStore` backed by dictionaries.
+
+Suitable for tests and lightweight single-process use. Every record is stored and handed
+out as a deep copy, so mutating an argument after ``put_*`` or a returned record never
+changes the store. Stored records are never mutated in place (updates replace them),
+which is what makes the cheap snapshot-based :meth:`InMemoryMemoryStore.transaction`
+correct.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from cycgraph_memory._options import coerce_options
+from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.inmemory._common import (
+    check_dimension,
+    coerce_id,
+    coerce_ids,
+    coerce_record,
+    copy_record,
+)
+from cycgraph_memory.records import (
+    Entity,
+    EntityFilter,
+    Episode,
+    FactFilter,
+    ListOptions,
+    Message,
+    Relationship,
+    RelationshipFilter,
+    SemanticFact,
+    Theme,
+    utc_now,
+)
+
+__all__ = ["InMemoryMemoryStore"]
+
+R = TypeVar("R", Entity, Relationship, Episode, SemanticFact, Theme)
+
+_Snapshot = tuple[
+    dict[uuid.UUID, Entity],
+    dict[uuid.UUID, Relationship],
+    dict[uuid.UUID, Episode],
+    dict[uuid.UUID, SemanticFact],
+    dict[uuid.UUID, Theme],
+]
+
+
+def _page(matches: list[R], key: Callable[[R], Any], offset: int, limit: int | None) -> list[R]:
+    """Sort every match, then slice ``[offset, offset + limit)`` and copy the slice."""
+    matches.sort(key=key)
+    end = None if limit is None else offset + limit
+    return [copy_record(r) for r in matches[offset:end]]
+
+
+def _entity_key(e: Entity) -> tuple[datetime, str]:
+    return (e.created_at, str(e.id))
+
+
+def _relationship_key(r: Relationship) -> tuple[datetime, str]:
+    return (r.valid_from, str(r.id))
+
+
+def _episode_key(e: Episode) -> tuple[datetime, str]:
+    return (e.started_at, str(e.id))
+
+
+def _fact_key(f: SemanticFact) -> tuple[datetime, str]:
+    return (f.valid_from, str(f.id))
+
+
+def _theme_key(t: Theme) -> tuple[datetime, str]:
+    return (t.provenance.created_at, str(t.id))
+
+
+class InMemoryMemoryStore:
+    """Zero-dependency ``MemoryStore`` backed by dicts.
+
+    Listings filter first, then sort by the contract's deterministic order, then apply
+    ``offset`` / ``limit``; they are linear scans, which is fine at the scale this backend
+    is meant for.
+
+    Args:
+        expected_dimensions: When set, every embedding written to the store must have
+            this length, else ``EmbeddingDimensionMismatchError`` is raised and nothing
+            is written (mirrors the fixed vector column of the Postgres backend).
+            ``None`` (default) accepts any length.
+    """
+
+    def __init__(self, *, expected_dimensions: int | None = None) -> None:
+        if expected_dimensions is not None and expected_dimensions < 1:
+            raise InvalidInputError("expected_dimensions must be a positive integer")
+        self._expected_dimensions = expected_dimensions
+        self._entities: dict[uuid.UUID, Entity] = {}
+        self._relationships: dict[uuid.UUID, Relationship] = {}
+        self._episodes: dict[uuid.UUID, Episode] = {}
+        self._facts: dict[uuid.UUID, SemanticFact] = {}
+        self._themes: dict[uuid.UUID, Theme] = {}
+
+    @property
+    def expected_dimensions(self) -> int | None:
+        """The enforced embedding length, or ``None`` when any length is accepted."""
+        return self._expected_dimensions
+
+    # ------------------------------------------------------------------ helpers
+
+    def _prepare(self, model: type[R], value: object) -> R:
+        record = coerce_record(model, value)
+        embedding = getattr(record, "embedding", None)
+        if embedding is not None:
+            check_dimension(
+                self._expected_dimensions,
+                len(embedding),
+                f"{model.__name__} {record.id}",
+            )
+        return copy_record(record)
+
+    def _prepare_many(self, model: type[R], values: Iterable[object]) -> list[R]:
+        if isinstance(values, (model, Mapping, str)):
+            raise TypeError(f"expected an iterable of {model.__name__}, got a single value")
+        # Validate everything before writing anything: a bulk put is all or nothing.
+        return [self._prepare(model, v) for v in values]
+
+    @staticmethod
+    def _get_many(table: Mapping[uuid.UUID, R], ids: Iterable[object]) -> dict[uuid.UUID, R]:
+        return {i: copy_record(table[i]) for i in coerce_ids(ids) if i in table}
+
+    @staticmethod
+    def _get_one(table: Mapping[uuid.UUID, R], record_id: object) -> R | None:
+        record = table.get(coerce_id(record_id))
+        return None if record is None else copy_record(record)
+
+    @staticmethod
+    def _delete(table: dict[uuid.UUID, R], record_id: object) -> bool:
+        return table.pop(coerce_id(record_id), None) is not None
+
+    # ------------------------------------------------------------------ entities
+
+    async def put_entity(self, entity: Entity) -> None:
+        """Insert or replace one entity."""
+        record = self._prepare(Entity, entity)
+        self._entities[record.id] = record
+
+    async def put_entities(self, entities: Iterable[Entity]) -> None:
+        """Insert or replace many entities; nothing is written if any is invalid."""
+        for record in self._prepare_many(Entity, entities):
+            self._entities[record.id] = record
+
+    async def get_entity(self, entity_id: uuid.UUID | str) -> Entity | None:
+        """Return a copy of the entity (even when invalidated) or ``None``."""
+        return self._get_one(self._entities, entity_id)
+
+    async def get_entities(self, ids: Iterable[uuid.UUID | str]) -> dict[uuid.UUID, Entity]:
+        """Batch get; missing ids are absent, duplicates appear once."""
+        return self._get_many(self._entities, ids)
+
+    async def find_entities(
+        self, filter: EntityFilter | Mapping[str, Any] | None = None, /, **options: Any
+    ) -> list[Entity]:
+        """List entities matching the filter, ordered by ``(created_at, id)``."""
+        f = coerce_options(EntityFilter, filter, options)
+        matches = [
+            e
+            for e in self._entities.values()
+            if (f.include_invalidated or e.invalidated_at is None)
+            and (f.entity_type is None or e.entity_type == f.entity_type)
+        ]
+        return _page(matches, _entity_key, f.offset, f.limit)
+
+    async def delete_entity(self, entity_id: uuid.UUID | str) -> bool:
+        """Hard-delete an entity; True when it existed."""
+        return self._delete(self._entities, entity_id)
+
+    # ------------------------------------------------------------------ relationships
+
+    async def put_relationship(self, relationship: Relationship) -> None:
+        """Insert or replace one relationship."""
+        record = self._prepare(Relationship, relationship)
+        self._relationships[record.id] = record
+
+    async def put_relationships(self, relationships: Iterable[Relationship]) -> None:
+        """Insert or replace many relationships; nothing is written if any is invalid."""
+        for record in self._prepare_many(Relationship, relationships):
+            self._relationships[record.id] = record
+
+    async def get_relationship(self, relationship_id: uuid.UUID | str) -> Relationship | None:
+        """Return a copy of the relationship (even when invalidated) or ``None``."""
+        return self._get_one(self._relationships, relationship_id)
+
+    async def get_relationships(
+        self, ids: Iterable[uuid.UUID | str]
+    ) -> dict[uuid.UUID, Relationship]:
+        """Batch get; missing ids are absent, duplicates appear once."""
+        return self._get_many(self._relationships, ids)
+
+    async def get_relationships_for_entity(
+        self,
+        entity_id: uuid.UUID | str,
+        filter: RelationshipFilter | Mapping[str, Any] | None = None,
+        /,
+        **options: Any,
+    ) -> list[Relationship]:
+        """Edges touching an entity, ordered by ``(valid_from, id)``.
+
+        ``direction`` selects ``outgoing`` (``source_id`` is the entity), ``incoming``
+        (``target_id`` is the entity) or ``both``.
+        """
+        eid = coerce_id(entity_id)
+        f = coerce_options(RelationshipFilter, filter, options)
+        outgoing = f.direction in ("outgoing", "both")
+        incoming = f.direction in ("incoming", "both")
+        matches = [
+            r
+            for r in self._relationships.values()
+            if ((outgoing and r.source_id == eid) or (incoming and r.target_id == eid))
+            and (f.include_invalidated or r.invalidated_by is None)
+            and (f.relation_type is None or r.relation_type == f.relation_type)
+        ]
+        return _page(matches, _relationship_key, f.offset, f.limit)
+
+    async def delete_relationship(self, relationship_id: uuid.UUID | str) -> bool:
+        """Hard-delete a relationship; True when it existed."""
+        return self._delete(self._relationships, relationship_id)
+
+    # ------------------------------------------------------------------ episodes
+
+    async def put_episode(self, episode: Episode) -> None:
+        """Insert or replace one episode (with its messages)."""
+        record = self._prepare(Episode, episode)
+        self._episodes[record.id] = record
+
+    async def put_episodes(self, episodes: Iterable[Episode]) -> None:
+        """Insert or replace many episodes; nothing is written if any is invalid."""
+        for record in self._prepare_many(Episode, episodes):
+            self._episodes[record.id] = record
+
+    async def get_episode(self, episode_id: uuid.UUID | str) -> Episode | None:
+        """Return a copy of the episode (even when invalidated) or ``None``."""
+        return self._get_one(self._episodes, episode_id)
+
+    async def get_episodes(self, ids: Iterable[uuid.UUID | str]) -> dict[uuid.UUID, Episode]:
+        """Batch get; missing ids are absent, duplicates appear once."""
+        return self._get_many(self._episodes, ids)
+
+    async def list_episodes(
+        self, options: ListOptions | Mapping[str, Any] | None = None, /, **kwargs: Any
+    ) -> list[Episode]:
+        """List episodes ordered by ``(started_at, id)``."""
+        o = coerce_options(ListOptions, options, kwargs)
+        matches = [
+            e for e in self._episodes.values() if o.include_invalidated or e.invalidated_at is None
+        ]
+        return _page(matches, _episode_key, o.offset, o.limit)
+
+    async def get_messages(self, ids: Iterable[uuid.UUID | str]) -> dict[uuid.UUID, Message]:
+        """Batch get of messages inside stored episodes; missing ids are absent.
+
+        Invalidated episodes count too (like every ``get_*``). A message id stored in
+        several episodes is returned once, from the episode with the smallest id.
+        """
+        wanted = set(coerce_ids(ids))
+        found: dict[uuid.UUID, Message] = {}
+        if not wanted:
+            return found
+        for episode in sorted(self._episodes.values(), key=lambda e: str(e.id)):
+            for message in episode.messages:
+                if message.id in wanted and message.id not in found:
+                    found[message.id] = copy_record(message)
+        return found
+
+    async def delete_episode(self, episode_id: uuid.UUID | str) -> bool:
+        """Hard-delete an episode; True when it existed."""
+        return self._delete(self._episodes, episode_id)
+
+    # ------------------------------------------------------------------ facts
+
+    async def put_fact(self, fact: SemanticFact) -> None:
+        """Insert or replace one fact."""
+        record = self._prepare(SemanticFact, fact)
+        self._facts[record.id] = record
+
+    async def put_facts(self, facts: Iterable[SemanticFact]) -> None:
+        """Insert or replace many facts; nothing is written if any is invalid."""
+        for record in self._prepare_many(SemanticFact, facts):
+            self._facts[record.id] = record
+
+    async def get_fact(self, fact_id: uuid.UUID | str) -> SemanticFact | None:
+        """Return a copy of the fact (even when invalidated) or ``None``."""
+        return self._get_one(self._facts, fact_id)
+
+    async def get_facts(self, ids: Iterable[uuid.UUID | str]) -> dict[uuid.UUID, SemanticFact]:
+        """Batch get; missing ids are absent, duplicates appear once."""
+        return self._get_many(self._facts, ids)
+
+    async def find_facts(
+        self, filter: FactFilter | Mapping[str, Any] | None = None, /, **options: Any
+    ) -> list[SemanticFact]:
+        """List facts matching the filter, ordered by ``(valid_from, id)``.
+
+        ``tags`` keeps facts carrying any of them (``None`` or ``[]``: no restriction);
+        ``exclude_tags`` then drops facts carrying any of them.
+        """
+        f = coerce_options(FactFilter, filter, options)
+        wanted = frozenset(f.tags or ())
+        unwanted = frozenset(f.exclude_tags or ())
+        matches = [
+            fact
+            for fact in self._facts.values()
+            if (f.include_invalidated or fact.invalidated_by is None)
+            and (f.theme_id is None or fact.theme_id == f.theme_id)
+            and (f.entity_id is None or f.entity_id in fact.entity_ids)
+            and (not wanted or not wanted.isdisjoint(fact.tags))
+            and (not unwanted or unwanted.isdisjoint(fact.tags))
+        ]
+        return _page(matches, _fact_key, f.offset, f.limit)
+
+    async def delete_fact(self, fact_id: uuid.UUID | str) -> bool:
+        """Hard-delete a fact; True when it existed."""
+        return self._delete(self._facts, fact_id)
+
+    # ------------------------------------------------------------------ themes
+
+    async def put_theme(self, theme: Theme) -> None:
+        """Insert or replace one theme."""
+        record = self._prepare(Theme, theme)
+        self._themes[record.id] = record
+
+    async def put_themes(self, themes: Iterable[Theme]) -> None:
+        """Insert or replace many themes; nothing is written if any is invalid."""
+        for record in self._prepare_many(Theme, themes):
+            self._themes[record.id] = record
+
+    async def get_theme(self, theme_id: uuid.UUID | str) -> Theme | None:
+        """Return a copy of the theme (even when invalidated) or ``None``."""
+        return self._get_one(self._themes, theme_id)
+
+    async def get_themes(self, ids: Iterable[uuid.UUID | str]) -> dict[uuid.UUID, Theme]:
+        """Batch get; missing ids are absent, duplicates appear once."""
+        return self._get_many(self._themes, ids)
+
+    async def list_themes(
+        self, options: ListOptions | Mapping[str, Any] | None = None, /, **kwargs: Any
+    ) -> list[Theme]:
+        """List themes ordered by ``(provenance.created_at, id)``."""
+        o = coerce_options(ListOptions, options, kwargs)
+        matches = [
+            t for t in self._themes.values() if o.include_invalidated or t.invalidated_at is None
+        ]
+        return _page(matches, _theme_key, o.offset, o.limit)
+
+    async def delete_theme(self, theme_id: uuid.UUID | str) -> bool:
+        """Hard-delete a theme; True when it existed."""
+        return self._delete(self._themes, theme_id)
+
+    # ------------------------------------------------------------------ usage tracking
+
+    async def touch_facts(self, ids: Iterable[uuid.UUID | str], at: datetime | None = None) -> None:
+        """Increment ``access_count`` and set ``last_accessed_at`` on existing facts.
+
+        Missing ids are ignored; an id repeated in one call counts once. ``at`` defaults
+        to now; a naive ``at`` is assumed to be UTC.
+        """
+        if at is None:
+            when = utc_now()
+        elif isinstance(at, datetime):
+            when = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+        else:
+            raise TypeError(f"at must be a datetime or None, got {type(at).__name__}")
+        for fid in coerce_ids(ids):
+            fact = self._facts.get(fid)
+            if fact is None:
+                continue
+            # Replace, never mutate: transaction snapshots share the old record.
+            self._facts[fid] = fact.model_copy(
+                update={"access_count": fact.access_count + 1, "last_accessed_at": when}
+            )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def transaction(self) -> AbstractAsyncContextManager[None]:
+        """Unit of work: every write in the block lands, or none does if it raises.
+
+        Implemented as a snapshot of the record dicts taken on entry and restored when
+        the block raises (the exception is re-raised). Nested transactions act as
+        savepoints: an inner failure caught inside the outer block undoes only the inner
+        writes.
+
+        Note:
+            The in-memory backend does not isolate transactions from concurrently running
+            coroutines: they see uncommitted writes, and a rollback also discards writes
+            other coroutines made during the block. Serialise writers yourself if that
+            matters.
+        """
+        return self._transaction()
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[None]:
+        snapshot = self._snapshot()
+        try:
+            yield
+        except BaseException:
+            self._restore(snapshot)
+            raise
+
+    def _snapshot(self) -> _Snapshot:
+        # Shallow copies suffice: stored records are replaced, never mutated in place.
+        return (
+            dict(self._entities),
+            dict(self._relationships),
+            dict(self._episodes),
+            dict(self._facts),
+            dict(self._themes),
+        )
+
+    def _restore(self, snapshot: _Snapshot) -> None:
+        (
+            self._entities,
+            self._relationships,
+            self._episodes,
+            self._facts,
+            self._themes,
+        ) = snapshot
+
+    async def clear(self) -> None:
+        """Remove every record."""
+        self._entities = {}
+        self._relationships = {}
+        self._episodes = {}
+        self._facts = {}
+        self._themes = {}

@@ -1,0 +1,69 @@
+"""Postgres + pgvector backend (needs the ``postgres`` extra).
+
+Importing this subpackage pulls in SQLAlchemy, asyncpg and pgvector; the package root
+does not. Typical use::
+
+    from cycgraph_memory.postgres import (
+        PostgresMemoryIndex, PostgresMemoryStore, create_engine_from_dsn, dsn_from_env, upgrade,
+    )
+
+    engine = create_engine_from_dsn(dsn_from_env())       # CYCGRAPH_MEMORY_DSN
+    await upgrade(engine, embedding_dim=384)              # or: alembic upgrade head
+    store = PostgresMemoryStore(engine, tenant_id="acme")
+    index = PostgresMemoryIndex(engine, tenant_id="acme", ef_search=100)
+
+Configuration knobs: DSN (``CYCGRAPH_MEMORY_DSN``, read only by :func:`dsn_from_env`),
+tenant (``DEFAULT_TENANT = "default"``), embedding dimension (fixed by the migration,
+default 384), ``ef_search`` (default 100), HNSW ``m=16, ef_construction=64``.
+"""
+
+from __future__ import annotations
+
+try:
+    import asyncpg  # noqa: F401
+    import pgvector  # noqa: F401
+    import sqlalchemy  # noqa: F401
+except ImportError as _exc:  # pragma: no cover - depends on the environment
+    from cycgraph_memory.errors import MissingExtraError
+
+    raise MissingExtraError("postgres", _exc.name or "sqlalchemy") from None
+
+from cycgraph_memory.postgres._base import DEFAULT_TENANT, validate_tenant
+from cycgraph_memory.postgres.embedded import EmbeddedServer, start_embedded_server
+from cycgraph_memory.postgres.engine import (
+    DSN_ENV_VAR,
+    asyncpg_url,
+    create_engine_from_dsn,
+    dsn_from_env,
+)
+from cycgraph_memory.postgres.index import DEFAULT_EF_SEARCH, PostgresMemoryIndex
+from cycgraph_memory.postgres.migrate import (
+    DEFAULT_EMBEDDING_DIM,
+    current_revision,
+    downgrade,
+    migrations_dir,
+    upgrade,
+)
+from cycgraph_memory.postgres.schema import HNSW_EF_CONSTRUCTION, HNSW_M
+from cycgraph_memory.postgres.store import PostgresMemoryStore
+
+__all__ = [
+    "DEFAULT_EF_SEARCH",
+    "DEFAULT_EMBEDDING_DIM",
+    "DEFAULT_TENANT",
+    "DSN_ENV_VAR",
+    "HNSW_EF_CONSTRUCTION",
+    "HNSW_M",
+    "EmbeddedServer",
+    "PostgresMemoryIndex",
+    "PostgresMemoryStore",
+    "asyncpg_url",
+    "create_engine_from_dsn",
+    "current_revision",
+    "downgrade",
+    "dsn_from_env",
+    "migrations_dir",
+    "start_embedded_server",
+    "upgrade",
+    "validate_tenant",
+]

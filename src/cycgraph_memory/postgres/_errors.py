@@ -1,0 +1,77 @@
+"""Translate driver and SQLAlchemy errors into the library's error tree, by SQLSTATE.
+
+Nothing above :mod:`cycgraph_memory.postgres` sees a SQLAlchemy or asyncpg exception:
+
+* ``23505`` -> :class:`~cycgraph_memory.errors.DuplicateRecordError`
+* other ``23xxx`` -> :class:`~cycgraph_memory.errors.IntegrityViolationError`
+* ``40001`` / ``40P01`` -> :class:`~cycgraph_memory.errors.ConcurrencyError`
+* ``42P01`` (undefined table) -> :class:`~cycgraph_memory.errors.SchemaNotReadyError`
+* anything else database-related -> :class:`~cycgraph_memory.errors.StorageError`
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+from cycgraph_memory.errors import (
+    ConcurrencyError,
+    CycgraphMemoryError,
+    DuplicateRecordError,
+    IntegrityViolationError,
+    SchemaNotReadyError,
+    StorageError,
+)
+
+__all__ = ["sqlstate_of", "translate_errors", "translated"]
+
+_SCHEMA_HINT = "run alembic upgrade head (or cycgraph_memory.postgres.upgrade)"
+
+
+def sqlstate_of(exc: BaseException) -> str | None:
+    """Return the SQLSTATE carried by ``exc`` or its driver-level cause, if any."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        code = getattr(current, "sqlstate", None)
+        if isinstance(code, str) and code:
+            return code
+        if isinstance(current, DBAPIError) and current.orig is not None:
+            current = current.orig
+            continue
+        current = current.__cause__
+    return None
+
+
+def translated(exc: BaseException) -> CycgraphMemoryError:
+    """Map a database exception to the matching :class:`CycgraphMemoryError`."""
+    code = sqlstate_of(exc)
+    detail = str(exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc)
+    detail = detail.splitlines()[0] if detail else type(exc).__name__
+    if code == "23505":
+        return DuplicateRecordError(detail, sqlstate=code)
+    if code is not None and code.startswith("23"):
+        return IntegrityViolationError(detail, sqlstate=code)
+    if code in ("40001", "40P01"):
+        return ConcurrencyError(detail, sqlstate=code)
+    if code == "42P01":
+        return SchemaNotReadyError(f"schema not ready ({detail}): {_SCHEMA_HINT}", sqlstate=code)
+    return StorageError(detail, sqlstate=code)
+
+
+@contextmanager
+def translate_errors() -> Iterator[None]:
+    """Re-raise database errors raised inside the block as library errors."""
+    try:
+        yield
+    except CycgraphMemoryError:
+        raise
+    except (SQLAlchemyError, OSError) as exc:
+        raise translated(exc) from exc
+    except Exception as exc:
+        if type(exc).__module__.startswith("asyncpg"):
+            raise translated(exc) from exc
+        raise

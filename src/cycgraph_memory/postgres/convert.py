@@ -1,0 +1,258 @@
+"""Explicit conversions between pydantic records and table rows.
+
+Records -> ``dict`` of column values (ready for ``INSERT``); result rows (mappings) ->
+fresh pydantic records. Embeddings are stored as pgvector ``vector`` (single precision):
+values read back are the float32 roundings of what was written (values such as ``0.1``
+come back unchanged because pgvector prints the shortest round-tripping text).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from cycgraph_memory.records import (
+    Entity,
+    Episode,
+    Message,
+    Provenance,
+    Relationship,
+    SemanticFact,
+    Theme,
+)
+
+__all__ = [
+    "entity_from_row",
+    "entity_to_row",
+    "episode_from_rows",
+    "episode_to_row",
+    "fact_from_row",
+    "fact_to_row",
+    "message_from_row",
+    "messages_to_rows",
+    "relationship_from_row",
+    "relationship_to_row",
+    "theme_from_row",
+    "theme_to_row",
+]
+
+Row = Mapping[Any, Any]
+
+
+def _uuid(value: Any) -> uuid.UUID:
+    # asyncpg returns its own UUID class; records hold plain uuid.UUID objects.
+    return value if type(value) is uuid.UUID else uuid.UUID(str(value))
+
+
+def _uuid_opt(value: Any) -> uuid.UUID | None:
+    return None if value is None else _uuid(value)
+
+
+def _uuids(values: Iterable[Any] | None) -> list[uuid.UUID]:
+    return [] if values is None else [_uuid(v) for v in values]
+
+
+def _vector(value: Any) -> list[float] | None:
+    if value is None:
+        return None
+    if type(value) is list:
+        return value  # already a fresh list of floats (pgvector's text decoder)
+    if hasattr(value, "tolist"):
+        return [float(x) for x in value.tolist()]
+    return [float(x) for x in value]
+
+
+def _prov(value: Provenance) -> dict[str, Any]:
+    return value.model_dump(mode="json")
+
+
+def entity_to_row(entity: Entity, tenant_id: str) -> dict[str, Any]:
+    """Column values of ``entity`` for ``tenant_id``."""
+    return {
+        "tenant_id": tenant_id,
+        "id": entity.id,
+        "name": entity.name,
+        "entity_type": entity.entity_type,
+        "attributes": entity.attributes,
+        "embedding": entity.embedding,
+        "provenance": _prov(entity.provenance),
+        "created_at": entity.created_at,
+        "updated_at": entity.updated_at,
+        "invalidated_at": entity.invalidated_at,
+        "superseded_by": entity.superseded_by,
+    }
+
+
+def entity_from_row(row: Row) -> Entity:
+    """Build a fresh :class:`Entity` from a result row."""
+    return Entity(
+        id=_uuid(row["id"]),
+        name=row["name"],
+        entity_type=row["entity_type"],
+        attributes=row["attributes"],
+        embedding=_vector(row["embedding"]),
+        provenance=Provenance.model_validate(row["provenance"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        invalidated_at=row["invalidated_at"],
+        superseded_by=_uuid_opt(row["superseded_by"]),
+    )
+
+
+def relationship_to_row(rel: Relationship, tenant_id: str) -> dict[str, Any]:
+    """Column values of ``rel`` for ``tenant_id``."""
+    return {
+        "tenant_id": tenant_id,
+        "id": rel.id,
+        "source_id": rel.source_id,
+        "target_id": rel.target_id,
+        "relation_type": rel.relation_type,
+        "weight": rel.weight,
+        "attributes": rel.attributes,
+        "valid_from": rel.valid_from,
+        "valid_until": rel.valid_until,
+        "provenance": _prov(rel.provenance),
+        "invalidated_by": rel.invalidated_by,
+    }
+
+
+def relationship_from_row(row: Row) -> Relationship:
+    """Build a fresh :class:`Relationship` from a result row."""
+    return Relationship(
+        id=_uuid(row["id"]),
+        source_id=_uuid(row["source_id"]),
+        target_id=_uuid(row["target_id"]),
+        relation_type=row["relation_type"],
+        weight=row["weight"],
+        attributes=row["attributes"],
+        valid_from=row["valid_from"],
+        valid_until=row["valid_until"],
+        provenance=Provenance.model_validate(row["provenance"]),
+        invalidated_by=row["invalidated_by"],
+    )
+
+
+def episode_to_row(episode: Episode, tenant_id: str) -> dict[str, Any]:
+    """Column values of ``episode`` (without its messages) for ``tenant_id``."""
+    return {
+        "tenant_id": tenant_id,
+        "id": episode.id,
+        "topic": episode.topic,
+        "started_at": episode.started_at,
+        "ended_at": episode.ended_at,
+        "embedding": episode.embedding,
+        "fact_ids": list(episode.fact_ids),
+        "provenance": _prov(episode.provenance),
+        "invalidated_at": episode.invalidated_at,
+    }
+
+
+def messages_to_rows(episode: Episode, tenant_id: str) -> list[dict[str, Any]]:
+    """Rows of ``episode``'s messages, ``position`` preserving their order."""
+    return [
+        {
+            "tenant_id": tenant_id,
+            "episode_id": episode.id,
+            "id": m.id,
+            "position": i,
+            "role": m.role,
+            "content": m.content,
+            "timestamp": m.timestamp,
+            "metadata": m.metadata,
+        }
+        for i, m in enumerate(episode.messages)
+    ]
+
+
+def message_from_row(row: Row) -> Message:
+    """Build a fresh :class:`Message` from a message row (or its jsonb form)."""
+    return Message(
+        id=_uuid(row["id"]),
+        role=row["role"],
+        content=row["content"],
+        timestamp=row["timestamp"],
+        metadata=row["metadata"],
+    )
+
+
+def episode_from_rows(row: Row, messages: Sequence[Row]) -> Episode:
+    """Build a fresh :class:`Episode` from its row and its message rows (in order)."""
+    return Episode(
+        id=_uuid(row["id"]),
+        topic=row["topic"],
+        messages=[message_from_row(m) for m in messages],
+        started_at=row["started_at"],
+        ended_at=row["ended_at"],
+        embedding=_vector(row["embedding"]),
+        fact_ids=_uuids(row["fact_ids"]),
+        provenance=Provenance.model_validate(row["provenance"]),
+        invalidated_at=row["invalidated_at"],
+    )
+
+
+def fact_to_row(fact: SemanticFact, tenant_id: str) -> dict[str, Any]:
+    """Column values of ``fact`` for ``tenant_id``."""
+    return {
+        "tenant_id": tenant_id,
+        "id": fact.id,
+        "content": fact.content,
+        "source_episode_ids": list(fact.source_episode_ids),
+        "entity_ids": list(fact.entity_ids),
+        "theme_id": fact.theme_id,
+        "embedding": fact.embedding,
+        "provenance": _prov(fact.provenance),
+        "valid_from": fact.valid_from,
+        "valid_until": fact.valid_until,
+        "invalidated_by": fact.invalidated_by,
+        "access_count": fact.access_count,
+        "last_accessed_at": fact.last_accessed_at,
+        "tags": list(fact.tags),
+    }
+
+
+def fact_from_row(row: Row) -> SemanticFact:
+    """Build a fresh :class:`SemanticFact` from a result row."""
+    return SemanticFact(
+        id=_uuid(row["id"]),
+        content=row["content"],
+        source_episode_ids=_uuids(row["source_episode_ids"]),
+        entity_ids=_uuids(row["entity_ids"]),
+        theme_id=_uuid_opt(row["theme_id"]),
+        embedding=_vector(row["embedding"]),
+        provenance=Provenance.model_validate(row["provenance"]),
+        valid_from=row["valid_from"],
+        valid_until=row["valid_until"],
+        invalidated_by=row["invalidated_by"],
+        access_count=row["access_count"],
+        last_accessed_at=row["last_accessed_at"],
+        tags=list(row["tags"] or []),
+    )
+
+
+def theme_to_row(theme: Theme, tenant_id: str) -> dict[str, Any]:
+    """Column values of ``theme`` for ``tenant_id`` (``created_at`` from provenance)."""
+    return {
+        "tenant_id": tenant_id,
+        "id": theme.id,
+        "label": theme.label,
+        "description": theme.description,
+        "fact_ids": list(theme.fact_ids),
+        "embedding": theme.embedding,
+        "provenance": _prov(theme.provenance),
+        "created_at": theme.provenance.created_at,
+        "invalidated_at": theme.invalidated_at,
+    }
+
+
+def theme_from_row(row: Row) -> Theme:
+    """Build a fresh :class:`Theme` from a result row."""
+    return Theme(
+        id=_uuid(row["id"]),
+        label=row["label"],
+        description=row["description"],
+        fact_ids=_uuids(row["fact_ids"]),
+        embedding=_vector(row["embedding"]),
+        provenance=Provenance.model_validate(row["provenance"]),
+        invalidated_at=row["invalidated_at"],
+    )

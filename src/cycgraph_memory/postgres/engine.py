@@ -1,0 +1,73 @@
+"""Engine helpers: build an ``AsyncEngine`` from a DSN; read the DSN from the environment.
+
+The library never reads the environment at import time; :func:`dsn_from_env` exists for
+applications, the CLI, the demo and test fixtures to call explicitly.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from cycgraph_memory.errors import InvalidInputError
+
+__all__ = ["DSN_ENV_VAR", "asyncpg_url", "create_engine_from_dsn", "dsn_from_env"]
+
+DSN_ENV_VAR = "CYCGRAPH_MEMORY_DSN"
+"""Environment variable holding the Postgres DSN for applications and the CLI."""
+
+_ACCEPTED_DRIVERS = {"postgresql", "postgres", "postgresql+asyncpg"}
+
+
+def asyncpg_url(dsn: str | URL) -> URL:
+    """Return ``dsn`` as a ``postgresql+asyncpg`` SQLAlchemy URL.
+
+    Accepts ``postgresql://``, ``postgres://`` and ``postgresql+asyncpg://`` URLs, including
+    the unix-socket form the embedded server reports
+    (``postgresql://postgres:@/postgres?host=/path/to/dir``): SQLAlchemy's asyncpg dialect
+    passes the ``host`` query parameter through, and asyncpg treats a host starting with
+    ``/`` as a socket directory.
+
+    Raises:
+        InvalidInputError: The DSN cannot be parsed or names another database driver.
+    """
+    try:
+        url = make_url(dsn) if isinstance(dsn, str) else dsn
+    except Exception as exc:
+        raise InvalidInputError(f"cannot parse Postgres DSN: {exc}") from None
+    if url.drivername not in _ACCEPTED_DRIVERS:
+        raise InvalidInputError(
+            f"unsupported DSN driver {url.drivername!r}; use postgresql:// or "
+            "postgresql+asyncpg://"
+        )
+    return url.set(drivername="postgresql+asyncpg")
+
+
+def create_engine_from_dsn(dsn: str | URL, **engine_kwargs: Any) -> AsyncEngine:
+    """Create an asyncpg-backed :class:`~sqlalchemy.ext.asyncio.AsyncEngine` for ``dsn``.
+
+    Args:
+        dsn: A ``postgresql://`` or ``postgresql+asyncpg://`` URL (see :func:`asyncpg_url`).
+        **engine_kwargs: Passed to :func:`sqlalchemy.ext.asyncio.create_async_engine`
+            (e.g. ``pool_size``); ``pool_pre_ping`` defaults to True.
+
+    Returns:
+        A new engine; the caller owns it and should ``await engine.dispose()``.
+    """
+    engine_kwargs.setdefault("pool_pre_ping", True)
+    return create_async_engine(asyncpg_url(dsn), **engine_kwargs)
+
+
+def dsn_from_env(var: str = DSN_ENV_VAR) -> str:
+    """Return the DSN stored in the environment variable ``var``.
+
+    Raises:
+        InvalidInputError: The variable is unset or empty.
+    """
+    value = os.environ.get(var, "").strip()
+    if not value:
+        raise InvalidInputError(f"set {var} to a Postgres DSN (postgresql://...)")
+    return value

@@ -1,0 +1,129 @@
+"""Run the Alembic migrations programmatically (also from an installed wheel).
+
+The migrations live in the repository's top-level ``migrations/`` folder and are shipped in
+the wheel as ``cycgraph_memory/_alembic/migrations`` next to a copy of ``alembic.ini``
+(see ``pyproject.toml``), so ``alembic -c <site-packages>/cycgraph_memory/_alembic/alembic.ini``
+works from an installed package too. :func:`migrations_dir`
+finds whichever exists. :func:`upgrade` / :func:`downgrade` hand a connection to ``env.py``
+through ``config.attributes["connection"]`` so programmatic runs, tests and the alembic CLI
+share one code path.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from cycgraph_memory.errors import SchemaNotReadyError
+from cycgraph_memory.postgres._errors import translate_errors
+from cycgraph_memory.postgres.engine import create_engine_from_dsn
+
+__all__ = [
+    "DEFAULT_EMBEDDING_DIM",
+    "alembic_config",
+    "current_revision",
+    "downgrade",
+    "migrations_dir",
+    "upgrade",
+]
+
+DEFAULT_EMBEDDING_DIM = 384
+"""Embedding dimension used when none is given (all-MiniLM-L6-v2 and friends)."""
+
+
+def migrations_dir() -> Path:
+    """Return the directory holding ``env.py`` and ``versions/``.
+
+    Prefers the copy packaged in the wheel (``cycgraph_memory/_alembic/migrations``), then the
+    repository's ``migrations/`` (editable installs and source checkouts).
+
+    Raises:
+        SchemaNotReadyError: Neither location exists.
+    """
+    packaged = Path(str(resources.files("cycgraph_memory"))) / "_alembic" / "migrations"
+    repo = Path(__file__).resolve().parents[3] / "migrations"
+    for candidate in (packaged, repo):
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise SchemaNotReadyError(f"alembic migrations not found (looked in {packaged} and {repo})")
+
+
+def alembic_config(embedding_dim: int | None = None, **attributes: Any) -> Any:
+    """Return an ``alembic.config.Config`` pointing at :func:`migrations_dir`.
+
+    Args:
+        embedding_dim: Stored in ``config.attributes["embedding_dim"]`` for the first
+            revision.
+        **attributes: Extra ``config.attributes`` (e.g. ``connection``).
+    """
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    if embedding_dim is not None:
+        cfg.attributes["embedding_dim"] = embedding_dim
+    cfg.attributes.update(attributes)
+    return cfg
+
+
+async def _run(engine_or_dsn: AsyncEngine | str | URL, fn: Any, *args: Any) -> Any:
+    if isinstance(engine_or_dsn, AsyncEngine):
+        engine, owned = engine_or_dsn, False
+    else:
+        engine, owned = create_engine_from_dsn(engine_or_dsn), True
+    try:
+        with translate_errors():
+            async with engine.begin() as conn:
+                return await conn.run_sync(fn, *args)
+    finally:
+        if owned:
+            await engine.dispose()
+
+
+def _upgrade_sync(conn: Connection, embedding_dim: int, revision: str) -> None:
+    from alembic import command
+
+    command.upgrade(alembic_config(embedding_dim, connection=conn), revision)
+
+
+def _downgrade_sync(conn: Connection, revision: str) -> None:
+    from alembic import command
+
+    command.downgrade(alembic_config(connection=conn), revision)
+
+
+def _current_sync(conn: Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    return MigrationContext.configure(conn).get_current_revision()
+
+
+async def upgrade(
+    engine_or_dsn: AsyncEngine | str | URL,
+    embedding_dim: int = DEFAULT_EMBEDDING_DIM,
+    revision: str = "head",
+) -> None:
+    """Upgrade the schema to ``revision`` (one transaction).
+
+    Args:
+        engine_or_dsn: An ``AsyncEngine`` (left open) or a DSN (engine created and disposed).
+        embedding_dim: Vector dimension fixed when the tables are first created; ignored
+            for a database already past the first revision.
+        revision: Target revision (default ``"head"``).
+    """
+    await _run(engine_or_dsn, _upgrade_sync, embedding_dim, revision)
+
+
+async def downgrade(engine_or_dsn: AsyncEngine | str | URL, revision: str = "base") -> None:
+    """Downgrade the schema to ``revision`` (default ``"base"``: drop everything)."""
+    await _run(engine_or_dsn, _downgrade_sync, revision)
+
+
+async def current_revision(engine_or_dsn: AsyncEngine | str | URL) -> str | None:
+    """Return the database's current Alembic revision (``None`` when unmigrated)."""
+    result: str | None = await _run(engine_or_dsn, _current_sync)
+    return result

@@ -1,0 +1,269 @@
+"""SQLAlchemy 2.x declarative models of the memory schema (the ``...Row`` classes).
+
+These models describe the tables the Alembic migrations create; a test keeps the two in
+agreement. The library never calls ``create_all`` on a real database.
+
+Layout principles (see ``DESIGN.md``):
+
+* Every tenant-data table has ``tenant_id`` leading its primary key and its foreign keys.
+* Tags are ``text[]`` with a GIN index; a fact's ``entity_ids`` is ``uuid[]`` with a GIN
+  index.
+* Embeddings are pgvector ``vector`` columns. The dimension is fixed by the migration
+  (``alembic -x embedding_dim=N upgrade head``) and recorded in :class:`SchemaMetadataRow`;
+  the models declare a dimension-less ``vector`` so they fit every deployment.
+* HNSW cosine indexes (``m=16, ef_construction=64``) on every embedding column. For
+  dimensions above 2000 (pgvector's limit for ``vector`` HNSW) the migration instead builds
+  an expression index on ``embedding::halfvec(N)``; that index is not modelled here.
+* ``schema_metadata`` is deployment-wide (it describes the schema, not tenant data) and is
+  therefore the one table without ``tenant_id``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+from pgvector.sqlalchemy import VECTOR
+from sqlalchemy import (
+    DateTime,
+    Double,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    MetaData,
+    Text,
+    Uuid,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = [
+    "HNSW_EF_CONSTRUCTION",
+    "HNSW_M",
+    "MAX_VECTOR_HNSW_DIM",
+    "NAMING_CONVENTION",
+    "Base",
+    "EmbeddingVector",
+    "EntityRow",
+    "EpisodeRow",
+    "FactRow",
+    "MessageRow",
+    "RelationshipRow",
+    "SchemaMetadataRow",
+    "ThemeRow",
+]
+
+NAMING_CONVENTION: dict[str, str] = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_N_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+"""Constraint and index naming convention shared by the models and the migrations."""
+
+HNSW_M = 16
+"""HNSW graph degree used by every embedding index (pgvector default)."""
+
+HNSW_EF_CONSTRUCTION = 64
+"""HNSW build-time candidate list size used by every embedding index (pgvector default)."""
+
+MAX_VECTOR_HNSW_DIM = 2000
+"""Widest ``vector`` pgvector can index with HNSW; wider schemas index ``halfvec`` casts."""
+
+@lru_cache(maxsize=64)
+def _vector_format(n: int) -> str:
+    # 9 significant digits round-trip every float32 exactly; one C-level % call is ~5x
+    # faster than pgvector's per-element str() join for 384-d vectors.
+    return "[" + ",".join(["%.9g"] * n) + "]"
+
+
+class EmbeddingVector(VECTOR):
+    """pgvector ``vector`` with a faster text encoder (the bulk-insert hot path)."""
+
+    cache_ok = True
+
+    def bind_processor(self, dialect: Dialect) -> Any:
+        """Return a converter from a float sequence to pgvector's text form."""
+
+        def process(value: Any) -> str | None:
+            if value is None or isinstance(value, str):
+                return value
+            if hasattr(value, "tolist"):
+                value = value.tolist()
+            return _vector_format(len(value)) % tuple(value)
+
+        return process
+
+
+_TZ = DateTime(timezone=True)
+# fastupdate=off: tag lookups are the reflection loop's hot path; a GIN pending list left
+# behind by bulk inserts would be scanned linearly on every query until the next vacuum.
+_GIN = {"fastupdate": "off"}
+_UUID_ARRAY = ARRAY(Uuid(as_uuid=True))
+
+
+def _hnsw(table: str) -> Index:
+    return Index(
+        f"ix_{table}_embedding_hnsw",
+        "embedding",
+        postgresql_using="hnsw",
+        postgresql_with={"m": HNSW_M, "ef_construction": HNSW_EF_CONSTRUCTION},
+        postgresql_ops={"embedding": "vector_cosine_ops"},
+    )
+
+
+class Base(DeclarativeBase):
+    """Declarative base carrying the naming convention."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class SchemaMetadataRow(Base):
+    """Deployment-wide key/value settings (``embedding_dim``, ``schema_version``)."""
+
+    __tablename__ = "schema_metadata"
+
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class EntityRow(Base):
+    """A knowledge-graph node."""
+
+    __tablename__ = "entities"
+    __table_args__ = (
+        Index(None, "tenant_id", "created_at", "id"),
+        Index(None, "tenant_id", "entity_type"),
+        _hnsw("entities"),
+    )
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    id: Mapped[uuid.UUID] = mapped_column(Uuid(as_uuid=True), primary_key=True)
+    name: Mapped[str] = mapped_column(Text)
+    entity_type: Mapped[str] = mapped_column(Text)
+    attributes: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    embedding: Mapped[list[float] | None] = mapped_column(EmbeddingVector())
+    provenance: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = mapped_column(_TZ)
+    updated_at: Mapped[datetime] = mapped_column(_TZ)
+    invalidated_at: Mapped[datetime | None] = mapped_column(_TZ)
+    superseded_by: Mapped[uuid.UUID | None] = mapped_column(Uuid(as_uuid=True))
+
+
+class RelationshipRow(Base):
+    """A directed, weighted knowledge-graph edge."""
+
+    __tablename__ = "relationships"
+    __table_args__ = (
+        Index(None, "tenant_id", "valid_from", "id"),
+        Index(None, "tenant_id", "source_id"),
+        Index(None, "tenant_id", "target_id"),
+    )
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    id: Mapped[uuid.UUID] = mapped_column(Uuid(as_uuid=True), primary_key=True)
+    source_id: Mapped[uuid.UUID] = mapped_column(Uuid(as_uuid=True))
+    target_id: Mapped[uuid.UUID] = mapped_column(Uuid(as_uuid=True))
+    relation_type: Mapped[str] = mapped_column(Text)
+    weight: Mapped[float] = mapped_column(Double)
+    attributes: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    valid_from: Mapped[datetime] = mapped_column(_TZ)
+    valid_until: Mapped[datetime | None] = mapped_column(_TZ)
+    provenance: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    invalidated_by: Mapped[str | None] = mapped_column(Text)
+
+
+class EpisodeRow(Base):
+    """A coherent group of messages (its messages live in :class:`MessageRow`)."""
+
+    __tablename__ = "episodes"
+    __table_args__ = (
+        Index(None, "tenant_id", "started_at", "id"),
+        _hnsw("episodes"),
+    )
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    id: Mapped[uuid.UUID] = mapped_column(Uuid(as_uuid=True), primary_key=True)
+    topic: Mapped[str] = mapped_column(Text)
+    started_at: Mapped[datetime] = mapped_column(_TZ)
+    ended_at: Mapped[datetime] = mapped_column(_TZ)
+    embedding: Mapped[list[float] | None] = mapped_column(EmbeddingVector())
+    fact_ids: Mapped[list[uuid.UUID]] = mapped_column(_UUID_ARRAY)
+    provenance: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    invalidated_at: Mapped[datetime | None] = mapped_column(_TZ)
+
+
+class MessageRow(Base):
+    """One message of an episode; ``position`` keeps the episode's message order."""
+
+    __tablename__ = "episode_messages"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant_id", "episode_id"],
+            ["episodes.tenant_id", "episodes.id"],
+            ondelete="CASCADE",
+        ),
+    )
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    episode_id: Mapped[uuid.UUID] = mapped_column(Uuid(as_uuid=True), primary_key=True)
+    id: Mapped[uuid.UUID] = mapped_column(Uuid(as_uuid=True), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer)
+    role: Mapped[str] = mapped_column(Text)
+    content: Mapped[str] = mapped_column(Text)
+    timestamp: Mapped[datetime] = mapped_column(_TZ)
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB)
+
+
+class FactRow(Base):
+    """An atomic piece of knowledge."""
+
+    __tablename__ = "facts"
+    __table_args__ = (
+        Index(None, "tenant_id", "valid_from", "id"),
+        Index(None, "tenant_id", "theme_id"),
+        Index("ix_facts_tags_gin", "tags", postgresql_using="gin", postgresql_with=_GIN),
+        Index(
+            "ix_facts_entity_ids_gin", "entity_ids", postgresql_using="gin", postgresql_with=_GIN
+        ),
+        _hnsw("facts"),
+    )
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    id: Mapped[uuid.UUID] = mapped_column(Uuid(as_uuid=True), primary_key=True)
+    content: Mapped[str] = mapped_column(Text)
+    source_episode_ids: Mapped[list[uuid.UUID]] = mapped_column(_UUID_ARRAY)
+    entity_ids: Mapped[list[uuid.UUID]] = mapped_column(_UUID_ARRAY)
+    theme_id: Mapped[uuid.UUID | None] = mapped_column(Uuid(as_uuid=True))
+    embedding: Mapped[list[float] | None] = mapped_column(EmbeddingVector())
+    provenance: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    valid_from: Mapped[datetime] = mapped_column(_TZ)
+    valid_until: Mapped[datetime | None] = mapped_column(_TZ)
+    invalidated_by: Mapped[str | None] = mapped_column(Text)
+    access_count: Mapped[int] = mapped_column(Integer)
+    last_accessed_at: Mapped[datetime | None] = mapped_column(_TZ)
+    tags: Mapped[list[str]] = mapped_column(ARRAY(Text))
+
+
+class ThemeRow(Base):
+    """A cluster of facts; ``created_at`` is ``provenance.created_at`` flattened for ORDER BY."""
+
+    __tablename__ = "themes"
+    __table_args__ = (
+        Index(None, "tenant_id", "created_at", "id"),
+        _hnsw("themes"),
+    )
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    id: Mapped[uuid.UUID] = mapped_column(Uuid(as_uuid=True), primary_key=True)
+    label: Mapped[str] = mapped_column(Text)
+    description: Mapped[str] = mapped_column(Text)
+    fact_ids: Mapped[list[uuid.UUID]] = mapped_column(_UUID_ARRAY)
+    embedding: Mapped[list[float] | None] = mapped_column(EmbeddingVector())
+    provenance: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = mapped_column(_TZ)
+    invalidated_at: Mapped[datetime | None] = mapped_column(_TZ)

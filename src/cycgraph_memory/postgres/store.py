@@ -1,0 +1,590 @@
+"""PostgresMemoryStore: the ``MemoryStore`` contract on Postgres with set-based SQL."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    Table,
+    Uuid,
+    any_,
+    bindparam,
+    delete,
+    func,
+    not_,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, aggregate_order_by, distinct_on
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql import literal_column, type_coerce
+
+from cycgraph_memory._options import coerce_options
+from cycgraph_memory.postgres import convert
+from cycgraph_memory.postgres._base import (
+    DEFAULT_TENANT,
+    Bind,
+    PostgresBackend,
+    parse_id,
+    parse_ids,
+)
+from cycgraph_memory.postgres._errors import translate_errors
+from cycgraph_memory.postgres.schema import (
+    EntityRow,
+    EpisodeRow,
+    FactRow,
+    MessageRow,
+    RelationshipRow,
+    ThemeRow,
+)
+from cycgraph_memory.records import (
+    Entity,
+    EntityFilter,
+    Episode,
+    FactFilter,
+    ListOptions,
+    Message,
+    Relationship,
+    RelationshipFilter,
+    SemanticFact,
+    Theme,
+    utc_now,
+)
+
+__all__ = [
+    "PostgresMemoryStore",
+    "coerce_record",
+    "convert_ts",
+    "episode_from_result",
+    "episode_messages_column",
+    "in_ids",
+]
+
+_log = logging.getLogger(__name__)
+
+ENTITIES: Table = EntityRow.__table__  # type: ignore[assignment]
+RELATIONSHIPS: Table = RelationshipRow.__table__  # type: ignore[assignment]
+EPISODES: Table = EpisodeRow.__table__  # type: ignore[assignment]
+MESSAGES: Table = MessageRow.__table__  # type: ignore[assignment]
+FACTS: Table = FactRow.__table__  # type: ignore[assignment]
+THEMES: Table = ThemeRow.__table__  # type: ignore[assignment]
+
+_KEY = ("tenant_id", "id")
+_ROWS_PER_BATCH = 1_000
+Options = Mapping[str, Any]
+R = TypeVar("R")
+M = TypeVar("M", bound=BaseModel)
+
+
+def coerce_record(model: type[M], value: object) -> M:
+    """Return ``value`` as a ``model``: instances pass, mappings are validated.
+
+    Raises:
+        pydantic.ValidationError: A mapping that does not validate.
+        TypeError: Anything else.
+    """
+    if isinstance(value, model):
+        return value
+    if isinstance(value, Mapping):
+        return model.model_validate(value)
+    raise TypeError(f"expected {model.__name__} or a mapping, got {type(value).__name__}")
+
+
+def in_ids(column: ColumnElement[Any], ids: Sequence[uuid.UUID]) -> ColumnElement[bool]:
+    """``column = ANY(:ids)`` with the ids bound as one ``uuid[]`` parameter."""
+    return column == any_(bindparam(None, list(ids), type_=ARRAY(Uuid(as_uuid=True))))
+
+
+def episode_messages_column(episodes: Table = EPISODES) -> ColumnElement[Any]:
+    """A correlated subquery aggregating an episode's messages (in order) as a jsonb array.
+
+    Lets every episode read (get, batch get, list, kNN) fetch the messages in the same
+    round trip as the episode rows.
+    """
+    m = MESSAGES
+    obj = func.jsonb_build_object(
+        "id", m.c.id,
+        "role", m.c.role,
+        "content", m.c.content,
+        "timestamp", m.c.timestamp,
+        "metadata", m.c.metadata,
+    )
+    agg = func.coalesce(
+        func.jsonb_agg(aggregate_order_by(obj, m.c.position)), literal_column("'[]'::jsonb")
+    )
+    sub = (
+        select(agg)
+        .where(m.c.tenant_id == episodes.c.tenant_id, m.c.episode_id == episodes.c.id)
+        .scalar_subquery()
+    )
+    return type_coerce(sub, JSONB).label("messages")
+
+
+def episode_from_result(row: Mapping[str, Any]) -> Episode:
+    """Build an episode from a row that carries the ``messages`` aggregate column."""
+    return convert.episode_from_rows(row, row["messages"] or [])
+
+
+class PostgresMemoryStore(PostgresBackend):
+    """``MemoryStore`` on Postgres + pgvector, scoped to one tenant.
+
+    Args:
+        bind: An ``AsyncEngine`` or an injected ``async_sessionmaker`` (tests pass one bound
+            to a single connection with ``join_transaction_mode="create_savepoint"``).
+        tenant_id: Tenant whose rows this store reads and writes: 1-64 characters of
+            ``[A-Za-z0-9_.:-]`` (default ``"default"``). No method reaches other tenants.
+        embedding_dim: Expected embedding dimension. ``None`` (default) reads the dimension
+            the schema was migrated with (once, lazily); a value that differs from the
+            schema raises ``EmbeddingDimensionMismatchError`` on first use.
+
+    Raises:
+        InvalidTenantError: The tenant id is malformed.
+
+    Every method outside :meth:`transaction` runs in its own short transaction; inside
+    ``async with store.transaction():`` every call made from the same task (context) shares
+    one session and commits or rolls back together. Do not ``gather`` store calls inside a
+    transaction (one session cannot run statements concurrently).
+    """
+
+    def __init__(
+        self,
+        bind: Bind,
+        tenant_id: str = DEFAULT_TENANT,
+        embedding_dim: int | None = None,
+    ) -> None:
+        super().__init__(bind, tenant_id=tenant_id, embedding_dim=embedding_dim)
+
+    # ------------------------------------------------------------------ unit of work
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        """Unit of work: ``async with store.transaction(): ...`` commits all or nothing.
+
+        Nested blocks become savepoints: an exception inside a nested block rolls back
+        only that block (and propagates).
+        """
+        active = self._active.get()
+        if active is not None:
+            with translate_errors():
+                nested = await active.begin_nested()
+            try:
+                yield
+            except BaseException:
+                with translate_errors():
+                    if nested.is_active:
+                        await nested.rollback()
+                raise
+            with translate_errors():
+                await nested.commit()
+            return
+        session = self._sessionmaker()
+        token = self._active.set(session)
+        try:
+            with translate_errors():
+                await session.begin()
+            try:
+                yield
+            except BaseException:
+                with translate_errors():
+                    await session.rollback()
+                raise
+            with translate_errors():
+                await session.commit()
+        finally:
+            self._active.reset(token)
+            with translate_errors():
+                await session.close()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _mine(self, table: Table) -> ColumnElement[bool]:
+        return table.c.tenant_id == self._tenant
+
+    def _precheck(self, records: Sequence[Any], kind: str) -> None:
+        # With a known dimension (configured or cached) bad vectors never reach the database.
+        dim = self._known_dim()
+        for r in records:
+            self._check_vector(getattr(r, "embedding", None), dim, f"{kind} {r.id}")
+
+    async def _checked_dim(self, session: AsyncSession, records: Sequence[Any], kind: str) -> None:
+        # Validate against the schema's dimension before any write.
+        vectors = [(r.id, getattr(r, "embedding", None)) for r in records]
+        if self._schema_dim is None and all(v is None for _, v in vectors):
+            return
+        dim = await self._dim(session)
+        for rid, vector in vectors:
+            self._check_vector(vector, dim, f"{kind} {rid}")
+
+    async def _upsert(
+        self, session: AsyncSession, table: Table, rows: list[dict[str, Any]]
+    ) -> None:
+        if not rows:
+            return
+        # Later duplicates win, like successive put_* calls (and one statement must not
+        # touch a row twice).
+        unique = list({row["id"]: row for row in rows}.values())
+        stmt = pg_insert(table)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[table.c.tenant_id, table.c.id],
+            set_={c.name: stmt.excluded[c.name] for c in table.c if c.name not in _KEY},
+        )
+        # executemany: SQLAlchemy compiles the statement once (cached) and the driver sends
+        # the rows in batches, well under the 32,767 bind-parameter limit per statement.
+        for start in range(0, len(unique), _ROWS_PER_BATCH):
+            await session.execute(stmt, unique[start : start + _ROWS_PER_BATCH])
+
+    async def _put(
+        self,
+        table: Table,
+        records: Iterable[Any],
+        to_row: Callable[[Any, str], dict[str, Any]],
+        kind: str,
+        cls: type,
+    ) -> None:
+        items: list[Any] = [coerce_record(cls, r) for r in records]
+        if not items:
+            return
+        self._precheck(items, kind)
+        async with self._session() as session:
+            await self._checked_dim(session, items, kind)
+            await self._upsert(session, table, [to_row(r, self._tenant) for r in items])
+
+    async def _get_many(
+        self,
+        table: Table,
+        ids: Iterable[Any],
+        from_row: Callable[[Any], R],
+        extra: Sequence[ColumnElement[Any]] = (),
+    ) -> dict[uuid.UUID, R]:
+        wanted = parse_ids(ids)
+        if not wanted:
+            return {}
+        stmt = select(table, *extra).where(self._mine(table), in_ids(table.c.id, wanted))
+        async with self._session() as session:
+            rows = (await session.execute(stmt)).mappings().all()
+        found = {convert._uuid(row["id"]): from_row(row) for row in rows}
+        return {i: found[i] for i in wanted if i in found}
+
+    async def _get_one(
+        self,
+        table: Table,
+        record_id: Any,
+        from_row: Callable[[Any], R],
+        extra: Sequence[ColumnElement[Any]] = (),
+    ) -> R | None:
+        rid = parse_id(record_id)
+        stmt = select(table, *extra).where(self._mine(table), table.c.id == rid)
+        async with self._session() as session:
+            row = (await session.execute(stmt)).mappings().first()
+        return None if row is None else from_row(row)
+
+    async def _list(self, stmt: Select[Any], from_row: Callable[[Any], R]) -> list[R]:
+        async with self._session() as session:
+            rows = (await session.execute(stmt)).mappings().all()
+        return [from_row(row) for row in rows]
+
+    async def _delete(self, table: Table, record_id: Any) -> bool:
+        rid = parse_id(record_id)
+        stmt = delete(table).where(self._mine(table), table.c.id == rid).returning(table.c.id)
+        async with self._session() as session:
+            return (await session.execute(stmt)).first() is not None
+
+    @staticmethod
+    def _page(stmt: Select[Any], limit: int | None, offset: int) -> Select[Any]:
+        if offset:
+            stmt = stmt.offset(offset)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        return stmt
+
+    # ------------------------------------------------------------------ entities
+
+    async def put_entity(self, entity: Entity) -> None:
+        """Insert or replace one entity."""
+        await self.put_entities([entity])
+
+    async def put_entities(self, entities: Iterable[Entity]) -> None:
+        """Insert or replace many entities (multi-row upserts, chunked)."""
+        await self._put(ENTITIES, entities, convert.entity_to_row, "entity", Entity)
+
+    async def get_entity(self, entity_id: uuid.UUID | str) -> Entity | None:
+        """Return the entity (even when invalidated) or ``None``."""
+        return await self._get_one(ENTITIES, entity_id, convert.entity_from_row)
+
+    async def get_entities(self, ids: Iterable[uuid.UUID | str]) -> dict[uuid.UUID, Entity]:
+        """Batch get in one round trip; missing ids are absent."""
+        return await self._get_many(ENTITIES, ids, convert.entity_from_row)
+
+    async def find_entities(
+        self, filter: EntityFilter | Options | None = None, /, **options: Any
+    ) -> list[Entity]:
+        """List entities matching the filter, ordered by ``(created_at, id)``."""
+        f = coerce_options(EntityFilter, filter, options)
+        t = ENTITIES
+        stmt = select(t).where(self._mine(t))
+        if f.entity_type is not None:
+            stmt = stmt.where(t.c.entity_type == f.entity_type)
+        if not f.include_invalidated:
+            stmt = stmt.where(t.c.invalidated_at.is_(None))
+        stmt = self._page(stmt.order_by(t.c.created_at, t.c.id), f.limit, f.offset)
+        return await self._list(stmt, convert.entity_from_row)
+
+    async def delete_entity(self, entity_id: uuid.UUID | str) -> bool:
+        """Hard-delete an entity; True when it existed."""
+        return await self._delete(ENTITIES, entity_id)
+
+    # ------------------------------------------------------------------ relationships
+
+    async def put_relationship(self, relationship: Relationship) -> None:
+        """Insert or replace one relationship."""
+        await self.put_relationships([relationship])
+
+    async def put_relationships(self, relationships: Iterable[Relationship]) -> None:
+        """Insert or replace many relationships (multi-row upserts, chunked)."""
+        await self._put(
+            RELATIONSHIPS, relationships, convert.relationship_to_row, "relationship", Relationship
+        )
+
+    async def get_relationship(self, relationship_id: uuid.UUID | str) -> Relationship | None:
+        """Return the relationship or ``None``."""
+        return await self._get_one(RELATIONSHIPS, relationship_id, convert.relationship_from_row)
+
+    async def get_relationships(
+        self, ids: Iterable[uuid.UUID | str]
+    ) -> dict[uuid.UUID, Relationship]:
+        """Batch get in one round trip; missing ids are absent."""
+        return await self._get_many(RELATIONSHIPS, ids, convert.relationship_from_row)
+
+    async def get_relationships_for_entity(
+        self,
+        entity_id: uuid.UUID | str,
+        filter: RelationshipFilter | Options | None = None,
+        /,
+        **options: Any,
+    ) -> list[Relationship]:
+        """Edges touching an entity, ordered by ``(valid_from, id)``."""
+        eid = parse_id(entity_id)
+        f = coerce_options(RelationshipFilter, filter, options)
+        t = RELATIONSHIPS
+        stmt = select(t).where(self._mine(t))
+        if f.direction == "outgoing":
+            stmt = stmt.where(t.c.source_id == eid)
+        elif f.direction == "incoming":
+            stmt = stmt.where(t.c.target_id == eid)
+        else:
+            stmt = stmt.where(or_(t.c.source_id == eid, t.c.target_id == eid))
+        if f.relation_type is not None:
+            stmt = stmt.where(t.c.relation_type == f.relation_type)
+        if not f.include_invalidated:
+            stmt = stmt.where(t.c.invalidated_by.is_(None))
+        stmt = self._page(stmt.order_by(t.c.valid_from, t.c.id), f.limit, f.offset)
+        return await self._list(stmt, convert.relationship_from_row)
+
+    async def delete_relationship(self, relationship_id: uuid.UUID | str) -> bool:
+        """Hard-delete a relationship; True when it existed."""
+        return await self._delete(RELATIONSHIPS, relationship_id)
+
+    # ------------------------------------------------------------------ episodes
+
+    async def put_episode(self, episode: Episode) -> None:
+        """Insert or replace one episode with its messages."""
+        await self.put_episodes([episode])
+
+    async def put_episodes(self, episodes: Iterable[Episode]) -> None:
+        """Insert or replace many episodes; their message rows are replaced wholesale."""
+        items = [coerce_record(Episode, e) for e in episodes]
+        if not items:
+            return
+        latest = list({e.id: e for e in items}.values())
+        self._precheck(latest, "episode")
+        async with self._session() as session:
+            await self._checked_dim(session, latest, "episode")
+            await self._upsert(
+                session, EPISODES, [convert.episode_to_row(e, self._tenant) for e in latest]
+            )
+            await session.execute(
+                delete(MESSAGES).where(
+                    self._mine(MESSAGES), in_ids(MESSAGES.c.episode_id, [e.id for e in latest])
+                )
+            )
+            rows = [r for e in latest for r in convert.messages_to_rows(e, self._tenant)]
+            for start in range(0, len(rows), _ROWS_PER_BATCH):
+                await session.execute(
+                    pg_insert(MESSAGES), rows[start : start + _ROWS_PER_BATCH]
+                )
+
+    async def get_episode(self, episode_id: uuid.UUID | str) -> Episode | None:
+        """Return the episode (with its messages) or ``None``."""
+        return await self._get_one(
+            EPISODES, episode_id, episode_from_result, (episode_messages_column(),)
+        )
+
+    async def get_episodes(self, ids: Iterable[uuid.UUID | str]) -> dict[uuid.UUID, Episode]:
+        """Batch get (episodes and messages) in one round trip; missing ids are absent."""
+        return await self._get_many(
+            EPISODES, ids, episode_from_result, (episode_messages_column(),)
+        )
+
+    async def list_episodes(
+        self, options: ListOptions | Options | None = None, /, **kwargs: Any
+    ) -> list[Episode]:
+        """List episodes ordered by ``(started_at, id)``."""
+        o = coerce_options(ListOptions, options, kwargs)
+        t = EPISODES
+        stmt = select(t, episode_messages_column()).where(self._mine(t))
+        if not o.include_invalidated:
+            stmt = stmt.where(t.c.invalidated_at.is_(None))
+        stmt = self._page(stmt.order_by(t.c.started_at, t.c.id), o.limit, o.offset)
+        return await self._list(stmt, episode_from_result)
+
+    async def get_messages(self, ids: Iterable[uuid.UUID | str]) -> dict[uuid.UUID, Message]:
+        """Batch get of stored messages (inside this tenant's episodes); missing ids absent.
+
+        A message id stored in several episodes is returned once (from the episode with the
+        smallest id).
+        """
+        wanted = parse_ids(ids)
+        if not wanted:
+            return {}
+        m = MESSAGES
+        stmt = (
+            select(m)
+            .where(self._mine(m), in_ids(m.c.id, wanted))
+            .order_by(m.c.id, m.c.episode_id)
+            .ext(distinct_on(m.c.id))
+        )
+        async with self._session() as session:
+            rows = (await session.execute(stmt)).mappings().all()
+        found = {convert._uuid(r["id"]): convert.message_from_row(r) for r in rows}
+        return {i: found[i] for i in wanted if i in found}
+
+    async def delete_episode(self, episode_id: uuid.UUID | str) -> bool:
+        """Hard-delete an episode and its messages; True when it existed."""
+        return await self._delete(EPISODES, episode_id)
+
+    # ------------------------------------------------------------------ facts
+
+    async def put_fact(self, fact: SemanticFact) -> None:
+        """Insert or replace one fact."""
+        await self.put_facts([fact])
+
+    async def put_facts(self, facts: Iterable[SemanticFact]) -> None:
+        """Insert or replace many facts (multi-row upserts of up to 1,000 rows each)."""
+        await self._put(FACTS, facts, convert.fact_to_row, "fact", SemanticFact)
+
+    async def get_fact(self, fact_id: uuid.UUID | str) -> SemanticFact | None:
+        """Return the fact (even when invalidated) or ``None``."""
+        return await self._get_one(FACTS, fact_id, convert.fact_from_row)
+
+    async def get_facts(self, ids: Iterable[uuid.UUID | str]) -> dict[uuid.UUID, SemanticFact]:
+        """Batch get in one round trip; missing ids are absent."""
+        return await self._get_many(FACTS, ids, convert.fact_from_row)
+
+    async def find_facts(
+        self, filter: FactFilter | Options | None = None, /, **options: Any
+    ) -> list[SemanticFact]:
+        """List facts matching the filter, ordered by ``(valid_from, id)``.
+
+        ``tags`` (any-of, ``tags && :tags``), ``exclude_tags`` (``NOT (tags && :ex)``) and
+        ``entity_id`` (``entity_ids @> ARRAY[:id]``) run in SQL on GIN indexes.
+        """
+        f = coerce_options(FactFilter, filter, options)
+        t = FACTS
+        stmt = select(t).where(self._mine(t))
+        if not f.include_invalidated:
+            stmt = stmt.where(t.c.invalidated_by.is_(None))
+        if f.theme_id is not None:
+            stmt = stmt.where(t.c.theme_id == f.theme_id)
+        if f.entity_id is not None:
+            stmt = stmt.where(t.c.entity_ids.contains([f.entity_id]))
+        if f.tags:
+            stmt = stmt.where(t.c.tags.overlap(list(f.tags)))
+        if f.exclude_tags:
+            stmt = stmt.where(not_(t.c.tags.overlap(list(f.exclude_tags))))
+        stmt = self._page(stmt.order_by(t.c.valid_from, t.c.id), f.limit, f.offset)
+        return await self._list(stmt, convert.fact_from_row)
+
+    async def delete_fact(self, fact_id: uuid.UUID | str) -> bool:
+        """Hard-delete a fact; True when it existed."""
+        return await self._delete(FACTS, fact_id)
+
+    async def touch_facts(
+        self, ids: Iterable[uuid.UUID | str], at: datetime | None = None
+    ) -> None:
+        """Increment ``access_count`` and set ``last_accessed_at`` in one UPDATE.
+
+        Each distinct id counts once per call; unknown ids are ignored.
+        """
+        wanted = parse_ids(ids)
+        if not wanted:
+            return
+        when = utc_now() if at is None else convert_ts(at)
+        t = FACTS
+        stmt = (
+            update(t)
+            .where(self._mine(t), in_ids(t.c.id, wanted))
+            .values(access_count=t.c.access_count + 1, last_accessed_at=when)
+        )
+        async with self._session() as session:
+            await session.execute(stmt)
+
+    # ------------------------------------------------------------------ themes
+
+    async def put_theme(self, theme: Theme) -> None:
+        """Insert or replace one theme."""
+        await self.put_themes([theme])
+
+    async def put_themes(self, themes: Iterable[Theme]) -> None:
+        """Insert or replace many themes (multi-row upserts, chunked)."""
+        await self._put(THEMES, themes, convert.theme_to_row, "theme", Theme)
+
+    async def get_theme(self, theme_id: uuid.UUID | str) -> Theme | None:
+        """Return the theme or ``None``."""
+        return await self._get_one(THEMES, theme_id, convert.theme_from_row)
+
+    async def get_themes(self, ids: Iterable[uuid.UUID | str]) -> dict[uuid.UUID, Theme]:
+        """Batch get in one round trip; missing ids are absent."""
+        return await self._get_many(THEMES, ids, convert.theme_from_row)
+
+    async def list_themes(
+        self, options: ListOptions | Options | None = None, /, **kwargs: Any
+    ) -> list[Theme]:
+        """List themes ordered by ``(provenance.created_at, id)``."""
+        o = coerce_options(ListOptions, options, kwargs)
+        t = THEMES
+        stmt = select(t).where(self._mine(t))
+        if not o.include_invalidated:
+            stmt = stmt.where(t.c.invalidated_at.is_(None))
+        stmt = self._page(stmt.order_by(t.c.created_at, t.c.id), o.limit, o.offset)
+        return await self._list(stmt, convert.theme_from_row)
+
+    async def delete_theme(self, theme_id: uuid.UUID | str) -> bool:
+        """Hard-delete a theme; True when it existed."""
+        return await self._delete(THEMES, theme_id)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def clear(self) -> None:
+        """Delete every row of this tenant (other tenants are untouched)."""
+        async with self._session() as session:
+            for table in (MESSAGES, EPISODES, FACTS, THEMES, RELATIONSHIPS, ENTITIES):
+                await session.execute(delete(table).where(self._mine(table)))
+
+
+def convert_ts(value: datetime) -> datetime:
+    """Normalise a datetime to aware UTC (naive input is assumed to be UTC)."""
+    if not isinstance(value, datetime):
+        raise TypeError(f"expected a datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)

@@ -1,0 +1,38 @@
+"""Backend fixtures for the behavioural contract suite.
+
+Every test in ``tests/contract`` runs once per backend. The ``postgres`` parameters use the
+``pg_store`` / ``pg_index`` fixtures (tests/conftest.py), which must yield an *empty*,
+isolated store per test whose schema has ``EMBED_DIM``-dimensional vector columns, and an
+index over that store. Run only the in-memory backend with ``-k memory``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cycgraph_memory.inmemory import InMemoryMemoryIndex, InMemoryMemoryStore
+
+from .factories import EMBED_DIM
+
+__all__ = ["EMBED_DIM"]
+
+
+@pytest.fixture(params=["memory", "postgres"], ids=["memory", "postgres"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def store(backend: str, request: pytest.FixtureRequest) -> Any:
+    if backend == "memory":
+        return InMemoryMemoryStore(expected_dimensions=EMBED_DIM)
+    return request.getfixturevalue("pg_store")
+
+
+@pytest.fixture
+def index(backend: str, store: Any, request: pytest.FixtureRequest) -> Any:
+    if backend == "memory":
+        return InMemoryMemoryIndex(expected_dimensions=EMBED_DIM)
+    return request.getfixturevalue("pg_index")

@@ -1,0 +1,146 @@
+"""Deterministic record factories for the contract suite (and any other test).
+
+Every factory uses a fresh uuid4 id unless one is given, timezone-aware timestamps and
+embeddings of length ``EMBED_DIM`` whose values are exactly representable in float32
+(so records survive a pgvector round-trip unchanged and compare equal).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from cycgraph_memory.records import (
+    Entity,
+    Episode,
+    Message,
+    Provenance,
+    Relationship,
+    SemanticFact,
+    Theme,
+)
+
+EMBED_DIM = 8
+
+BASE_TIME = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def at(seconds: float = 0, *, days: float = 0) -> datetime:
+    """BASE_TIME shifted by ``days`` and ``seconds`` (aware UTC)."""
+    return BASE_TIME + timedelta(days=days, seconds=seconds)
+
+
+def provenance(**overrides: Any) -> Provenance:
+    fields: dict[str, Any] = {
+        "source": "agent",
+        "agent_id": "agent-1",
+        "run_id": "run-1",
+        "confidence": 0.75,
+        "created_at": BASE_TIME,
+    }
+    fields.update(overrides)
+    return Provenance(**fields)
+
+
+def unit(i: int, dim: int = EMBED_DIM) -> list[float]:
+    """The i-th standard basis vector."""
+    v = [0.0] * dim
+    v[i % dim] = 1.0
+    return v
+
+
+def vec(*values: float, dim: int = EMBED_DIM) -> list[float]:
+    """``values`` padded with zeros to ``dim`` (use float32-exact values like 0.5, 0.25)."""
+    v = [float(x) for x in values]
+    assert len(v) <= dim
+    return v + [0.0] * (dim - len(v))
+
+
+def blend(i: int, j: int, weight_i: float, weight_j: float) -> list[float]:
+    """weight_i * e_i + weight_j * e_j (cosine with e_i = wi / sqrt(wi^2 + wj^2))."""
+    v = [0.0] * EMBED_DIM
+    v[i] += weight_i
+    v[j] += weight_j
+    return v
+
+
+def make_entity(**overrides: Any) -> Entity:
+    fields: dict[str, Any] = {
+        "id": uuid.uuid4(),
+        "name": "Acme Corp",
+        "entity_type": "organization",
+        "attributes": {"industry": "widgets"},
+        "provenance": provenance(),
+        "created_at": BASE_TIME,
+        "updated_at": BASE_TIME,
+    }
+    fields.update(overrides)
+    return Entity(**fields)
+
+
+def make_relationship(source_id: uuid.UUID, target_id: uuid.UUID, **overrides: Any) -> Relationship:
+    fields: dict[str, Any] = {
+        "id": uuid.uuid4(),
+        "source_id": source_id,
+        "target_id": target_id,
+        "relation_type": "works_at",
+        "weight": 0.5,
+        "attributes": {"since": 2020},
+        "valid_from": BASE_TIME,
+        "provenance": provenance(),
+    }
+    fields.update(overrides)
+    return Relationship(**fields)
+
+
+def make_message(**overrides: Any) -> Message:
+    fields: dict[str, Any] = {
+        "id": uuid.uuid4(),
+        "role": "user",
+        "content": "hello",
+        "timestamp": BASE_TIME,
+        "metadata": {"channel": "chat"},
+    }
+    fields.update(overrides)
+    return Message(**fields)
+
+
+def make_episode(**overrides: Any) -> Episode:
+    fields: dict[str, Any] = {
+        "id": uuid.uuid4(),
+        "topic": "greeting",
+        "messages": [make_message(), make_message(role="assistant", content="hi there")],
+        "started_at": BASE_TIME,
+        "ended_at": BASE_TIME + timedelta(minutes=5),
+        "provenance": provenance(),
+    }
+    fields.update(overrides)
+    return Episode(**fields)
+
+
+def make_fact(**overrides: Any) -> SemanticFact:
+    fields: dict[str, Any] = {
+        "id": uuid.uuid4(),
+        "content": "Acme sells widgets",
+        "valid_from": BASE_TIME,
+        "provenance": provenance(),
+    }
+    fields.update(overrides)
+    return SemanticFact(**fields)
+
+
+def make_theme(**overrides: Any) -> Theme:
+    fields: dict[str, Any] = {
+        "id": uuid.uuid4(),
+        "label": "widgets",
+        "description": "facts about widgets",
+        "provenance": provenance(),
+    }
+    fields.update(overrides)
+    return Theme(**fields)
+
+
+def sorted_ids(*ids: uuid.UUID) -> list[uuid.UUID]:
+    """Ids in the contract's tie-break order (UUID string order)."""
+    return sorted(ids, key=str)

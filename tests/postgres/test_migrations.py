@@ -1,0 +1,205 @@
+"""Alembic migrations: upgrade/downgrade/re-upgrade, models agree, 3072-d halfvec schema."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from cycgraph_memory.errors import EmbeddingDimensionMismatchError, SchemaNotReadyError
+
+from ._records import fact
+
+pytestmark = pytest.mark.postgres
+
+TABLES = {"entities", "relationships", "episodes", "episode_messages", "facts", "themes",
+          "schema_metadata"}
+
+
+async def _tables(engine: Any) -> set[str]:
+    async with engine.connect() as conn:
+        rows = await conn.execute(text(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"))
+        return {r[0] for r in rows} - {"alembic_version"}
+
+
+async def _meta(engine: Any) -> dict[str, str]:
+    async with engine.connect() as conn:
+        rows = await conn.execute(text("SELECT key, value FROM schema_metadata"))
+        return {k: v for k, v in rows}
+
+
+async def test_upgrade_downgrade_reupgrade(pg_databases: Any) -> None:
+    from cycgraph_memory.postgres import (
+        create_engine_from_dsn,
+        current_revision,
+        downgrade,
+        upgrade,
+    )
+
+    dsn = await pg_databases.create("cycgraph_mig")
+    engine = create_engine_from_dsn(dsn)
+    try:
+        assert await current_revision(engine) is None
+        await upgrade(engine, embedding_dim=16)
+        assert await current_revision(engine) == "0001"
+        assert await _tables(engine) == TABLES
+        assert (await _meta(engine))["embedding_dim"] == "16"
+        async with engine.connect() as conn:
+            ext = (await conn.execute(text(
+                "SELECT count(*) FROM pg_extension WHERE extname = 'vector'"))).scalar_one()
+            idx = {r[0] for r in await conn.execute(text(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = 'public'"))}
+        assert ext == 1
+        assert {"ix_facts_embedding_hnsw", "ix_entities_embedding_hnsw",
+                "ix_episodes_embedding_hnsw", "ix_themes_embedding_hnsw",
+                "ix_facts_tags_gin", "ix_facts_entity_ids_gin"} <= idx
+
+        await downgrade(engine)
+        assert await current_revision(engine) is None
+        assert await _tables(engine) == set()
+        async with engine.connect() as conn:
+            ext = (await conn.execute(text(
+                "SELECT count(*) FROM pg_extension WHERE extname = 'vector'"))).scalar_one()
+        assert ext == 0
+
+        await upgrade(dsn)  # default dimension, DSN form
+        assert (await _meta(engine))["embedding_dim"] == "384"
+        assert await _tables(engine) == TABLES
+    finally:
+        await engine.dispose()
+
+
+async def test_models_and_migrations_agree(pg_engine: Any) -> None:
+    """The ``alembic check`` equivalent on the session database (migrated to head)."""
+    from alembic import command
+
+    from cycgraph_memory.postgres.migrate import alembic_config
+
+    def check(sync_conn: Any) -> None:
+        command.check(alembic_config(connection=sync_conn))
+
+    async with pg_engine.connect() as conn:
+        await conn.run_sync(check)
+
+
+async def test_unmigrated_database_raises_schema_not_ready(pg_databases: Any) -> None:
+    from cycgraph_memory.postgres import (
+        PostgresMemoryIndex,
+        PostgresMemoryStore,
+        create_engine_from_dsn,
+    )
+
+    dsn = await pg_databases.create("cycgraph_empty")
+    engine = create_engine_from_dsn(dsn)
+    try:
+        store = PostgresMemoryStore(engine)
+        with pytest.raises(SchemaNotReadyError) as info:
+            await store.find_facts()
+        assert info.value.sqlstate == "42P01"
+        assert "alembic upgrade head" in str(info.value)
+        with pytest.raises(SchemaNotReadyError):
+            await store.put_fact(fact())
+        with pytest.raises(SchemaNotReadyError):
+            await PostgresMemoryIndex(engine).search_facts([0.0] * 8)
+    finally:
+        await engine.dispose()
+
+
+async def test_wide_schema_uses_halfvec_hnsw(pg_databases: Any) -> None:
+    from cycgraph_memory.postgres import (
+        PostgresMemoryIndex,
+        PostgresMemoryStore,
+        create_engine_from_dsn,
+        upgrade,
+    )
+    from cycgraph_memory.postgres.index import distance_expr
+    from cycgraph_memory.postgres.store import FACTS
+
+    dim = 3072
+    dsn = await pg_databases.create("cycgraph_3072")
+    engine = create_engine_from_dsn(dsn)
+    try:
+        await upgrade(engine, embedding_dim=dim)
+        async with engine.connect() as conn:
+            defs = {r[0]: r[1] for r in await conn.execute(text(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'facts'"))}
+        assert "ix_facts_embedding_hnsw" not in defs
+        halfvec = defs["ix_facts_embedding_hnsw_halfvec"]
+        assert "hnsw" in halfvec and "halfvec(3072)" in halfvec
+        assert "halfvec_cosine_ops" in halfvec
+
+        store = PostgresMemoryStore(engine, tenant_id="wide")
+        index = PostgresMemoryIndex(engine, tenant_id="wide")
+        facts = []
+        for i in range(20):
+            v = [0.0] * dim
+            v[i] = 1.0
+            v[(i + 1) % dim] = 0.5
+            facts.append(fact(embedding=v))
+        await store.put_facts(facts)
+        q = [0.0] * dim
+        q[3] = 1.0
+        res = await index.search_facts(q, limit=3)
+        assert res[0].item.id == facts[3].id
+        with pytest.raises(EmbeddingDimensionMismatchError):
+            await index.search_facts([1.0] * 8)
+
+        # The query expression the index builds must match the expression index.
+        from sqlalchemy import select
+        from sqlalchemy.dialects import postgresql
+
+        stmt = select(FACTS.c.id).order_by(distance_expr(FACTS, q, dim)).limit(5)
+        sql = str(stmt.compile(dialect=postgresql.dialect(),
+                               compile_kwargs={"literal_binds": True}))
+        async with engine.connect() as conn:
+            await conn.execute(text("SET enable_seqscan = off"))
+            plan = "\n".join((await conn.execute(text("EXPLAIN " + sql))).scalars().all())
+        assert "ix_facts_embedding_hnsw_halfvec" in plan, plan
+    finally:
+        await engine.dispose()
+
+
+def test_alembic_cli_uses_env_dsn(pg_server_dsn: str, tmp_path: Any) -> None:
+    """``alembic -x embedding_dim=N upgrade head`` with the DSN from -x dsn / the env var."""
+    import asyncio
+
+    from sqlalchemy.engine import make_url
+
+    from cycgraph_memory.postgres import create_engine_from_dsn
+
+    async def admin(sql: str) -> None:
+        engine = create_engine_from_dsn(pg_server_dsn, isolation_level="AUTOCOMMIT")
+        async with engine.connect() as conn:
+            await conn.execute(text(sql))
+        await engine.dispose()
+
+    name = f"cycgraph_cli_{os.getpid()}"
+    asyncio.run(admin(f'CREATE DATABASE "{name}"'))
+    try:
+        dsn = make_url(pg_server_dsn).set(database=name).render_as_string(hide_password=False)
+        repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        alembic = [sys.executable, "-m", "alembic", "-c", os.path.join(repo, "alembic.ini")]
+        env = {**os.environ, "CYCGRAPH_MEMORY_DSN": dsn}
+        subprocess.run([*alembic, "-x", "embedding_dim=32", "upgrade", "head"],
+                       check=True, env=env, capture_output=True, cwd=tmp_path)
+        out = subprocess.run([*alembic, "-x", f"dsn={dsn}", "current"], check=True,
+                             capture_output=True, text=True, env=os.environ, cwd=tmp_path)
+        assert "0001" in out.stdout
+        subprocess.run([*alembic, "-x", f"dsn={dsn}", "check"], check=True,
+                       capture_output=True, cwd=tmp_path)
+        subprocess.run([*alembic, "downgrade", "base"], check=True, env=env,
+                       capture_output=True, cwd=tmp_path)
+    finally:
+        asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def test_migrations_dir_found() -> None:
+    from cycgraph_memory.postgres import migrations_dir
+
+    d = migrations_dir()
+    assert (d / "env.py").is_file() and (d / "versions" / "0001_initial.py").is_file()
