@@ -1,0 +1,193 @@
+"""Extraction quality of RuleBasedExtractor on the annotated conversational corpus.
+
+Usage::
+
+    python bench/extraction_quality.py [--verbose] [--no-ablation] [--corpus PATH ...]
+
+Two corpora ship in ``bench/data``: ``extraction_corpus.json`` (development set: the rules
+were improved while looking at its misses) and ``extraction_corpus_heldout.json`` (written
+after the rules were frozen and never used for tuning).
+
+Each conversation becomes one episode. Gold relationships and entities are the union of the
+sentence annotations of a conversation. Names match after ``normalize_entity_name`` when
+equal or when one name's words are a subset of the other's ("Dana" ~ "Dana Whitfield"),
+because the extractor merges short person mentions into the full name. Matching is
+one-to-one.
+
+Reported figures:
+
+* relationship recall / precision / F1: (source, relation, target) triples;
+* entity detection recall: gold entities found among the extracted entities;
+* entity typing accuracy: over detected gold entities, the fraction with the gold type.
+
+A second pass empties the built-in name lists (companies, software, places, given names,
+typed acronyms) to show how much of the result rests on them (``--no-ablation`` skips it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from cycgraph_memory.hierarchy.extractors import _lexicon
+from cycgraph_memory.hierarchy.extractors.rules import RuleBasedExtractor
+from cycgraph_memory.normalize import normalize_entity_name
+from cycgraph_memory.records import Episode, Message, Provenance
+
+CORPUS = Path(__file__).parent / "data" / "extraction_corpus.json"
+HELDOUT = Path(__file__).parent / "data" / "extraction_corpus_heldout.json"
+
+
+def names_match(a: str, b: str) -> bool:
+    na, nb = normalize_entity_name(a), normalize_entity_name(b)
+    if na == nb:
+        return True
+    ta, tb = set(na.split()), set(nb.split())
+    return bool(ta) and bool(tb) and (ta <= tb or tb <= ta)
+
+
+@dataclass
+class Tally:
+    gold_rels: int = 0
+    pred_rels: int = 0
+    hit_rels: int = 0
+    gold_ents: int = 0
+    found_ents: int = 0
+    typed_ok: int = 0
+    misses: list[str] = field(default_factory=list)
+
+
+def _episode(conv: dict[str, Any]) -> Episode:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    messages = [
+        Message(role=s["role"], content=s["text"], timestamp=start + timedelta(seconds=i))
+        for i, s in enumerate(conv["sentences"])
+    ]
+    return Episode(
+        topic=conv["id"],
+        messages=messages,
+        started_at=messages[0].timestamp,
+        ended_at=messages[-1].timestamp,
+        provenance=Provenance(source="system"),
+    )
+
+
+async def evaluate(corpus: dict[str, Any], verbose: bool) -> Tally:
+    extractor = RuleBasedExtractor()
+    tally = Tally()
+    for conv in corpus["conversations"]:
+        result = await extractor.extract(_episode(conv))
+        names = {e.id: e.name for e in result.entities}
+        predicted = [
+            (names[r.source_id], r.relation_type, names[r.target_id]) for r in result.relationships
+        ]
+        gold = [
+            (r["source"], r["relation"], r["target"])
+            for s in conv["sentences"]
+            for r in s["relationships"]
+        ]
+        gold = list(dict.fromkeys(gold))
+        unmatched = list(predicted)
+        for g in gold:
+            hit = next(
+                (
+                    p
+                    for p in unmatched
+                    if p[1] == g[1] and names_match(p[0], g[0]) and names_match(p[2], g[2])
+                ),
+                None,
+            )
+            if hit is not None:
+                unmatched.remove(hit)
+                tally.hit_rels += 1
+            else:
+                tally.misses.append(f"[{conv['id']}] FN {g}")
+        tally.misses.extend(f"[{conv['id']}] FP {p}" for p in unmatched)
+        tally.gold_rels += len(gold)
+        tally.pred_rels += len(predicted)
+
+        gold_entities: dict[str, tuple[str, str]] = {}
+        for s in conv["sentences"]:
+            for e in s["entities"]:
+                gold_entities.setdefault(normalize_entity_name(e["name"]), (e["name"], e["type"]))
+        pool = [(e.name, e.entity_type) for e in result.entities]
+        for name, etype in gold_entities.values():
+            tally.gold_ents += 1
+            exact = [p for p in pool if normalize_entity_name(p[0]) == normalize_entity_name(name)]
+            found = next(iter(exact), None) or next(
+                (p for p in pool if names_match(p[0], name)), None
+            )
+            if found is None:
+                tally.misses.append(f"[{conv['id']}] entity missed {name!r} ({etype})")
+                continue
+            tally.found_ents += 1
+            if found[1] == etype:
+                tally.typed_ok += 1
+            else:
+                tally.misses.append(
+                    f"[{conv['id']}] entity {name!r} typed {found[1]}, gold {etype}"
+                )
+    if verbose:
+        for line in tally.misses:
+            print(line)
+    return tally
+
+
+def _ratio(a: int, b: int) -> float:
+    return a / b if b else 0.0
+
+
+def report(tally: Tally, label: str) -> None:
+    recall = _ratio(tally.hit_rels, tally.gold_rels)
+    precision = _ratio(tally.hit_rels, tally.pred_rels)
+    f1 = 2 * recall * precision / (recall + precision) if recall + precision else 0.0
+    print(f"== {label}")
+    print(
+        f"relationships: recall {recall:.2f} ({tally.hit_rels}/{tally.gold_rels})  "
+        f"precision {precision:.2f} ({tally.hit_rels}/{tally.pred_rels})  F1 {f1:.2f}"
+    )
+    print(
+        f"entities: detection recall {_ratio(tally.found_ents, tally.gold_ents):.2f} "
+        f"({tally.found_ents}/{tally.gold_ents})  typing accuracy "
+        f"{_ratio(tally.typed_ok, tally.found_ents):.2f} ({tally.typed_ok}/{tally.found_ents})"
+    )
+
+
+def _disable_gazetteers() -> None:
+    for name in ("KNOWN_ORGS", "KNOWN_TOOLS", "KNOWN_PLACES", "LOWERCASE_TOOLS", "FIRST_NAMES"):
+        setattr(_lexicon, name, frozenset())
+    _lexicon.ACRONYM_TYPES.clear()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--corpus", type=Path, action="append", help="corpus file (repeatable); default: both"
+    )
+    parser.add_argument("--verbose", action="store_true", help="list every miss")
+    parser.add_argument(
+        "--no-ablation", action="store_true", help="skip the run with gazetteers disabled"
+    )
+    args = parser.parse_args()
+    paths: list[Path] = args.corpus or [CORPUS, HELDOUT]
+    corpora = [(p, json.loads(p.read_text(encoding="utf-8"))) for p in paths]
+    runs = [False] if args.no_ablation else [False, True]
+    for disabled in runs:
+        if disabled:
+            _disable_gazetteers()
+        for path, corpus in corpora:
+            n_sent = sum(len(c["sentences"]) for c in corpus["conversations"])
+            label = (
+                f"{path.name}: {len(corpus['conversations'])} conversations, {n_sent} sentences"
+                + (" [gazetteers disabled]" if disabled else "")
+            )
+            report(asyncio.run(evaluate(corpus, args.verbose)), label)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,539 @@
+"""Theme clustering (hierarchy level 2 -> 3): greedy assignment, optional centroid merging.
+
+Both clusterers implement :class:`~cycgraph_memory.contracts.ThemeClusterer`.
+
+Assignment (both): facts are visited in input order. Each fact's embedding is compared
+(cosine) with the centroid of every theme that has one; the fact joins the most similar
+theme when the similarity is at least the threshold (inclusive, with a 1e-9 tolerance; ties
+go to the older theme), otherwise it starts a new theme. A centroid is the L2-normalised mean
+of the *normalised* member embeddings; an existing theme enters with its stored embedding,
+weighted by its number of ``fact_ids``. Facts without an embedding (or with an all-zero one)
+go to a single theme labelled ``"General"``, reusing an existing theme with that label.
+
+Re-clustering: a fact already listed in an existing theme's ``fact_ids`` stays there (its
+embedding is not counted twice); a fact whose ``theme_id`` names one of the existing themes
+joins that theme. Every other fact is assigned afresh.
+
+Merging (:class:`ConsolidatingThemeClusterer` only): the most similar pair of embedded themes
+is merged while its similarity reaches ``merge_threshold``; the merged centroid is the
+member-weighted mean, so a merged theme can merge again (cascades). While more themes than
+``max_themes`` remain, the most similar pairs are merged regardless of the threshold. The
+``"General"`` theme and themes without an embedding never merge, so the cap is soft. The
+survivor of a merge is an existing theme rather than a new one; among existing themes the
+one with more facts (ties: the smaller id); among new themes the older one.
+
+Results: the returned list holds *copies*. The caller's ``Theme`` objects are never mutated;
+persist the returned ones. Existing themes come first (input order), then new themes in
+creation order. An existing theme absent from the result was merged away; the mapping
+``merged-away id -> surviving id`` is in :attr:`ClusteringResult.merged_into` (and in
+:attr:`ConsolidatingThemeClusterer.last_merges`). Facts passed to the call are re-pointed
+automatically; facts persisted earlier under a merged-away theme must be remapped by the
+caller with that mapping. Invalidated (soft-deleted) existing themes are passed through
+unchanged and take no part in assignment or merging.
+
+Labels: a new theme is labelled with the member fact closest to its centroid (cut at a word
+boundary to about 60 characters) and described as ``"N facts; key terms: ..."``. Existing
+themes keep their label and description; their ``fact_ids`` and centroid are updated.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field
+
+from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInputError
+from cycgraph_memory.records import Provenance, SemanticFact, Theme, new_id, utc_now
+
+__all__ = [
+    "GENERAL_THEME_LABEL",
+    "ClusteringResult",
+    "ConsolidatingThemeClusterer",
+    "SimpleThemeClusterer",
+]
+
+logger = logging.getLogger(__name__)
+
+GENERAL_THEME_LABEL = "General"
+"""Label of the catch-all theme for facts without embeddings."""
+
+_EPS = 1e-9
+_LABEL_CHARS = 60
+_KEY_TERMS = 3
+_WORD = re.compile(r"[^\W\d_][\w'-]{2,}", re.UNICODE)
+_STOPWORD_TEXT = """
+about above after again against all also and any are because been before being below
+between both but can could did does doing down during each few for from further had has
+have having her here hers him his how into its itself just more most must not now off
+once only other our ours out over own same she should some such than that the their
+theirs them then there these they this those through too under until very was were what
+when where which while who whom why will with would you your yours uses using used use
+"""
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+FloatArray = npt.NDArray[np.float64]
+
+
+class ClusteringResult(BaseModel):
+    """Outcome of one clustering call.
+
+    Attributes:
+        themes: Surviving existing themes (updated copies) followed by new themes.
+        merged_into: For each theme merged away in this call (existing or new), the id of
+            the theme that finally absorbed it.
+    """
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=False)
+
+    themes: list[Theme] = Field(default_factory=list)
+    merged_into: dict[uuid.UUID, uuid.UUID] = Field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class _Cluster:
+    theme: Theme
+    existing: bool
+    order: int
+    general: bool = False
+    active: bool = True
+    vec_sum: FloatArray | None = None
+    members: list[SemanticFact] = field(default_factory=list)
+    member_vecs: list[tuple[SemanticFact, FloatArray]] = field(default_factory=list)
+    known: set[uuid.UUID] = field(default_factory=set)
+    changed: bool = False
+    merged_into: _Cluster | None = None
+
+    def add_id(self, fact_id: uuid.UUID) -> None:
+        if fact_id not in self.known:
+            self.known.add(fact_id)
+            self.theme.fact_ids.append(fact_id)
+            self.changed = True
+
+    def add_vec(self, vec: FloatArray) -> None:
+        self.vec_sum = vec.copy() if self.vec_sum is None else self.vec_sum + vec
+        self.changed = True
+
+    def centroid(self) -> FloatArray | None:
+        return None if self.vec_sum is None else _unit(self.vec_sum)
+
+    def survivor_rank(self) -> tuple[int, int, str]:
+        if self.existing:
+            return (0, -len(self.theme.fact_ids), str(self.theme.id))
+        return (1, self.order, "")
+
+
+def _unit(vec: FloatArray) -> FloatArray | None:
+    norm = float(np.linalg.norm(vec))
+    if norm == 0.0 or not np.isfinite(norm):
+        return None
+    return vec / norm
+
+
+def _unit_or_zero(vec: FloatArray) -> FloatArray:
+    u = _unit(vec)
+    return np.zeros_like(vec) if u is None else u
+
+
+def _check_threshold(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInputError(f"{name} must be a number, got {value!r}")
+    if not -1.0 <= float(value) <= 1.0:
+        raise InvalidInputError(f"{name} must be in [-1, 1], got {value!r}")
+    return float(value)
+
+
+def _short_label(text: str) -> str:
+    text = " ".join(text.split())
+    if len(text) <= _LABEL_CHARS:
+        return text
+    cut = text[:_LABEL_CHARS]
+    space = cut.rfind(" ")
+    if space >= _LABEL_CHARS // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.-") + "..."
+
+
+def _key_terms(contents: Sequence[str]) -> list[str]:
+    counts: Counter[str] = Counter()
+    for text in contents:
+        words = {w.lower().strip("'-") for w in _WORD.findall(text)}
+        counts.update(w for w in words if len(w) >= 3 and w not in _STOPWORDS)
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return [w for w, _ in ranked[:_KEY_TERMS]]
+
+
+class _GreedyClusterer:
+    """Shared assignment + merge engine of both public clusterers."""
+
+    def __init__(
+        self,
+        threshold: float,
+        merge_threshold: float | None,
+        max_themes: int | None,
+        id_factory: Callable[[], uuid.UUID],
+        now: Callable[[], datetime],
+    ) -> None:
+        self._threshold = threshold
+        self._merge_threshold = merge_threshold
+        self._max_themes = max_themes
+        self._id_factory = id_factory
+        self._now = now
+        self._last_merges: dict[uuid.UUID, uuid.UUID] = {}
+
+    @property
+    def last_merges(self) -> dict[uuid.UUID, uuid.UUID]:
+        """``merged-away theme id -> surviving theme id`` of the most recent call.
+
+        Prefer the ``merged_into`` of :meth:`cluster_detailed` when calls may run
+        concurrently on one instance.
+        """
+        return dict(self._last_merges)
+
+    async def cluster(
+        self, facts: Sequence[SemanticFact], existing_themes: Sequence[Theme] | None = None
+    ) -> list[Theme]:
+        """Cluster ``facts`` into themes, reusing ``existing_themes``.
+
+        Sets ``theme_id`` on each passed fact. Returns updated copies of the surviving
+        existing themes followed by the new themes; an existing theme missing from the list
+        was merged away (see :attr:`last_merges`).
+
+        Raises:
+            EmbeddingDimensionMismatchError: If embeddings of different lengths are mixed.
+            InvalidInputError: If two existing themes share an id.
+        """
+        return (await self.cluster_detailed(facts, existing_themes)).themes
+
+    async def cluster_detailed(
+        self, facts: Sequence[SemanticFact], existing_themes: Sequence[Theme] | None = None
+    ) -> ClusteringResult:
+        """Like :meth:`cluster`, also returning the merge mapping of this call.
+
+        Raises:
+            EmbeddingDimensionMismatchError: If embeddings of different lengths are mixed.
+            InvalidInputError: If two existing themes share an id.
+        """
+        result = self._run(list(facts), list(existing_themes or []))
+        self._last_merges = dict(result.merged_into)
+        return result
+
+    # ------------------------------------------------------------------ engine
+
+    def _new_theme(self, label: str) -> Theme:
+        return Theme(
+            id=self._id_factory(),
+            label=label,
+            provenance=Provenance(source="derived", created_at=self._now()),
+        )
+
+    def _run(self, facts: list[SemanticFact], existing: list[Theme]) -> ClusteringResult:
+        dim = _common_dimension(facts, existing)
+        clusters: list[_Cluster] = []
+        passthrough: dict[uuid.UUID, Theme] = {}
+        by_id: dict[uuid.UUID, _Cluster] = {}
+        member_of: dict[uuid.UUID, _Cluster] = {}
+        general: _Cluster | None = None
+
+        for theme in existing:
+            if theme.id in by_id or theme.id in passthrough:
+                raise InvalidInputError(f"existing themes contain id {theme.id} twice")
+            copy = theme.model_copy(deep=True)
+            if theme.invalidated_at is not None:
+                passthrough[theme.id] = copy
+                continue
+            cl = _Cluster(theme=copy, existing=True, order=len(clusters))
+            cl.known = set(copy.fact_ids)
+            if copy.embedding is not None:
+                u = _unit(np.asarray(copy.embedding, dtype=np.float64))
+                if u is not None:
+                    cl.vec_sum = u * max(len(copy.fact_ids), 1)
+            clusters.append(cl)
+            by_id[copy.id] = cl
+            for fid in copy.fact_ids:
+                member_of.setdefault(fid, cl)
+            if general is None and copy.label == GENERAL_THEME_LABEL:
+                general = cl
+
+        capacity = len(clusters) + len(facts)
+        matrix = np.zeros((capacity, max(dim, 1)), dtype=np.float64)
+        attract = np.zeros(capacity, dtype=bool)
+
+        def refresh_row(cl: _Cluster) -> None:
+            c = cl.centroid()
+            if c is not None:
+                matrix[cl.order] = c
+                attract[cl.order] = True
+
+        for cl in clusters:
+            refresh_row(cl)
+
+        placed: dict[uuid.UUID, _Cluster] = {}
+        for fact in facts:
+            if fact.id in placed:
+                continue
+            vec = None
+            if fact.embedding is not None:
+                vec = _unit(np.asarray(fact.embedding, dtype=np.float64))
+            target = member_of.get(fact.id)
+            if target is None and fact.theme_id is not None:
+                target = by_id.get(fact.theme_id)
+            if target is None and vec is None:
+                if general is None:
+                    general = _Cluster(
+                        theme=self._new_theme(GENERAL_THEME_LABEL),
+                        existing=False,
+                        order=len(clusters),
+                        general=True,
+                    )
+                    general.theme.description = "Facts without embeddings"
+                    clusters.append(general)
+                target = general
+            if target is None:
+                assert vec is not None
+                n = len(clusters)
+                sims = matrix[:n] @ vec
+                sims[~attract[:n]] = -np.inf
+                best = int(np.argmax(sims)) if n else -1
+                if best >= 0 and sims[best] >= self._threshold - _EPS:
+                    target = clusters[best]
+                else:
+                    target = _Cluster(
+                        theme=self._new_theme(""), existing=False, order=len(clusters)
+                    )
+                    clusters.append(target)
+            placed[fact.id] = target
+            if fact.id not in target.known:
+                target.add_id(fact.id)
+                if vec is not None:
+                    target.add_vec(vec)
+                    refresh_row(target)
+            target.members.append(fact)
+            if vec is not None:
+                target.member_vecs.append((fact, vec))
+
+        if self._merge_threshold is not None:
+            self._merge(clusters, self._merge_threshold)
+
+        def final(cl: _Cluster) -> _Cluster:
+            while cl.merged_into is not None:
+                cl = cl.merged_into
+            return cl
+
+        merged_into: dict[uuid.UUID, uuid.UUID] = {
+            cl.theme.id: final(cl).theme.id for cl in clusters if not cl.active
+        }
+        for fact in facts:
+            target = final(placed[fact.id])
+            if fact.theme_id != target.theme.id:
+                fact.theme_id = target.theme.id
+
+        themes: list[Theme] = []
+        for theme in existing:
+            if theme.id in passthrough:
+                themes.append(passthrough[theme.id])
+        ordered = [cl for cl in clusters if cl.active]
+        for cl in ordered:
+            self._finish(cl)
+        # existing themes keep their input order (passthrough included), new ones follow
+        position = {t.id: i for i, t in enumerate(existing)}
+        existing_out = [cl.theme for cl in ordered if cl.existing] + themes
+        existing_out.sort(key=lambda t: position[t.id])
+        new_out = [cl.theme for cl in ordered if not cl.existing]
+        return ClusteringResult(themes=existing_out + new_out, merged_into=merged_into)
+
+    def _finish(self, cl: _Cluster) -> None:
+        """Write the centroid and (for new themes) the label back into the theme copy."""
+        if cl.changed and cl.vec_sum is not None:
+            c = cl.centroid()
+            if c is not None:
+                cl.theme.embedding = c.tolist()
+        if cl.existing or cl.general:
+            return
+        label = ""
+        c = cl.centroid()
+        if c is not None and cl.member_vecs:
+            closest = int(np.argmax(np.stack([v for _, v in cl.member_vecs]) @ c))
+            label = _short_label(cl.member_vecs[closest][0].content)
+        if not label and cl.members:
+            label = _short_label(cl.members[0].content)
+        n = len(cl.theme.fact_ids)
+        terms = _key_terms([f.content for f in cl.members])
+        cl.theme.label = label or "Untitled theme"
+        cl.theme.description = f"{n} fact{'s' if n != 1 else ''}" + (
+            f"; key terms: {', '.join(terms)}" if terms else ""
+        )
+
+    def _merge(self, clusters: list[_Cluster], threshold: float) -> None:
+        """Merge the most similar embedded themes (threshold pass, then the soft cap)."""
+        eligible = [cl for cl in clusters if cl.vec_sum is not None and not cl.general]
+        eligible = [cl for cl in eligible if cl.theme.label != GENERAL_THEME_LABEL]
+        k = len(eligible)
+        if k < 2:
+            return
+        cap = self._max_themes
+        count = len(clusters)  # live themes; invalidated pass-through ones do not count
+        cents = np.stack([_unit_or_zero(_vec(cl)) for cl in eligible])
+        sims = cents @ cents.T
+        np.fill_diagonal(sims, -np.inf)
+        alive = np.ones(k, dtype=bool)
+        rowmax = sims.max(axis=1)
+        rowarg = sims.argmax(axis=1)
+        while True:
+            i = int(np.argmax(rowmax))
+            best = float(rowmax[i])
+            if not np.isfinite(best):
+                break
+            over_cap = cap is not None and count > cap
+            if best < threshold - _EPS and not over_cap:
+                break
+            j = int(rowarg[i])
+            a, b = (i, j) if eligible[i].survivor_rank() <= eligible[j].survivor_rank() else (j, i)
+            keep, lose = eligible[a], eligible[b]
+            logger.debug(
+                "merging theme %s into %s (similarity %.4f)", lose.theme.id, keep.theme.id, best
+            )
+            for fid in lose.theme.fact_ids:
+                keep.add_id(fid)
+            keep.members.extend(lose.members)
+            keep.member_vecs.extend(lose.member_vecs)
+            keep.add_vec(_vec(lose))
+            lose.active = False
+            lose.merged_into = keep
+            count -= 1
+            alive[b] = False
+            cents[a] = _unit_or_zero(_vec(keep))
+            new = cents @ cents[a]
+            new[~alive] = -np.inf
+            new[a] = -np.inf
+            sims[a, :] = new
+            sims[:, a] = new
+            sims[b, :] = -np.inf
+            sims[:, b] = -np.inf
+            stale = alive & ((rowarg == a) | (rowarg == b))
+            stale[a] = False
+            if stale.any():
+                rowmax[stale] = sims[stale].max(axis=1)
+                rowarg[stale] = sims[stale].argmax(axis=1)
+            better = alive & ~stale & (new > rowmax)
+            better[a] = False
+            rowmax[better] = new[better]
+            rowarg[better] = a
+            rowmax[a] = sims[a].max()
+            rowarg[a] = int(sims[a].argmax())
+            rowmax[b] = -np.inf
+
+
+def _vec(cl: _Cluster) -> FloatArray:
+    assert cl.vec_sum is not None  # only embedded clusters take part in merging
+    return cl.vec_sum
+
+
+def _common_dimension(facts: Sequence[SemanticFact], themes: Sequence[Theme]) -> int:
+    """The shared embedding length (0 if nothing is embedded); mixed lengths raise."""
+    dim = 0
+    for kind, records in (("fact", facts), ("theme", themes)):
+        for rec in records:
+            if rec.embedding is None:
+                continue
+            if kind == "theme" and getattr(rec, "invalidated_at", None) is not None:
+                continue
+            n = len(rec.embedding)
+            if dim == 0:
+                dim = n
+            elif n != dim:
+                raise EmbeddingDimensionMismatchError(dim, n, f"{kind} {rec.id}")
+    return dim
+
+
+class SimpleThemeClusterer(_GreedyClusterer):
+    """Greedy single-pass clustering by cosine similarity to theme centroids.
+
+    Args:
+        similarity_threshold: Minimum cosine similarity (inclusive) for a fact to join an
+            existing theme; otherwise it starts a new one.
+        id_factory: Makes ids of new themes (random UUIDs by default).
+        now: Wall clock for new themes' ``provenance.created_at``.
+
+    Raises:
+        InvalidInputError: If the threshold is outside ``[-1, 1]``.
+    """
+
+    def __init__(
+        self,
+        similarity_threshold: float = 0.7,
+        *,
+        id_factory: Callable[[], uuid.UUID] = new_id,
+        now: Callable[[], datetime] = utc_now,
+    ) -> None:
+        super().__init__(
+            _check_threshold("similarity_threshold", similarity_threshold),
+            None,
+            None,
+            id_factory,
+            now,
+        )
+
+    @property
+    def similarity_threshold(self) -> float:
+        """Minimum similarity to join an existing theme."""
+        return self._threshold
+
+
+class ConsolidatingThemeClusterer(_GreedyClusterer):
+    """Two-pass clustering: greedy assignment, then centroid merging with a soft cap.
+
+    Args:
+        assignment_threshold: Minimum cosine similarity for a fact to join a theme.
+        merge_threshold: Minimum centroid similarity for two themes to merge.
+        max_themes: Soft cap on the number of themes returned (``None``: no cap).
+        id_factory: Makes ids of new themes (random UUIDs by default).
+        now: Wall clock for new themes' ``provenance.created_at``.
+
+    Raises:
+        InvalidInputError: If a threshold is outside ``[-1, 1]`` or ``max_themes`` is not a
+            positive integer.
+    """
+
+    def __init__(
+        self,
+        assignment_threshold: float = 0.7,
+        merge_threshold: float = 0.85,
+        max_themes: int | None = None,
+        *,
+        id_factory: Callable[[], uuid.UUID] = new_id,
+        now: Callable[[], datetime] = utc_now,
+    ) -> None:
+        if max_themes is not None and (
+            isinstance(max_themes, bool) or not isinstance(max_themes, int) or max_themes < 1
+        ):
+            raise InvalidInputError(f"max_themes must be a positive integer, got {max_themes!r}")
+        super().__init__(
+            _check_threshold("assignment_threshold", assignment_threshold),
+            _check_threshold("merge_threshold", merge_threshold),
+            max_themes,
+            id_factory,
+            now,
+        )
+
+    @property
+    def assignment_threshold(self) -> float:
+        """Minimum similarity to join an existing theme."""
+        return self._threshold
+
+    @property
+    def merge_threshold(self) -> float:
+        """Minimum similarity between two themes to merge them."""
+        return float(self._merge_threshold or 0.0)
+
+    @property
+    def max_themes(self) -> int | None:
+        """Soft cap on the number of themes."""
+        return self._max_themes

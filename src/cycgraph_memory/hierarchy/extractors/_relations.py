@@ -1,0 +1,271 @@
+"""Private relationship matching for the rule-based extractor.
+
+For every relation-verb match in a sentence the subject is the entity (or pronoun) right
+before the verb, allowing only auxiliaries, adverbs, negation, commas and relative
+pronouns in between; the object is the first entity after the verb phrase with only
+determiners and lowercase modifiers in between (no punctuation, preposition or clause
+word). Passive voice ("was founded by") swaps the arguments. Coordinated verb phrases
+("lives in X and works at Y", "worked at X before joining Y") reuse the previous subject;
+coordinated names ("X and Y use Z") expand to one edge per name; a relative clause with no
+object ("Y, which X leads") takes the relative pronoun's antecedent as object. Negated
+claims ("does not work at") and genuine questions produce no edge.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from cycgraph_memory.hierarchy.extractors._entities import Mention
+from cycgraph_memory.hierarchy.extractors._verbs import RelationPattern
+
+
+def _wordset(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+__all__ = ["PRONOUNS", "Arg", "RawRelation", "find_pronouns", "is_question", "match_relations"]
+
+PRONOUNS = {
+    "he": "person",
+    "she": "person",
+    "him": "person",
+    "her": "person",
+    "it": "thing",
+    "they": "thing",
+    "them": "thing",
+    "i": "speaker",
+    "we": "speaker",
+    "you": "speaker",
+    "me": "speaker",
+    "us": "speaker",
+}
+_PRONOUN_RE = re.compile(
+    r"(?<![\w'\u2019-])(" + "|".join(PRONOUNS) + r")(?![\w'\u2019-])", re.IGNORECASE
+)
+
+_AUX = _wordset(
+    """
+    is are was were be been being am has have had will would shall should can could
+    may might must do does did 's 're 've 'd 'll going to got gets who which that
+    also still just now both currently previously recently already then really
+    actually originally eventually once later soon finally not never no longer n't
+    ever even all too
+    """
+)
+# Collective head nouns that may follow a name acting as subject ("the Atlas team").
+_HEAD_NOUNS = _wordset(
+    """
+    team group project service app library division department unit lab org squad
+    """
+)
+_BE = frozenset({"is", "are", "was", "were", "be", "been", "being", "am", "got", "get", "gets"})
+_DETERMINERS_OK = _wordset(
+    """
+    the a an this that these those their its his her our my your some another called
+    named both new old former current
+    """
+)
+_STOP_OBJECT = _wordset(
+    """
+    at in on for from to with without by of into onto over under about after before
+    since during through via across against among between near like as than per
+    around and or but so because which who whom when while if until unless whereas
+    not never
+    """
+)
+_CONNECT_PREV = re.compile(
+    r"(?:\band|\bor|\bbut|\bthen|\bbefore|\bafter|\bwhile|\bsince|\bwithout|,)\s+"
+    r"(?:(?:also|then|later|eventually|\w+ly)\s+)?$",
+    re.IGNORECASE,
+)
+_COORD = re.compile(r"^(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|&)\s+)$", re.IGNORECASE)
+_RELATIVE = re.compile(r"^\s*,?\s*(?:which|that|who|whom)\s+$", re.IGNORECASE)
+_BY = re.compile(r"\s+by\b", re.IGNORECASE)
+_WORD = re.compile(r"[\w'\u2019-]+|[^\w\s]")
+_TAG_QUESTION = re.compile(
+    r",\s*(?:right|correct|no|yes|eh|huh|ok|okay|true|"
+    r"(?:is|are|was|were|do|does|did|has|have|had|will|would|can|could|should)n[\u2019']?t"
+    r"\s+\w+|(?:is|are|was|were|do|does|did|has|have|had|will|would|can|could|should)\s+\w+)"
+    r"\s*\?\s*$",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Arg:
+    """A relation argument: an entity mention, or a pronoun to resolve."""
+
+    start: int
+    end: int
+    key: str | None
+    pronoun: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RawRelation:
+    """A matched relation before pronoun resolution."""
+
+    subject: Arg
+    relation: str
+    object: Arg
+    confidence: float
+
+
+def is_question(sentence: str) -> bool:
+    """True for a genuine question; tag questions ("X, right?") are assertions."""
+    stripped = sentence.rstrip()
+    return stripped.endswith("?") and _TAG_QUESTION.search(stripped) is None
+
+
+def find_pronouns(sentence: str) -> list[Arg]:
+    """Pronoun arguments in a sentence."""
+    return [
+        Arg(m.start(), m.end(), None, m.group(1).lower()) for m in _PRONOUN_RE.finditer(sentence)
+    ]
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def _negated(words: list[str]) -> bool:
+    return any(w in {"not", "never"} or w.endswith(("n't", "n\u2019t")) for w in words) or (
+        " ".join(words).find("no longer") >= 0
+    )
+
+
+def _subject_gap_ok(words: list[str]) -> bool:
+    if words and words[0] in _HEAD_NOUNS:
+        words = words[1:]  # "the Atlas team is part of ..."
+    return all(w in _AUX or w.endswith("ly") or w in {",", "-", "(", ")"} for w in words)
+
+
+def _object_gap_ok(words: list[str]) -> bool:
+    if len(words) > 5:
+        return False
+    for w in words:
+        if w in _STOP_OBJECT or not re.match(r"[\w'\u2019-]+$", w):
+            return False
+        if w not in _DETERMINERS_OK and not w.islower() and not w.isdigit():
+            return False
+    return True
+
+
+def _nearest_before(args: list[Arg], pos: int) -> Arg | None:
+    best = None
+    for arg in args:
+        if arg.end <= pos and (best is None or arg.end > best.end):
+            best = arg
+    return best
+
+
+def _first_after(args: list[Arg], pos: int) -> Arg | None:
+    best = None
+    for arg in args:
+        if arg.start >= pos and (best is None or arg.start < best.start):
+            best = arg
+    return best
+
+
+def _coordinated(args: list[Arg], anchor: Arg, sentence: str, *, forward: bool) -> list[Arg]:
+    """Names coordinated with ``anchor`` ("X, Y and Z")."""
+    found: list[Arg] = []
+    current = anchor
+    names = [a for a in args if a.key is not None]
+    while True:
+        if forward:
+            nxt = _first_after(names, current.end)
+            if nxt is None or not _COORD.match(sentence[current.end : nxt.start]):
+                return found
+        else:
+            nxt = _nearest_before(names, current.start)
+            if nxt is None or not _COORD.match(sentence[nxt.end : current.start]):
+                return found
+        found.append(nxt)
+        current = nxt
+
+
+def _verb_spans(
+    sentence: str, patterns: list[RelationPattern], mentions: list[Mention]
+) -> list[tuple[re.Match[str], RelationPattern]]:
+    chosen: list[tuple[re.Match[str], RelationPattern]] = []
+    for pattern in patterns:
+        for m in pattern.regex.finditer(sentence):
+            if any(m.start() < c.end() and c.start() < m.end() for c, _ in chosen):
+                continue
+            vs, ve = m.span("verb")
+            if any(vs < x.end and x.start < ve for x in mentions):
+                continue
+            chosen.append((m, pattern))
+    chosen.sort(key=lambda item: item[0].start())
+    return chosen
+
+
+def match_relations(
+    sentence: str, mentions: list[Mention], patterns: list[RelationPattern]
+) -> list[RawRelation]:
+    """Match relations in one sentence (see the module docstring for the rules)."""
+    if is_question(sentence):
+        return []
+    names = [Arg(m.start, m.end, m.key) for m in mentions]
+    args = names + [
+        p
+        for p in find_pronouns(sentence)
+        if all(p.end <= n.start or p.start >= n.end for n in names)
+    ]
+    out: list[RawRelation] = []
+    previous: tuple[Arg, int] | None = None  # (subject, end of the previous relation)
+    for match, pattern in _verb_spans(sentence, patterns, mentions):
+        verb = match.group("verb").lower()
+        before_words = _words(sentence[: match.start()])
+        passive = (
+            not pattern.fixed
+            and verb in pattern.participles
+            and any(w in _BE for w in before_words[-3:])
+        )
+        object_from = match.end()
+        if passive:
+            by = _BY.match(sentence, match.end())
+            if pattern.has_particle and by is None:
+                passive = False  # "was built on X" reads actively
+            elif by is None:
+                continue  # agentless passive: "Quill was acquired for $2M"
+            else:
+                object_from = by.end()
+        confidence = pattern.confidence - (0.05 if passive else 0.0)
+
+        subject = _nearest_before(args, match.start())
+        if subject is not None:
+            gap = _words(sentence[subject.end : match.start()])
+            if not _subject_gap_ok(gap):
+                subject = None
+            elif _negated(gap):
+                continue
+        if subject is None and previous is not None:
+            bridge = sentence[previous[1] : match.start()]
+            if _CONNECT_PREV.search(bridge) and not _negated(_words(bridge)):
+                subject = previous[0]
+                confidence -= 0.05
+        if subject is None or subject.pronoun in {"i", "we", "you", "me", "us"}:
+            continue
+
+        obj = _first_after(args, object_from)
+        if obj is not None and not _object_gap_ok(_words(sentence[object_from : obj.start])):
+            obj = None
+        if obj is None and not passive:
+            antecedent = _nearest_before(names, subject.start)
+            if antecedent is not None and _RELATIVE.match(sentence[antecedent.end : subject.start]):
+                obj = antecedent
+        if obj is None or obj.pronoun in {"i", "we", "you", "me", "us"}:
+            continue
+
+        subjects = [subject, *_coordinated(args, subject, sentence, forward=False)]
+        objects = [obj, *_coordinated(args, obj, sentence, forward=True)]
+        if passive:
+            subjects, objects = objects, subjects
+        for s in subjects:
+            for o in objects:
+                out.append(RawRelation(s, pattern.relation, o, round(confidence, 2)))
+        previous = (subject, max(a.end for a in [*subjects, *objects]))
+    return out

@@ -1,0 +1,478 @@
+"""Rule-based extraction: sentence-level pattern matching, no LLM.
+
+:class:`RuleBasedExtractor` turns one episode into facts, entities and relationships:
+
+* **Input.** Messages with role ``user`` or ``assistant`` (configurable with ``roles``);
+  system prompts and tool output are instructions and raw data, not conversational
+  claims. Each message is split into sentences (abbreviations, decimals, URLs and e-mail
+  addresses do not split; line breaks and bullets do).
+* **Entities.** Capitalised names, @handles, camelCase / PascalCase identifiers, ACRONYMS,
+  lowercase names of well-known software and matches of ``entity_patterns``. Types
+  (person, organization, tool, location, concept) come from summed cues: titles and
+  role nouns ("Dr.", "my sister"), organisation suffixes ("Corp", "Labs", "University"),
+  modest gazetteers, identifier shape, prepositions ("at X", "in X"), "a startup called X",
+  and the relations an entity takes part in (the object of ``work_at`` is an organization,
+  the subject of ``live_in`` a person, the object of ``use`` a tool, ...). Mentions are
+  merged per episode by :func:`~cycgraph_memory.normalize.normalize_entity_name`; a
+  one-word person mention ("Dana") also merges into the episode's only multi-word person
+  starting or ending with that word ("Dana Whitfield"). Entity matching is word-bounded
+  ("Smith" never inside "Blacksmith").
+* **Relationships.** About thirty canonical relations (``work_at``, ``manage``,
+  ``depend_on``, ``use``, ``found``, ...) with inflected verb forms, passive voice, verb-
+  phrase and name coordination, relative clauses and pronoun resolution (he/she/him/her
+  -> the most recent person; it/they/them -> the most recent organization, tool or
+  concept). Negated claims and genuine questions yield no edge.
+* **Facts.** One fact per informative sentence (at least ``min_sentence_length``
+  characters, not a question), at most ``max_facts`` per episode, preferring sentences with
+  relationships, then with entities, and kept in conversation order.
+* **Ids.** Deterministic: ``uuid5`` of the episode id plus the sentence index (facts), the
+  normalised name (entities) or ``source|relation|target`` (relationships), so
+  re-extracting an episode yields the same ids and re-ingest is an idempotent upsert.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cycgraph_memory.hierarchy.extractors._entities import (
+    CustomPattern,
+    Mention,
+    capitalized_tokens,
+    detect_mentions,
+)
+from cycgraph_memory.hierarchy.extractors._relations import (
+    PRONOUNS,
+    Arg,
+    find_pronouns,
+    is_question,
+    match_relations,
+)
+from cycgraph_memory.hierarchy.extractors._sentences import split_sentences
+from cycgraph_memory.hierarchy.extractors._verbs import (
+    BUILTIN_RELATIONS,
+    RelationPattern,
+    build_patterns,
+    canonical_relation,
+    inflect,
+)
+from cycgraph_memory.hierarchy.extractors.simple import derived_provenance, fact_id_for
+from cycgraph_memory.records import (
+    Entity,
+    Episode,
+    ExtractedEntity,
+    ExtractionResult,
+    Relationship,
+    SemanticFact,
+    utc_now,
+)
+
+
+def _wordset(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+__all__ = ["ENTITY_TYPES", "RELATION_TYPES", "RuleBasedExtractor"]
+
+ENTITY_TYPES = ("person", "organization", "tool", "location", "concept")
+"""Entity types the rule-based extractor assigns (custom patterns may add others)."""
+
+RELATION_TYPES = tuple(BUILTIN_RELATIONS)
+"""Canonical names of the built-in relations."""
+
+# Relation-argument type cues: relation -> ((subject type, score), (object type, score)).
+_ROLE_CUES: dict[str, tuple[tuple[str, int] | None, tuple[str, int] | None]] = {
+    "work_at": (("person", 60), ("organization", 60)),
+    "join": (("person", 30), ("organization", 60)),
+    "study_at": (("person", 60), ("organization", 60)),
+    "teach_at": (("person", 60), ("organization", 60)),
+    "report_to": (("person", 60), ("person", 60)),
+    "mentor": (("person", 60), ("person", 60)),
+    "hire": (("organization", 30), ("person", 60)),
+    "live_in": (("person", 60), ("location", 60)),
+    "move_to": (None, ("location", 60)),
+    "locate_in": (("organization", 60), ("location", 60)),
+    "acquire": (("organization", 60), ("organization", 60)),
+    "invest_in": (("organization", 40), ("organization", 60)),
+    "fund": (("organization", 40), ("organization", 40)),
+    "found": (("person", 60), ("organization", 60)),
+    "lead": (("person", 60), ("organization", 50)),
+    "manage": (("person", 60), ("organization", 30)),
+    "use": (None, ("tool", 60)),
+    "depend_on": (("tool", 30), ("tool", 60)),
+    "maintain": (("person", 40), ("tool", 50)),
+    "develop": (None, ("tool", 40)),
+    "build": (None, ("tool", 40)),
+    "create": (None, ("tool", 30)),
+    "part_of": (("organization", 30), ("organization", 40)),
+    "own": (None, None),
+    "partner_with": (("organization", 40), ("organization", 40)),
+    "collaborate_with": (None, None),
+}
+_TYPE_ORDER = {t: i for i, t in enumerate(("person", "organization", "location", "tool"))}
+_AUX_HINTS = _wordset(
+    """
+    is are was were has have had will would can could should does did said says told
+    thinks wants needs got gets went goes makes made spent keeps
+    """
+)
+_PRONOUN_TYPES = {"person": {"person"}, "thing": {"organization", "tool", "concept"}}
+_STRIP_QUOTES = re.compile(r"^[\"'\u201c\u2018]+|[\"'\u201d\u2019]+$")
+
+
+class _RuleOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_sentence_length: int = Field(default=20, ge=0, strict=True)
+    max_facts: int = Field(default=10, ge=1, le=1000, strict=True)
+    roles: tuple[Literal["user", "assistant", "system", "tool"], ...] = ("user", "assistant")
+
+
+@dataclass(slots=True)
+class _Acc:
+    """An entity accumulated over an episode."""
+
+    key: str
+    name: str
+    order: int
+    cues: dict[str, int] = field(default_factory=dict)
+    aliases: list[str] = field(default_factory=list)
+    words: int = 1
+
+    def add(self, cues: dict[str, int]) -> None:
+        for entity_type, score in cues.items():
+            self.cues[entity_type] = self.cues.get(entity_type, 0) + score
+
+    @property
+    def type(self) -> str:
+        if not self.cues:
+            return "concept"
+        return max(self.cues, key=lambda t: (self.cues[t], -_TYPE_ORDER.get(t, 9)))
+
+
+@dataclass(frozen=True, slots=True)
+class _Edge:
+    source: str
+    relation: str
+    target: str
+    confidence: float
+    sentence: int
+
+
+@dataclass(slots=True)
+class _Analysis:
+    sentences: list[str] = field(default_factory=list)
+    questions: list[bool] = field(default_factory=list)
+    sentence_keys: list[list[str]] = field(default_factory=list)
+    entities: dict[str, _Acc] = field(default_factory=dict)
+    edges: list[_Edge] = field(default_factory=list)
+
+
+def _compile_custom(
+    patterns: Sequence[str | re.Pattern[str] | tuple[str | re.Pattern[str], str]] | None,
+) -> list[CustomPattern]:
+    out: list[CustomPattern] = []
+    for item in patterns or ():
+        entity_type = "concept"
+        if isinstance(item, tuple):
+            item, entity_type = item
+        compiled = item if isinstance(item, re.Pattern) else re.compile(item)
+        if compiled.match("") is not None:
+            raise ValueError(f"entity pattern {compiled.pattern!r} matches the empty string")
+        out.append((compiled, entity_type))
+    return out
+
+
+class RuleBasedExtractor:
+    """Sentence-level pattern matching for multiple facts, entities and relationships.
+
+    Implements the ``SemanticExtractor`` contract. See the module docstring for the rules.
+
+    Args:
+        min_sentence_length: Sentences shorter than this (characters) yield no fact.
+        entity_patterns: Extra entity regexes. Each item is a pattern (string or compiled)
+            or a ``(pattern, entity_type)`` tuple; the default type is ``"concept"``. When a
+            pattern has a group named ``name``, that group is the entity name, otherwise
+            the whole match. Custom matches win over built-in detection.
+        relationship_verbs: Extra relation verbs, e.g. ``["sponsor", "contribute to"]``:
+            a base verb with an optional particle. The relation name is the phrase joined
+            by ``_`` (``contribute_to``). Regular inflection only; irregular or
+            consonant-doubling verbs ("stop" -> "stopped") need their inflected forms
+            listed as separate entries (each then maps to its own name unless given as
+            ``"stopped=stop"``, i.e. ``form=canonical``).
+        max_facts: Most facts per episode (default 10).
+        roles: Message roles to read (default user and assistant).
+        clock: Returns "now" for provenance and entity timestamps.
+
+    Raises:
+        pydantic.ValidationError: For invalid option values.
+        ValueError: For an entity pattern that matches the empty string.
+        re.error: For an invalid entity pattern.
+    """
+
+    def __init__(
+        self,
+        *,
+        min_sentence_length: int = 20,
+        entity_patterns: Sequence[str | re.Pattern[str] | tuple[str | re.Pattern[str], str]]
+        | None = None,
+        relationship_verbs: Sequence[str] | None = None,
+        max_facts: int = 10,
+        roles: Sequence[Literal["user", "assistant", "system", "tool"]] = ("user", "assistant"),
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self._options = _RuleOptions(
+            min_sentence_length=min_sentence_length, max_facts=max_facts, roles=tuple(roles)
+        )
+        self._custom = _compile_custom(entity_patterns)
+        custom_relations: dict[str, tuple[str, ...]] = {}
+        for verb in relationship_verbs or ():
+            phrase, _, name = verb.partition("=")
+            canonical = canonical_relation(name or phrase)
+            if not phrase.strip() or not canonical:
+                raise ValueError(f"invalid relationship verb {verb!r}")
+            custom_relations.setdefault(canonical, ())
+            custom_relations[canonical] += (phrase.strip(),)
+        self._patterns: list[RelationPattern] = build_patterns(
+            custom_relations, custom=True
+        ) + build_patterns(BUILTIN_RELATIONS)
+        hints = set(_AUX_HINTS)
+        for phrases in (*BUILTIN_RELATIONS.values(), *custom_relations.values()):
+            for phrase in phrases:
+                head = phrase.lstrip("=").split()[0].lower()
+                hints.update(inflect(head).all_forms() if not phrase.startswith("=") else {head})
+        self._verb_hints = frozenset(hints)
+        self._clock = clock
+
+    @property
+    def min_sentence_length(self) -> int:
+        """Sentences shorter than this yield no fact."""
+        return self._options.min_sentence_length
+
+    # ------------------------------------------------------------------ analysis
+
+    def _analyze(self, texts: Sequence[str]) -> _Analysis:
+        result = _Analysis()
+        for text in texts:
+            result.sentences.extend(
+                s for s in (_STRIP_QUOTES.sub("", x) for x in split_sentences(text)) if s
+            )
+        caps: set[str] = set()
+        for sentence in result.sentences:
+            caps |= capitalized_tokens(sentence)
+        history: list[str] = []  # entity keys in mention order, for pronoun resolution
+        for index, sentence in enumerate(result.sentences):
+            mentions = detect_mentions(
+                sentence, episode_caps=caps, verb_hints=self._verb_hints, custom=self._custom
+            )
+            result.questions.append(is_question(sentence))
+            keys: list[str] = []
+            for mention in mentions:
+                self._register(result.entities, mention)
+                keys.append(mention.key)
+            positions = sorted(
+                [(m.start, m.key) for m in mentions]
+                + [(p.start, f"\0{p.pronoun}") for p in find_pronouns(sentence)]
+            )
+            for raw in match_relations(sentence, mentions, self._patterns):
+                source = self._resolve(raw.subject, positions, history, result, exclude=None)
+                target = self._resolve(raw.object, positions, history, result, exclude=source)
+                if source is None or target is None or source == target:
+                    continue
+                confidence = raw.confidence
+                if raw.subject.pronoun or raw.object.pronoun:
+                    confidence -= 0.1
+                result.edges.append(_Edge(source, raw.relation, target, confidence, index))
+                keys.extend(k for k in (source, target) if k not in keys)
+                # Type cues from the relation apply at once, so later pronouns see them.
+                subject_cue, object_cue = _ROLE_CUES.get(raw.relation, (None, None))
+                if subject_cue is not None:
+                    result.entities[source].add({subject_cue[0]: subject_cue[1]})
+                if object_cue is not None:
+                    result.entities[target].add({object_cue[0]: object_cue[1]})
+            history.extend(m.key for m in mentions)
+            result.sentence_keys.append(list(dict.fromkeys(keys)))
+        self._merge_aliases(result)
+        return result
+
+    @staticmethod
+    def _register(entities: dict[str, _Acc], mention: Mention) -> None:
+        acc = entities.get(mention.key)
+        if acc is None:
+            acc = entities[mention.key] = _Acc(
+                mention.key, mention.name, len(entities), words=mention.words
+            )
+        elif len(mention.name) > len(acc.name):
+            acc.aliases.append(acc.name)
+            acc.name, acc.words = mention.name, mention.words
+        elif mention.name != acc.name and mention.name not in acc.aliases:
+            acc.aliases.append(mention.name)
+        acc.add(mention.cues)
+
+    @staticmethod
+    def _resolve(
+        arg: Arg,
+        positions: list[tuple[int, str]],
+        history: list[str],
+        result: _Analysis,
+        exclude: str | None,
+    ) -> str | None:
+        if arg.key is not None:
+            return arg.key
+        wanted = _PRONOUN_TYPES.get(PRONOUNS.get(arg.pronoun or "", ""), set())
+        if not wanted:
+            return None
+        earlier = [key for start, key in positions if start < arg.start and key[0] != "\0"]
+        for key in reversed(history + earlier):
+            if key != exclude and result.entities[key].type in wanted:
+                return key
+        return None
+
+    @staticmethod
+    def _merge_aliases(result: _Analysis) -> None:
+        people = [a for a in result.entities.values() if a.words >= 2 and a.type == "person"]
+        remap: dict[str, str] = {}
+        for acc in list(result.entities.values()):
+            if acc.words != 1 or acc.type not in {"person", "concept"}:
+                continue
+            hosts = [p for p in people if acc.key in (p.key.split()[0], p.key.split()[-1])]
+            if len(hosts) == 1:
+                host = hosts[0]
+                host.aliases.append(acc.name)
+                host.add(acc.cues)
+                host.order = min(host.order, acc.order)
+                remap[acc.key] = host.key
+                del result.entities[acc.key]
+        if not remap:
+            return
+        result.edges = [
+            _Edge(
+                remap.get(e.source, e.source),
+                e.relation,
+                remap.get(e.target, e.target),
+                e.confidence,
+                e.sentence,
+            )
+            for e in result.edges
+        ]
+        result.sentence_keys = [
+            list(dict.fromkeys(remap.get(k, k) for k in keys)) for keys in result.sentence_keys
+        ]
+
+    # ------------------------------------------------------------------ public API
+
+    def extract_entities(self, text: str) -> list[ExtractedEntity]:
+        """Detect and type the entities of a text.
+
+        Args:
+            text: Free text (one or more sentences).
+
+        Returns:
+            One ``ExtractedEntity`` per merged entity, in order of first mention.
+        """
+        analysis = self._analyze([text])
+        ordered = sorted(analysis.entities.values(), key=lambda a: a.order)
+        return [ExtractedEntity(name=a.name, type=a.type) for a in ordered]
+
+    async def extract(self, episode: Episode) -> ExtractionResult:
+        """Extract facts, entities and relationships from one episode.
+
+        Args:
+            episode: The episode; its ``fact_ids`` is replaced by the new facts' ids.
+
+        Returns:
+            The extracted records, all with derived provenance and deterministic ids.
+        """
+        texts = [m.content for m in episode.messages if m.role in self._options.roles]
+        analysis = self._analyze(texts)
+        now = self._clock()
+
+        entity_ids = {
+            key: fact_id_for(episode.id, "rules-entity", key) for key in analysis.entities
+        }
+        entities = [
+            Entity(
+                id=entity_ids[acc.key],
+                name=acc.name,
+                entity_type=acc.type,
+                attributes={"aliases": sorted(set(acc.aliases))} if acc.aliases else {},
+                provenance=derived_provenance(
+                    episode, confidence=_entity_confidence(acc), created_at=now
+                ),
+                created_at=now,
+                updated_at=now,
+            )
+            for acc in sorted(analysis.entities.values(), key=lambda a: a.order)
+        ]
+
+        relationships: dict[tuple[str, str, str], Relationship] = {}
+        for edge in analysis.edges:
+            triple = (edge.source, edge.relation, edge.target)
+            if triple in relationships:
+                continue
+            relationships[triple] = Relationship(
+                id=fact_id_for(episode.id, "rules-relationship", "|".join(triple)),
+                source_id=entity_ids[edge.source],
+                target_id=entity_ids[edge.target],
+                relation_type=edge.relation,
+                weight=1.0,
+                attributes={"evidence": analysis.sentences[edge.sentence]},
+                valid_from=episode.started_at,
+                provenance=derived_provenance(
+                    episode, confidence=max(0.3, min(edge.confidence, 0.9)), created_at=now
+                ),
+            )
+
+        facts = self._facts(episode, analysis, entity_ids, now)
+        episode.fact_ids = [f.id for f in facts]
+        return ExtractionResult(
+            facts=facts, entities=entities, relationships=list(relationships.values())
+        )
+
+    def _facts(
+        self,
+        episode: Episode,
+        analysis: _Analysis,
+        entity_ids: dict[str, uuid.UUID],
+        now: datetime,
+    ) -> list[SemanticFact]:
+        edge_count: dict[int, int] = {}
+        for edge in analysis.edges:
+            edge_count[edge.sentence] = edge_count.get(edge.sentence, 0) + 1
+        candidates: list[tuple[int, int]] = []  # (score, sentence index)
+        for index, sentence in enumerate(analysis.sentences):
+            if analysis.questions[index] or len(sentence) < self._options.min_sentence_length:
+                continue
+            score = 3 * edge_count.get(index, 0) + len(analysis.sentence_keys[index])
+            candidates.append((score, index))
+        chosen = sorted(candidates, key=lambda c: (-c[0], c[1]))[: self._options.max_facts]
+        facts: list[SemanticFact] = []
+        for _, index in sorted(chosen, key=lambda c: c[1]):
+            keys = analysis.sentence_keys[index]
+            confidence = 0.7 if edge_count.get(index) else (0.6 if keys else 0.5)
+            facts.append(
+                SemanticFact(
+                    id=fact_id_for(episode.id, "rules-fact", str(index)),
+                    content=analysis.sentences[index],
+                    source_episode_ids=[episode.id],
+                    entity_ids=[entity_ids[k] for k in keys if k in entity_ids],
+                    provenance=derived_provenance(episode, confidence=confidence, created_at=now),
+                    valid_from=episode.started_at,
+                )
+            )
+        return facts
+
+
+def _entity_confidence(acc: _Acc) -> float:
+    best = acc.cues.get(acc.type, 0)
+    if best >= 70:
+        return 0.8
+    if best >= 40:
+        return 0.65
+    return 0.5
