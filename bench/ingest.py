@@ -1,0 +1,136 @@
+"""Throughput of the whole ingest pipeline (messages/s).
+
+Rule-based extractor, hashing embedder (384-d), consolidating clusterer, and the store:
+the embedded Postgres server (default) and the in-memory store for comparison.
+Target: >= 1,000 messages/s on Postgres at 10,000 messages.
+
+    python bench/ingest.py [--messages 10000] [--batch 500] [--backend postgres|memory|both]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from cycgraph_memory.embeddings.hashing import HashingEmbeddingProvider
+from cycgraph_memory.hierarchy.pipeline import MemoryPipeline
+from cycgraph_memory.inmemory import InMemoryMemoryIndex, InMemoryMemoryStore
+from cycgraph_memory.records import Message
+
+FIRST = ["Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Heidi", "Ivan", "Judy"]
+LAST = ["Smith", "Jones", "Diaz", "Kim", "Walsh", "Novak", "Okafor", "Berg", "Rossi", "Tanaka"]
+ORGS = ["Acme Corp", "Globex Inc", "Initech Labs", "Umbrella Group", "Stark Industries"]
+TOOLS = ["PostgreSQL", "Redis", "Kubernetes", "Terraform", "GitHub Actions", "Kafka"]
+CITIES = ["Berlin", "Lisbon", "Toronto", "Nairobi", "Osaka"]
+TEMPLATES = [
+    "{p} works at {o} on the platform team.",
+    "{p} manages the data pipeline that depends on {t}.",
+    "The billing service uses {t} and {t2} for caching.",
+    "{p} reports to {p2} and maintains the deployment scripts.",
+    "{o} acquired a small startup to speed up the move to {t}.",
+    "{p} lives in {c} and joined {o} last year.",
+    "We should always check the {t} limits before a release, because the cache filled up.",
+    "Can you remind me what {p} said about the {t} migration?",
+    "{p2} built the first prototype of the scheduler over a weekend.",
+    "{o} is headquartered in {c} and has a second office in {c2}.",
+]
+
+
+def make_messages(n: int, seed: int = 7) -> list[Message]:
+    """Deterministic synthetic conversation: episodes of ~10 turns separated by gaps."""
+    rng = random.Random(seed)
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    out: list[Message] = []
+    for i in range(n):
+        t += timedelta(minutes=30) if i % 10 == 0 else timedelta(seconds=rng.randint(5, 90))
+        text = rng.choice(TEMPLATES).format(
+            p=f"{rng.choice(FIRST)} {rng.choice(LAST)}",
+            p2=f"{rng.choice(FIRST)} {rng.choice(LAST)}",
+            o=rng.choice(ORGS),
+            t=rng.choice(TOOLS),
+            t2=rng.choice(TOOLS),
+            c=rng.choice(CITIES),
+            c2=rng.choice(CITIES),
+        )
+        role = "user" if i % 2 == 0 else "assistant"
+        out.append(Message(id=uuid.UUID(int=rng.getrandbits(128)), role=role, content=text,
+                           timestamp=t))
+    return out
+
+
+async def run_memory(messages: list[Message], batch: int) -> tuple[float, list[float]]:
+    store = InMemoryMemoryStore()
+    index = InMemoryMemoryIndex(expected_dimensions=384, silence_scale_warning=True)
+    pipeline = MemoryPipeline(store, embedder=HashingEmbeddingProvider(dimensions=384),
+                              index=index)
+    return await _drive(pipeline, messages, batch)
+
+
+async def run_postgres(messages: list[Message], batch: int) -> tuple[float, list[float]]:
+    from cycgraph_memory.postgres import (
+        PostgresMemoryIndex,
+        PostgresMemoryStore,
+        create_engine_from_dsn,
+        start_embedded_server,
+        upgrade,
+    )
+
+    with tempfile.TemporaryDirectory(prefix="cycgraph-bench-") as tmp:
+        server = start_embedded_server(Path(tmp) / "pg")
+        engine = create_engine_from_dsn(server.dsn)
+        try:
+            await upgrade(engine, embedding_dim=384)
+            store = PostgresMemoryStore(engine, tenant_id="bench")
+            index = PostgresMemoryIndex(engine, tenant_id="bench")
+            pipeline = MemoryPipeline(store, embedder=HashingEmbeddingProvider(dimensions=384),
+                                      index=index)
+            return await _drive(pipeline, messages, batch)
+        finally:
+            await engine.dispose()
+            stop = getattr(server, "stop", None)
+            if stop is not None:
+                stop()
+
+
+async def _drive(pipeline: MemoryPipeline, messages: list[Message], batch: int
+                 ) -> tuple[float, list[float]]:
+    per_batch: list[float] = []
+    start = time.perf_counter()
+    for i in range(0, len(messages), batch):
+        chunk = messages[i : i + batch]
+        t0 = time.perf_counter()
+        await pipeline.ingest(chunk, tags=["bench"])
+        per_batch.append(len(chunk) / (time.perf_counter() - t0))
+    total = time.perf_counter() - start
+    return len(messages) / total, per_batch
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--messages", type=int, default=10_000)
+    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--backend", choices=["postgres", "memory", "both"], default="both")
+    args = parser.parse_args()
+    messages = make_messages(args.messages)
+    rows: list[tuple[str, float, float]] = []
+    if args.backend in ("memory", "both"):
+        rate, per = asyncio.run(run_memory(messages, args.batch))
+        rows.append(("in-memory", rate, statistics.median(per)))
+    if args.backend in ("postgres", "both"):
+        rate, per = asyncio.run(run_postgres(messages, args.batch))
+        rows.append(("postgres (embedded)", rate, statistics.median(per)))
+    print(f"\ningest: {args.messages} messages in batches of {args.batch}")
+    print(f"{'backend':<22}{'overall msg/s':>15}{'median batch msg/s':>20}{'vs 1000/s':>11}")
+    for name, rate, med in rows:
+        print(f"{name:<22}{rate:>15.0f}{med:>20.0f}{rate / 1000:>10.2f}x")
+
+
+if __name__ == "__main__":
+    main()

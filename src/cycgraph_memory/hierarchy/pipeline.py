@@ -1,0 +1,374 @@
+"""One-call ingest: messages -> episodes -> facts/entities/relationships -> themes -> store.
+
+:class:`MemoryPipeline` wires the pluggable stages (segmenter, extractor, embedder,
+clusterer) to a :class:`~cycgraph_memory.contracts.MemoryStore` and writes everything one
+ingest produces in a single ``store.transaction()``: all of it lands, or none of it does.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cycgraph_memory.contracts import (
+    EmbeddingProvider,
+    EpisodeSegmenter,
+    MemoryIndex,
+    MemoryStore,
+    SemanticExtractor,
+    ThemeClusterer,
+)
+from cycgraph_memory.errors import EmbeddingDimensionMismatchError
+from cycgraph_memory.normalize import normalize_entity_name
+from cycgraph_memory.records import (
+    Entity,
+    Episode,
+    Message,
+    ProvenanceSource,
+    Relationship,
+    SemanticFact,
+    Tags,
+    Theme,
+    utc_now,
+)
+
+__all__ = ["IngestReport", "MemoryPipeline"]
+
+logger = logging.getLogger(__name__)
+
+_EPISODE_TEXT_LIMIT = 2_000
+
+
+class IngestReport(BaseModel):
+    """What one :meth:`MemoryPipeline.ingest` call wrote.
+
+    Attributes:
+        messages_ingested: New messages stored (inside new episodes).
+        messages_skipped: Messages skipped because their id was already stored or
+            repeated within the call.
+        episode_ids: Ids of the new episodes, in time order.
+        fact_ids: Ids of the new facts.
+        entity_ids: Ids of the new entities.
+        relationship_ids: Ids of the new relationships.
+        theme_ids: Ids of the themes created or updated by this ingest.
+        themes_merged_away: Ids of existing themes merged into another theme; they are
+            soft-deleted (``invalidated_at`` set) and their facts re-pointed.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    messages_ingested: int = 0
+    messages_skipped: int = 0
+    episode_ids: list[uuid.UUID] = Field(default_factory=list)
+    fact_ids: list[uuid.UUID] = Field(default_factory=list)
+    entity_ids: list[uuid.UUID] = Field(default_factory=list)
+    relationship_ids: list[uuid.UUID] = Field(default_factory=list)
+    theme_ids: list[uuid.UUID] = Field(default_factory=list)
+    themes_merged_away: list[uuid.UUID] = Field(default_factory=list)
+
+
+class _IngestOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tags: Tags = Field(default_factory=list)
+    source: ProvenanceSource | None = None
+    run_id: str | None = Field(default=None, min_length=1, max_length=256)
+    node_id: str | None = Field(default=None, min_length=1, max_length=256)
+    agent_id: str | None = Field(default=None, min_length=1, max_length=256)
+
+
+class MemoryPipeline:
+    """Segment, extract, embed, cluster and persist conversation messages in one call.
+
+    Args:
+        store: Where everything is written (any ``MemoryStore``).
+        embedder: Embeds facts, episodes, entities and the themes' centroids come from
+            the facts. ``None`` stores records without embeddings (facts then all go to
+            the clusterer's "General" theme).
+        index: Optional ``MemoryIndex`` kept in sync after each commit when it offers
+            ``upsert_many`` (the in-memory index does; the Postgres index reads the
+            store's tables and needs nothing).
+        segmenter: Level 0 -> 1 stage; default ``SimpleEpisodeSegmenter()``.
+        extractor: Level 1 -> 2 stage; default ``RuleBasedExtractor()``.
+        clusterer: Level 2 -> 3 stage; default ``ConsolidatingThemeClusterer()``.
+        embed_batch_size: Texts per ``embedder.embed`` call.
+        merge_entities: Merge entities of one ingest that share a normalised name and
+            type (the extractor mints ids per episode); cross-ingest merging is the
+            entity resolver's job.
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        *,
+        embedder: EmbeddingProvider | None = None,
+        index: MemoryIndex | None = None,
+        segmenter: EpisodeSegmenter | None = None,
+        extractor: SemanticExtractor | None = None,
+        clusterer: ThemeClusterer | None = None,
+        embed_batch_size: int = 256,
+        merge_entities: bool = True,
+    ) -> None:
+        if embed_batch_size < 1:
+            raise ValueError("embed_batch_size must be >= 1")
+        if segmenter is None:
+            from cycgraph_memory.hierarchy.segmenters import SimpleEpisodeSegmenter
+
+            segmenter = SimpleEpisodeSegmenter()
+        if extractor is None:
+            from cycgraph_memory.hierarchy.extractors.rules import RuleBasedExtractor
+
+            extractor = RuleBasedExtractor()
+        if clusterer is None:
+            from cycgraph_memory.hierarchy.clustering import ConsolidatingThemeClusterer
+
+            clusterer = ConsolidatingThemeClusterer()
+        self.store = store
+        self.embedder = embedder
+        self.index = index
+        self.segmenter = segmenter
+        self.extractor = extractor
+        self.clusterer = clusterer
+        self.embed_batch_size = embed_batch_size
+        self.merge_entities = merge_entities
+
+    async def ingest(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        *,
+        tags: Sequence[str] = (),
+        source: ProvenanceSource | None = None,
+        run_id: str | None = None,
+        node_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> IngestReport:
+        """Ingest conversation messages and persist the hierarchy they produce.
+
+        Messages whose id is already stored (or repeated in ``messages``) are skipped, so
+        re-ingesting the same messages adds nothing. Everything new is written in one
+        ``store.transaction()``.
+
+        Args:
+            messages: ``Message`` records or dicts with the same fields.
+            tags: Tags added to every new fact (e.g. ``["lesson", "graph:research-v1"]``).
+            source: Overrides the provenance source of new records.
+            run_id: Workflow run recorded in the provenance of every new record.
+            node_id: Graph node recorded in the provenance of every new record.
+            agent_id: Agent recorded in the provenance of every new record.
+
+        Returns:
+            An :class:`IngestReport` with the ids of everything written.
+
+        Raises:
+            pydantic.ValidationError: A message or option is invalid (nothing written).
+            EmbeddingDimensionMismatchError: The embedder returned vectors of the wrong
+                size (nothing written).
+        """
+        opts = _IngestOptions(
+            tags=list(tags), source=source, run_id=run_id, node_id=node_id, agent_id=agent_id
+        )
+        batch = [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
+        report = IngestReport()
+        unique: dict[uuid.UUID, Message] = {}
+        for message in batch:
+            unique.setdefault(message.id, message)
+        stored = await self.store.get_messages(list(unique)) if unique else {}
+        fresh = [m for m in unique.values() if m.id not in stored]
+        report.messages_skipped = len(batch) - len(fresh)
+        if not fresh:
+            return report
+
+        episodes = await self.segmenter.segment(fresh)
+        facts: list[SemanticFact] = []
+        entities: list[Entity] = []
+        relationships: list[Relationship] = []
+        for episode in episodes:
+            self._stamp(episode, opts)
+            result = await self.extractor.extract(episode)
+            facts.extend(result.facts)
+            entities.extend(result.entities)
+            relationships.extend(result.relationships)
+        if self.merge_entities:
+            entities, facts, relationships = _merge_batch_entities(entities, facts, relationships)
+        for fact in facts:
+            self._stamp(fact, opts)
+            if opts.tags:
+                fact.tags = [*fact.tags, *opts.tags]
+        for entity in entities:
+            self._stamp(entity, opts)
+        for rel in relationships:
+            self._stamp(rel, opts)
+
+        await self._embed(episodes, facts, entities)
+        existing = await self.store.list_themes(include_invalidated=False)
+        themes = await self.clusterer.cluster(facts, existing)
+        survivors = {t.id for t in themes}
+        now = utc_now()
+        merged_away = [
+            t.model_copy(update={"invalidated_at": now}) for t in existing if t.id not in survivors
+        ]
+        remapped = await self._remap_merged(merged_away, themes)
+        touched = _touched_themes(themes, existing)
+
+        async with self.store.transaction():
+            await self.store.put_episodes(episodes)
+            await self.store.put_entities(entities)
+            await self.store.put_relationships(relationships)
+            await self.store.put_facts([*facts, *remapped])
+            await self.store.put_themes(touched)
+            if merged_away:
+                await self.store.put_themes(merged_away)
+
+        await self._sync_index(episodes, [*facts, *remapped], entities, touched, merged_away)
+        report.messages_ingested = sum(len(e.messages) for e in episodes)
+        report.episode_ids = [e.id for e in episodes]
+        report.fact_ids = [f.id for f in facts]
+        report.entity_ids = [e.id for e in entities]
+        report.relationship_ids = [r.id for r in relationships]
+        report.theme_ids = [t.id for t in touched]
+        report.themes_merged_away = [t.id for t in merged_away]
+        logger.info(
+            "ingested %d messages: %d episodes, %d facts, %d entities, %d relationships",
+            report.messages_ingested,
+            len(episodes),
+            len(facts),
+            len(entities),
+            len(relationships),
+        )
+        return report
+
+    @staticmethod
+    def _stamp(
+        record: Episode | SemanticFact | Entity | Relationship, opts: _IngestOptions
+    ) -> None:
+        update: dict[str, Any] = {}
+        if opts.source is not None:
+            update["source"] = opts.source
+        for key in ("run_id", "node_id", "agent_id"):
+            value = getattr(opts, key)
+            if value is not None:
+                update[key] = value
+        if update:
+            record.provenance = record.provenance.model_copy(update=update)
+
+    async def _embed(
+        self, episodes: list[Episode], facts: list[SemanticFact], entities: list[Entity]
+    ) -> None:
+        if self.embedder is None:
+            return
+        texts: list[str] = [f.content for f in facts]
+        texts += [_episode_text(e) for e in episodes]
+        texts += [e.name for e in entities]
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.embed_batch_size):
+            chunk = texts[start : start + self.embed_batch_size]
+            out = await self.embedder.embed(chunk)
+            if len(out) != len(chunk):
+                raise ValueError(
+                    f"embedder returned {len(out)} vectors for {len(chunk)} texts"
+                )
+            vectors.extend(out)
+        expected = self.embedder.dimensions
+        for i, vector in enumerate(vectors):
+            if len(vector) != expected:
+                raise EmbeddingDimensionMismatchError(expected, len(vector), f"embedder output {i}")
+        it = iter(vectors)
+        for fact in facts:
+            fact.embedding = next(it)
+        for episode in episodes:
+            episode.embedding = next(it)
+        for entity in entities:
+            entity.embedding = next(it)
+
+    async def _remap_merged(
+        self, merged_away: list[Theme], themes: list[Theme]
+    ) -> list[SemanticFact]:
+        """Facts persisted earlier under a merged-away theme, re-pointed at its survivor."""
+        if not merged_away:
+            return []
+        owner: dict[uuid.UUID, uuid.UUID] = {}
+        for theme in themes:
+            for fact_id in theme.fact_ids:
+                owner[fact_id] = theme.id
+        out: list[SemanticFact] = []
+        for gone in merged_away:
+            stored = await self.store.find_facts(theme_id=gone.id, include_invalidated=True)
+            for fact in stored:
+                target = owner.get(fact.id)
+                if target is None:
+                    continue
+                fact.theme_id = target
+                out.append(fact)
+        return out
+
+    async def _sync_index(
+        self,
+        episodes: list[Episode],
+        facts: list[SemanticFact],
+        entities: list[Entity],
+        themes: list[Theme],
+        removed: list[Theme],
+    ) -> None:
+        index = self.index
+        if index is None:
+            return
+        upsert_many = getattr(index, "upsert_many", None)
+        remove = getattr(index, "remove", None)
+        if upsert_many is None:
+            return
+        upsert_many([*episodes, *facts, *entities, *themes])
+        if remove is not None:
+            for theme in removed:
+                remove(theme.id)
+
+
+def _episode_text(episode: Episode) -> str:
+    text = " ".join(m.content for m in episode.messages) or episode.topic
+    return text[:_EPISODE_TEXT_LIMIT]
+
+
+def _touched_themes(themes: list[Theme], existing: list[Theme]) -> list[Theme]:
+    """Themes that are new or whose content differs from what is stored."""
+    before = {t.id: t for t in existing}
+    return [t for t in themes if before.get(t.id) != t]
+
+
+def _merge_batch_entities(
+    entities: list[Entity], facts: list[SemanticFact], relationships: list[Relationship]
+) -> tuple[list[Entity], list[SemanticFact], list[Relationship]]:
+    """Collapse entities of one ingest sharing (normalised name, type) onto the first one."""
+    canonical: dict[tuple[str, str], Entity] = {}
+    remap: dict[uuid.UUID, uuid.UUID] = {}
+    kept: list[Entity] = []
+    for entity in entities:
+        key = (normalize_entity_name(entity.name), entity.entity_type)
+        first = canonical.get(key)
+        if first is None:
+            canonical[key] = entity
+            kept.append(entity)
+            continue
+        remap[entity.id] = first.id
+        if entity.attributes:
+            first.attributes = {**entity.attributes, **first.attributes}
+    if not remap:
+        return entities, facts, relationships
+    for fact in facts:
+        if any(e in remap for e in fact.entity_ids):
+            fact.entity_ids = list(dict.fromkeys(remap.get(e, e) for e in fact.entity_ids))
+    seen_edges: set[tuple[uuid.UUID, uuid.UUID, str]] = set()
+    edges: list[Relationship] = []
+    for rel in relationships:
+        source = remap.get(rel.source_id, rel.source_id)
+        target = remap.get(rel.target_id, rel.target_id)
+        edge = (source, target, rel.relation_type)
+        if source == target or edge in seen_edges:
+            continue
+        seen_edges.add(edge)
+        if source != rel.source_id or target != rel.target_id:
+            rel = rel.model_copy(update={"source_id": source, "target_id": target})
+        edges.append(rel)
+    return kept, facts, edges
