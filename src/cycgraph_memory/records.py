@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
@@ -409,10 +410,32 @@ class MemoryResult(_Model):
 
 
 class ExtractedEntity(_Model):
-    """A name and type returned by ``RuleBasedExtractor.extract_entities``."""
+    """A name and type returned by ``RuleBasedExtractor.extract_entities``.
+
+    Besides attribute access it supports the spec's ``{ name, type }`` shape: ``e["name"]``
+    works, and it compares equal to a mapping with the same two keys.
+    """
 
     name: NonEmptyText
     type: NonEmptyText
+
+    def __getitem__(self, key: str) -> str:
+        """Return ``name`` or ``type`` by key, like the spec's plain object."""
+        if key == "name":
+            return self.name
+        if key == "type":
+            return self.type
+        raise KeyError(key)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to another ``ExtractedEntity`` or to ``{"name": ..., "type": ...}``."""
+        if isinstance(other, Mapping):
+            return dict(other) == {"name": self.name, "type": self.type}
+        return super().__eq__(other)
+
+    def __hash__(self) -> int:
+        """Hash by ``(name, type)`` so extracted entities can go into sets."""
+        return hash((self.name, self.type))
 
 
 class ExtractionResult(_Model):

@@ -7,9 +7,9 @@ assumed to be UTC, like everywhere else in the library.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 __all__ = ["TemporalRecord", "filter_valid", "is_changed_since", "is_valid_at"]
 
@@ -55,6 +55,8 @@ def is_changed_since(record: TemporalRecord, since: datetime) -> bool:
 
 def filter_valid(
     records: Iterable[R],
+    options: Mapping[str, Any] | None = None,
+    /,
     *,
     valid_at: datetime | None = None,
     changed_since: datetime | None = None,
@@ -64,11 +66,21 @@ def filter_valid(
 
     Args:
         records: Facts, relationships or anything shaped like :class:`TemporalRecord`.
+        options: The same three options as a mapping (the spec's
+            ``filterValid(records, { validAt, ... })`` style); keys ``valid_at``,
+            ``changed_since``, ``include_invalidated``. Unknown keys raise ``TypeError``.
         valid_at: Keep only records valid at this instant.
         changed_since: Keep only records that started or ended after this instant.
         include_invalidated: Keep records whose ``invalidated_by`` is set (default drops
             them).
     """
+    if options:
+        unknown = set(options) - {"valid_at", "changed_since", "include_invalidated"}
+        if unknown:
+            raise TypeError(f"unknown filter_valid options: {sorted(unknown)}")
+        valid_at = options.get("valid_at", valid_at)
+        changed_since = options.get("changed_since", changed_since)
+        include_invalidated = bool(options.get("include_invalidated", include_invalidated))
     out: list[R] = []
     for record in records:
         if not include_invalidated and record.invalidated_by is not None:

@@ -259,3 +259,34 @@ def test_error_tree() -> None:
     assert se.sqlstate == "23505" and str(se) == "dup"
     me = MissingExtraError("postgres", "sqlalchemy")
     assert me.extra == "postgres" and "cycgraph-memory[postgres]" in str(me)
+
+
+def test_filter_valid_accepts_an_options_mapping() -> None:
+    from datetime import UTC, datetime
+
+    from cycgraph_memory import Provenance, SemanticFact, filter_valid
+
+    prov = Provenance(source="agent")
+    early = SemanticFact(content="early fact", provenance=prov,
+                         valid_from=datetime(2024, 1, 1, tzinfo=UTC),
+                         valid_until=datetime(2024, 6, 1, tzinfo=UTC))
+    late = SemanticFact(content="late fact", provenance=prov,
+                        valid_from=datetime(2024, 3, 1, tzinfo=UTC))
+    at = datetime(2024, 7, 1, tzinfo=UTC)
+    assert filter_valid([early, late], {"valid_at": at}) == [late]
+    assert filter_valid([early, late], valid_at=at) == [late]
+    with pytest.raises(TypeError):
+        filter_valid([early], {"validAt": at})
+
+
+def test_extracted_entity_supports_the_spec_object_shape() -> None:
+    from cycgraph_memory import ExtractedEntity
+
+    e = ExtractedEntity(name="Acme Corp", type="organization")
+    assert e["name"] == "Acme Corp" and e["type"] == "organization"
+    assert e == {"name": "Acme Corp", "type": "organization"}
+    assert e != {"name": "Acme Corp", "type": "person"}
+    assert e == ExtractedEntity(name="Acme Corp", type="organization")
+    assert len({e, ExtractedEntity(name="Acme Corp", type="organization")}) == 1
+    with pytest.raises(KeyError):
+        e["kind"]

@@ -114,9 +114,9 @@ class SimpleEpisodeSegmenter:
 
     def __init__(
         self,
-        *,
         gap_threshold_ms: int = 300_000,
         max_topic_length: int = 100,
+        *,
         provenance: Provenance | None = None,
         deterministic_ids: bool = True,
         clock: Callable[[], datetime] = utc_now,

@@ -218,11 +218,11 @@ class RuleBasedExtractor:
 
     def __init__(
         self,
-        *,
         min_sentence_length: int = 20,
         entity_patterns: Sequence[str | re.Pattern[str] | tuple[str | re.Pattern[str], str]]
         | None = None,
         relationship_verbs: Sequence[str] | None = None,
+        *,
         max_facts: int = 10,
         roles: Sequence[Literal["user", "assistant", "system", "tool"]] = ("user", "assistant"),
         clock: Callable[[], datetime] = utc_now,
