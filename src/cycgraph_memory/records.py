@@ -113,6 +113,10 @@ def _check_embedding(value: list[float] | None) -> list[float] | None:
         return None
     if len(value) == 0:
         raise ValueError("embedding must have at least one dimension")
+    # Fast path: NaN and +-inf propagate through a sum, so a finite sum proves every value
+    # finite. A non-finite sum may also come from finite values overflowing; check each then.
+    if math.isfinite(sum(value)):
+        return value
     for x in value:
         if not math.isfinite(x):
             raise ValueError("embedding values must be finite numbers (no NaN or infinity)")

@@ -155,3 +155,10 @@ async def test_custom_relationship_verbs() -> None:
 def test_invalid_relationship_verb_rejected() -> None:
     with pytest.raises(ValueError):
         RuleBasedExtractor(relationship_verbs=["  "])
+
+
+async def test_hyphenated_verb_forms_still_match() -> None:
+    # the verb pre-filter must keep hyphenated forms such as "co-founded" whole
+    assert await rels("Dylan Field co-founded Figma with Evan Wallace in 2012.") == [
+        ("Dylan Field", "found", "Figma")
+    ]

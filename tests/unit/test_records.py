@@ -392,3 +392,23 @@ def test_report_models() -> None:
     d = ConflictResolutionDetail(conflict=c, action="keep_a")
     assert d.reason == ""
     assert ConflictResolutionReport(details=[d]).resolved == 0
+
+
+@pytest.mark.parametrize(
+    ("vector", "ok"),
+    [
+        ([1e308, 1e308], True),  # finite values whose sum overflows are still accepted
+        ([1e308, 1e308, float("nan")], False),
+        ([float("inf"), float("-inf")], False),
+        ([0.0, -0.0], True),
+    ],
+)
+def test_embedding_finiteness_edge_cases(vector: list[float], ok: bool) -> None:
+    from cycgraph_memory import Provenance, SemanticFact
+
+    prov = Provenance(source="agent")
+    if ok:
+        assert SemanticFact(content="x", provenance=prov, embedding=vector).embedding == vector
+    else:
+        with pytest.raises(ValidationError):
+            SemanticFact(content="x", provenance=prov, embedding=vector)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import date, datetime
 from types import NoneType
 from typing import Any, TypeVar
@@ -13,33 +13,9 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel
 
-from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInputError
+from cycgraph_memory.errors import EmbeddingDimensionMismatchError
 
 M = TypeVar("M", bound=BaseModel)
-
-
-def coerce_id(value: object) -> uuid.UUID:
-    """Return ``value`` as a UUID; strings are parsed.
-
-    Raises:
-        InvalidInputError: ``value`` is a string that is not a UUID.
-        TypeError: ``value`` is neither a UUID nor a string.
-    """
-    if isinstance(value, uuid.UUID):
-        return value
-    if isinstance(value, str):
-        try:
-            return uuid.UUID(value)
-        except ValueError:
-            raise InvalidInputError(f"malformed id: {value!r}") from None
-    raise TypeError(f"expected a UUID or a UUID string, got {type(value).__name__}")
-
-
-def coerce_ids(values: Iterable[object]) -> list[uuid.UUID]:
-    """Coerce every id (see :func:`coerce_id`), dropping duplicates, keeping first order."""
-    if isinstance(values, str | uuid.UUID):
-        raise TypeError("expected an iterable of ids, got a single id")
-    return list(dict.fromkeys(coerce_id(v) for v in values))
 
 
 def coerce_record(model: type[M], value: object) -> M:

@@ -24,12 +24,12 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
+from cycgraph_memory._ids import parse_id
 from cycgraph_memory._options import coerce_options
 from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.inmemory._common import (
     check_dimension,
-    coerce_id,
     copy_record,
     normalize_rows,
 )
@@ -358,7 +358,7 @@ class InMemoryMemoryIndex:
 
     def remove(self, record_id: uuid.UUID | str) -> bool:
         """Drop a record of any type from the index; True when it was indexed."""
-        rid = coerce_id(record_id)
+        rid = parse_id(record_id)
         removed = False
         for table in self._tables():
             removed = table.remove(rid) or removed

@@ -15,12 +15,11 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from cycgraph_memory._ids import parse_id, parse_ids
 from cycgraph_memory._options import coerce_options
 from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.inmemory._common import (
     check_dimension,
-    coerce_id,
-    coerce_ids,
     coerce_record,
     copy_record,
 )
@@ -128,16 +127,16 @@ class InMemoryMemoryStore:
 
     @staticmethod
     def _get_many(table: Mapping[uuid.UUID, R], ids: Iterable[object]) -> dict[uuid.UUID, R]:
-        return {i: copy_record(table[i]) for i in coerce_ids(ids) if i in table}
+        return {i: copy_record(table[i]) for i in parse_ids(ids) if i in table}
 
     @staticmethod
     def _get_one(table: Mapping[uuid.UUID, R], record_id: object) -> R | None:
-        record = table.get(coerce_id(record_id))
+        record = table.get(parse_id(record_id))
         return None if record is None else copy_record(record)
 
     @staticmethod
     def _delete(table: dict[uuid.UUID, R], record_id: object) -> bool:
-        return table.pop(coerce_id(record_id), None) is not None
+        return table.pop(parse_id(record_id), None) is not None
 
     # ------------------------------------------------------------------ entities
 
@@ -210,7 +209,7 @@ class InMemoryMemoryStore:
         ``direction`` selects ``outgoing`` (``source_id`` is the entity), ``incoming``
         (``target_id`` is the entity) or ``both``.
         """
-        eid = coerce_id(entity_id)
+        eid = parse_id(entity_id)
         f = coerce_options(RelationshipFilter, filter, options)
         outgoing = f.direction in ("outgoing", "both")
         incoming = f.direction in ("incoming", "both")
@@ -263,7 +262,7 @@ class InMemoryMemoryStore:
         Invalidated episodes count too (like every ``get_*``). A message id stored in
         several episodes is returned once, from the episode with the smallest id.
         """
-        wanted = set(coerce_ids(ids))
+        wanted = set(parse_ids(ids))
         found: dict[uuid.UUID, Message] = {}
         if not wanted:
             return found
@@ -371,7 +370,7 @@ class InMemoryMemoryStore:
             when = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
         else:
             raise TypeError(f"at must be a datetime or None, got {type(at).__name__}")
-        for fid in coerce_ids(ids):
+        for fid in parse_ids(ids):
             fact = self._facts.get(fid)
             if fact is None:
                 continue

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import re
-import uuid
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from itertools import count
@@ -12,6 +11,7 @@ from itertools import count
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from cycgraph_memory._ids import parse_id, parse_ids
 from cycgraph_memory.errors import (
     EmbeddingDimensionMismatchError,
     InvalidInputError,
@@ -44,30 +44,6 @@ def validate_tenant(tenant_id: object) -> str:
             f"tenant id must be 1-64 characters of [A-Za-z0-9_.:-], got {tenant_id!r}"
         )
     return tenant_id
-
-
-def parse_id(value: object) -> uuid.UUID:
-    """Return ``value`` as a UUID (accepts ``uuid.UUID`` or its string form).
-
-    Raises:
-        InvalidInputError: A malformed string.
-        TypeError: Neither a UUID nor a string.
-    """
-    if isinstance(value, uuid.UUID):
-        return value
-    if isinstance(value, str):
-        try:
-            return uuid.UUID(value)
-        except ValueError:
-            raise InvalidInputError(f"malformed id {value!r}: expected a UUID") from None
-    raise TypeError(f"expected a UUID or its string form, got {type(value).__name__}")
-
-
-def parse_ids(values: Iterable[object]) -> list[uuid.UUID]:
-    """Parse many ids (see :func:`parse_id`), dropping duplicates, keeping first order."""
-    if isinstance(values, str | uuid.UUID):
-        raise TypeError("expected an iterable of ids, got a single id")
-    return list(dict.fromkeys(parse_id(v) for v in values))
 
 
 class PostgresBackend:

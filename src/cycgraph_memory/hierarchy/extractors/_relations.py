@@ -186,11 +186,19 @@ def _coordinated(args: list[Arg], anchor: Arg, sentence: str, *, forward: bool) 
         current = nxt
 
 
+_TRIGGER_WORD = re.compile(r"[\w'-]+")  # keeps "co-founded" whole
+_PLAIN_WORD = re.compile(r"\w+")
+
+
 def _verb_spans(
     sentence: str, patterns: list[RelationPattern], mentions: list[Mention]
 ) -> list[tuple[re.Match[str], RelationPattern]]:
     chosen: list[tuple[re.Match[str], RelationPattern]] = []
+    lowered = sentence.lower()
+    words = set(_TRIGGER_WORD.findall(lowered)) | set(_PLAIN_WORD.findall(lowered))
     for pattern in patterns:
+        if pattern.triggers and pattern.triggers.isdisjoint(words):
+            continue  # none of the verb's forms occurs: the regex cannot match
         for m in pattern.regex.finditer(sentence):
             if any(m.start() < c.end() and c.start() < m.end() for c, _ in chosen):
                 continue

@@ -174,6 +174,9 @@ class RelationPattern:
     fixed: bool
     has_particle: bool
     confidence: float
+    triggers: frozenset[str] = frozenset()
+    """Lowercase words of which one must occur in a sentence for the regex to match
+    (a cheap pre-filter; empty = always try the regex)."""
 
 
 _SPACE_JOIN = r"\s+"
@@ -213,7 +216,13 @@ def build_patterns(
                 regex = rf"(?<![\w-])(?P<verb>{body})(?![\w-])"
                 patterns.append(
                     RelationPattern(
-                        relation, re.compile(regex, re.IGNORECASE), frozenset(), True, True, 0.75
+                        relation,
+                        re.compile(regex, re.IGNORECASE),
+                        frozenset(),
+                        True,
+                        True,
+                        0.75,
+                        frozenset({text.split()[0]}),
                     )
                 )
                 continue
@@ -228,6 +237,7 @@ def build_patterns(
                     False,
                     bool(particle),
                     confidence,
+                    frozenset(f.split()[0] for f in forms.all_forms()),
                 )
             )
     patterns.sort(key=lambda p: (not p.has_particle, p.relation))
