@@ -7,12 +7,8 @@
 * A new episode starts when the gap between two consecutive messages is *strictly longer*
   than ``gap_threshold_ms``. A gap exactly equal to the threshold stays in the same episode.
 * The topic is the content of the episode's first message with non-blank content, with
-  every run of whitespace collapsed to one space. When that text is longer than
-  ``max_topic_length`` characters it is cut to ``max_topic_length - 1`` characters, moved
-  back to the last space (unless the cut already ends a word) when that space lies in the
-  second half of the cut, stripped of
-  trailing whitespace and ended with ``"…"``; the result is never longer than
-  ``max_topic_length``.
+  every run of whitespace collapsed to one space, truncated to its first
+  ``max_topic_length`` characters (a plain cut, as the spec says).
 * Episode ids are deterministic by default: ``uuid5(EPISODE_ID_NAMESPACE, "episode:" +
   ",".join(sorted message ids))``. Re-segmenting the same messages yields the same episode
   ids, so downstream re-ingest is an idempotent upsert. Pass ``deterministic_ids=False`` for
@@ -41,7 +37,6 @@ __all__ = [
 EPISODE_ID_NAMESPACE = uuid.UUID("6f1c8f0e-3b7a-5d2e-9c41-2a8e7d4b9f10")
 """uuid5 namespace for deterministic episode ids."""
 
-_ELLIPSIS = "…"
 _WHITESPACE = re.compile(r"\s+")
 
 
@@ -54,14 +49,11 @@ class _SegmenterOptions(BaseModel):
 
 
 def truncate_topic(text: str, max_length: int) -> str:
-    """Collapse whitespace in ``text`` and truncate it to at most ``max_length`` characters.
+    """Collapse whitespace in ``text`` and keep its first ``max_length`` characters.
 
-    Text that fits is returned unchanged (after whitespace collapsing). Longer text is cut
-    to ``max_length - 1`` characters; unless that cut already ends a word, it moves back to
-    the last space when that space lies in the second half of the cut (so words are not
-    split); trailing whitespace is removed and ``"…"`` is appended. Examples:
-    ``truncate_topic("the quick brown fox", 15) == "the quick…"`` and
-    ``truncate_topic("abcdefghijklmnop", 10) == "abcdefghi…"``.
+    This is the spec's "first message's content (truncated)": a plain cut, no ellipsis, so
+    ``truncate_topic("the quick brown fox", 10) == "the quick "``. Runs of whitespace
+    (including newlines) become one space and the ends are stripped before cutting.
 
     Args:
         text: Raw message content.
@@ -75,15 +67,7 @@ def truncate_topic(text: str, max_length: int) -> str:
     """
     if max_length < 1:
         raise ValueError("max_length must be at least 1")
-    collapsed = _WHITESPACE.sub(" ", text).strip()
-    if len(collapsed) <= max_length:
-        return collapsed
-    cut = collapsed[: max_length - 1]
-    at_boundary = collapsed[max_length - 1] == " "
-    space = cut.rfind(" ")
-    if not at_boundary and space > 0 and space >= (max_length - 1) // 2:
-        cut = cut[:space]
-    return cut.rstrip() + _ELLIPSIS
+    return _WHITESPACE.sub(" ", text).strip()[:max_length]
 
 
 def episode_id_for(messages: Sequence[Message]) -> uuid.UUID:

@@ -1,0 +1,65 @@
+"""Layering (DESIGN.md): the package root and the pure layers never import the DB stack."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+PURE_MODULES = [
+    "cycgraph_memory",
+    "cycgraph_memory.records",
+    "cycgraph_memory.contracts",
+    "cycgraph_memory.inmemory",
+    "cycgraph_memory.hierarchy",
+    "cycgraph_memory.hierarchy.pipeline",
+    "cycgraph_memory.hierarchy.extractors",
+    "cycgraph_memory.embeddings",
+]
+
+
+def test_pure_layers_import_with_the_database_stack_blocked() -> None:
+    # A fresh interpreter where importing sqlalchemy, asyncpg or pgvector fails outright.
+    code = textwrap.dedent(
+        f"""
+        import importlib, sys
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in {{"sqlalchemy", "asyncpg", "pgvector", "alembic"}}:
+                    raise ImportError("blocked: " + name)
+                return None
+        sys.meta_path.insert(0, Block())
+        for module in {PURE_MODULES!r}:
+            importlib.import_module(module)
+        leaked = sorted(m for m in sys.modules if m.split(".")[0] in {{"sqlalchemy", "asyncpg"}})
+        assert not leaked, leaked
+        print("ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_postgres_subpackage_reports_a_missing_extra() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] == "sqlalchemy":
+                    raise ImportError("No module named 'sqlalchemy'", name="sqlalchemy")
+                return None
+        sys.meta_path.insert(0, Block())
+        try:
+            import cycgraph_memory.postgres
+        except ImportError as exc:
+            from cycgraph_memory.errors import MissingExtraError
+            assert isinstance(exc, MissingExtraError), type(exc)
+            assert "cycgraph-memory[postgres]" in str(exc), str(exc)
+            print("ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
