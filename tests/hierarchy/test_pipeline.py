@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,6 +28,23 @@ def store(request: pytest.FixtureRequest) -> Any:
     if request.param == "memory":
         return InMemoryMemoryStore()
     return request.getfixturevalue("pg_store")
+
+
+@pytest.fixture(params=["memory", "postgres"])
+async def committing_store(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
+    """A store whose writes really commit: ingest_many runs writes on their own sessions
+    (never two sessions on one connection), so the rolled-back test connection won't do."""
+    if request.param == "memory":
+        yield InMemoryMemoryStore()
+        return
+    from cycgraph_memory.postgres import PostgresMemoryStore
+
+    store = PostgresMemoryStore(request.getfixturevalue("pg_engine"),
+                                tenant_id=f"pipe_{uuid.uuid4().hex[:12]}")
+    try:
+        yield store
+    finally:
+        await store.clear()
 
 
 def _pipeline(store: Any, **kwargs: Any) -> MemoryPipeline:
@@ -205,3 +222,52 @@ async def test_second_ingest_reuses_existing_themes(store: Any) -> None:
     member_ids = {fid for t in themes for fid in t.fact_ids}
     assert {f.id for f in facts} <= member_ids
     assert uuid.UUID(int=0) not in member_ids
+
+
+async def test_ingest_many_matches_sequential_ingest(committing_store: Any) -> None:
+    store = committing_store
+    messages = load_sample_messages()
+    batches = [messages[:9], messages[9:18], messages[18:]]
+    reports = await _pipeline(store).ingest_many(batches, tags=["bulk"], run_id="bulk-1")
+    assert [r.messages_ingested for r in reports] == [9, 9, 8]
+    reference = InMemoryMemoryStore()
+    for batch in batches:
+        await _pipeline(reference).ingest(batch, tags=["bulk"], run_id="bulk-1")
+    got, want = await _counts(store), await _counts(reference)
+    assert got == want
+    facts = await store.find_facts(tags=["bulk"])
+    assert len(facts) == want["facts"]
+    assert all(f.provenance.run_id == "bulk-1" for f in facts)
+
+
+async def test_ingest_many_skips_messages_repeated_across_batches(
+    committing_store: Any,
+) -> None:
+    store = committing_store
+    messages = load_sample_messages()
+    reports = await _pipeline(store).ingest_many([messages[:12], messages[6:20], messages])
+    assert [r.messages_skipped for r in reports] == [0, 6, 20]
+    assert sum(r.messages_ingested for r in reports) == len(messages)
+    stored = [m.id for e in await store.list_episodes() for m in e.messages]
+    assert len(stored) == len(set(stored)) == len(messages)
+
+
+class _FailOnSecondFactsWrite(InMemoryMemoryStore):
+    calls = 0
+
+    async def put_facts(self, facts: Iterable[SemanticFact]) -> None:
+        type(self).calls += 1
+        if type(self).calls == 2:
+            raise RuntimeError("write failed")
+        await super().put_facts(facts)
+
+
+async def test_ingest_many_failure_keeps_earlier_batches_only() -> None:
+    store = _FailOnSecondFactsWrite()
+    messages = load_sample_messages()
+    batches = [messages[:7], messages[7:14], messages[14:]]
+    with pytest.raises(RuntimeError, match="write failed"):
+        await _pipeline(store).ingest_many(batches)
+    stored = {m.id for e in await store.list_episodes(include_invalidated=True)
+              for m in e.messages}
+    assert stored == {m.id for m in messages[:7]}

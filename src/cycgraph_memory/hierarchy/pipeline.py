@@ -7,9 +7,11 @@ ingest produces in a single ``store.transaction()``: all of it lands, or none of
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -79,6 +81,17 @@ class _IngestOptions(BaseModel):
     run_id: str | None = Field(default=None, min_length=1, max_length=256)
     node_id: str | None = Field(default=None, min_length=1, max_length=256)
     agent_id: str | None = Field(default=None, min_length=1, max_length=256)
+
+
+@dataclass
+class _Prepared:
+    """One batch after the CPU-bound stages, ready to be clustered and written."""
+
+    received: int
+    episodes: list[Episode] = field(default_factory=list)
+    facts: list[SemanticFact] = field(default_factory=list)
+    entities: list[Entity] = field(default_factory=list)
+    relationships: list[Relationship] = field(default_factory=list)
 
 
 class MemoryPipeline:
@@ -171,39 +184,110 @@ class MemoryPipeline:
         opts = _IngestOptions(
             tags=list(tags), source=source, run_id=run_id, node_id=node_id, agent_id=agent_id
         )
+        prepared = await self._prepare(messages, opts, in_flight=frozenset())
+        return await self._commit(prepared)
+
+    async def ingest_many(
+        self,
+        batches: Iterable[Iterable[Message | Mapping[str, Any]]],
+        *,
+        tags: Sequence[str] = (),
+        source: ProvenanceSource | None = None,
+        run_id: str | None = None,
+        node_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> list[IngestReport]:
+        """Ingest many message batches, overlapping CPU work with database writes.
+
+        Each batch is ingested exactly like :meth:`ingest` (one transaction per batch,
+        same options for all), but while batch *n* is being written the pipeline already
+        segments, extracts and embeds batch *n + 1*; with a database store on another core
+        the two overlap. Clustering of a batch waits for the previous batch's commit, so
+        every batch clusters against the themes stored before it.
+
+        If a batch fails, the batches before it stay committed, nothing of the failing or
+        later batches is written, and the error propagates.
+
+        Returns:
+            One :class:`IngestReport` per batch, in order.
+        """
+        opts = _IngestOptions(
+            tags=list(tags), source=source, run_id=run_id, node_id=node_id, agent_id=agent_id
+        )
+        reports: list[IngestReport] = []
+        pending: asyncio.Task[IngestReport] | None = None
+        in_flight: frozenset[uuid.UUID] = frozenset()
+        try:
+            for batch in batches:
+                prepared = await self._prepare(batch, opts, in_flight=in_flight)
+                if pending is not None:
+                    reports.append(await pending)
+                    pending = None
+                in_flight = frozenset(m.id for e in prepared.episodes for m in e.messages)
+                pending = asyncio.create_task(self._commit(prepared))
+                await asyncio.sleep(0)  # let the write start before preparing the next batch
+            if pending is not None:
+                reports.append(await pending)
+                pending = None
+        finally:
+            if pending is not None:
+                # Preparing a later batch failed: let the running write finish (it is a
+                # whole transaction) before the error propagates.
+                await asyncio.gather(pending, return_exceptions=True)
+        return reports
+
+    async def _prepare(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        opts: _IngestOptions,
+        *,
+        in_flight: frozenset[uuid.UUID],
+    ) -> _Prepared:
+        """Validate, de-duplicate, segment, extract and embed (no writes)."""
         batch = [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
-        report = IngestReport()
+        prepared = _Prepared(received=len(batch))
         unique: dict[uuid.UUID, Message] = {}
         for message in batch:
-            unique.setdefault(message.id, message)
+            if message.id not in in_flight:
+                unique.setdefault(message.id, message)
         stored = await self.store.get_messages(list(unique)) if unique else {}
         fresh = [m for m in unique.values() if m.id not in stored]
-        report.messages_skipped = len(batch) - len(fresh)
         if not fresh:
-            return report
+            return prepared
 
         episodes = await self.segmenter.segment(fresh)
-        facts: list[SemanticFact] = []
-        entities: list[Entity] = []
-        relationships: list[Relationship] = []
         for episode in episodes:
             self._stamp(episode, opts)
             result = await self.extractor.extract(episode)
-            facts.extend(result.facts)
-            entities.extend(result.entities)
-            relationships.extend(result.relationships)
+            prepared.facts.extend(result.facts)
+            prepared.entities.extend(result.entities)
+            prepared.relationships.extend(result.relationships)
+            await asyncio.sleep(0)  # CPU-bound stage: give a pending write its turn
+        prepared.episodes = episodes
         if self.merge_entities:
-            entities, facts, relationships = _merge_batch_entities(entities, facts, relationships)
-        for fact in facts:
+            prepared.entities, prepared.facts, prepared.relationships = _merge_batch_entities(
+                prepared.entities, prepared.facts, prepared.relationships
+            )
+        for fact in prepared.facts:
             self._stamp(fact, opts)
             if opts.tags:
                 fact.tags = [*fact.tags, *opts.tags]
-        for entity in entities:
+        for entity in prepared.entities:
             self._stamp(entity, opts)
-        for rel in relationships:
+        for rel in prepared.relationships:
             self._stamp(rel, opts)
+        await self._embed(prepared.episodes, prepared.facts, prepared.entities)
+        return prepared
 
-        await self._embed(episodes, facts, entities)
+    async def _commit(self, prepared: _Prepared) -> IngestReport:
+        """Cluster against the stored themes and write everything in one transaction."""
+        episodes, facts = prepared.episodes, prepared.facts
+        entities, relationships = prepared.entities, prepared.relationships
+        report = IngestReport(
+            messages_skipped=prepared.received - sum(len(e.messages) for e in episodes)
+        )
+        if not episodes:
+            return report
         existing = await self.store.list_themes(include_invalidated=False)
         themes = await self.clusterer.cluster(facts, existing)
         survivors = {t.id for t in themes}
