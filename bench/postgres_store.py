@@ -76,10 +76,11 @@ async def timed(fn: Any, reps: int) -> list[float]:
 
 
 async def run_size(
-    engine: Any, n: int, centres: int, queries: int, explain: bool = False
+    engine: Any, n: int, centres: int, queries: int, explain: bool = False,
+    hnsw: tuple[int, int] = (16, 64),
 ) -> dict[str, Any]:
     await downgrade(engine)
-    await upgrade(engine, embedding_dim=DIM)
+    await upgrade(engine, embedding_dim=DIM, hnsw_m=hnsw[0], hnsw_ef_construction=hnsw[1])
     store = PostgresMemoryStore(engine, tenant_id="bench")
     c, labels, x = make_data(n, centres, seed=n)
     prov = Provenance(source="system")
@@ -219,7 +220,10 @@ async def main() -> None:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--centres", type=int, default=150)
     parser.add_argument("--explain", action="store_true", help="print the find_facts plan")
+    parser.add_argument("--hnsw-m", type=int, default=16)
+    parser.add_argument("--hnsw-ef-construction", type=int, default=64)
     args = parser.parse_args()
+    print(f"HNSW m={args.hnsw_m} ef_construction={args.hnsw_ef_construction}", flush=True)
     with tempfile.TemporaryDirectory(prefix="cycgraph-bench-") as tmp:
         server = start_embedded_server(Path(tmp) / "data", cleanup_mode="delete")
         admin = create_engine_from_dsn(server.dsn, isolation_level="AUTOCOMMIT")
@@ -232,7 +236,8 @@ async def main() -> None:
             for n in args.sizes:
                 t0 = time.perf_counter()
                 results.append(
-                    await run_size(engine, n, args.centres, args.queries, args.explain)
+                    await run_size(engine, n, args.centres, args.queries, args.explain,
+                                   (args.hnsw_m, args.hnsw_ef_construction))
                 )
                 print(f"N={n} done in {time.perf_counter() - t0:.0f}s", flush=True)
                 print(report(results), flush=True)

@@ -53,19 +53,41 @@ def _embedding_dim() -> int:
     return dim
 
 
+def _hnsw_option(name: str, default: int, low: int, high: int) -> int:
+    raw = context.get_x_argument(as_dictionary=True).get(name)
+    if raw is None:
+        raw = context.config.attributes.get(name) or default
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be an integer, got {raw!r}") from None
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be in {low}..{high}, got {value}")
+    return value
+
+
+def _hnsw_params() -> tuple[int, int]:
+    """HNSW build parameters: ``-x hnsw_m=N -x hnsw_ef_construction=N`` (pgvector defaults)."""
+    m = _hnsw_option("hnsw_m", HNSW_M, 2, 100)
+    ef = _hnsw_option("hnsw_ef_construction", HNSW_EF_CONSTRUCTION, 4, 1000)
+    if ef < 2 * m:
+        raise ValueError(f"hnsw_ef_construction ({ef}) must be >= 2 * hnsw_m ({2 * m})")
+    return m, ef
+
+
 def _ix(table: str, *cols: str) -> None:
     op.create_index(f"ix_{table}_{'_'.join(cols)}", table, list(cols))
 
 
-def _hnsw(table: str, dim: int) -> None:
-    opts = f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
+def _hnsw(table: str, dim: int, m: int, ef_construction: int) -> None:
+    opts = f"WITH (m = {m}, ef_construction = {ef_construction})"
     if dim <= MAX_VECTOR_HNSW_DIM:
         op.create_index(
             f"ix_{table}_embedding_hnsw",
             table,
             ["embedding"],
             postgresql_using="hnsw",
-            postgresql_with={"m": HNSW_M, "ef_construction": HNSW_EF_CONSTRUCTION},
+            postgresql_with={"m": m, "ef_construction": ef_construction},
             postgresql_ops={"embedding": "vector_cosine_ops"},
         )
     elif dim <= MAX_HALFVEC_HNSW_DIM:
@@ -80,6 +102,7 @@ def _hnsw(table: str, dim: int) -> None:
 
 def upgrade() -> None:
     dim = _embedding_dim()
+    m, ef_construction = _hnsw_params()
     op.execute("CREATE EXTENSION IF NOT EXISTS vector")
 
     meta = op.create_table(
@@ -204,12 +227,14 @@ def upgrade() -> None:
     _ix("themes", "tenant_id", "created_at", "id")
 
     for table in EMBEDDED_TABLES:
-        _hnsw(table, dim)
+        _hnsw(table, dim, m, ef_construction)
 
     op.bulk_insert(
         meta,
         [
             {"key": "embedding_dim", "value": str(dim)},
+            {"key": "hnsw_m", "value": str(m)},
+            {"key": "hnsw_ef_construction", "value": str(ef_construction)},
             {"key": "schema_version", "value": revision},
         ],
     )

@@ -10,7 +10,11 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from cycgraph_memory.errors import EmbeddingDimensionMismatchError, SchemaNotReadyError
+from cycgraph_memory.errors import (
+    EmbeddingDimensionMismatchError,
+    InvalidInputError,
+    SchemaNotReadyError,
+)
 
 from ._records import fact
 
@@ -203,3 +207,26 @@ def test_migrations_dir_found() -> None:
 
     d = migrations_dir()
     assert (d / "env.py").is_file() and (d / "versions" / "0001_initial.py").is_file()
+
+
+async def test_hnsw_build_parameters_are_a_migration_option(pg_databases: Any) -> None:
+    from cycgraph_memory.postgres import create_engine_from_dsn, current_revision, upgrade
+
+    dsn = await pg_databases.create("cycgraph_hnsw")
+    engine = create_engine_from_dsn(dsn)
+    try:
+        with pytest.raises(InvalidInputError, match="hnsw_ef_construction"):
+            await upgrade(engine, embedding_dim=8, hnsw_m=16, hnsw_ef_construction=20)
+        assert await current_revision(engine) is None  # nothing half-created
+        assert await _tables(engine) == set()
+
+        await upgrade(engine, embedding_dim=8, hnsw_m=12, hnsw_ef_construction=40)
+        meta = await _meta(engine)
+        assert (meta["hnsw_m"], meta["hnsw_ef_construction"]) == ("12", "40")
+        async with engine.connect() as conn:
+            defs = [r[0] for r in await conn.execute(text(
+                "SELECT indexdef FROM pg_indexes WHERE indexname LIKE '%embedding_hnsw%'"))]
+        assert len(defs) == 4
+        assert all("m='12'" in d and "ef_construction='40'" in d for d in defs), defs
+    finally:
+        await engine.dispose()

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from cycgraph_memory.errors import SchemaNotReadyError
+from cycgraph_memory.errors import InvalidInputError, SchemaNotReadyError
 from cycgraph_memory.postgres._errors import translate_errors
 from cycgraph_memory.postgres.engine import create_engine_from_dsn
 
@@ -84,10 +84,12 @@ async def _run(engine_or_dsn: AsyncEngine | str | URL, fn: Any, *args: Any) -> A
             await engine.dispose()
 
 
-def _upgrade_sync(conn: Connection, embedding_dim: int, revision: str) -> None:
+def _upgrade_sync(
+    conn: Connection, embedding_dim: int, revision: str, attributes: dict[str, Any]
+) -> None:
     from alembic import command
 
-    command.upgrade(alembic_config(embedding_dim, connection=conn), revision)
+    command.upgrade(alembic_config(embedding_dim, connection=conn, **attributes), revision)
 
 
 def _downgrade_sync(conn: Connection, revision: str) -> None:
@@ -106,6 +108,9 @@ async def upgrade(
     engine_or_dsn: AsyncEngine | str | URL,
     embedding_dim: int = DEFAULT_EMBEDDING_DIM,
     revision: str = "head",
+    *,
+    hnsw_m: int | None = None,
+    hnsw_ef_construction: int | None = None,
 ) -> None:
     """Upgrade the schema to ``revision`` (one transaction).
 
@@ -114,8 +119,25 @@ async def upgrade(
         embedding_dim: Vector dimension fixed when the tables are first created; ignored
             for a database already past the first revision.
         revision: Target revision (default ``"head"``).
+        hnsw_m: HNSW graph degree of the embedding indexes (default 16, pgvector's);
+            like ``alembic -x hnsw_m=N``. Only read when the indexes are created.
+        hnsw_ef_construction: HNSW build candidate list (default 64, pgvector's; at least
+            ``2 * hnsw_m``); like ``alembic -x hnsw_ef_construction=N``. Lower values insert
+            faster and recall less.
     """
-    await _run(engine_or_dsn, _upgrade_sync, embedding_dim, revision)
+    m = 16 if hnsw_m is None else hnsw_m
+    ef = 64 if hnsw_ef_construction is None else hnsw_ef_construction
+    if not (2 <= m <= 100 and 4 <= ef <= 1000 and ef >= 2 * m):
+        raise InvalidInputError(
+            f"HNSW parameters need 2 <= hnsw_m <= 100 and 2 * hnsw_m <= "
+            f"hnsw_ef_construction <= 1000, got m={m}, ef_construction={ef}"
+        )
+    attributes: dict[str, Any] = {}
+    if hnsw_m is not None:
+        attributes["hnsw_m"] = hnsw_m
+    if hnsw_ef_construction is not None:
+        attributes["hnsw_ef_construction"] = hnsw_ef_construction
+    await _run(engine_or_dsn, _upgrade_sync, embedding_dim, revision, attributes)
 
 
 async def downgrade(engine_or_dsn: AsyncEngine | str | URL, revision: str = "base") -> None:
