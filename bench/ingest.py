@@ -47,6 +47,9 @@ TEMPLATES = [
 ]
 
 
+HNSW = (16, 64)  # set from --hnsw-m / --hnsw-ef-construction
+
+
 def make_messages(n: int, seed: int = 7) -> list[Message]:
     """Deterministic synthetic conversation: episodes of ~10 turns separated by gaps."""
     rng = random.Random(seed)
@@ -90,7 +93,8 @@ async def run_postgres(messages: list[Message], batch: int, many: bool) -> tuple
         server = start_embedded_server(Path(tmp) / "pg")
         engine = create_engine_from_dsn(server.dsn)
         try:
-            await upgrade(engine, embedding_dim=384)
+            await upgrade(engine, embedding_dim=384, hnsw_m=HNSW[0],
+                          hnsw_ef_construction=HNSW[1])
             store = PostgresMemoryStore(engine, tenant_id="bench")
             index = PostgresMemoryIndex(engine, tenant_id="bench")
             pipeline = MemoryPipeline(store, embedder=HashingEmbeddingProvider(dimensions=384),
@@ -124,9 +128,13 @@ async def _drive(
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=10_000)
-    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--backend", choices=["postgres", "memory", "both"], default="both")
+    parser.add_argument("--hnsw-m", type=int, default=16)
+    parser.add_argument("--hnsw-ef-construction", type=int, default=64)
     args = parser.parse_args()
+    global HNSW
+    HNSW = (args.hnsw_m, args.hnsw_ef_construction)
     messages = make_messages(args.messages)
     rows: list[tuple[str, str, float, float]] = []
     for backend, runner in (("in-memory", run_memory), ("postgres (embedded)", run_postgres)):

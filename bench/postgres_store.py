@@ -186,7 +186,7 @@ async def run_size(
 
 def report(results: list[dict[str, Any]]) -> str:
     lines = [
-        f"dim={DIM}, clustered data, HNSW m=16 ef_construction=64 present during load",
+        f"dim={DIM}, clustered data, HNSW index present during load (parameters above)",
         "",
         "| N | insert facts/s | ef_search | search p50 ms | p95 ms | recall@20 | exact p50 ms "
         "| speed-up p50 | find_facts(tags) p50 ms | get_facts(100) p50 ms |",
