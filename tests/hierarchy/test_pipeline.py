@@ -271,3 +271,20 @@ async def test_ingest_many_failure_keeps_earlier_batches_only() -> None:
     stored = {m.id for e in await store.list_episodes(include_invalidated=True)
               for m in e.messages}
     assert stored == {m.id for m in messages[:7]}
+
+
+async def test_provenance_template_passes_through_and_keywords_win() -> None:
+    from cycgraph_memory import Provenance
+
+    store = InMemoryMemoryStore()
+    template = Provenance(source="human", run_id="run-t", node_id="node-t", agent_id="agent-t",
+                          tool_name="importer")
+    await _pipeline(store).ingest(load_sample_messages()[:7], provenance=template,
+                                  node_id="node-explicit")
+    records = [*await store.find_facts(), *await store.list_episodes(),
+               *await store.find_entities()]
+    assert records
+    for record in records:
+        p = record.provenance
+        assert (p.source, p.run_id, p.node_id, p.agent_id, p.tool_name) == (
+            "human", "run-t", "node-explicit", "agent-t", "importer")

@@ -30,6 +30,7 @@ from cycgraph_memory.records import (
     Entity,
     Episode,
     Message,
+    Provenance,
     ProvenanceSource,
     Relationship,
     SemanticFact,
@@ -81,6 +82,24 @@ class _IngestOptions(BaseModel):
     run_id: str | None = Field(default=None, min_length=1, max_length=256)
     node_id: str | None = Field(default=None, min_length=1, max_length=256)
     agent_id: str | None = Field(default=None, min_length=1, max_length=256)
+    tool_name: str | None = Field(default=None, min_length=1, max_length=256)
+
+    @classmethod
+    def build(
+        cls,
+        tags: Sequence[str],
+        provenance: Provenance | None,
+        **explicit: Any,
+    ) -> _IngestOptions:
+        """Merge a provenance template with explicit keywords (explicit ones win)."""
+        values: dict[str, Any] = {}
+        if provenance is not None:
+            values = provenance.model_dump(
+                include={"source", "run_id", "node_id", "agent_id", "tool_name"},
+                exclude_none=True,
+            )
+        values.update({k: v for k, v in explicit.items() if v is not None})
+        return cls(tags=list(tags), **values)
 
 
 @dataclass
@@ -154,6 +173,7 @@ class MemoryPipeline:
         messages: Iterable[Message | Mapping[str, Any]],
         *,
         tags: Sequence[str] = (),
+        provenance: Provenance | None = None,
         source: ProvenanceSource | None = None,
         run_id: str | None = None,
         node_id: str | None = None,
@@ -168,6 +188,9 @@ class MemoryPipeline:
         Args:
             messages: ``Message`` records or dicts with the same fields.
             tags: Tags added to every new fact (e.g. ``["lesson", "graph:research-v1"]``).
+            provenance: A template whose ``source``, ``run_id``, ``node_id``,
+                ``agent_id`` and ``tool_name`` (when set) go into the provenance of every
+                new record; the explicit keywords below win over it.
             source: Overrides the provenance source of new records.
             run_id: Workflow run recorded in the provenance of every new record.
             node_id: Graph node recorded in the provenance of every new record.
@@ -181,8 +204,8 @@ class MemoryPipeline:
             EmbeddingDimensionMismatchError: The embedder returned vectors of the wrong
                 size (nothing written).
         """
-        opts = _IngestOptions(
-            tags=list(tags), source=source, run_id=run_id, node_id=node_id, agent_id=agent_id
+        opts = _IngestOptions.build(
+            tags, provenance, source=source, run_id=run_id, node_id=node_id, agent_id=agent_id
         )
         prepared = await self._prepare(messages, opts, in_flight=frozenset())
         return await self._commit(prepared)
@@ -192,6 +215,7 @@ class MemoryPipeline:
         batches: Iterable[Iterable[Message | Mapping[str, Any]]],
         *,
         tags: Sequence[str] = (),
+        provenance: Provenance | None = None,
         source: ProvenanceSource | None = None,
         run_id: str | None = None,
         node_id: str | None = None,
@@ -211,8 +235,8 @@ class MemoryPipeline:
         Returns:
             One :class:`IngestReport` per batch, in order.
         """
-        opts = _IngestOptions(
-            tags=list(tags), source=source, run_id=run_id, node_id=node_id, agent_id=agent_id
+        opts = _IngestOptions.build(
+            tags, provenance, source=source, run_id=run_id, node_id=node_id, agent_id=agent_id
         )
         reports: list[IngestReport] = []
         pending: asyncio.Task[IngestReport] | None = None
@@ -332,7 +356,7 @@ class MemoryPipeline:
         update: dict[str, Any] = {}
         if opts.source is not None:
             update["source"] = opts.source
-        for key in ("run_id", "node_id", "agent_id"):
+        for key in ("run_id", "node_id", "agent_id", "tool_name"):
             value = getattr(opts, key)
             if value is not None:
                 update[key] = value
