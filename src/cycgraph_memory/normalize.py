@@ -7,23 +7,25 @@ import unicodedata
 
 __all__ = ["normalize_entity_name"]
 
-_LEADING_ARTICLE = re.compile(r"^(?:the|a|an)\s+", re.IGNORECASE)
-_PUNCT = re.compile(r"[^\w\s]", re.UNICODE)
+_LEADING_ARTICLE = re.compile(r"^(?:the|a|an)\s+")
+_PUNCT = re.compile(r"[^\w\s]|_", re.UNICODE)
 _SPACE = re.compile(r"\s+")
 
 
 def normalize_entity_name(name: str) -> str:
     """Return the identity key of an entity name.
 
-    Lowercases (Unicode case-folding, NFKC), strips leading articles (the, a, an),
-    strips punctuation and collapses whitespace: ``"The  Acme, Corp."`` -> ``"acme corp"``.
+    In the spec's order: lowercase (Unicode case-folding after NFKC), strip a leading
+    article (the, a, an), strip punctuation, collapse whitespace; repeated until nothing
+    changes, so the function is idempotent. ``"The Acme, Corp."`` -> ``"acme corp"``,
+    ``"A.I. Labs"`` -> ``"ai labs"``, ``"The A-Team"`` and ``"A-Team"`` -> ``"ateam"``.
     """
-    text = unicodedata.normalize("NFKC", name).casefold().strip()
-    text = _PUNCT.sub(" ", text)
-    text = _SPACE.sub(" ", text).strip()
-    # Strip articles until none leads, so the function is idempotent ("the a team").
+    text = unicodedata.normalize("NFKC", name).casefold()
     while True:
-        stripped = _LEADING_ARTICLE.sub("", text)
-        if stripped == text:
-            return text.strip()
-        text = stripped
+        before = text
+        text = _SPACE.sub(" ", text).strip()
+        text = _LEADING_ARTICLE.sub("", text)
+        text = _PUNCT.sub("", text)
+        text = _SPACE.sub(" ", text).strip()
+        if text == before:
+            return text

@@ -185,7 +185,8 @@ def test_normalize_entity_name_idempotent(name: str) -> None:
 
 @pytest.mark.parametrize(
     ("name", "expected"),
-    [("the the x", "x"), ("The A-Team", "team"), ("A-Team", "team"), ("a, the thing", "thing")],
+    [("the the x", "x"), ("The A-Team", "ateam"), ("A-Team", "ateam"), ("a, the thing", "thing"),
+     ("A.I. Labs", "ai labs"), ("The  Acme, Corp.", "acme corp")],
 )
 def test_normalize_entity_name_strips_every_leading_article(name: str, expected: str) -> None:
     assert normalize_entity_name(name) == expected
