@@ -44,19 +44,6 @@ async def test_commit_persists_everything(pg_store: Any) -> None:
     assert await pg_store.get_entity(e.id) == e
 
 
-async def test_nested_transaction_is_a_savepoint(pg_store: Any) -> None:
-    outer, inner = fact(content="outer"), fact(content="inner")
-    async with pg_store.transaction():
-        await pg_store.put_fact(outer)
-        with pytest.raises(Boom):
-            async with pg_store.transaction():
-                await pg_store.put_fact(inner)
-                raise Boom
-        assert await pg_store.get_fact(inner.id) is None
-    assert await pg_store.get_fact(outer.id) == outer
-    assert await pg_store.get_fact(inner.id) is None
-
-
 async def test_transaction_shares_one_session(pg_store: Any) -> None:
     async with pg_store.transaction():
         first = pg_store._active.get()
