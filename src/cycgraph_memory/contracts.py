@@ -49,6 +49,7 @@ __all__ = [
     "MemoryStore",
     "OutcomeLedger",
     "SemanticExtractor",
+    "SupportsExclusive",
     "SupportsFactStatsBatch",
     "SupportsTouchFacts",
     "ThemeClusterer",
@@ -250,6 +251,21 @@ class SupportsTouchFacts(Protocol):
         self, ids: Iterable[uuid.UUID], at: datetime | None = None
     ) -> None:
         """Increment ``access_count`` and set ``last_accessed_at``."""
+        ...
+
+
+@runtime_checkable
+class SupportsExclusive(Protocol):
+    """Optional store capability: maintenance passes that never overlap.
+
+    ``async with store.exclusive("consolidation"): ...`` is a unit of work (like
+    ``transaction()``) that also holds a lock named ``name`` for this store's tenant, so two
+    workers running the same pass at once end in the state of one run. Run the WHOLE pass
+    (collect and apply) inside the block. Both shipped stores implement it.
+    """
+
+    def exclusive(self, name: str) -> AbstractAsyncContextManager[None]:
+        """Open a unit of work holding the lock ``name``."""
         ...
 
 

@@ -9,6 +9,7 @@ correct.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -100,6 +101,7 @@ class InMemoryMemoryStore:
         self._episodes: dict[uuid.UUID, Episode] = {}
         self._facts: dict[uuid.UUID, SemanticFact] = {}
         self._themes: dict[uuid.UUID, Theme] = {}
+        self._exclusive_locks: dict[str, asyncio.Lock] = {}
 
     @property
     def expected_dimensions(self) -> int | None:
@@ -396,6 +398,18 @@ class InMemoryMemoryStore:
             matters.
         """
         return self._transaction()
+
+    @asynccontextmanager
+    async def exclusive(self, name: str) -> AsyncIterator[None]:
+        """Run a maintenance pass alone: a unit of work holding the lock called ``name``.
+
+        Two passes with the same ``name`` on this store never overlap: the second waits
+        for the first to finish, then sees its result. Used by consolidation, entity
+        resolution, conflict resolution and the retention gate.
+        """
+        lock = self._exclusive_locks.setdefault(name, asyncio.Lock())
+        async with lock, self._transaction():
+            yield
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[None]:

@@ -1,14 +1,21 @@
-"""Shared plumbing of the Postgres store and index: tenant, sessions, schema dimension."""
+"""Shared plumbing of the Postgres backends: tenant, the unit of work, schema dimension.
+
+The unit of work is shared by every backend object built on the same bind. While
+``async with obj.transaction():`` is open, every call made from that task (context) through
+ANY Postgres backend object (store, index, ledger, ...) built on the same ``AsyncEngine``,
+``AsyncConnection`` or sessionmaker joins the one open session and commits or rolls back with
+it. Objects on different binds never share a transaction.
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from itertools import count
+from types import MappingProxyType
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from cycgraph_memory._ids import parse_id, parse_ids
@@ -27,7 +34,12 @@ DEFAULT_TENANT = "default"
 """Tenant used when none is given."""
 
 _TENANT_RE = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
-_counter = count()
+
+_NO_UNITS: Mapping[object, AsyncSession] = MappingProxyType({})
+_UNITS_OF_WORK: ContextVar[Mapping[object, AsyncSession]] = ContextVar(
+    "cycgraph_memory_pg_units_of_work", default=_NO_UNITS
+)
+"""Open unit-of-work sessions of the current task, keyed by the bind they were opened on."""
 
 Bind = AsyncEngine | async_sessionmaker[AsyncSession]
 """What stores and indexes are built from: an engine or an injected sessionmaker."""
@@ -73,9 +85,8 @@ class PostgresBackend:
             raise InvalidInputError(f"embedding_dim must be a positive int, got {embedding_dim!r}")
         self._configured_dim = embedding_dim
         self._schema_dim: int | None = None
-        self._active: ContextVar[AsyncSession | None] = ContextVar(
-            f"cycgraph_memory_pg_session_{next(_counter)}", default=None
-        )
+        bind_of_maker = self._sessionmaker.kw.get("bind")
+        self._uow_key: object = bind_of_maker if bind_of_maker is not None else self._sessionmaker
 
     @property
     def tenant_id(self) -> str:
@@ -87,10 +98,75 @@ class PostgresBackend:
         """The session factory every operation uses."""
         return self._sessionmaker
 
+    def _active_session(self) -> AsyncSession | None:
+        """The open unit-of-work session on this object's bind in this task, if any."""
+        return _UNITS_OF_WORK.get().get(self._uow_key)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        """Unit of work: ``async with obj.transaction(): ...`` commits all or nothing.
+
+        Every Postgres backend object built on the same bind (engine, connection or
+        sessionmaker) joins the open unit of work from the same task, so a store, an index
+        and a ledger can change data together. Nested blocks become savepoints: an exception
+        inside a nested block rolls back only that block (and propagates).
+        """
+        active = self._active_session()
+        if active is not None:
+            with translate_errors():
+                nested = await active.begin_nested()
+            try:
+                yield
+            except BaseException:
+                with translate_errors():
+                    if nested.is_active:
+                        await nested.rollback()
+                raise
+            with translate_errors():
+                await nested.commit()
+            return
+        session = self._sessionmaker()
+        units = dict(_UNITS_OF_WORK.get())
+        units[self._uow_key] = session
+        token = _UNITS_OF_WORK.set(MappingProxyType(units))
+        try:
+            with translate_errors():
+                await session.begin()
+            try:
+                yield
+            except BaseException:
+                with translate_errors():
+                    await session.rollback()
+                raise
+            with translate_errors():
+                await session.commit()
+        finally:
+            _UNITS_OF_WORK.reset(token)
+            with translate_errors():
+                await session.close()
+
+    @asynccontextmanager
+    async def exclusive(self, name: str) -> AsyncIterator[None]:
+        """Run a maintenance pass alone: a unit of work holding a per-tenant advisory lock.
+
+        Opens (or joins) :meth:`transaction` and takes
+        ``pg_advisory_xact_lock`` on ``(tenant, name)``; the lock is released when the
+        outermost transaction ends. Two workers (any process, any machine) running the same
+        pass for one tenant are serialised: the second waits, then reads the first one's
+        committed result.
+        """
+        async with self.transaction():
+            async with self._session() as session:
+                await session.execute(
+                    text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
+                    {"key": f"cycgraph:{self._tenant}:{name}"},
+                )
+            yield
+
     @asynccontextmanager
     async def _session(self) -> AsyncIterator[AsyncSession]:
         """Yield the active unit-of-work session, or a fresh session in its own transaction."""
-        active = self._active.get()
+        active = self._active_session()
         if active is not None:
             with translate_errors():
                 yield active

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -38,7 +37,6 @@ from cycgraph_memory.postgres._base import (
     parse_id,
     parse_ids,
 )
-from cycgraph_memory.postgres._errors import translate_errors
 from cycgraph_memory.postgres.schema import (
     EntityRow,
     EpisodeRow,
@@ -151,8 +149,9 @@ class PostgresMemoryStore(PostgresBackend):
         InvalidTenantError: The tenant id is malformed.
 
     Every method outside :meth:`transaction` runs in its own short transaction; inside
-    ``async with store.transaction():`` every call made from the same task (context) shares
-    one session and commits or rolls back together. Do not ``gather`` store calls inside a
+    ``async with store.transaction():`` every call made from the same task (context), through
+    this store or any other Postgres backend object on the same bind (an index, a ledger),
+    shares one session and commits or rolls back together. Do not ``gather`` store calls inside a
     transaction (one session cannot run statements concurrently).
     """
 
@@ -163,47 +162,6 @@ class PostgresMemoryStore(PostgresBackend):
         embedding_dim: int | None = None,
     ) -> None:
         super().__init__(bind, tenant_id=tenant_id, embedding_dim=embedding_dim)
-
-    # ------------------------------------------------------------------ unit of work
-
-    @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[None]:
-        """Unit of work: ``async with store.transaction(): ...`` commits all or nothing.
-
-        Nested blocks become savepoints: an exception inside a nested block rolls back
-        only that block (and propagates).
-        """
-        active = self._active.get()
-        if active is not None:
-            with translate_errors():
-                nested = await active.begin_nested()
-            try:
-                yield
-            except BaseException:
-                with translate_errors():
-                    if nested.is_active:
-                        await nested.rollback()
-                raise
-            with translate_errors():
-                await nested.commit()
-            return
-        session = self._sessionmaker()
-        token = self._active.set(session)
-        try:
-            with translate_errors():
-                await session.begin()
-            try:
-                yield
-            except BaseException:
-                with translate_errors():
-                    await session.rollback()
-                raise
-            with translate_errors():
-                await session.commit()
-        finally:
-            self._active.reset(token)
-            with translate_errors():
-                await session.close()
 
     # ------------------------------------------------------------------ helpers
 
