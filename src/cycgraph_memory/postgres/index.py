@@ -33,6 +33,7 @@ from sqlalchemy import ColumnElement, Table, cast, func, literal, not_, select, 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cycgraph_memory._options import coerce_options
+from cycgraph_memory._validate import check_query_vector
 from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInputError
 from cycgraph_memory.postgres import convert
@@ -190,11 +191,7 @@ class PostgresMemoryIndex(PostgresBackend):
     # ------------------------------------------------------------------ internals
 
     def _query_vector(self, embedding: Sequence[float], dim: int | None, where: str) -> list[float]:
-        if isinstance(embedding, str | bytes) or not hasattr(embedding, "__len__"):
-            raise InvalidInputError("query embedding must be a sequence of floats")
-        values = [float(x) for x in embedding]
-        if not values or not all(math.isfinite(x) for x in values):
-            raise InvalidInputError("query embedding must be non-empty and finite")
+        values = check_query_vector(embedding, where)
         if dim is not None and len(values) != dim:
             raise EmbeddingDimensionMismatchError(dim, len(values), f"{where} query")
         return values

@@ -1,0 +1,159 @@
+"""Private: the one validation both backends apply, at the record level and at the store edge.
+
+Records validate their fields when they are built (pydantic), with the checks below. A record
+can still reach a store unchecked: ``model_copy(update=...)`` skips validation, and so does
+writing to ``__dict__``. Every store and the in-memory index therefore re-validate what they
+are given with :func:`validate_record`, so the in-memory backend refuses exactly what
+Postgres would refuse, with the same error, and nothing is written.
+
+Limits (all documented in the README's "Records" section):
+
+* text: no NUL character and no lone surrogate (Postgres stores UTF-8 text without NUL);
+* JSON values (``attributes``, ``metadata``): only ``dict`` with ``str`` keys, ``list``,
+  ``str``, ``int`` within 64 bits, finite ``float``, ``bool`` and ``None``; strings and keys
+  obey the text rule; nesting at most :data:`MAX_JSON_DEPTH` containers deep;
+* query vectors: a non-empty sequence of finite real numbers (not a string).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
+
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "MAX_JSON_INT",
+    "MIN_JSON_INT",
+    "check_json_object",
+    "check_query_vector",
+    "check_text",
+    "validate_record",
+]
+
+MAX_JSON_DEPTH = 32
+"""Deepest accepted nesting of dicts and lists inside ``attributes`` / ``metadata``."""
+
+MAX_JSON_INT = 2**63 - 1
+"""Largest integer accepted inside a JSON value (64-bit, like most JSON consumers)."""
+
+MIN_JSON_INT = -(2**63)
+"""Smallest integer accepted inside a JSON value."""
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def check_text(value: str, what: str = "text") -> str:
+    """Return ``value`` when it has no NUL character and no lone surrogate.
+
+    Raises:
+        ValueError: It has one (pydantic reports it as a ``ValidationError``).
+    """
+    if "\x00" in value:
+        raise ValueError(f"{what} must not contain NUL characters")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(
+                f"{what} must be valid Unicode (it contains a lone surrogate)"
+            ) from None
+    return value
+
+
+def _check_scalar(value: object, path: str) -> None:
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, str):
+        check_text(value, f"JSON string at {path}")
+    elif isinstance(value, int):
+        if not MIN_JSON_INT <= value <= MAX_JSON_INT:
+            raise ValueError(f"JSON integer at {path} does not fit in 64 bits")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"JSON number at {path} must be finite (no NaN or infinity)")
+    else:
+        raise ValueError(
+            f"value at {path} is a {type(value).__name__}, not JSON "
+            "(use dict, list, str, int, float, bool or None)"
+        )
+
+
+def check_json_object(value: dict[str, Any], what: str = "attributes") -> dict[str, Any]:
+    """Return ``value`` when it is a JSON object within the limits in the module docstring.
+
+    The walk is iterative, so a deeply nested value is reported as too deep instead of
+    raising ``RecursionError``; a container that contains itself is refused the same way.
+
+    Raises:
+        ValueError: The first violation found (pydantic reports a ``ValidationError``).
+    """
+    stack: list[tuple[object, str, int]] = [(value, what, 1)]
+    while stack:
+        node, path, depth = stack.pop()
+        if isinstance(node, dict):
+            if depth > MAX_JSON_DEPTH:
+                raise ValueError(f"{what} nested deeper than {MAX_JSON_DEPTH} levels")
+            for key, item in node.items():
+                if not isinstance(key, str):
+                    raise ValueError(f"JSON object keys must be str, got {type(key).__name__}")
+                check_text(key, f"JSON key at {path}")
+                stack.append((item, f"{path}.{key}", depth + 1))
+        elif isinstance(node, list):
+            if depth > MAX_JSON_DEPTH:
+                raise ValueError(f"{what} nested deeper than {MAX_JSON_DEPTH} levels")
+            for i, item in enumerate(node):
+                stack.append((item, f"{path}[{i}]", depth + 1))
+        else:
+            _check_scalar(node, path)
+    return value
+
+
+def validate_record(model: type[M], value: object) -> M:
+    """Return a freshly validated copy of ``value`` as a ``model`` (the store-edge check).
+
+    Instances are dumped and validated again, which also catches records changed with
+    ``model_copy(update=...)`` or built with ``model_construct``; mappings are validated. The
+    result shares no mutable state with ``value``.
+
+    Raises:
+        pydantic.ValidationError: The record or mapping is invalid.
+        InvalidTypeError: ``value`` is neither a ``model`` nor a mapping.
+    """
+    if isinstance(value, model):
+        return model.model_validate(value.model_dump())
+    if isinstance(value, Mapping):
+        return model.model_validate(value)
+    raise InvalidTypeError(f"expected {model.__name__} or a mapping, got {type(value).__name__}")
+
+
+def check_query_vector(embedding: object, what: str = "query") -> list[float]:
+    """Return a query embedding as a list of floats.
+
+    Raises:
+        InvalidTypeError: A string, bytes, a non-sequence, or elements that are not real
+            numbers (e.g. a text query passed where a vector is expected).
+        InvalidInputError: An empty vector or one with NaN / infinity.
+    """
+    if hasattr(embedding, "tolist") and not isinstance(embedding, Sequence):
+        embedding = embedding.tolist()  # a numpy array
+    if isinstance(embedding, str | bytes | bytearray) or not isinstance(embedding, Sequence):
+        raise InvalidTypeError(
+            f"{what} embedding must be a sequence of floats, got {type(embedding).__name__}"
+        )
+    values: list[float] = []
+    for x in embedding:
+        if isinstance(x, str | bytes) or not hasattr(x, "__float__"):
+            raise InvalidTypeError(
+                f"{what} embedding must contain real numbers, got {type(x).__name__}"
+            )
+        values.append(float(x))
+    if not values:
+        raise InvalidInputError(f"{what} embedding must not be empty")
+    if not all(math.isfinite(v) for v in values):
+        raise InvalidInputError(f"{what} embedding contains NaN or infinity")
+    return values
