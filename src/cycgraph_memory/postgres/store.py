@@ -17,6 +17,7 @@ from sqlalchemy import (
     Uuid,
     any_,
     bindparam,
+    case,
     delete,
     func,
     not_,
@@ -573,7 +574,11 @@ class PostgresMemoryStore(PostgresBackend):
             update(t)
             .where(self._mine(t), in_ids(t.c.id, wanted))
             .values(
-                access_count=func.least(t.c.access_count + 1, MAX_ACCESS_COUNT),
+                # CASE, not LEAST(count + 1, max): the addition itself would overflow.
+                access_count=case(
+                    (t.c.access_count < MAX_ACCESS_COUNT, t.c.access_count + 1),
+                    else_=MAX_ACCESS_COUNT,
+                ),
                 last_accessed_at=when,
             )
         )
