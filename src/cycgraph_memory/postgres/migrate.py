@@ -97,7 +97,8 @@ def check_embedding_dim(conn: Connection, requested: object) -> None:
         f"embedding_dim={wanted} requested, but this database was created with {recorded}",
         hint=(
             "An upgrade never changes the width of existing vector columns. Keep "
-            f"{recorded} (omit -x embedding_dim / embedding_dim=), or recreate the schema "
+            f"{recorded} (upgrade without -x embedding_dim, or with {recorded}), or "
+            "recreate the schema "
             "with the new width, which deletes every stored record: "
             f"`alembic downgrade base` then `alembic -x embedding_dim={wanted} upgrade "
             "head` (re-embed your data afterwards), or migrate into a new database"
