@@ -84,40 +84,56 @@ def _check_scalar(value: object, path: str) -> None:
 
 
 def check_json_object(value: dict[str, Any], what: str = "attributes") -> dict[str, Any]:
-    """Return ``value`` when it is a JSON object within the limits in the module docstring.
+    """Return a deep copy of ``value`` after checking it is a JSON object within the limits.
 
-    The walk is iterative, so a deeply nested value is reported as too deep instead of
-    raising ``RecursionError``; a container that contains itself is refused the same way.
+    The copy means a record never shares a nested dict or list with its caller. Nesting is
+    checked before descending, so a deeply nested (or self-containing) value is reported as
+    too deep instead of raising ``RecursionError``.
 
     Raises:
         ValueError: The first violation found (pydantic reports a ``ValidationError``).
     """
-    stack: list[tuple[object, str, int]] = [(value, what, 1)]
-    while stack:
-        node, path, depth = stack.pop()
-        if isinstance(node, dict):
-            if depth > MAX_JSON_DEPTH:
-                raise ValueError(f"{what} nested deeper than {MAX_JSON_DEPTH} levels")
-            for key, item in node.items():
-                if not isinstance(key, str):
-                    raise ValueError(f"JSON object keys must be str, got {type(key).__name__}")
-                check_text(key, f"JSON key at {path}")
-                stack.append((item, f"{path}.{key}", depth + 1))
-        elif isinstance(node, list):
-            if depth > MAX_JSON_DEPTH:
-                raise ValueError(f"{what} nested deeper than {MAX_JSON_DEPTH} levels")
-            for i, item in enumerate(node):
-                stack.append((item, f"{path}[{i}]", depth + 1))
-        else:
-            _check_scalar(node, path)
-    return value
+    copied = _json_copy(value, what, 1, what)
+    assert isinstance(copied, dict)
+    return copied
+
+
+def _json_copy(node: object, path: str, depth: int, what: str) -> object:
+    if isinstance(node, dict):
+        if depth > MAX_JSON_DEPTH:
+            raise ValueError(f"{what} nested deeper than {MAX_JSON_DEPTH} levels")
+        out: dict[str, object] = {}
+        for key, item in node.items():
+            if not isinstance(key, str):
+                raise ValueError(f"JSON object keys must be str, got {type(key).__name__}")
+            check_text(key, f"JSON key at {path}")
+            out[key] = _json_copy(item, f"{path}.{key}", depth + 1, what)
+        return out
+    if isinstance(node, list):
+        if depth > MAX_JSON_DEPTH:
+            raise ValueError(f"{what} nested deeper than {MAX_JSON_DEPTH} levels")
+        return [_json_copy(item, f"{path}[{i}]", depth + 1, what) for i, item in enumerate(node)]
+    _check_scalar(node, path)
+    return node
+
+
+def _plain(record: BaseModel) -> dict[str, Any]:
+    """A record's field values with nested records turned into dicts (to validate again)."""
+    fields = dict(record.__dict__)
+    for name, value in fields.items():
+        if isinstance(value, BaseModel):
+            fields[name] = _plain(value)
+        elif isinstance(value, list) and name != "embedding":
+            fields[name] = [_plain(v) if isinstance(v, BaseModel) else v for v in value]
+    return fields
 
 
 def validate_record(model: type[M], value: object) -> M:
     """Return a freshly validated copy of ``value`` as a ``model`` (the store-edge check).
 
-    Instances are dumped and validated again, which also catches records changed with
-    ``model_copy(update=...)`` or built with ``model_construct``; mappings are validated. The
+    Instances are validated again from their field values, which also catches records
+    changed with ``model_copy(update=...)`` or built with ``model_construct``; mappings are
+    validated. The
     result shares no mutable state with ``value``.
 
     Raises:
@@ -125,7 +141,9 @@ def validate_record(model: type[M], value: object) -> M:
         InvalidTypeError: ``value`` is neither a ``model`` nor a mapping.
     """
     if isinstance(value, model):
-        return model.model_validate(value.model_dump())
+        # Validating the field values again builds fresh containers (lists, and JSON
+        # objects via check_json_object), so the result shares nothing with ``value``.
+        return model.model_validate(_plain(value))
     if isinstance(value, Mapping):
         return model.model_validate(value)
     raise InvalidTypeError(f"expected {model.__name__} or a mapping, got {type(value).__name__}")
