@@ -12,7 +12,9 @@ Limits (all documented in the README's "Records" section):
 * JSON values (``attributes``, ``metadata``): only ``dict`` with ``str`` keys, ``list``,
   ``str``, ``int`` within 64 bits, finite ``float``, ``bool`` and ``None``; strings and keys
   obey the text rule; nesting at most :data:`MAX_JSON_DEPTH` containers deep;
-* query vectors: a non-empty sequence of finite real numbers (not a string).
+* embeddings and query vectors: non-empty sequences of finite real numbers within the
+  single-precision range (``abs(x) <= MAX_EMBEDDING_VALUE``, what pgvector stores); a query
+  must not be a string.
 """
 
 from __future__ import annotations
@@ -26,17 +28,22 @@ from pydantic import BaseModel
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 
 __all__ = [
+    "MAX_EMBEDDING_VALUE",
     "MAX_JSON_DEPTH",
     "MAX_JSON_INT",
     "MIN_JSON_INT",
     "check_json_object",
     "check_query_vector",
     "check_text",
+    "embedding_in_range",
     "validate_record",
 ]
 
 MAX_JSON_DEPTH = 32
 """Deepest accepted nesting of dicts and lists inside ``attributes`` / ``metadata``."""
+
+MAX_EMBEDDING_VALUE = 3.4028234663852886e38
+"""Largest magnitude of an embedding value: pgvector stores single-precision floats."""
 
 MAX_JSON_INT = 2**63 - 1
 """Largest integer accepted inside a JSON value (64-bit, like most JSON consumers)."""
@@ -174,4 +181,13 @@ def check_query_vector(embedding: object, what: str = "query") -> list[float]:
         raise InvalidInputError(f"{what} embedding must not be empty")
     if not all(math.isfinite(v) for v in values):
         raise InvalidInputError(f"{what} embedding contains NaN or infinity")
+    if not embedding_in_range(values):
+        raise InvalidInputError(
+            f"{what} embedding has a value beyond single precision (+-{MAX_EMBEDDING_VALUE:.4g})"
+        )
     return values
+
+
+def embedding_in_range(values: Sequence[float]) -> bool:
+    """True when every (finite) value fits a single-precision float."""
+    return max(values) <= MAX_EMBEDDING_VALUE and min(values) >= -MAX_EMBEDDING_VALUE

@@ -8,7 +8,8 @@ Conventions shared by every model here:
 * Timestamps are timezone-aware UTC. A naive ``datetime`` is *assumed to be UTC* and is
   normalised; an aware one is converted to UTC.
 * Embeddings are ``list[float] | None``; every element must be finite (NaN and infinity are
-  rejected) and an embedding has at least one element.
+  rejected) and within single precision (what pgvector stores), and an embedding has at
+  least one element.
 * Tags are ``list[str]`` defaulting to ``[]``; each tag is 1-:data:`MAX_TAG_LENGTH`
   characters, at most :data:`MAX_TAGS` per record; duplicates are removed keeping the first
   occurrence.
@@ -37,7 +38,7 @@ from pydantic import (
     model_validator,
 )
 
-from cycgraph_memory._validate import check_json_object, check_text
+from cycgraph_memory._validate import check_json_object, check_text, embedding_in_range
 
 __all__ = [
     "MAX_ACCESS_COUNT",
@@ -141,11 +142,15 @@ def _check_embedding(value: list[float] | None) -> list[float] | None:
         raise ValueError("embedding must have at least one dimension")
     # Fast path: NaN and +-inf propagate through a sum, so a finite sum proves every value
     # finite. A non-finite sum may also come from finite values overflowing; check each then.
-    if math.isfinite(sum(value)):
-        return value
-    for x in value:
-        if not math.isfinite(x):
-            raise ValueError("embedding values must be finite numbers (no NaN or infinity)")
+    if not math.isfinite(sum(value)):
+        for x in value:
+            if not math.isfinite(x):
+                raise ValueError("embedding values must be finite numbers (no NaN or infinity)")
+    if not embedding_in_range(value):
+        raise ValueError(
+            "embedding values must fit a single-precision float (abs(x) <= 3.4028e38), "
+            "which is what pgvector stores"
+        )
     return value
 
 

@@ -262,6 +262,24 @@ async def _s4(store: Any, index: Any, fx: _Fixture) -> None:
     await store.put_entity(_bypass(fx.a, embedding=[INF, *unit(0)[1:]]))
 
 
+@case("embedding-beyond-float32", ValidationError)
+async def _s7(store: Any, index: Any, fx: _Fixture) -> None:
+    await store.put_fact({**fx.fact.model_dump(), "embedding": [1e39, *unit(0)[1:]]})
+
+
+@case("embedding-beyond-float32-bypass", ValidationError)
+async def _s8(store: Any, index: Any, fx: _Fixture) -> None:
+    await store.put_episode(_bypass(fx.episode, embedding=[-1e39, *unit(0)[1:]]))
+
+
+@case("touch-at-overflows-utc", InvalidInputError)
+async def _s9(store: Any, index: Any, fx: _Fixture) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    await store.touch_facts([fx.fact.id], at=datetime.min.replace(
+        tzinfo=timezone(timedelta(hours=5))))
+
+
 @case("empty-embedding-theme", ValidationError)
 async def _s5(store: Any, index: Any, fx: _Fixture) -> None:
     await store.put_theme(_bypass(fx.theme, embedding=[]))
@@ -358,6 +376,11 @@ async def _i4(store: Any, index: Any, fx: _Fixture) -> None:
 @case("index-nan-query", InvalidInputError)
 async def _i5(store: Any, index: Any, fx: _Fixture) -> None:
     await index.search_facts([NAN] * len(unit(0)))
+
+
+@case("index-query-beyond-float32", InvalidInputError)
+async def _i7(store: Any, index: Any, fx: _Fixture) -> None:
+    await index.search_facts([1e39, *unit(0)[1:]])
 
 
 @case("index-empty-query", InvalidInputError)
