@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import textwrap
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,12 +18,16 @@ from typing import Any
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-_FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+# Also blocks indented inside list items ("  ```python"), which are dedented before running.
+_FENCE = re.compile(r"^([ \t]*)```(?:python|py)[ \t]*\n(.*?)^\1```[ \t]*$", re.S | re.M)
 
 
 def _blocks() -> list[tuple[int, str]]:
     text = README.read_text(encoding="utf-8")
-    return [(text.count("\n", 0, m.start()) + 1, m.group(1)) for m in _FENCE.finditer(text)]
+    return [
+        (text.count("\n", 0, m.start()) + 1, textwrap.dedent(m.group(2)))
+        for m in _FENCE.finditer(text)
+    ]
 
 
 def _needs_postgres(code: str) -> bool:
@@ -85,7 +90,7 @@ def test_readme_quick_start_output() -> None:
     section = text.split("## Quick start (in-memory)", 1)[1]
     first = _FENCE.search(section)
     assert first is not None
-    assert _run_block(0, first.group(1)) == ["Alice works at Acme Corp work_at 0.994"]
+    assert _run_block(0, first.group(2)) == ["Alice works at Acme Corp work_at 0.994"]
 
 
 @pytest.mark.postgres
@@ -97,5 +102,5 @@ async def test_readme_postgres_quick_start_output(
     first = _FENCE.search(section)
     assert first is not None
     monkeypatch.setenv("CYCGRAPH_MEMORY_DSN", await pg_databases.create("cycgraph_readme"))
-    out = await asyncio.to_thread(_run_block, 0, first.group(1))
+    out = await asyncio.to_thread(_run_block, 0, first.group(2))
     assert out == ["Alice works at Acme Corp work_at 0.994"]
