@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -36,6 +37,7 @@ __all__ = [
     "check_query_vector",
     "check_text",
     "embedding_in_range",
+    "normalize_ts",
     "validate_record",
 ]
 
@@ -191,3 +193,20 @@ def check_query_vector(embedding: object, what: str = "query") -> list[float]:
 def embedding_in_range(values: Sequence[float]) -> bool:
     """True when every (finite) value fits a single-precision float."""
     return max(values) <= MAX_EMBEDDING_VALUE and min(values) >= -MAX_EMBEDDING_VALUE
+
+
+def normalize_ts(value: object) -> datetime:
+    """Return ``value`` as an aware UTC datetime (naive input is assumed to be UTC).
+
+    Raises:
+        InvalidTypeError: ``value`` is not a datetime.
+        InvalidInputError: It cannot be represented in UTC.
+    """
+    if not isinstance(value, datetime):
+        raise InvalidTypeError(f"expected a datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise InvalidInputError(f"{value!r} is out of range once converted to UTC") from None

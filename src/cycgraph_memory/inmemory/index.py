@@ -15,7 +15,6 @@ suggests the pgvector backend.
 
 from __future__ import annotations
 
-import logging
 import uuid
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -49,7 +48,6 @@ from cycgraph_memory.records import (
 
 __all__ = ["IN_MEMORY_INDEX_WARN_THRESHOLD", "InMemoryIndexScaleWarning", "InMemoryMemoryIndex"]
 
-logger = logging.getLogger(__name__)
 
 IN_MEMORY_INDEX_WARN_THRESHOLD = 10_000
 """Indexed-entry count past which the in-memory index warns (once) about its O(n) scan."""

@@ -12,11 +12,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar
 
 from cycgraph_memory._ids import parse_id, parse_ids
 from cycgraph_memory._options import coerce_options
+from cycgraph_memory._validate import normalize_ts
 from cycgraph_memory.errors import DanglingReferenceError, InvalidInputError, InvalidTypeError
 from cycgraph_memory.inmemory._common import (
     check_dimension,
@@ -49,23 +50,6 @@ _Snapshot = tuple[
     dict[uuid.UUID, SemanticFact],
     dict[uuid.UUID, Theme],
 ]
-
-
-def normalize_ts(value: object) -> datetime:
-    """Return ``value`` as an aware UTC datetime (naive input is assumed to be UTC).
-
-    Raises:
-        InvalidTypeError: ``value`` is not a datetime.
-        InvalidInputError: It cannot be represented in UTC.
-    """
-    if not isinstance(value, datetime):
-        raise InvalidTypeError(f"expected a datetime, got {type(value).__name__}")
-    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
-        return value.replace(tzinfo=UTC)
-    try:
-        return value.astimezone(UTC)
-    except OverflowError:
-        raise InvalidInputError(f"{value!r} is out of range once converted to UTC") from None
 
 
 def _page(matches: list[R], key: Callable[[R], Any], offset: int, limit: int | None) -> list[R]:

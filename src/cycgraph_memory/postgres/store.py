@@ -6,7 +6,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -31,8 +31,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import literal_column, type_coerce
 
 from cycgraph_memory._options import coerce_options
-from cycgraph_memory._validate import validate_record
-from cycgraph_memory.errors import DanglingReferenceError, InvalidInputError, InvalidTypeError
+from cycgraph_memory._validate import normalize_ts, validate_record
+from cycgraph_memory.errors import DanglingReferenceError, InvalidTypeError
 from cycgraph_memory.postgres import convert
 from cycgraph_memory.postgres._base import (
     DEFAULT_TENANT,
@@ -635,11 +635,4 @@ def convert_ts(value: object) -> datetime:
         InvalidTypeError: ``value`` is not a datetime.
         InvalidInputError: It cannot be represented in UTC.
     """
-    if not isinstance(value, datetime):
-        raise InvalidTypeError(f"expected a datetime, got {type(value).__name__}")
-    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
-        return value.replace(tzinfo=UTC)
-    try:
-        return value.astimezone(UTC)
-    except OverflowError:
-        raise InvalidInputError(f"{value!r} is out of range once converted to UTC") from None
+    return normalize_ts(value)
