@@ -235,7 +235,12 @@ class PostgresMemoryIndex(PostgresBackend):
                 nearest = inner.order_by(distance).limit(fetch).subquery("nearest")
                 stmt = select(nearest)
                 if opts.min_similarity is not None:
-                    stmt = stmt.where(1 - nearest.c.distance >= opts.min_similarity)
+                    # pgvector gives NaN for a zero vector, and NaN sorts above every number
+                    # in SQL: score it 0.0 like the in-memory index (cosine_similarity's rule).
+                    similarity = func.coalesce(
+                        func.nullif(1 - nearest.c.distance, literal(math.nan)), 0.0
+                    )
+                    stmt = stmt.where(similarity >= opts.min_similarity)
                 ef = min(1000, max(opts.ef_search or self._ef_search, fetch))
                 await self._set_search_gucs(session, ef)
                 rows = (await session.execute(stmt)).mappings().all()
