@@ -17,7 +17,7 @@ import logging
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-from alembic import op
+from alembic import context, op
 
 revision: str = "0002"
 down_revision: str | None = "0001"
@@ -32,16 +32,22 @@ FKS = (
 )
 
 
+_DANGLING = sa.text(
+    "DELETE FROM relationships r WHERE NOT EXISTS ("
+    " SELECT 1 FROM entities e WHERE e.tenant_id = r.tenant_id AND e.id = r.source_id)"
+    " OR NOT EXISTS ("
+    " SELECT 1 FROM entities e WHERE e.tenant_id = r.tenant_id AND e.id = r.target_id)"
+)
+
+
 def upgrade() -> None:
-    result = op.get_bind().execute(sa.text(
-        "DELETE FROM relationships r WHERE NOT EXISTS ("
-        " SELECT 1 FROM entities e WHERE e.tenant_id = r.tenant_id AND e.id = r.source_id)"
-        " OR NOT EXISTS ("
-        " SELECT 1 FROM entities e WHERE e.tenant_id = r.tenant_id AND e.id = r.target_id)"
-    ))
-    if result.rowcount:
-        _log.warning("deleted %d relationships whose endpoint entity no longer exists",
-                     result.rowcount)
+    if context.is_offline_mode():  # `alembic upgrade --sql`: emit the statement
+        op.execute(_DANGLING)
+    else:
+        result = op.get_bind().execute(_DANGLING)
+        if result.rowcount:
+            _log.warning("deleted %d relationships whose endpoint entity no longer exists",
+                         result.rowcount)
     for name, column in FKS:
         op.create_foreign_key(
             name, "relationships", "entities",
