@@ -9,24 +9,38 @@ Connection sources, in order:
 3. the ``CYCGRAPH_MEMORY_DSN`` environment variable (read here, never at library import).
 
 The embedding dimension comes from ``-x embedding_dim=N`` or
-``config.attributes["embedding_dim"]`` (default 384) and is read by the first revision.
+``config.attributes["embedding_dim"]`` (default 384) and is read by the first revision. Once
+a database records a dimension, asking for another one is refused before any revision runs
+(the vector columns keep their width; the message says how to change it).
+
+Run from the ``alembic`` command line, the ``[loggers]`` sections of ``alembic.ini``
+configure logging, so every revision applied is printed. Programmatic runs leave logging to
+the application.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from logging.config import fileConfig
 from typing import Any
 
 from alembic import context
+from alembic.util import CommandError
 from pgvector.sqlalchemy import VECTOR
 from sqlalchemy.engine import Connection
 
+from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInputError
 from cycgraph_memory.postgres.engine import create_engine_from_dsn
+from cycgraph_memory.postgres.migrate import check_embedding_dim
 from cycgraph_memory.postgres.schema import Base
 
 config = context.config
 target_metadata = Base.metadata
+_PROGRAMMATIC = config.attributes.get("connection") is not None
+
+if config.config_file_name is not None and not _PROGRAMMATIC:
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
 
 # Objects the models cannot express; ``alembic check`` must not report them.
 _UNMODELLED_INDEX_SUFFIX = "_embedding_hnsw_halfvec"
@@ -69,7 +83,18 @@ def _configure(connection: Connection | None = None, **kwargs: Any) -> None:
     )
 
 
+def _requested_dim() -> object:
+    raw = context.get_x_argument(as_dictionary=True).get("embedding_dim")
+    return config.attributes.get("embedding_dim") if raw is None else raw
+
+
 def do_run_migrations(connection: Connection) -> None:
+    try:
+        check_embedding_dim(connection, _requested_dim())
+    except (EmbeddingDimensionMismatchError, InvalidInputError) as exc:
+        if _PROGRAMMATIC:
+            raise
+        raise CommandError(str(exc)) from exc  # printed as one "FAILED: ..." line
     _configure(connection)
     with context.begin_transaction():
         context.run_migrations()

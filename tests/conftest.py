@@ -1,8 +1,9 @@
-"""Session-wide Postgres fixtures (the recipe in STYLE.md).
+"""Session-wide Postgres fixtures: one server and one migrated database per session.
 
 Server selection, once per session:
 1. ``CYCGRAPH_MEMORY_TEST_DSN`` (any reachable server with pgvector);
-2. testcontainers (``pgvector/pgvector:pg17``) when ``CYCGRAPH_MEMORY_TEST_DOCKER=1``;
+2. testcontainers (``pgvector/pgvector:pg18``, the embedded server's major) when
+   ``CYCGRAPH_MEMORY_TEST_DOCKER=1``;
 3. otherwise ONE embedded server whose data lives in ``<repo>/.pgdata/test`` (gitignored;
    override with ``CYCGRAPH_MEMORY_TEST_PGDATA``). A stable directory means a server left
    running by a killed session is found and reused instead of leaking a new one per run;
@@ -42,7 +43,7 @@ def _server_dsn() -> Iterator[str]:
     if os.environ.get("CYCGRAPH_MEMORY_TEST_DOCKER") == "1":
         from testcontainers.postgres import PostgresContainer
 
-        with PostgresContainer("pgvector/pgvector:pg17", driver=None) as container:
+        with PostgresContainer("pgvector/pgvector:pg18", driver=None) as container:
             yield container.get_connection_url()
         return
     from cycgraph_memory.postgres import start_embedded_server

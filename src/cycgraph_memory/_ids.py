@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 
-from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 
 __all__ = ["parse_id", "parse_ids"]
 
@@ -15,7 +15,7 @@ def parse_id(value: object) -> uuid.UUID:
 
     Raises:
         InvalidInputError: A string that is not a UUID.
-        TypeError: Neither a UUID nor a string.
+        InvalidTypeError: Neither a UUID nor a string (e.g. ``None``, an int, bytes).
     """
     if isinstance(value, uuid.UUID):
         return value
@@ -24,11 +24,18 @@ def parse_id(value: object) -> uuid.UUID:
             return uuid.UUID(value)
         except ValueError:
             raise InvalidInputError(f"malformed id {value!r}: expected a UUID") from None
-    raise TypeError(f"expected a UUID or its string form, got {type(value).__name__}")
+    raise InvalidTypeError(f"expected a UUID or its string form, got {type(value).__name__}")
 
 
 def parse_ids(values: Iterable[object]) -> list[uuid.UUID]:
-    """Parse many ids (see :func:`parse_id`), dropping duplicates, keeping first order."""
-    if isinstance(values, str | uuid.UUID):
-        raise TypeError("expected an iterable of ids, got a single id")
+    """Parse many ids (see :func:`parse_id`), dropping duplicates, keeping first order.
+
+    Raises:
+        InvalidInputError: A malformed id string.
+        InvalidTypeError: ``values`` is a single id, not iterable, or holds a non-id.
+    """
+    if isinstance(values, str | bytes | uuid.UUID) or not isinstance(values, Iterable):
+        raise InvalidTypeError(
+            f"expected an iterable of ids, got {type(values).__name__}"
+        )
     return list(dict.fromkeys(parse_id(v) for v in values))

@@ -7,6 +7,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from cycgraph_memory.errors import InvalidTypeError
+
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -28,4 +30,6 @@ def coerce_options(
         return model.model_validate({**value, **extra})
     if isinstance(value, BaseModel):
         return model.model_validate({**value.model_dump(exclude_unset=True), **extra})
-    raise TypeError(f"expected {model.__name__}, a mapping or None, got {type(value).__name__}")
+    raise InvalidTypeError(
+        f"expected {model.__name__}, a mapping or None, got {type(value).__name__}"
+    )

@@ -101,16 +101,19 @@ class MemoryStore(Protocol):
         ...
 
     async def delete_entity(self, entity_id: uuid.UUID) -> bool:
-        """Hard-delete an entity; True when it existed."""
+        """Hard-delete an entity and every relationship touching it; True when it existed."""
         ...
 
     # relationships
     async def put_relationship(self, relationship: Relationship) -> None:
-        """Insert or replace one relationship."""
+        """Insert or replace one relationship.
+
+        Both endpoints must be stored entities, else ``DanglingReferenceError``.
+        """
         ...
 
     async def put_relationships(self, relationships: Iterable[Relationship]) -> None:
-        """Insert or replace many relationships in one operation."""
+        """Insert or replace many relationships in one operation (endpoints must exist)."""
         ...
 
     async def get_relationship(self, relationship_id: uuid.UUID) -> Relationship | None:

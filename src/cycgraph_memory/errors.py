@@ -6,11 +6,13 @@ catch the whole family with a single ``except``::
     CycgraphMemoryError
     ├── EmbeddingDimensionMismatchError   (also a ValueError)
     ├── InvalidInputError                 (also a ValueError)
-    │   └── InvalidTenantError
+    │   ├── InvalidTenantError
+    │   └── InvalidTypeError              (also a TypeError: e.g. an id that is None or an int)
     ├── RecordNotFoundError               (also a KeyError)
     ├── StorageError
     │   ├── DuplicateRecordError          (SQLSTATE 23505)
     │   ├── IntegrityViolationError       (other 23xxx)
+    │   │   └── DanglingReferenceError    (23503: e.g. an edge to an entity that does not exist)
     │   ├── ConcurrencyError              (40001 / 40P01: safe to retry)
     │   ├── SchemaNotReadyError           (tables missing: run the migrations)
     │   └── TransactionError              (misuse of a unit of work)
@@ -27,11 +29,13 @@ from __future__ import annotations
 __all__ = [
     "ConcurrencyError",
     "CycgraphMemoryError",
+    "DanglingReferenceError",
     "DuplicateRecordError",
     "EmbeddingDimensionMismatchError",
     "IntegrityViolationError",
     "InvalidInputError",
     "InvalidTenantError",
+    "InvalidTypeError",
     "MissingExtraError",
     "ProviderError",
     "ProviderTimeoutError",
@@ -56,13 +60,14 @@ class EmbeddingDimensionMismatchError(CycgraphMemoryError, ValueError):
             ``"fact 1b4e..."``).
     """
 
-    def __init__(self, expected: int, actual: int, context: str = "") -> None:
+    def __init__(self, expected: int, actual: int, context: str = "", *, hint: str = "") -> None:
         self.expected = expected
         self.actual = actual
         self.context = context
         where = f" ({context})" if context else ""
+        tail = f". {hint}" if hint else ""
         super().__init__(
-            f"embedding dimension mismatch{where}: expected {expected}, got {actual}"
+            f"embedding dimension mismatch{where}: expected {expected}, got {actual}{tail}"
         )
 
 
@@ -72,6 +77,15 @@ class InvalidInputError(CycgraphMemoryError, ValueError):
 
 class InvalidTenantError(InvalidInputError):
     """A tenant id that is empty, too long or contains characters outside the allowed set."""
+
+
+class InvalidTypeError(InvalidInputError, TypeError):
+    """An argument of the wrong Python type.
+
+    For example an id that is ``None``, an int or bytes, a text where a query vector is
+    expected, or a non-record passed to ``put_*``. It is also a ``TypeError``, so code
+    written against the built-in error keeps working.
+    """
 
 
 class RecordNotFoundError(CycgraphMemoryError, KeyError):
@@ -110,6 +124,28 @@ class DuplicateRecordError(StorageError):
 
 class IntegrityViolationError(StorageError):
     """A write broke a database constraint other than uniqueness (SQLSTATE class 23)."""
+
+
+class DanglingReferenceError(IntegrityViolationError):
+    """A record refers to another one that does not exist in the tenant (SQLSTATE 23503).
+
+    Raised, for example, when a relationship's ``source_id`` or ``target_id`` is not an
+    entity of the store's tenant. Both backends check this before writing.
+
+    Attributes:
+        missing_ids: The referenced ids that do not exist (empty when the database reported
+            the violation without naming them).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        missing_ids: list[object] | None = None,
+        sqlstate: str | None = "23503",
+    ) -> None:
+        self.missing_ids = list(missing_ids or [])
+        super().__init__(message, sqlstate=sqlstate)
 
 
 class ConcurrencyError(StorageError):

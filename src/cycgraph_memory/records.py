@@ -8,10 +8,18 @@ Conventions shared by every model here:
 * Timestamps are timezone-aware UTC. A naive ``datetime`` is *assumed to be UTC* and is
   normalised; an aware one is converted to UTC.
 * Embeddings are ``list[float] | None``; every element must be finite (NaN and infinity are
-  rejected) and an embedding has at least one element.
+  rejected) and within single precision (what pgvector stores), and an embedding has at
+  least one element.
 * Tags are ``list[str]`` defaulting to ``[]``; each tag is 1-:data:`MAX_TAG_LENGTH`
   characters, at most :data:`MAX_TAGS` per record; duplicates are removed keeping the first
   occurrence.
+* Text has no NUL character and no lone surrogate. Names, labels and topics are at most
+  :data:`MAX_NAME_LENGTH` characters; ``entity_type`` / ``relation_type`` at most
+  :data:`MAX_TYPE_LENGTH`.
+* ``attributes`` / ``metadata`` are JSON objects: str keys; dict, list, str, 64-bit int,
+  finite float, bool and None values; at most ``MAX_JSON_DEPTH`` (32) levels deep.
+* Integers fit their Postgres columns: ``access_count`` <= :data:`MAX_ACCESS_COUNT`,
+  ``offset`` <= :data:`MAX_OFFSET`.
 """
 
 from __future__ import annotations
@@ -30,9 +38,20 @@ from pydantic import (
     model_validator,
 )
 
+from cycgraph_memory._validate import (
+    MAX_EMBEDDING_VALUE,
+    check_json_object,
+    check_text,
+    embedding_in_range,
+)
+
 __all__ = [
+    "MAX_ACCESS_COUNT",
+    "MAX_NAME_LENGTH",
+    "MAX_OFFSET",
     "MAX_TAGS",
     "MAX_TAG_LENGTH",
+    "MAX_TYPE_LENGTH",
     "QUARANTINE_TAG",
     "Conflict",
     "ConflictResolutionDetail",
@@ -82,6 +101,18 @@ MAX_TAG_LENGTH = 128
 MAX_TAGS = 64
 """Most tags one record may carry."""
 
+MAX_NAME_LENGTH = 1024
+"""Longest entity name, theme label or episode topic, in characters."""
+
+MAX_TYPE_LENGTH = 256
+"""Longest ``entity_type`` / ``relation_type``, in characters (they are indexed)."""
+
+MAX_ACCESS_COUNT = 2**31 - 1
+"""Largest ``access_count`` (a 32-bit column); ``touch_facts`` saturates there."""
+
+MAX_OFFSET = 2**63 - 1
+"""Largest listing ``offset`` (a 64-bit SQL OFFSET)."""
+
 ProvenanceSource = Literal["agent", "tool", "human", "system", "derived"]
 """Origin category of a record."""
 
@@ -99,13 +130,14 @@ def utc_now() -> datetime:
 def _to_utc(value: datetime) -> datetime:
     if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
         return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("datetime is out of range once converted to UTC") from None
 
 
 def _check_text(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError("text must not contain NUL characters")
-    return value
+    return check_text(value)
 
 
 def _check_embedding(value: list[float] | None) -> list[float] | None:
@@ -113,13 +145,18 @@ def _check_embedding(value: list[float] | None) -> list[float] | None:
         return None
     if len(value) == 0:
         raise ValueError("embedding must have at least one dimension")
-    # Fast path: NaN and +-inf propagate through a sum, so a finite sum proves every value
-    # finite. A non-finite sum may also come from finite values overflowing; check each then.
-    if math.isfinite(sum(value)):
+    # Fast path, one C-level pass: the sum of magnitudes bounds every magnitude, and NaN or
+    # infinity make the comparison false. Otherwise find out which rule is broken.
+    if sum(map(abs, value)) <= MAX_EMBEDDING_VALUE:
         return value
     for x in value:
         if not math.isfinite(x):
             raise ValueError("embedding values must be finite numbers (no NaN or infinity)")
+    if not embedding_in_range(value):
+        raise ValueError(
+            "embedding values must fit a single-precision float (abs(x) <= 3.4028e38), "
+            "which is what pgvector stores"
+        )
     return value
 
 
@@ -128,8 +165,7 @@ def _check_tags(value: list[str]) -> list[str]:
     for tag in value:
         if not tag or len(tag) > MAX_TAG_LENGTH:
             raise ValueError(f"tags must be 1-{MAX_TAG_LENGTH} characters, got {len(tag)}")
-        if "\x00" in tag:
-            raise ValueError("tags must not contain NUL characters")
+        check_text(tag, "tags")
         seen.setdefault(tag, None)
     if len(seen) > MAX_TAGS:
         raise ValueError(f"at most {MAX_TAGS} tags per record, got {len(seen)}")
@@ -150,6 +186,17 @@ Embedding = Annotated[list[float] | None, AfterValidator(_check_embedding)]
 
 Tags = Annotated[list[str], AfterValidator(_check_tags)]
 """A list of validated, de-duplicated tags."""
+
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH), AfterValidator(_check_text)]
+"""A non-empty name, label or topic of at most :data:`MAX_NAME_LENGTH` characters."""
+
+TypeName = Annotated[
+    str, Field(min_length=1, max_length=MAX_TYPE_LENGTH), AfterValidator(_check_text)
+]
+"""A non-empty ``entity_type`` / ``relation_type`` of at most :data:`MAX_TYPE_LENGTH` chars."""
+
+JsonObject = Annotated[dict[str, Any], AfterValidator(check_json_object)]
+"""A JSON object (see the module docstring for the accepted values)."""
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -184,9 +231,9 @@ class Entity(_Model):
     """
 
     id: uuid.UUID = Field(default_factory=new_id)
-    name: NonEmptyText
-    entity_type: NonEmptyText
-    attributes: dict[str, Any] = Field(default_factory=dict)
+    name: Name
+    entity_type: TypeName
+    attributes: JsonObject = Field(default_factory=dict)
     embedding: Embedding = None
     provenance: Provenance
     created_at: UtcDatetime = Field(default_factory=utc_now)
@@ -204,9 +251,9 @@ class Relationship(_Model):
     id: uuid.UUID = Field(default_factory=new_id)
     source_id: uuid.UUID
     target_id: uuid.UUID
-    relation_type: NonEmptyText
+    relation_type: TypeName
     weight: float = Field(default=1.0, ge=0.0, le=1.0)
-    attributes: dict[str, Any] = Field(default_factory=dict)
+    attributes: JsonObject = Field(default_factory=dict)
     valid_from: UtcDatetime = Field(default_factory=utc_now)
     valid_until: UtcDatetime | None = None
     provenance: Provenance
@@ -226,7 +273,7 @@ class Message(_Model):
     role: Literal["user", "assistant", "system", "tool"]
     content: Text
     timestamp: UtcDatetime = Field(default_factory=utc_now)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: JsonObject = Field(default_factory=dict)
 
 
 class Episode(_Model):
@@ -237,7 +284,7 @@ class Episode(_Model):
     """
 
     id: uuid.UUID = Field(default_factory=new_id)
-    topic: Text
+    topic: Annotated[str, Field(max_length=MAX_NAME_LENGTH), AfterValidator(_check_text)]
     messages: list[Message] = Field(default_factory=list)
     started_at: UtcDatetime
     ended_at: UtcDatetime
@@ -250,6 +297,8 @@ class Episode(_Model):
     def _span_is_ordered(self) -> Episode:
         if self.ended_at < self.started_at:
             raise ValueError("ended_at must not be earlier than started_at")
+        if len({m.id for m in self.messages}) != len(self.messages):
+            raise ValueError("message ids must be unique within an episode")
         return self
 
 
@@ -270,7 +319,7 @@ class SemanticFact(_Model):
     valid_from: UtcDatetime = Field(default_factory=utc_now)
     valid_until: UtcDatetime | None = None
     invalidated_by: Text | None = None
-    access_count: int = Field(default=0, ge=0)
+    access_count: int = Field(default=0, ge=0, le=MAX_ACCESS_COUNT)
     last_accessed_at: UtcDatetime | None = None
     tags: Tags = Field(default_factory=list)
 
@@ -288,7 +337,7 @@ class Theme(_Model):
     """
 
     id: uuid.UUID = Field(default_factory=new_id)
-    label: Text
+    label: Annotated[str, Field(max_length=MAX_NAME_LENGTH), AfterValidator(_check_text)]
     description: Text = ""
     fact_ids: list[uuid.UUID] = Field(default_factory=list)
     embedding: Embedding = None
@@ -303,7 +352,7 @@ class PaginationOptions(_Model):
     """Paging for listings: ``limit`` rows (``None`` = all) after skipping ``offset``."""
 
     limit: int | None = Field(default=None, ge=1, le=100_000)
-    offset: int = Field(default=0, ge=0)
+    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
 
 
 class ListOptions(PaginationOptions):
@@ -315,7 +364,7 @@ class ListOptions(PaginationOptions):
 class EntityFilter(PaginationOptions):
     """Filter for ``find_entities``."""
 
-    entity_type: NonEmptyText | None = None
+    entity_type: TypeName | None = None
     include_invalidated: bool = False
 
 
@@ -342,7 +391,7 @@ class RelationshipFilter(PaginationOptions):
     """Filter for ``get_relationships_for_entity``."""
 
     direction: Literal["outgoing", "incoming", "both"] = "both"
-    relation_type: NonEmptyText | None = None
+    relation_type: TypeName | None = None
     include_invalidated: bool = False
 
 
@@ -389,8 +438,8 @@ class MemoryQuery(_Model):
     text: Text | None = None
     embedding: Embedding = None
     entity_ids: list[uuid.UUID] | None = None
-    entity_types: list[NonEmptyText] | None = None
-    relation_types: list[NonEmptyText] | None = None
+    entity_types: list[TypeName] | None = None
+    relation_types: list[TypeName] | None = None
     max_hops: int = Field(default=2, ge=0, le=5)
     valid_at: UtcDatetime | None = None
     changed_since: UtcDatetime | None = None

@@ -9,12 +9,15 @@ import pytest
 
 from cycgraph_memory import RelationshipFilter
 
-from .factories import at, make_relationship, sorted_ids
+from .factories import at, make_entity, make_relationship, sorted_ids
 
 
 @pytest.fixture
-def ids() -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
-    return uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+async def ids(store: Any) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
+    """Three stored entities (a relationship's endpoints must be entities of the store)."""
+    entities = [make_entity(name=name) for name in ("A", "B", "C")]
+    await store.put_entities(entities)
+    return entities[0].id, entities[1].id, entities[2].id
 
 
 async def test_roundtrip_upsert_delete(store: Any, ids: Any) -> None:

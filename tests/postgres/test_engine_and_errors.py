@@ -11,6 +11,7 @@ from sqlalchemy import text
 
 from cycgraph_memory.errors import (
     ConcurrencyError,
+    DanglingReferenceError,
     DuplicateRecordError,
     IntegrityViolationError,
     InvalidInputError,
@@ -74,7 +75,7 @@ class _Orig(Exception):
     ("code", "expected"),
     [
         ("23505", DuplicateRecordError),
-        ("23503", IntegrityViolationError),
+        ("23503", DanglingReferenceError),
         ("23502", IntegrityViolationError),
         ("40001", ConcurrencyError),
         ("40P01", ConcurrencyError),

@@ -70,9 +70,12 @@ async def test_same_ids_two_tenants(pg_make_store: Any) -> None:
     assert (await b.get_fact(ids["f"])).access_count == 0
     await a.put_fact(fact(id=ids["f"], content="A-fact-v2"))
     assert (await b.get_fact(ids["f"])).content == "B-fact"
-    assert await a.delete_entity(ids["e1"]) is True
-    assert await b.get_entity(ids["e1"]) is not None
     assert await a.delete_relationship(ids["r"]) is True
+    assert await b.get_relationship(ids["r"]) is not None
+    await a.put_relationship(relationship(ids["e1"], ids["e2"], id=ids["r"]))
+    assert await a.delete_entity(ids["e1"]) is True  # cascades to A's edge only
+    assert await b.get_entity(ids["e1"]) is not None
+    assert await a.get_relationship(ids["r"]) is None
     assert await b.get_relationship(ids["r"]) is not None
     assert await a.delete_episode(ids["ep"]) is True
     assert (await b.get_episode(ids["ep"])).messages

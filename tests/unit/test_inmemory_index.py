@@ -198,7 +198,7 @@ async def test_store_without_expected_dimensions_accepts_any_length() -> None:
 
 async def test_zero_query_and_huge_values() -> None:
     ix = InMemoryMemoryIndex()
-    a, b = fact([1e300, 1e300]), fact([-1e-300, 0.0])
+    a, b = fact([3e38, 3e38]), fact([-1e-300, 0.0])
     ix.upsert_many([a, b])
     res = await ix.search_facts([1.0, 1.0])
     assert [r.item.id for r in res] == [a.id, b.id]
@@ -331,7 +331,8 @@ def test_scale_warning_once(caplog: pytest.LogCaptureFixture) -> None:
     scale = [w for w in caught if issubclass(w.category, InMemoryIndexScaleWarning)]
     assert len(scale) == 1
     assert issubclass(InMemoryIndexScaleWarning, UserWarning)
-    assert len([r for r in caplog.records if "O(n)" in r.getMessage()]) == 1
+    # Reported once: as the warning, not also as a log record.
+    assert [r for r in caplog.records if "O(n)" in r.getMessage()] == []
 
 
 async def test_scale_warning_on_rebuild_and_silenced() -> None:

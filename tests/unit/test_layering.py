@@ -1,4 +1,9 @@
-"""Layering (DESIGN.md): the package root and the pure layers never import the DB stack."""
+"""Layering: the package root and the pure layers never import the DB stack.
+
+Records, contracts and the algorithms (hierarchy, retrieval, consolidation, retention) import
+only records, contracts, numpy and pure helpers, so they run unchanged on every backend and
+``import cycgraph_memory`` never pulls in SQLAlchemy or asyncpg.
+"""
 
 from __future__ import annotations
 

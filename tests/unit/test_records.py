@@ -236,9 +236,18 @@ def test_embeddings_must_be_finite_and_non_empty(bad: list[float]) -> None:
         MemoryQuery(embedding=bad)
 
 
-@given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=32))
-def test_any_finite_embedding_accepted(values: list[float]) -> None:
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=32), min_size=1,
+                max_size=32))
+def test_any_finite_single_precision_embedding_accepted(values: list[float]) -> None:
     assert fact(embedding=values).embedding == values
+
+
+@given(st.floats(min_value=3.4028234663852886e38, exclude_min=True, allow_infinity=False),
+       st.booleans())
+def test_embedding_beyond_single_precision_refused(value: float, negative: bool) -> None:
+    # pgvector stores float4: such a value cannot be stored, so no backend accepts it.
+    with pytest.raises(ValidationError):
+        fact(embedding=[0.0, -value if negative else value])
 
 
 def test_tags_rules() -> None:
@@ -397,7 +406,8 @@ def test_report_models() -> None:
 @pytest.mark.parametrize(
     ("vector", "ok"),
     [
-        ([1e308, 1e308], True),  # finite values whose sum overflows are still accepted
+        ([3.4028234663852886e38, -3e38], True),  # the largest single-precision magnitudes
+        ([1e308, 1e308], False),  # finite, but beyond single precision (pgvector's float4)
         ([1e308, 1e308, float("nan")], False),
         ([float("inf"), float("-inf")], False),
         ([0.0, -0.0], True),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Mapping
 from datetime import date, datetime
 from types import NoneType
 from typing import Any, TypeVar
@@ -13,23 +12,20 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel
 
+from cycgraph_memory._validate import validate_record
 from cycgraph_memory.errors import EmbeddingDimensionMismatchError
 
 M = TypeVar("M", bound=BaseModel)
 
 
 def coerce_record(model: type[M], value: object) -> M:
-    """Return ``value`` as a ``model`` instance: instances pass, mappings are validated.
+    """Return a freshly validated copy of ``value`` as a ``model`` (see ``validate_record``).
 
     Raises:
-        pydantic.ValidationError: A mapping that does not validate.
-        TypeError: Anything that is neither a ``model`` nor a mapping.
+        pydantic.ValidationError: An invalid record or mapping.
+        InvalidTypeError: Anything that is neither a ``model`` nor a mapping.
     """
-    if isinstance(value, model):
-        return value
-    if isinstance(value, Mapping):
-        return model.model_validate(value)
-    raise TypeError(f"expected {model.__name__} or a mapping, got {type(value).__name__}")
+    return validate_record(model, value)
 
 
 _ATOMIC = (str, int, float, uuid.UUID, datetime, date, NoneType)

@@ -15,7 +15,6 @@ suggests the pgvector backend.
 
 from __future__ import annotations
 
-import logging
 import uuid
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -26,10 +25,12 @@ from numpy.typing import NDArray
 
 from cycgraph_memory._ids import parse_id
 from cycgraph_memory._options import coerce_options
+from cycgraph_memory._validate import check_query_vector
 from cycgraph_memory.contracts import MemoryStore
-from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.inmemory._common import (
     check_dimension,
+    coerce_record,
     copy_record,
     normalize_rows,
 )
@@ -47,7 +48,6 @@ from cycgraph_memory.records import (
 
 __all__ = ["IN_MEMORY_INDEX_WARN_THRESHOLD", "InMemoryIndexScaleWarning", "InMemoryMemoryIndex"]
 
-logger = logging.getLogger(__name__)
 
 IN_MEMORY_INDEX_WARN_THRESHOLD = 10_000
 """Indexed-entry count past which the in-memory index warns (once) about its O(n) scan."""
@@ -289,7 +289,7 @@ class InMemoryMemoryIndex:
             return self._themes
         if isinstance(record, Episode):
             return self._episodes
-        raise TypeError(
+        raise InvalidTypeError(
             f"expected Entity, SemanticFact, Theme or Episode, got {type(record).__name__}"
         )
 
@@ -332,27 +332,31 @@ class InMemoryMemoryIndex:
         Raises:
             EmbeddingDimensionMismatchError: The embedding has the wrong length; the
                 index is left unchanged.
-            TypeError: ``record`` is not an Entity, SemanticFact, Theme or Episode.
+            pydantic.ValidationError: The record is invalid (e.g. a NaN embedding set with
+                ``model_copy(update=...)``, which skips validation); nothing is indexed.
+            InvalidTypeError: ``record`` is not an Entity, SemanticFact, Theme or Episode
+                (also a ``TypeError``).
         """
         self.upsert_many([record])
 
     def upsert_many(self, records: Iterable[IndexedRecord]) -> None:
         """Index (or re-index) many records at once; all or nothing on a bad vector.
 
-        Within one call, the last record with a given id wins.
+        Within one call, the last record with a given id wins. Every record is validated
+        again (and copied) first, like a store write.
         """
         tables = self._tables()
         latest: dict[tuple[int, uuid.UUID], IndexedRecord] = {}
         for record in records:
             slot = tables.index(self._table_for(record))
-            latest[(slot, record.id)] = record
+            latest[(slot, record.id)] = coerce_record(type(record), record)
         batches: dict[int, list[IndexedRecord]] = {}
         removals: list[tuple[int, uuid.UUID]] = []
         for (slot, record_id), record in latest.items():
             if record.embedding is None:
                 removals.append((slot, record_id))
             else:
-                batches.setdefault(slot, []).append(copy_record(record))
+                batches.setdefault(slot, []).append(record)
         self._apply(batches, removals, tables)
         self._maybe_warn()
 
@@ -447,17 +451,13 @@ class InMemoryMemoryIndex:
             "every search is an O(n) scan. Use the pgvector-backed PostgresMemoryIndex at "
             "this scale, or pass silence_scale_warning=True."
         )
-        logger.warning(message)
+        # Reported once, as a warning only (a log record as well would say it twice).
         warnings.warn(message, InMemoryIndexScaleWarning, stacklevel=3)
 
     # ------------------------------------------------------------------ search
 
     def _query(self, embedding: Sequence[float], what: str) -> NDArray[np.float32] | None:
-        q = np.asarray(embedding, dtype=np.float64)
-        if q.ndim != 1 or q.size == 0:
-            raise InvalidInputError(f"{what} query must be a non-empty 1-D vector")
-        if not np.all(np.isfinite(q)):
-            raise InvalidInputError(f"{what} query contains NaN or infinity")
+        q = np.asarray(check_query_vector(embedding, what), dtype=np.float64)
         if self._dim is None:
             return None  # nothing indexed yet and no configured dimension
         check_dimension(self._dim, q.shape[0], f"{what} query")

@@ -13,18 +13,20 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar
 
 from cycgraph_memory._ids import parse_id, parse_ids
 from cycgraph_memory._options import coerce_options
-from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory._validate import normalize_ts
+from cycgraph_memory.errors import DanglingReferenceError, InvalidInputError, InvalidTypeError
 from cycgraph_memory.inmemory._common import (
     check_dimension,
     coerce_record,
     copy_record,
 )
 from cycgraph_memory.records import (
+    MAX_ACCESS_COUNT,
     Entity,
     EntityFilter,
     Episode,
@@ -111,6 +113,8 @@ class InMemoryMemoryStore:
     # ------------------------------------------------------------------ helpers
 
     def _prepare(self, model: type[R], value: object) -> R:
+        # A freshly re-validated copy: the same checks as Postgres, even for records
+        # changed with model_copy(update=...), and no state shared with the caller.
         record = coerce_record(model, value)
         embedding = getattr(record, "embedding", None)
         if embedding is not None:
@@ -119,13 +123,31 @@ class InMemoryMemoryStore:
                 len(embedding),
                 f"{model.__name__} {record.id}",
             )
-        return copy_record(record)
+        return record
 
     def _prepare_many(self, model: type[R], values: Iterable[object]) -> list[R]:
-        if isinstance(values, (model, Mapping, str)):
-            raise TypeError(f"expected an iterable of {model.__name__}, got a single value")
+        if isinstance(values, (model, Mapping, str, bytes)) or not isinstance(values, Iterable):
+            raise InvalidTypeError(
+                f"expected an iterable of {model.__name__}, got {type(values).__name__}"
+            )
         # Validate everything before writing anything: a bulk put is all or nothing.
         return [self._prepare(model, v) for v in values]
+
+    def _check_endpoints(self, relationships: Iterable[Relationship]) -> None:
+        missing = list(
+            dict.fromkeys(
+                eid
+                for r in relationships
+                for eid in (r.source_id, r.target_id)
+                if eid not in self._entities
+            )
+        )
+        if missing:
+            raise DanglingReferenceError(
+                "relationship endpoints are not entities of this store: "
+                + ", ".join(str(m) for m in missing),
+                missing_ids=list(missing),
+            )
 
     @staticmethod
     def _get_many(table: Mapping[uuid.UUID, R], ids: Iterable[object]) -> dict[uuid.UUID, R]:
@@ -174,19 +196,40 @@ class InMemoryMemoryStore:
         return _page(matches, _entity_key, f.offset, f.limit)
 
     async def delete_entity(self, entity_id: uuid.UUID | str) -> bool:
-        """Hard-delete an entity; True when it existed."""
-        return self._delete(self._entities, entity_id)
+        """Hard-delete an entity and every relationship touching it; True when it existed.
+
+        The edges go in the same step (like the Postgres foreign keys' ``ON DELETE
+        CASCADE``), so no relationship ever points at a missing entity.
+        """
+        eid = parse_id(entity_id)
+        if self._entities.pop(eid, None) is None:
+            return False
+        self._relationships = {
+            rid: r
+            for rid, r in self._relationships.items()
+            if r.source_id != eid and r.target_id != eid
+        }
+        return True
 
     # ------------------------------------------------------------------ relationships
 
     async def put_relationship(self, relationship: Relationship) -> None:
-        """Insert or replace one relationship."""
-        record = self._prepare(Relationship, relationship)
-        self._relationships[record.id] = record
+        """Insert or replace one relationship.
+
+        Raises:
+            DanglingReferenceError: ``source_id`` or ``target_id`` is not a stored entity.
+        """
+        await self.put_relationships([relationship])
 
     async def put_relationships(self, relationships: Iterable[Relationship]) -> None:
-        """Insert or replace many relationships; nothing is written if any is invalid."""
-        for record in self._prepare_many(Relationship, relationships):
+        """Insert or replace many relationships; nothing is written if any is invalid.
+
+        Raises:
+            DanglingReferenceError: An endpoint is not a stored entity (nothing is written).
+        """
+        records = self._prepare_many(Relationship, relationships)
+        self._check_endpoints(records)
+        for record in records:
             self._relationships[record.id] = record
 
     async def get_relationship(self, relationship_id: uuid.UUID | str) -> Relationship | None:
@@ -364,21 +407,20 @@ class InMemoryMemoryStore:
         """Increment ``access_count`` and set ``last_accessed_at`` on existing facts.
 
         Missing ids are ignored; an id repeated in one call counts once. ``at`` defaults
-        to now; a naive ``at`` is assumed to be UTC.
+        to now; a naive ``at`` is assumed to be UTC. The count saturates at
+        ``MAX_ACCESS_COUNT`` (the 32-bit column of the Postgres backend).
         """
-        if at is None:
-            when = utc_now()
-        elif isinstance(at, datetime):
-            when = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
-        else:
-            raise TypeError(f"at must be a datetime or None, got {type(at).__name__}")
+        when = utc_now() if at is None else normalize_ts(at)
         for fid in parse_ids(ids):
             fact = self._facts.get(fid)
             if fact is None:
                 continue
             # Replace, never mutate: transaction snapshots share the old record.
             self._facts[fid] = fact.model_copy(
-                update={"access_count": fact.access_count + 1, "last_accessed_at": when}
+                update={
+                    "access_count": min(fact.access_count + 1, MAX_ACCESS_COUNT),
+                    "last_accessed_at": when,
+                }
             )
 
     # ------------------------------------------------------------------ lifecycle

@@ -3,6 +3,7 @@
 Nothing above :mod:`cycgraph_memory.postgres` sees a SQLAlchemy or asyncpg exception:
 
 * ``23505`` -> :class:`~cycgraph_memory.errors.DuplicateRecordError`
+* ``23503`` -> :class:`~cycgraph_memory.errors.DanglingReferenceError`
 * other ``23xxx`` -> :class:`~cycgraph_memory.errors.IntegrityViolationError`
 * ``40001`` / ``40P01`` -> :class:`~cycgraph_memory.errors.ConcurrencyError`
 * ``42P01`` (undefined table) -> :class:`~cycgraph_memory.errors.SchemaNotReadyError`
@@ -19,6 +20,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from cycgraph_memory.errors import (
     ConcurrencyError,
     CycgraphMemoryError,
+    DanglingReferenceError,
     DuplicateRecordError,
     IntegrityViolationError,
     SchemaNotReadyError,
@@ -53,6 +55,8 @@ def translated(exc: BaseException) -> CycgraphMemoryError:
     detail = detail.splitlines()[0] if detail else type(exc).__name__
     if code == "23505":
         return DuplicateRecordError(detail, sqlstate=code)
+    if code == "23503":
+        return DanglingReferenceError(detail, sqlstate=code)
     if code is not None and code.startswith("23"):
         return IntegrityViolationError(detail, sqlstate=code)
     if code in ("40001", "40P01"):

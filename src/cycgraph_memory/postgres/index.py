@@ -33,6 +33,7 @@ from sqlalchemy import ColumnElement, Table, cast, func, literal, not_, select, 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cycgraph_memory._options import coerce_options
+from cycgraph_memory._validate import check_query_vector
 from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInputError
 from cycgraph_memory.postgres import convert
@@ -190,11 +191,7 @@ class PostgresMemoryIndex(PostgresBackend):
     # ------------------------------------------------------------------ internals
 
     def _query_vector(self, embedding: Sequence[float], dim: int | None, where: str) -> list[float]:
-        if isinstance(embedding, str | bytes) or not hasattr(embedding, "__len__"):
-            raise InvalidInputError("query embedding must be a sequence of floats")
-        values = [float(x) for x in embedding]
-        if not values or not all(math.isfinite(x) for x in values):
-            raise InvalidInputError("query embedding must be non-empty and finite")
+        values = check_query_vector(embedding, where)
         if dim is not None and len(values) != dim:
             raise EmbeddingDimensionMismatchError(dim, len(values), f"{where} query")
         return values
@@ -238,7 +235,12 @@ class PostgresMemoryIndex(PostgresBackend):
                 nearest = inner.order_by(distance).limit(fetch).subquery("nearest")
                 stmt = select(nearest)
                 if opts.min_similarity is not None:
-                    stmt = stmt.where(1 - nearest.c.distance >= opts.min_similarity)
+                    # pgvector gives NaN for a zero vector, and NaN sorts above every number
+                    # in SQL: score it 0.0 like the in-memory index (cosine_similarity's rule).
+                    similarity = func.coalesce(
+                        func.nullif(1 - nearest.c.distance, literal(math.nan)), 0.0
+                    )
+                    stmt = stmt.where(similarity >= opts.min_similarity)
                 ef = min(1000, max(opts.ef_search or self._ef_search, fetch))
                 await self._set_search_gucs(session, ef)
                 rows = (await session.execute(stmt)).mappings().all()

@@ -15,19 +15,26 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import text
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from cycgraph_memory.errors import InvalidInputError, SchemaNotReadyError
+from cycgraph_memory.errors import (
+    EmbeddingDimensionMismatchError,
+    InvalidInputError,
+    SchemaNotReadyError,
+)
 from cycgraph_memory.postgres._errors import translate_errors
 from cycgraph_memory.postgres.engine import create_engine_from_dsn
 
 __all__ = [
     "DEFAULT_EMBEDDING_DIM",
     "alembic_config",
+    "check_embedding_dim",
     "current_revision",
     "downgrade",
     "migrations_dir",
+    "recorded_embedding_dim",
     "upgrade",
 ]
 
@@ -50,6 +57,53 @@ def migrations_dir() -> Path:
         if (candidate / "env.py").is_file():
             return candidate
     raise SchemaNotReadyError(f"alembic migrations not found (looked in {packaged} and {repo})")
+
+
+def recorded_embedding_dim(conn: Connection) -> int | None:
+    """Return the embedding dimension recorded in the database (``None`` before migrating)."""
+    if conn.execute(text("SELECT to_regclass('schema_metadata')")).scalar() is None:
+        return None
+    value = conn.execute(
+        text("SELECT value FROM schema_metadata WHERE key = 'embedding_dim'")
+    ).scalar()
+    return None if value is None else int(value)
+
+
+def check_embedding_dim(conn: Connection, requested: object) -> None:
+    """Refuse an upgrade asking for another embedding dimension than the database has.
+
+    Called by the migrations' ``env.py`` before any revision runs (CLI and
+    :func:`upgrade` alike). ``requested`` is ``None`` when no dimension was asked for.
+
+    Raises:
+        EmbeddingDimensionMismatchError: The database records another dimension; the
+            message says how to change it.
+        InvalidInputError: ``requested`` is not an integer.
+    """
+    if requested is None:
+        return
+    try:
+        wanted = int(str(requested))
+    except ValueError:
+        raise InvalidInputError(
+            f"embedding_dim must be an integer, got {requested!r}"
+        ) from None
+    recorded = recorded_embedding_dim(conn)
+    if recorded is None or recorded == wanted:
+        return
+    raise EmbeddingDimensionMismatchError(
+        recorded,
+        wanted,
+        f"embedding_dim={wanted} requested, but this database was created with {recorded}",
+        hint=(
+            "An upgrade never changes the width of existing vector columns. Keep "
+            f"{recorded} (upgrade without -x embedding_dim, or with {recorded}), or "
+            "recreate the schema "
+            "with the new width, which deletes every stored record: "
+            f"`alembic downgrade base` then `alembic -x embedding_dim={wanted} upgrade "
+            "head` (re-embed your data afterwards), or migrate into a new database"
+        ),
+    )
 
 
 def alembic_config(embedding_dim: int | None = None, **attributes: Any) -> Any:
@@ -85,7 +139,7 @@ async def _run(engine_or_dsn: AsyncEngine | str | URL, fn: Any, *args: Any) -> A
 
 
 def _upgrade_sync(
-    conn: Connection, embedding_dim: int, revision: str, attributes: dict[str, Any]
+    conn: Connection, embedding_dim: int | None, revision: str, attributes: dict[str, Any]
 ) -> None:
     from alembic import command
 
@@ -106,7 +160,7 @@ def _current_sync(conn: Connection) -> str | None:
 
 async def upgrade(
     engine_or_dsn: AsyncEngine | str | URL,
-    embedding_dim: int = DEFAULT_EMBEDDING_DIM,
+    embedding_dim: int | None = None,
     revision: str = "head",
     *,
     hnsw_m: int | None = None,
@@ -116,8 +170,11 @@ async def upgrade(
 
     Args:
         engine_or_dsn: An ``AsyncEngine`` (left open) or a DSN (engine created and disposed).
-        embedding_dim: Vector dimension fixed when the tables are first created; ignored
-            for a database already past the first revision.
+        embedding_dim: Vector dimension fixed when the tables are first created
+            (``None``: :data:`DEFAULT_EMBEDDING_DIM` for a new schema, the recorded one
+            for an existing schema). A value that differs from the dimension an existing
+            database was created with raises ``EmbeddingDimensionMismatchError`` and
+            changes nothing.
         revision: Target revision (default ``"head"``).
         hnsw_m: HNSW graph degree of the embedding indexes (default 16, pgvector's);
             like ``alembic -x hnsw_m=N``. Only read when the indexes are created.

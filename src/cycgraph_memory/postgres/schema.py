@@ -3,9 +3,14 @@
 These models describe the tables the Alembic migrations create; a test keeps the two in
 agreement. The library never calls ``create_all`` on a real database.
 
-Layout principles (see ``DESIGN.md``):
+Layout principles:
 
-* Every tenant-data table has ``tenant_id`` leading its primary key and its foreign keys.
+* Every tenant-data table has ``tenant_id`` leading its primary key and its foreign keys, so
+  one tenant's rows can never reference another's and the tables can be distributed by
+  ``tenant_id`` (e.g. on Citus) without a schema change.
+* A relationship's ``(tenant_id, source_id)`` and ``(tenant_id, target_id)`` reference
+  ``entities`` with ``ON DELETE CASCADE``: an edge to a missing entity is refused, and
+  deleting an entity deletes its edges in the same statement.
 * Tags are ``text[]`` with a GIN index; a fact's ``entity_ids`` is ``uuid[]`` with a GIN
   index.
 * Embeddings are pgvector ``vector`` columns. The dimension is fixed by the migration
@@ -162,6 +167,16 @@ class RelationshipRow(Base):
         Index(None, "tenant_id", "valid_from", "id"),
         Index(None, "tenant_id", "source_id"),
         Index(None, "tenant_id", "target_id"),
+        ForeignKeyConstraint(
+            ["tenant_id", "source_id"],
+            ["entities.tenant_id", "entities.id"],
+            ondelete="CASCADE",
+        ),
+        ForeignKeyConstraint(
+            ["tenant_id", "target_id"],
+            ["entities.tenant_id", "entities.id"],
+            ondelete="CASCADE",
+        ),
     )
 
     tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -16,6 +16,7 @@ from sqlalchemy import (
     Uuid,
     any_,
     bindparam,
+    case,
     delete,
     func,
     not_,
@@ -29,6 +30,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import literal_column, type_coerce
 
 from cycgraph_memory._options import coerce_options
+from cycgraph_memory._validate import normalize_ts, validate_record
+from cycgraph_memory.errors import DanglingReferenceError, InvalidTypeError
 from cycgraph_memory.postgres import convert
 from cycgraph_memory.postgres._base import (
     DEFAULT_TENANT,
@@ -46,6 +49,7 @@ from cycgraph_memory.postgres.schema import (
     ThemeRow,
 )
 from cycgraph_memory.records import (
+    MAX_ACCESS_COUNT,
     Entity,
     EntityFilter,
     Episode,
@@ -85,17 +89,23 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def coerce_record(model: type[M], value: object) -> M:
-    """Return ``value`` as a ``model``: instances pass, mappings are validated.
+    """Return a freshly validated ``model`` (instances are re-validated, mappings validated).
+
+    The same check as the in-memory backend, so both refuse the same input.
 
     Raises:
-        pydantic.ValidationError: A mapping that does not validate.
-        TypeError: Anything else.
+        pydantic.ValidationError: An invalid record or mapping.
+        InvalidTypeError: Anything else (also a ``TypeError``).
     """
-    if isinstance(value, model):
-        return value
-    if isinstance(value, Mapping):
-        return model.model_validate(value)
-    raise TypeError(f"expected {model.__name__} or a mapping, got {type(value).__name__}")
+    return validate_record(model, value)
+
+
+def _records(values: object, model: type[M]) -> list[M]:
+    if isinstance(values, (model, Mapping, str, bytes)) or not isinstance(values, Iterable):
+        raise InvalidTypeError(
+            f"expected an iterable of {model.__name__}, got {type(values).__name__}"
+        )
+    return [coerce_record(model, v) for v in values]
 
 
 def in_ids(column: ColumnElement[Any], ids: Sequence[uuid.UUID]) -> ColumnElement[bool]:
@@ -209,13 +219,34 @@ class PostgresMemoryStore(PostgresBackend):
         kind: str,
         cls: type,
     ) -> None:
-        items: list[Any] = [coerce_record(cls, r) for r in records]
+        items: list[Any] = _records(records, cls)
         if not items:
             return
         self._precheck(items, kind)
         async with self._session() as session:
             await self._checked_dim(session, items, kind)
+            if cls is Relationship:
+                await self._check_endpoints(session, items)
             await self._upsert(session, table, [to_row(r, self._tenant) for r in items])
+
+    async def _check_endpoints(
+        self, session: AsyncSession, relationships: Sequence[Relationship]
+    ) -> None:
+        # The foreign keys refuse a dangling edge anyway (23503, translated); checking first
+        # names the missing ids, like the in-memory backend.
+        wanted = list(
+            dict.fromkeys(eid for r in relationships for eid in (r.source_id, r.target_id))
+        )
+        t = ENTITIES
+        stmt = select(t.c.id).where(self._mine(t), in_ids(t.c.id, wanted))
+        found = {convert._uuid(i) for i in (await session.execute(stmt)).scalars()}
+        missing = [eid for eid in wanted if eid not in found]
+        if missing:
+            raise DanglingReferenceError(
+                "relationship endpoints are not entities of this store: "
+                + ", ".join(str(m) for m in missing),
+                missing_ids=list(missing),
+            )
 
     async def _get_many(
         self,
@@ -298,7 +329,10 @@ class PostgresMemoryStore(PostgresBackend):
         return await self._list(stmt, convert.entity_from_row)
 
     async def delete_entity(self, entity_id: uuid.UUID | str) -> bool:
-        """Hard-delete an entity; True when it existed."""
+        """Hard-delete an entity and every relationship touching it; True when it existed.
+
+        The edges go in the same statement, through the foreign keys' ``ON DELETE CASCADE``.
+        """
         return await self._delete(ENTITIES, entity_id)
 
     # ------------------------------------------------------------------ relationships
@@ -308,7 +342,12 @@ class PostgresMemoryStore(PostgresBackend):
         await self.put_relationships([relationship])
 
     async def put_relationships(self, relationships: Iterable[Relationship]) -> None:
-        """Insert or replace many relationships (multi-row upserts, chunked)."""
+        """Insert or replace many relationships (multi-row upserts, chunked).
+
+        Raises:
+            DanglingReferenceError: An endpoint is not an entity of this tenant (nothing
+                is written).
+        """
         await self._put(
             RELATIONSHIPS, relationships, convert.relationship_to_row, "relationship", Relationship
         )
@@ -360,7 +399,7 @@ class PostgresMemoryStore(PostgresBackend):
 
     async def put_episodes(self, episodes: Iterable[Episode]) -> None:
         """Insert or replace many episodes; their message rows are replaced wholesale."""
-        items = [coerce_record(Episode, e) for e in episodes]
+        items = _records(episodes, Episode)
         if not items:
             return
         latest = list({e.id: e for e in items}.values())
@@ -481,7 +520,8 @@ class PostgresMemoryStore(PostgresBackend):
     ) -> None:
         """Increment ``access_count`` and set ``last_accessed_at`` in one UPDATE.
 
-        Each distinct id counts once per call; unknown ids are ignored.
+        Each distinct id counts once per call; unknown ids are ignored. The count
+        saturates at ``MAX_ACCESS_COUNT`` (the column is 32-bit).
         """
         wanted = parse_ids(ids)
         if not wanted:
@@ -491,7 +531,14 @@ class PostgresMemoryStore(PostgresBackend):
         stmt = (
             update(t)
             .where(self._mine(t), in_ids(t.c.id, wanted))
-            .values(access_count=t.c.access_count + 1, last_accessed_at=when)
+            .values(
+                # CASE, not LEAST(count + 1, max): the addition itself would overflow.
+                access_count=case(
+                    (t.c.access_count < MAX_ACCESS_COUNT, t.c.access_count + 1),
+                    else_=MAX_ACCESS_COUNT,
+                ),
+                last_accessed_at=when,
+            )
         )
         async with self._session() as session:
             await session.execute(stmt)
@@ -539,10 +586,11 @@ class PostgresMemoryStore(PostgresBackend):
                 await session.execute(delete(table).where(self._mine(table)))
 
 
-def convert_ts(value: datetime) -> datetime:
-    """Normalise a datetime to aware UTC (naive input is assumed to be UTC)."""
-    if not isinstance(value, datetime):
-        raise TypeError(f"expected a datetime, got {type(value).__name__}")
-    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
-        return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+def convert_ts(value: object) -> datetime:
+    """Normalise a datetime to aware UTC (naive input is assumed to be UTC).
+
+    Raises:
+        InvalidTypeError: ``value`` is not a datetime.
+        InvalidInputError: It cannot be represented in UTC.
+    """
+    return normalize_ts(value)

@@ -1,0 +1,212 @@
+"""Private: the one validation both backends apply, at the record level and at the store edge.
+
+Records validate their fields when they are built (pydantic), with the checks below. A record
+can still reach a store unchecked: ``model_copy(update=...)`` skips validation, and so does
+writing to ``__dict__``. Every store and the in-memory index therefore re-validate what they
+are given with :func:`validate_record`, so the in-memory backend refuses exactly what
+Postgres would refuse, with the same error, and nothing is written.
+
+Limits (all documented in the README's "Records" section):
+
+* text: no NUL character and no lone surrogate (Postgres stores UTF-8 text without NUL);
+* JSON values (``attributes``, ``metadata``): only ``dict`` with ``str`` keys, ``list``,
+  ``str``, ``int`` within 64 bits, finite ``float``, ``bool`` and ``None``; strings and keys
+  obey the text rule; nesting at most :data:`MAX_JSON_DEPTH` containers deep;
+* embeddings and query vectors: non-empty sequences of finite real numbers within the
+  single-precision range (``abs(x) <= MAX_EMBEDDING_VALUE``, what pgvector stores); a query
+  must not be a string.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
+
+__all__ = [
+    "MAX_EMBEDDING_VALUE",
+    "MAX_JSON_DEPTH",
+    "MAX_JSON_INT",
+    "MIN_JSON_INT",
+    "check_json_object",
+    "check_query_vector",
+    "check_text",
+    "embedding_in_range",
+    "normalize_ts",
+    "validate_record",
+]
+
+MAX_JSON_DEPTH = 32
+"""Deepest accepted nesting of dicts and lists inside ``attributes`` / ``metadata``."""
+
+MAX_EMBEDDING_VALUE = 3.4028234663852886e38
+"""Largest magnitude of an embedding value: pgvector stores single-precision floats."""
+
+MAX_JSON_INT = 2**63 - 1
+"""Largest integer accepted inside a JSON value (64-bit, like most JSON consumers)."""
+
+MIN_JSON_INT = -(2**63)
+"""Smallest integer accepted inside a JSON value."""
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def check_text(value: str, what: str = "text") -> str:
+    """Return ``value`` when it has no NUL character and no lone surrogate.
+
+    Raises:
+        ValueError: It has one (pydantic reports it as a ``ValidationError``).
+    """
+    if "\x00" in value:
+        raise ValueError(f"{what} must not contain NUL characters")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(
+                f"{what} must be valid Unicode (it contains a lone surrogate)"
+            ) from None
+    return value
+
+
+def _check_scalar(value: object, path: str) -> None:
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, str):
+        check_text(value, f"JSON string at {path}")
+    elif isinstance(value, int):
+        if not MIN_JSON_INT <= value <= MAX_JSON_INT:
+            raise ValueError(f"JSON integer at {path} does not fit in 64 bits")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"JSON number at {path} must be finite (no NaN or infinity)")
+    else:
+        raise ValueError(
+            f"value at {path} is a {type(value).__name__}, not JSON "
+            "(use dict, list, str, int, float, bool or None)"
+        )
+
+
+def check_json_object(value: dict[str, Any], what: str = "attributes") -> dict[str, Any]:
+    """Return a deep copy of ``value`` after checking it is a JSON object within the limits.
+
+    The copy means a record never shares a nested dict or list with its caller. Nesting is
+    checked before descending, so a deeply nested (or self-containing) value is reported as
+    too deep instead of raising ``RecursionError``.
+
+    Raises:
+        ValueError: The first violation found (pydantic reports a ``ValidationError``).
+    """
+    copied = _json_copy(value, what, 1, what)
+    assert isinstance(copied, dict)
+    return copied
+
+
+def _json_copy(node: object, path: str, depth: int, what: str) -> object:
+    if isinstance(node, dict):
+        if depth > MAX_JSON_DEPTH:
+            raise ValueError(f"{what} nested deeper than {MAX_JSON_DEPTH} levels")
+        out: dict[str, object] = {}
+        for key, item in node.items():
+            if not isinstance(key, str):
+                raise ValueError(f"JSON object keys must be str, got {type(key).__name__}")
+            check_text(key, f"JSON key at {path}")
+            out[key] = _json_copy(item, f"{path}.{key}", depth + 1, what)
+        return out
+    if isinstance(node, list):
+        if depth > MAX_JSON_DEPTH:
+            raise ValueError(f"{what} nested deeper than {MAX_JSON_DEPTH} levels")
+        return [_json_copy(item, f"{path}[{i}]", depth + 1, what) for i, item in enumerate(node)]
+    _check_scalar(node, path)
+    return node
+
+
+def _plain(record: BaseModel) -> dict[str, Any]:
+    """A record's field values with nested records turned into dicts (to validate again)."""
+    fields = dict(record.__dict__)
+    for name, value in fields.items():
+        if isinstance(value, BaseModel):
+            fields[name] = _plain(value)
+        elif isinstance(value, list) and name != "embedding":
+            fields[name] = [_plain(v) if isinstance(v, BaseModel) else v for v in value]
+    return fields
+
+
+def validate_record(model: type[M], value: object) -> M:
+    """Return a freshly validated copy of ``value`` as a ``model`` (the store-edge check).
+
+    Instances are validated again from their field values, which also catches records
+    changed with ``model_copy(update=...)`` or built with ``model_construct``; mappings are
+    validated. The
+    result shares no mutable state with ``value``.
+
+    Raises:
+        pydantic.ValidationError: The record or mapping is invalid.
+        InvalidTypeError: ``value`` is neither a ``model`` nor a mapping.
+    """
+    if isinstance(value, model):
+        # Validating the field values again builds fresh containers (lists, and JSON
+        # objects via check_json_object), so the result shares nothing with ``value``.
+        return model.model_validate(_plain(value))
+    if isinstance(value, Mapping):
+        return model.model_validate(value)
+    raise InvalidTypeError(f"expected {model.__name__} or a mapping, got {type(value).__name__}")
+
+
+def check_query_vector(embedding: object, what: str = "query") -> list[float]:
+    """Return a query embedding as a list of floats.
+
+    Raises:
+        InvalidTypeError: A string, bytes, a non-sequence, or elements that are not real
+            numbers (e.g. a text query passed where a vector is expected).
+        InvalidInputError: An empty vector or one with NaN / infinity.
+    """
+    if hasattr(embedding, "tolist") and not isinstance(embedding, Sequence):
+        embedding = embedding.tolist()  # a numpy array
+    if isinstance(embedding, str | bytes | bytearray) or not isinstance(embedding, Sequence):
+        raise InvalidTypeError(
+            f"{what} embedding must be a sequence of floats, got {type(embedding).__name__}"
+        )
+    values: list[float] = []
+    for x in embedding:
+        if isinstance(x, str | bytes) or not hasattr(x, "__float__"):
+            raise InvalidTypeError(
+                f"{what} embedding must contain real numbers, got {type(x).__name__}"
+            )
+        values.append(float(x))
+    if not values:
+        raise InvalidInputError(f"{what} embedding must not be empty")
+    if not all(math.isfinite(v) for v in values):
+        raise InvalidInputError(f"{what} embedding contains NaN or infinity")
+    if not embedding_in_range(values):
+        raise InvalidInputError(
+            f"{what} embedding has a value beyond single precision (+-{MAX_EMBEDDING_VALUE:.4g})"
+        )
+    return values
+
+
+def embedding_in_range(values: Sequence[float]) -> bool:
+    """True when every (finite) value fits a single-precision float."""
+    return max(values) <= MAX_EMBEDDING_VALUE and min(values) >= -MAX_EMBEDDING_VALUE
+
+
+def normalize_ts(value: object) -> datetime:
+    """Return ``value`` as an aware UTC datetime (naive input is assumed to be UTC).
+
+    Raises:
+        InvalidTypeError: ``value`` is not a datetime.
+        InvalidInputError: It cannot be represented in UTC.
+    """
+    if not isinstance(value, datetime):
+        raise InvalidTypeError(f"expected a datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise InvalidInputError(f"{value!r} is out of range once converted to UTC") from None
