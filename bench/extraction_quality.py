@@ -1,12 +1,16 @@
-"""Extraction quality of RuleBasedExtractor on the annotated conversational corpus.
+"""Extraction quality and speed of each extractor tier on the annotated corpora.
 
 Usage::
 
-    python bench/extraction_quality.py [--verbose] [--no-ablation] [--corpus PATH ...]
+    python bench/extraction_quality.py [--tier rule|parser|simple ...] [--verbose]
+        [--no-ablation] [--corpus PATH ...] [--repeat N]
 
-Two corpora ship in ``bench/data``: ``extraction_corpus.json`` (development set: the rules
-were improved while looking at its misses) and ``extraction_corpus_heldout.json`` (written
-after the rules were frozen and never used for tuning).
+Three corpora ship in ``bench/data``: ``extraction_corpus.json`` (development set: the rules
+were improved while looking at its misses), ``extraction_corpus_heldout.json`` (written
+after the rules were frozen and never used for tuning) and ``extraction_corpus_v2.json``
+(issue 10: 41 passages of news, work chat and personal chat by several voices, written and
+frozen before the parser tier and the rule-tier changes were tuned; chat messages carry the
+speaker's name, and ``negated`` lists claims that must not be asserted).
 
 Each conversation becomes one episode. Gold relationships and entities are the union of the
 sentence annotations of a conversation. Names match after ``normalize_entity_name`` when
@@ -18,7 +22,11 @@ Reported figures:
 
 * relationship recall / precision / F1: (source, relation, target) triples;
 * entity detection recall: gold entities found among the extracted entities;
-* entity typing accuracy: over detected gold entities, the fraction with the gold type.
+* entity typing accuracy: over detected gold entities, the fraction with the gold type;
+* negation safety: the fraction of negated / hypothetical / questioned claims NOT asserted
+  (``*`` in a negated claim matches any endpoint);
+* episodes/s: median of ``--repeat`` timed passes over the corpus (one episode per
+  conversation, extraction only, one core), after one warm-up pass.
 
 A second pass empties the built-in name lists (companies, software, places, given names,
 typed acronyms) to show how much of the result rests on them (``--no-ablation`` skips it).
@@ -29,6 +37,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -36,11 +46,23 @@ from typing import Any
 
 from cycgraph_memory.hierarchy.extractors import _lexicon
 from cycgraph_memory.hierarchy.extractors.rules import RuleBasedExtractor
+from cycgraph_memory.hierarchy.extractors.simple import SimpleSemanticExtractor
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import Episode, Message, Provenance
 
 CORPUS = Path(__file__).parent / "data" / "extraction_corpus.json"
 HELDOUT = Path(__file__).parent / "data" / "extraction_corpus_heldout.json"
+V2 = Path(__file__).parent / "data" / "extraction_corpus_v2.json"
+
+
+def make_extractor(tier: str) -> Any:
+    if tier == "rule":
+        return RuleBasedExtractor()
+    if tier == "simple":
+        return SimpleSemanticExtractor()
+    from cycgraph_memory.hierarchy.extractors.parser import ParserExtractor
+
+    return ParserExtractor()
 
 
 def names_match(a: str, b: str) -> bool:
@@ -59,13 +81,20 @@ class Tally:
     gold_ents: int = 0
     found_ents: int = 0
     typed_ok: int = 0
+    negated: int = 0
+    negated_asserted: int = 0
     misses: list[str] = field(default_factory=list)
 
 
 def _episode(conv: dict[str, Any]) -> Episode:
     start = datetime(2026, 1, 1, tzinfo=UTC)
     messages = [
-        Message(role=s["role"], content=s["text"], timestamp=start + timedelta(seconds=i))
+        Message(
+            role=s["role"],
+            content=s["text"],
+            timestamp=start + timedelta(seconds=i),
+            metadata={"name": s["speaker"]} if s.get("speaker") else {},
+        )
         for i, s in enumerate(conv["sentences"])
     ]
     return Episode(
@@ -77,8 +106,16 @@ def _episode(conv: dict[str, Any]) -> Episode:
     )
 
 
-async def evaluate(corpus: dict[str, Any], verbose: bool) -> Tally:
-    extractor = RuleBasedExtractor()
+def _claim_match(claim: dict[str, str], p: tuple[str, str, str]) -> bool:
+    return (
+        p[1] == claim["relation"]
+        and (claim["source"] == "*" or names_match(p[0], claim["source"]))
+        and (claim["target"] == "*" or names_match(p[2], claim["target"]))
+    )
+
+
+async def evaluate(corpus: dict[str, Any], verbose: bool, tier: str = "rule") -> Tally:
+    extractor = make_extractor(tier)
     tally = Tally()
     for conv in corpus["conversations"]:
         result = await extractor.extract(_episode(conv))
@@ -108,6 +145,11 @@ async def evaluate(corpus: dict[str, Any], verbose: bool) -> Tally:
             else:
                 tally.misses.append(f"[{conv['id']}] FN {g}")
         tally.misses.extend(f"[{conv['id']}] FP {p}" for p in unmatched)
+        for claim in (c for s in conv["sentences"] for c in s.get("negated", [])):
+            tally.negated += 1
+            if any(_claim_match(claim, p) for p in predicted):
+                tally.negated_asserted += 1
+                tally.misses.append(f"[{conv['id']}] NEGATED ASSERTED {claim}")
         tally.gold_rels += len(gold)
         tally.pred_rels += len(predicted)
 
@@ -142,6 +184,20 @@ def _ratio(a: int, b: int) -> float:
     return a / b if b else 0.0
 
 
+async def speed(corpus: dict[str, Any], tier: str, repeat: int) -> float:
+    extractor = make_extractor(tier)
+    episodes = [_episode(c) for c in corpus["conversations"]]
+    for episode in episodes:  # warm-up (loads the spaCy pipeline)
+        await extractor.extract(episode)
+    rates = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for episode in episodes:
+            await extractor.extract(episode)
+        rates.append(len(episodes) / (time.perf_counter() - t0))
+    return statistics.median(rates)
+
+
 def report(tally: Tally, label: str) -> None:
     recall = _ratio(tally.hit_rels, tally.gold_rels)
     precision = _ratio(tally.hit_rels, tally.pred_rels)
@@ -156,6 +212,9 @@ def report(tally: Tally, label: str) -> None:
         f"({tally.found_ents}/{tally.gold_ents})  typing accuracy "
         f"{_ratio(tally.typed_ok, tally.found_ents):.2f} ({tally.typed_ok}/{tally.found_ents})"
     )
+    if tally.negated:
+        safe = tally.negated - tally.negated_asserted
+        print(f"negation safety: {_ratio(safe, tally.negated):.2f} ({safe}/{tally.negated})")
 
 
 def _disable_gazetteers() -> None:
@@ -171,22 +230,34 @@ def main() -> None:
     )
     parser.add_argument("--verbose", action="store_true", help="list every miss")
     parser.add_argument(
+        "--tier",
+        action="append",
+        choices=["rule", "parser", "simple"],
+        help="extractor tier (repeatable); default: rule",
+    )
+    parser.add_argument("--repeat", type=int, default=5, help="timed passes for episodes/s")
+    parser.add_argument(
         "--no-ablation", action="store_true", help="skip the run with gazetteers disabled"
     )
     args = parser.parse_args()
-    paths: list[Path] = args.corpus or [CORPUS, HELDOUT]
+    paths: list[Path] = args.corpus or [CORPUS, HELDOUT, V2]
+    tiers: list[str] = args.tier or ["rule"]
     corpora = [(p, json.loads(p.read_text(encoding="utf-8"))) for p in paths]
     runs = [False] if args.no_ablation else [False, True]
     for disabled in runs:
         if disabled:
             _disable_gazetteers()
-        for path, corpus in corpora:
-            n_sent = sum(len(c["sentences"]) for c in corpus["conversations"])
-            label = (
-                f"{path.name}: {len(corpus['conversations'])} conversations, {n_sent} sentences"
-                + (" [gazetteers disabled]" if disabled else "")
-            )
-            report(asyncio.run(evaluate(corpus, args.verbose)), label)
+        for tier in tiers:
+            for path, corpus in corpora:
+                n_sent = sum(len(c["sentences"]) for c in corpus["conversations"])
+                label = (
+                    f"[{tier}] {path.name}: {len(corpus['conversations'])} conversations, "
+                    f"{n_sent} sentences" + (" [gazetteers disabled]" if disabled else "")
+                )
+                report(asyncio.run(evaluate(corpus, args.verbose, tier)), label)
+                if not disabled:
+                    rate = asyncio.run(speed(corpus, tier, args.repeat))
+                    print(f"speed: {rate:,.0f} episodes/s (median of {args.repeat})")
 
 
 if __name__ == "__main__":
