@@ -8,10 +8,11 @@ Every sentence keeps the id of the message it came from (:class:`Turn`), so fact
 grounded in their message.
 
 Work caps (documented in the README): a message is read up to
-:data:`MAX_MESSAGE_CHARS` characters and a sentence up to :data:`MAX_SENTENCE_WORDS`
-words; the rest is not analysed. The caps keep extraction linear in the input size (a
-pasted 16,000-word log costs a bounded amount of work per sentence), and the facts still
-keep the text that was analysed.
+:data:`MAX_MESSAGE_CHARS` characters (the rest is not analysed), and the rule tier cuts a
+sentence longer than :data:`MAX_SENTENCE_WORDS` words into pieces of that size (the parser
+tier analyses the first :data:`MAX_SENTENCE_WORDS` tokens of a parsed sentence). The caps
+keep extraction linear in the input size: a pasted 16,000-word log costs a bounded amount
+of work per piece.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ __all__ = [
     "MAX_SENTENCE_WORDS",
     "SECOND_PERSON",
     "Turn",
-    "cap_sentence",
+    "chunk_sentence",
     "fact_text",
     "turns_of",
 ]
@@ -92,14 +93,18 @@ def turns_of(episode: Episode, roles: Sequence[str]) -> list[Turn]:
     return turns
 
 
-def cap_sentence(sentence: str) -> str:
-    """The first :data:`MAX_SENTENCE_WORDS` words of a sentence (unchanged when shorter)."""
-    count = 0
-    for match in _WORDS.finditer(sentence):
-        count += 1
-        if count > MAX_SENTENCE_WORDS:
-            return sentence[: match.start()].rstrip()
-    return sentence
+def chunk_sentence(sentence: str) -> list[str]:
+    """Cut a sentence into pieces of at most :data:`MAX_SENTENCE_WORDS` words.
+
+    A normal sentence comes back whole; a 16,000-word "sentence" becomes ~134 pieces, each
+    analysed on its own, so the work per piece is bounded and the total stays linear.
+    """
+    starts = [m.start() for m in _WORDS.finditer(sentence)]
+    if len(starts) <= MAX_SENTENCE_WORDS:
+        return [sentence]
+    cuts = [*starts[::MAX_SENTENCE_WORDS], len(sentence)]
+    pieces = (sentence[a:b].strip() for a, b in zip(cuts, cuts[1:], strict=False))
+    return [p for p in pieces if p]
 
 
 def fact_text(turn: Turn | None, sentence: str) -> str:

@@ -58,7 +58,42 @@ _TITLE_BEFORE = re.compile(
 _PREV_WORD = re.compile(r"([A-Za-z][\w-]*)[,]?\s+$")
 _CALLED_BEFORE = re.compile(r"([a-z][\w-]*)\s+(?:called|named)\s+$")
 _AT_BEFORE = re.compile(r"\bat\s+(?:the\s+)?$")
+# Sentence-initial participles and fillers that are not part of a following name
+# ("Following Acme's lead", but "Billing Service" and "Red Hat" keep their first word).
+_OPENER_WORDS = frozenset(
+    """
+    following regarding including according speaking assuming considering given
+    based excited thrilled pleased proud welcoming meeting meet during despite
+    """.split()
+)
+_CONTEXT_WINDOW = 80  # characters before a mention that its context cues look at
 _IN_BEFORE = re.compile(r"\bin\s+(?:the\s+)?$")
+
+
+_NP_TOOL_HEADS = frozenset(
+    """
+    service services api gateway module pipeline app tool library framework database
+    system job jobs model flow generator engine platform server cluster queue cache sdk
+    script bot dashboard exporter replica tooling repo website
+    """.split()
+)
+_NP_ORG_HEADS = frozenset(
+    "team group division department unit committee panel squad crew office board".split()
+)
+_NP_STOP = frozenset(
+    """
+    new old former current other same whole own main big small great good bad nice last
+    next first second this that these those some any all every each and or of to in on
+    at for with by is are was were be been has have had will would can could should
+    """.split()
+)
+# A determiner, one or two lowercase modifiers, then a known head noun.
+_NOUN_PHRASE = re.compile(
+    r"\b(?:the|our|their|its|his|her|my|your)\s+"
+    r"(?P<np>(?:[a-z][a-z0-9-]*\s+){1,2}(?:"
+    + "|".join(sorted(_NP_TOOL_HEADS | _NP_ORG_HEADS))
+    + r"))\b"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +200,9 @@ def _shape_cues(mention: Mention, words: list[str]) -> None:
 
 
 def _context_cues(mention: Mention, sentence: str) -> None:
-    before = sentence[: mention.start]
+    # A bounded window: the cues are a few words long, and a whole-prefix search would
+    # make a long sentence quadratic.
+    before = sentence[max(0, mention.start - _CONTEXT_WINDOW) : mention.start]
     if _TITLE_BEFORE.search(before):
         mention.cue("person", TITLE)
     prev = _PREV_WORD.search(before)
@@ -223,8 +260,10 @@ def _groups(tokens: list[Token], text: str) -> list[list[Token]]:
 
 def _is_stop(word: str) -> bool:
     low = word.lower().rstrip(".")
+    base = low.replace("\u2019", "'").split("'")[0]
     return (
         low in lex.STOPWORDS
+        or (base != low and base in lex.STOPWORDS)  # contractions: I'm, I've, We'll
         or low in lex.PERSON_TITLES
         or (_is_acronym(word) and low in lex.ACRONYM_STOP)
     )
@@ -280,8 +319,11 @@ def _keep_initial(
     """Decide whether a sentence-initial capitalised run is a name (see module doc)."""
     first = part[0].text
     if len(part) > 1:
-        if not _known_word(first) and first.lower().endswith(("ing", "ly", "ed")):
-            return part[1:]
+        low = first.lower()
+        if not _known_word(first) and low not in episode_caps and (
+            (low.endswith("ly") and len(low) > 4) or low in _OPENER_WORDS
+        ):
+            return part[1:]  # "Apparently Dana ...", "Following Acme ..."
         return part
     if _known_word(first) or first.lower() in episode_caps:
         return part
@@ -317,10 +359,10 @@ def detect_mentions(
     """
     text = mask_urls(sentence)
     mentions: list[Mention] = []
-    taken: list[tuple[int, int]] = []
+    taken = bytearray(len(sentence) + 1)  # 1 where a mention already sits: linear checks
 
     def free(start: int, end: int) -> bool:
-        return all(end <= s or start >= e for s, e in taken)
+        return not any(taken[start:end])
 
     def add(start: int, end: int, name: str) -> Mention | None:
         key = normalize_entity_name(name)
@@ -328,7 +370,7 @@ def detect_mentions(
             return None
         mention = Mention(start, end, name, key, words=len(name.split()))
         mentions.append(mention)
-        taken.append((start, end))
+        taken[start:end] = b"\x01" * (end - start)
         return mention
 
     for pattern, entity_type in custom:
@@ -374,5 +416,14 @@ def detect_mentions(
             _context_cues(found, sentence)
             if titled:
                 found.cue("person", TITLE)
+    for m in _NOUN_PHRASE.finditer(text):
+        # Lowercase noun-phrase endpoints: "the payments gateway", "the data division".
+        words = m.group("np").split()
+        if any(w in _NP_STOP for w in words[:-1]):
+            continue
+        found = add(m.start("np"), m.end("np"), m.group("np"))
+        if found is not None:
+            head = words[-1]
+            found.cue("tool" if head in _NP_TOOL_HEADS else "organization", TOOL_HEAD + 30)
     mentions.sort(key=lambda m: m.start)
     return mentions

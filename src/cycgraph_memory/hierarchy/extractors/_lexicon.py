@@ -42,6 +42,9 @@ STOPWORDS = _words(
     once twice again already always never often sometimes usually
     mine hers true false null none note update edit question answer re fwd fyi btw
     good-bye goodbye bye cheers regards dear
+    sounds definitely congrats congratulations absolutely totally exactly agreed welcome
+    lol haha hahaha omg yay perfect amazing indeed tbh imo ugh whoa oops alright gotcha
+    noted heads quick guess wait anyway aww damn nah thx ty np yes! ooh oh
     """
 )
 

@@ -255,7 +255,7 @@ def match_relations(
             if _CONNECT_PREV.search(bridge) and not _negated(_words(bridge)):
                 subject = previous[0]
                 confidence -= 0.05
-        if subject is None or subject.pronoun in {"i", "we", "you", "me", "us"}:
+        if subject is None:
             continue
 
         obj = _first_after(args, object_from)
@@ -265,7 +265,7 @@ def match_relations(
             antecedent = _nearest_before(names, subject.start)
             if antecedent is not None and _RELATIVE.match(sentence[antecedent.end : subject.start]):
                 obj = antecedent
-        if obj is None or obj.pronoun in {"i", "we", "you", "me", "us"}:
+        if obj is None:
             continue
 
         subjects = [subject, *_coordinated(args, subject, sentence, forward=False)]

@@ -41,6 +41,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cycgraph_memory.hierarchy.extractors._conversation import (
+    FIRST_PERSON,
+    SECOND_PERSON,
+    Turn,
+    chunk_sentence,
+    fact_text,
+    turns_of,
+)
 from cycgraph_memory.hierarchy.extractors._entities import (
     CustomPattern,
     Mention,
@@ -63,6 +71,7 @@ from cycgraph_memory.hierarchy.extractors._verbs import (
     inflect,
 )
 from cycgraph_memory.hierarchy.extractors.simple import derived_provenance, fact_id_for
+from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
     Entity,
     Episode,
@@ -168,6 +177,8 @@ class _Edge:
 @dataclass(slots=True)
 class _Analysis:
     sentences: list[str] = field(default_factory=list)
+    turn_of: list[int] = field(default_factory=list)
+    speakers: dict[int, tuple[str | None, str | None]] = field(default_factory=dict)
     questions: list[bool] = field(default_factory=list)
     sentence_keys: list[list[str]] = field(default_factory=list)
     entities: dict[str, _Acc] = field(default_factory=dict)
@@ -257,12 +268,22 @@ class RuleBasedExtractor:
 
     # ------------------------------------------------------------------ analysis
 
-    def _analyze(self, texts: Sequence[str]) -> _Analysis:
+    def _analyze(self, turns: Sequence[Turn], *, speakers: bool = True) -> _Analysis:
         result = _Analysis()
-        for text in texts:
-            result.sentences.extend(
-                s for s in (_STRIP_QUOTES.sub("", x) for x in split_sentences(text)) if s
-            )
+        for turn_index, turn in enumerate(turns):
+            slots: list[str | None] = [None, None]
+            if speakers:
+                for slot, name in enumerate((turn.speaker, turn.addressee)):
+                    if name:
+                        mention = Mention(0, 0, name, normalize_entity_name(name), words=99)
+                        mention.cue("person", 100)
+                        self._register(result.entities, mention)
+                        slots[slot] = mention.key
+            result.speakers[turn_index] = (slots[0], slots[1])
+            for raw in split_sentences(turn.text):
+                for piece in chunk_sentence(_STRIP_QUOTES.sub("", raw)):
+                    result.sentences.append(piece)
+                    result.turn_of.append(turn_index)
         caps: set[str] = set()
         for sentence in result.sentences:
             caps |= capitalized_tokens(sentence)
@@ -280,9 +301,14 @@ class RuleBasedExtractor:
                 [(m.start, m.key) for m in mentions]
                 + [(p.start, f"\0{p.pronoun}") for p in find_pronouns(sentence)]
             )
+            speaker, addressee = result.speakers[result.turn_of[index]]
             for raw in match_relations(sentence, mentions, self._patterns):
-                source = self._resolve(raw.subject, positions, history, result, exclude=None)
-                target = self._resolve(raw.object, positions, history, result, exclude=source)
+                source = self._resolve(
+                    raw.subject, positions, history, result, None, speaker, addressee
+                )
+                target = self._resolve(
+                    raw.object, positions, history, result, source, speaker, addressee
+                )
                 if source is None or target is None or source == target:
                     continue
                 confidence = raw.confidence
@@ -297,6 +323,8 @@ class RuleBasedExtractor:
                 if object_cue is not None:
                     result.entities[target].add({object_cue[0]: object_cue[1]})
             history.extend(m.key for m in mentions)
+            if speaker is not None and turns[result.turn_of[index]].named:
+                keys.append(speaker)
             result.sentence_keys.append(list(dict.fromkeys(keys)))
         self._merge_aliases(result)
         return result
@@ -322,9 +350,15 @@ class RuleBasedExtractor:
         history: list[str],
         result: _Analysis,
         exclude: str | None,
+        speaker: str | None = None,
+        addressee: str | None = None,
     ) -> str | None:
         if arg.key is not None:
             return arg.key
+        if arg.pronoun in FIRST_PERSON:
+            return speaker
+        if arg.pronoun in SECOND_PERSON:
+            return addressee
         wanted = _PRONOUN_TYPES.get(PRONOUNS.get(arg.pronoun or "", ""), set())
         if not wanted:
             return None
@@ -336,12 +370,21 @@ class RuleBasedExtractor:
 
     @staticmethod
     def _merge_aliases(result: _Analysis) -> None:
-        people = [a for a in result.entities.values() if a.words >= 2 and a.type == "person"]
+        people = [
+            a for a in result.entities.values() if 2 <= a.words < 99 and a.type == "person"
+        ]
         remap: dict[str, str] = {}
+        others = [a for a in result.entities.values() if 2 <= a.words < 99 and a.type != "person"]
         for acc in list(result.entities.values()):
-            if acc.words != 1 or acc.type not in {"person", "concept"}:
+            if acc.words != 1:
                 continue
-            hosts = [p for p in people if acc.key in (p.key.split()[0], p.key.split()[-1])]
+            if acc.type in {"person", "concept"}:
+                hosts = [p for p in people if acc.key in (p.key.split()[0], p.key.split()[-1])]
+            else:
+                hosts = []
+            if not hosts:
+                # "Harborline" -> "Harborline Grocers", "Northgate" -> "Northgate United".
+                hosts = [o for o in others if acc.key == o.key.split()[0]]
             if len(hosts) == 1:
                 host = hosts[0]
                 host.aliases.append(acc.name)
@@ -376,7 +419,7 @@ class RuleBasedExtractor:
         Returns:
             One ``ExtractedEntity`` per merged entity, in order of first mention.
         """
-        analysis = self._analyze([text])
+        analysis = self._analyze([Turn(uuid.UUID(int=0), text, "", None, False)], speakers=False)
         ordered = sorted(analysis.entities.values(), key=lambda a: a.order)
         return [ExtractedEntity(name=a.name, type=a.type) for a in ordered]
 
@@ -389,8 +432,8 @@ class RuleBasedExtractor:
         Returns:
             The extracted records, all with derived provenance and deterministic ids.
         """
-        texts = [m.content for m in episode.messages if m.role in self._options.roles]
-        analysis = self._analyze(texts)
+        turns = turns_of(episode, self._options.roles)
+        analysis = self._analyze(turns)
         now = self._clock()
 
         entity_ids = {
@@ -422,14 +465,18 @@ class RuleBasedExtractor:
                 target_id=entity_ids[edge.target],
                 relation_type=edge.relation,
                 weight=1.0,
-                attributes={"evidence": analysis.sentences[edge.sentence]},
+                attributes={
+                    "evidence": analysis.sentences[edge.sentence],
+                    "message_id": str(turns[analysis.turn_of[edge.sentence]].message_id),
+                    "speaker": turns[analysis.turn_of[edge.sentence]].speaker,
+                },
                 valid_from=episode.started_at,
                 provenance=derived_provenance(
                     episode, confidence=max(0.3, min(edge.confidence, 0.9)), created_at=now
                 ),
             )
 
-        facts = self._facts(episode, analysis, entity_ids, now)
+        facts = self._facts(episode, analysis, entity_ids, now, turns)
         episode.fact_ids = [f.id for f in facts]
         return ExtractionResult(
             facts=facts, entities=entities, relationships=list(relationships.values())
@@ -441,6 +488,7 @@ class RuleBasedExtractor:
         analysis: _Analysis,
         entity_ids: dict[str, uuid.UUID],
         now: datetime,
+        turns: Sequence[Turn] = (),
     ) -> list[SemanticFact]:
         edge_count: dict[int, int] = {}
         for edge in analysis.edges:
@@ -459,7 +507,10 @@ class RuleBasedExtractor:
             facts.append(
                 SemanticFact(
                     id=fact_id_for(episode.id, "rules-fact", str(index)),
-                    content=analysis.sentences[index],
+                    content=fact_text(
+                        turns[analysis.turn_of[index]] if turns else None,
+                        analysis.sentences[index],
+                    ),
                     source_episode_ids=[episode.id],
                     entity_ids=[entity_ids[k] for k in keys if k in entity_ids],
                     provenance=derived_provenance(episode, confidence=confidence, created_at=now),
