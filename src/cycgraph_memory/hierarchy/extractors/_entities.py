@@ -89,7 +89,7 @@ _NP_STOP = frozenset(
 )
 # A determiner, one or two lowercase modifiers, then a known head noun.
 _NOUN_PHRASE = re.compile(
-    r"\b(?:the|our|their|its|his|her|my|your)\s+"
+    r"\b(?:[Tt]he|[Oo]ur|[Tt]heir|[Ii]ts|[Hh]is|[Hh]er|[Mm]y|[Yy]our)\s+"
     r"(?P<np>(?:[a-z][a-z0-9-]*\s+){1,2}(?:"
     + "|".join(sorted(_NP_TOOL_HEADS | _NP_ORG_HEADS))
     + r"))\b"
@@ -320,8 +320,11 @@ def _keep_initial(
     first = part[0].text
     if len(part) > 1:
         low = first.lower()
+        second = part[1].text.lower()
         if not _known_word(first) and low not in episode_caps and (
-            (low.endswith("ly") and len(low) > 4) or low in _OPENER_WORDS
+            (low.endswith("ly") and len(low) > 4)
+            or low in _OPENER_WORDS
+            or (low.endswith(("ing", "ed")) and second in lex.FIRST_NAMES)
         ):
             return part[1:]  # "Apparently Dana ...", "Following Acme ..."
         return part

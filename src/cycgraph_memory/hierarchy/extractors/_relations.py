@@ -40,14 +40,15 @@ PRONOUNS = {
     "me": "speaker",
     "us": "speaker",
 }
+# A pronoun may carry a contraction ("I'm", "we've", "she'll").
 _PRONOUN_RE = re.compile(
-    r"(?<![\w'\u2019-])(" + "|".join(PRONOUNS) + r")(?![\w'\u2019-])", re.IGNORECASE
+    r"(?<![\w'\u2019-])(" + "|".join(PRONOUNS) + r")(?![\w-])(?!['\u2019]s\w)", re.IGNORECASE
 )
 
 _AUX = _wordset(
     """
     is are was were be been being am has have had will would shall should can could
-    may might must do does did 's 're 've 'd 'll going to got gets who which that
+    may might must do does did 's 're 've 'd 'll 'm going to got gets who which that
     also still just now both currently previously recently already then really
     actually originally eventually once later soon finally not never no longer n't
     ever even all too
@@ -138,7 +139,11 @@ def _negated(words: list[str]) -> bool:
 def _subject_gap_ok(words: list[str]) -> bool:
     if words and words[0] in _HEAD_NOUNS:
         words = words[1:]  # "the Atlas team is part of ..."
-    return all(w in _AUX or w.endswith("ly") or w in {",", "-", "(", ")"} for w in words)
+    # "." only after an abbreviated suffix inside the sentence ("Brightwave Inc. acquired").
+    return all(
+        w in _AUX or w.endswith("ly") or w in {",", "-", "(", ")"} or (w == "." and i == 0)
+        for i, w in enumerate(words)
+    )
 
 
 def _object_gap_ok(words: list[str]) -> bool:

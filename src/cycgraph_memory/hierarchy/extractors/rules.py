@@ -384,7 +384,9 @@ class RuleBasedExtractor:
                 hosts = []
             if not hosts:
                 # "Harborline" -> "Harborline Grocers", "Northgate" -> "Northgate United".
-                hosts = [o for o in others if acc.key == o.key.split()[0]]
+                hosts = [
+                    o for o in others if acc.key == o.key.split()[0] and acc.type != "location"
+                ]
             if len(hosts) == 1:
                 host = hosts[0]
                 host.aliases.append(acc.name)
