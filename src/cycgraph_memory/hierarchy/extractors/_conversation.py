@@ -17,6 +17,7 @@ of work per piece.
 
 from __future__ import annotations
 
+import itertools
 import re
 import uuid
 from collections.abc import Sequence
@@ -103,7 +104,7 @@ def chunk_sentence(sentence: str) -> list[str]:
     if len(starts) <= MAX_SENTENCE_WORDS:
         return [sentence]
     cuts = [*starts[::MAX_SENTENCE_WORDS], len(sentence)]
-    pieces = (sentence[a:b].strip() for a, b in zip(cuts, cuts[1:], strict=False))
+    pieces = (sentence[a:b].strip() for a, b in itertools.pairwise(cuts))
     return [p for p in pieces if p]
 
 

@@ -60,32 +60,34 @@ _CALLED_BEFORE = re.compile(r"([a-z][\w-]*)\s+(?:called|named)\s+$")
 _AT_BEFORE = re.compile(r"\bat\s+(?:the\s+)?$")
 # Sentence-initial participles and fillers that are not part of a following name
 # ("Following Acme's lead", but "Billing Service" and "Red Hat" keep their first word).
-_OPENER_WORDS = frozenset(
+_OPENER_WORDS = lex.word_set(
     """
-    following regarding including according speaking assuming considering given
-    based excited thrilled pleased proud welcoming meeting meet during despite
-    """.split()
+    following regarding including according speaking assuming considering given based
+    excited thrilled pleased proud welcoming meeting meet during despite
+    """
 )
 _CONTEXT_WINDOW = 80  # characters before a mention that its context cues look at
 _IN_BEFORE = re.compile(r"\bin\s+(?:the\s+)?$")
 
 
-_NP_TOOL_HEADS = frozenset(
+_NP_TOOL_HEADS = lex.word_set(
     """
     service services api gateway module pipeline app tool library framework database
     system job jobs model flow generator engine platform server cluster queue cache sdk
     script bot dashboard exporter replica tooling repo website
-    """.split()
+    """
 )
-_NP_ORG_HEADS = frozenset(
-    "team group division department unit committee panel squad crew office board".split()
+_NP_ORG_HEADS = lex.word_set(
+    """
+    team group division department unit committee panel squad crew office board
+    """
 )
-_NP_STOP = frozenset(
+_NP_STOP = lex.word_set(
     """
     new old former current other same whole own main big small great good bad nice last
     next first second this that these those some any all every each and or of to in on
     at for with by is are was were be been has have had will would can could should
-    """.split()
+    """
 )
 # A determiner, one or two lowercase modifiers, then a known head noun.
 _NOUN_PHRASE = re.compile(

@@ -12,6 +12,11 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(w.strip().lower() for w in text.split() if w.strip())
 
 
+def word_set(text: str) -> frozenset[str]:
+    """Lowercase words of a whitespace-separated list."""
+    return _words(text)
+
+
 def _phrases(text: str) -> frozenset[str]:
     return frozenset(p.strip().lower() for p in text.split(",") if p.strip())
 

@@ -212,10 +212,13 @@ def _verb_edges_raw(verb: Any, implicit: bool = False) -> Iterator[tuple[Any, st
                 if implicit:
                     subjects = [verb]
                 confidence = 0.75
-                if not objects and verb.dep_ == "relcl":
+                if (
+                    not objects
+                    and verb.dep_ == "relcl"
+                    and not any(c.lower_ in _RELATIVE for c in _children(verb, "nsubj"))
+                ):
                     # "the design system Lukas made": the modified noun is the object.
-                    if not any(c.lower_ in _RELATIVE for c in _children(verb, "nsubj")):
-                        objects = [verb.head]
+                    objects = [verb.head]
         else:
             objects = _pobjs(verb, prep)
             subjects = _patients(verb) if passive else _subjects(verb)

