@@ -77,7 +77,7 @@ _STOP_OBJECT = _wordset(
 )
 _CONNECT_PREV = re.compile(
     r"(?:\band|\bor|\bbut|\bthen|\bbefore|\bafter|\bwhile|\bsince|\bwithout|,)\s+"
-    r"(?:(?:also|then|later|eventually|\w+ly)\s+)?$",
+    r"(?:(?:also|then|later|eventually|still|now|\w+ly)\s+)?$",
     re.IGNORECASE,
 )
 _COORD = re.compile(r"^(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|&)\s+)$", re.IGNORECASE)

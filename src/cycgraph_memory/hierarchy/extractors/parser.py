@@ -135,6 +135,7 @@ class _State:
     sentence_keys: list[list[str]] = field(default_factory=list)
     history: list[tuple[tuple[int, int], str]] = field(default_factory=list)
     speakers: set[str] = field(default_factory=set)
+    role_speakers: set[str] = field(default_factory=set)
     edge_turns: dict[int, int] = field(default_factory=dict)
 
 
@@ -236,6 +237,8 @@ class ParserExtractor:
                     if name:
                         key = self._add(state, name, {"person": _SPEAKER_CUE}, words=99)
                         state.speakers.add(key)
+                        if not turn.named:
+                            state.role_speakers.add(key)
         docs = self.nlp.pipe([t.text for t in turns], batch_size=self._options.batch_size)
         for turn_index, (turn, doc) in enumerate(zip(turns, docs, strict=True)):
             for sent in doc.sents:
@@ -243,6 +246,13 @@ class ParserExtractor:
                 if not text or not any(ch.isalnum() for ch in text):
                     continue
                 self._sentence(state, turn, turn_index, sent, text, speakers)
+        # A role ("user") is an entity only when a first/second-person claim names it.
+        used = {k for e in state.edges for k in (e.source, e.target)}
+        for key in state.role_speakers - used:
+            acc = state.entities.get(key)
+            if acc is not None and acc.words == 99:
+                del state.entities[key]
+                state.history = [h for h in state.history if h[1] != key]
         self._merge_aliases(state)
         return state
 
@@ -360,7 +370,7 @@ class ParserExtractor:
             if start >= end:
                 continue
             span = doc[start:end]
-            name = span.text
+            name = span.text.rstrip(".") if len(span) > 1 else span.text  # "Acme Corp."
             words = name.split()
             if len(words) == 1 and (
                 name.lower() in lex.STOPWORDS

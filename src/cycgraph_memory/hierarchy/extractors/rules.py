@@ -179,6 +179,7 @@ class _Analysis:
     sentences: list[str] = field(default_factory=list)
     turn_of: list[int] = field(default_factory=list)
     speakers: dict[int, tuple[str | None, str | None]] = field(default_factory=dict)
+    role_speakers: set[str] = field(default_factory=set)
     questions: list[bool] = field(default_factory=list)
     sentence_keys: list[list[str]] = field(default_factory=list)
     entities: dict[str, _Acc] = field(default_factory=dict)
@@ -279,6 +280,8 @@ class RuleBasedExtractor:
                         mention.cue("person", 100)
                         self._register(result.entities, mention)
                         slots[slot] = mention.key
+                        if not turn.named:
+                            result.role_speakers.add(mention.key)
             result.speakers[turn_index] = (slots[0], slots[1])
             for line in split_sentences(turn.text):
                 for piece in chunk_sentence(_STRIP_QUOTES.sub("", line)):
@@ -326,6 +329,11 @@ class RuleBasedExtractor:
             if speaker is not None and turns[result.turn_of[index]].named:
                 keys.append(speaker)
             result.sentence_keys.append(list(dict.fromkeys(keys)))
+        # A role ("user") is an entity only when a first/second-person claim names it.
+        used = {k for e in result.edges for k in (e.source, e.target)}
+        for key in result.role_speakers - used:
+            if result.entities.get(key) is not None and result.entities[key].words == 99:
+                del result.entities[key]
         self._merge_aliases(result)
         return result
 
