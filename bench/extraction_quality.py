@@ -198,6 +198,25 @@ async def speed(corpus: dict[str, Any], tier: str, repeat: int) -> float:
     return statistics.median(rates)
 
 
+def pipe_speed(corpus: dict[str, Any], repeat: int) -> float:
+    """Episodes/s of ``nlp.pipe`` alone over each episode's messages (the parser's floor)."""
+    import spacy
+
+    from cycgraph_memory.hierarchy.extractors.parser import DEFAULT_PARSER_PIPELINE
+
+    nlp = spacy.load(DEFAULT_PARSER_PIPELINE)
+    texts = [[s["text"] for s in c["sentences"]] for c in corpus["conversations"]]
+    for episode_texts in texts:
+        list(nlp.pipe(episode_texts))
+    rates = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for episode_texts in texts:
+            list(nlp.pipe(episode_texts))
+        rates.append(len(texts) / (time.perf_counter() - t0))
+    return statistics.median(rates)
+
+
 def report(tally: Tally, label: str) -> None:
     recall = _ratio(tally.hit_rels, tally.gold_rels)
     precision = _ratio(tally.hit_rels, tally.pred_rels)
@@ -258,6 +277,12 @@ def main() -> None:
                 if not disabled:
                     rate = asyncio.run(speed(corpus, tier, args.repeat))
                     print(f"speed: {rate:,.0f} episodes/s (median of {args.repeat})")
+                    if tier == "parser":
+                        floor = pipe_speed(corpus, args.repeat)
+                        print(
+                            f"nlp.pipe alone: {floor:,.0f} episodes/s; "
+                            f"extractor is {floor / rate:.2f}x slower"
+                        )
 
 
 if __name__ == "__main__":

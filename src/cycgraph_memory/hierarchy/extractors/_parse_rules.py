@@ -98,9 +98,7 @@ def asserted(verb: Any) -> bool:
         if tok.dep_ == "ROOT" or tok.head is tok:
             return True
         own_subject = bool(_children(tok, *_SUBJ, "nsubjpass"))
-        strict = strict and (
-            tok.dep_ == "xcomp" or (tok.dep_ == "conj" and not own_subject)
-        )
+        strict = strict and (tok.dep_ == "xcomp" or (tok.dep_ == "conj" and not own_subject))
         tok = tok.head
     return True
 
@@ -164,8 +162,11 @@ def _patients(verb: Any) -> list[Any]:
 def _verb_edges(verb: Any, chat: bool) -> Iterator[tuple[Any, str, Any, float]]:
     for s, relation, o, confidence in _verb_edges_raw(verb):
         yield s, relation, o, confidence
-    if chat and not _subjects(verb) and not _is_passive(verb) and (
-        verb.dep_ == "ROOT" and verb.tag_ in {"VBG", "VBD", "VBN"}
+    if (
+        chat
+        and not _subjects(verb)
+        and not _is_passive(verb)
+        and (verb.dep_ == "ROOT" and verb.tag_ in {"VBG", "VBD", "VBN"})
     ):
         # A subjectless chat clause: the speaker is the subject.
         for _, relation, o, confidence in _verb_edges_raw(verb, implicit=True):
@@ -255,13 +256,15 @@ def _nominal_edges(noun: Any) -> Iterator[tuple[Any, str, Any, float]]:
 
 
 def _org_like(tok: Any) -> bool:
-    return tok.pos_ == "PROPN" or tok.lower_ in {"its", "their", "our"} or (
-        tok.pos_ in {"ADJ", "NOUN"} and tok.text[:1].isupper() and tok.i > tok.sent.start
+    return (
+        tok.pos_ == "PROPN"
+        or tok.lower_ in {"its", "their", "our"}
+        or (tok.pos_ in {"ADJ", "NOUN"} and tok.text[:1].isupper() and tok.i > tok.sent.start)
     )
 
 
 def _work_edges(noun: Any) -> Iterator[tuple[Any, str, Any, float]]:
-    """"The Salt Road, the debut novel by Nadia Farouk": write(author, work)."""
+    """Authorship from a work noun: "the debut novel by Nadia Farouk" -> write."""
     for child in _children(noun, "prep"):
         if child.lower_ == "by":
             work = noun.head if noun.dep_ == "appos" else noun
@@ -290,8 +293,9 @@ def _role_edges(
             if child.lower_ in {"of", "at"}:
                 orgs.extend(_children(child, "pobj"))
     if roles:
-        relation = tab.ROLE_RELATIONS[roles[0].lower_ if roles[0].lower_ in tab.ROLE_RELATIONS
-                                      else roles[0].lemma_.lower()]
+        relation = tab.ROLE_RELATIONS[
+            roles[0].lower_ if roles[0].lower_ in tab.ROLE_RELATIONS else roles[0].lemma_.lower()
+        ]
         for org in orgs:
             if ref(org) is not None:
                 yield person, relation, org, 0.65

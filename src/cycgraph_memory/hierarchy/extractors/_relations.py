@@ -81,7 +81,10 @@ _CONNECT_PREV = re.compile(
     re.IGNORECASE,
 )
 _COORD = re.compile(r"^(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|&)\s+)$", re.IGNORECASE)
-_RELATIVE = re.compile(r"^\s*,?\s*(?:which|that|who|whom)\s+$", re.IGNORECASE)
+_RELATIVE = re.compile(
+    r"^\s*,?\s*(?:which|that|who|whom)\s+(?:(?:the|our|their|his|her|its|my)\s+)?$",
+    re.IGNORECASE,
+)
 _BY = re.compile(r"\s+by\b", re.IGNORECASE)
 _WORD = re.compile(r"[\w'\u2019-]+|[^\w\s]")
 _TAG_QUESTION = re.compile(
@@ -274,6 +277,9 @@ def match_relations(
             continue
 
         subjects = [subject, *_coordinated(args, subject, sentence, forward=False)]
+        if previous is not None:
+            # "works at Stripe and I live in Lisbon": the previous object is no co-subject.
+            subjects = [subject] + [s for s in subjects[1:] if s.start >= previous[1]]
         objects = [obj, *_coordinated(args, obj, sentence, forward=True)]
         if passive:
             subjects, objects = objects, subjects

@@ -383,7 +383,10 @@ class ParserExtractor:
             if not key:
                 continue
             mention = Mention(
-                span.start_char - sent.start_char, span.end_char - sent.start_char, name, key,
+                span.start_char - sent.start_char,
+                span.end_char - sent.start_char,
+                name,
+                key,
                 words=len(words),
             )
             _shape_cues(mention, words)
@@ -490,8 +493,11 @@ class ParserExtractor:
             c
             for c in tok.lefts
             if (c.dep_ == "compound" and c.pos_ in {"NOUN", "PROPN", "ADJ"})
-            or (c.dep_ in {"amod", "nmod"} and c.lower_ not in tab.GENERIC_ADJECTIVES
-                and c.pos_ in {"ADJ", "VERB", "NOUN"})
+            or (
+                c.dep_ in {"amod", "nmod"}
+                and c.lower_ not in tab.GENERIC_ADJECTIVES
+                and c.pos_ in {"ADJ", "VERB", "NOUN"}
+            )
         ]
         determiners = {c.lower_ for c in tok.lefts if c.dep_ in {"det", "poss"}}
         if not modifiers and determiners & {"the", "this", "that", "its", "their"}:
@@ -530,7 +536,8 @@ class ParserExtractor:
             if acc.words != 1 or acc.key in state.speakers:
                 continue
             hosts = [
-                m for m in multi
+                m
+                for m in multi
                 if acc.key == m.key.split()[0]
                 or (acc.key == m.key.split()[-1] and m.type == "person")
             ]
@@ -545,8 +552,11 @@ class ParserExtractor:
             return
         state.edges = [
             _Edge(
-                remap.get(e.source, e.source), e.relation, remap.get(e.target, e.target),
-                e.confidence, e.sentence,
+                remap.get(e.source, e.source),
+                e.relation,
+                remap.get(e.target, e.target),
+                e.confidence,
+                e.sentence,
             )
             for e in state.edges
         ]
@@ -565,9 +575,7 @@ class ParserExtractor:
                 name=acc.name,
                 entity_type=acc.type,
                 attributes={"aliases": sorted(set(acc.aliases))} if acc.aliases else {},
-                provenance=derived_provenance(
-                    episode, confidence=_confidence(acc), created_at=now
-                ),
+                provenance=derived_provenance(episode, confidence=_confidence(acc), created_at=now),
                 created_at=now,
                 updated_at=now,
             )
