@@ -4,6 +4,7 @@ Usage::
 
     python bench/extraction_quality.py [--tier rule|parser|simple ...] [--verbose]
         [--no-ablation] [--corpus PATH ...] [--repeat N]
+    python bench/extraction_quality.py --long-sentence [--repeat N]
 
 Three corpora ship in ``bench/data``: ``extraction_corpus.json`` (development set: the rules
 were improved while looking at its misses), ``extraction_corpus_heldout.json`` (written
@@ -217,6 +218,33 @@ def pipe_speed(corpus: dict[str, Any], repeat: int) -> float:
     return statistics.median(rates)
 
 
+def long_sentence(repeat: int) -> None:
+    """Issue 7 point 3: one message that is a single N-word "sentence" (a pasted log)."""
+    from cycgraph_memory.hierarchy.extractors._conversation import MAX_MESSAGE_CHARS
+
+    vocab = "Alice works at Acme and uses Redis with the Billing Service while Bob manages"
+    words = vocab.split()
+    extractor = RuleBasedExtractor()
+    for n in (2_000, 4_000, 8_000, 16_000):
+        text = " ".join(words[i % len(words)] for i in range(n))
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            extractor.extract_entities(text)  # no message cap: the whole sentence
+            times.append(time.perf_counter() - t0)
+        episode = _episode({"id": "long", "sentences": [{"role": "user", "text": text}]})
+        capped = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            asyncio.run(extractor.extract(episode))
+            capped.append(time.perf_counter() - t0)
+        print(
+            f"{n:>6,}-word sentence: whole text {statistics.median(times):.3f} s; "
+            f"extract() with the {MAX_MESSAGE_CHARS:,}-char message cap "
+            f"{statistics.median(capped):.3f} s (medians of {repeat})"
+        )
+
+
 def report(tally: Tally, label: str) -> None:
     recall = _ratio(tally.hit_rels, tally.gold_rels)
     precision = _ratio(tally.hit_rels, tally.pred_rels)
@@ -256,9 +284,15 @@ def main() -> None:
     )
     parser.add_argument("--repeat", type=int, default=5, help="timed passes for episodes/s")
     parser.add_argument(
+        "--long-sentence", action="store_true", help="only time one huge one-sentence message"
+    )
+    parser.add_argument(
         "--no-ablation", action="store_true", help="skip the run with gazetteers disabled"
     )
     args = parser.parse_args()
+    if args.long_sentence:
+        long_sentence(args.repeat)
+        return
     paths: list[Path] = args.corpus or [CORPUS, HELDOUT, V2]
     tiers: list[str] = args.tier or ["rule"]
     corpora = [(p, json.loads(p.read_text(encoding="utf-8"))) for p in paths]

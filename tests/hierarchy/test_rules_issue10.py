@@ -265,3 +265,23 @@ def test_uuid_zero_turn_for_extract_entities() -> None:
     ]
     assert [e.name for e in RuleBasedExtractor().extract_entities("I work at Acme.")] == ["Acme"]
     assert uuid.UUID(int=0)
+
+
+async def test_long_episodes_run_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    calls: list[Any] = []
+    real = asyncio.to_thread
+
+    async def spy(func: Any, /, *args: Any, **kwargs: Any) -> Any:
+        calls.append(func)
+        return await real(func, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "to_thread", spy)
+    extractor = RuleBasedExtractor()
+    await extractor.extract(episode(("user", "Alice works at Acme.")))
+    assert calls == []  # short: inline
+    long_text = "Alice works at Acme. " * (rules.OFFLOAD_CHARS // 10)
+    result = await extractor.extract(episode(("user", long_text)))
+    assert len(calls) == 1
+    assert {e.name for e in result.entities} >= {"Alice", "Acme"}

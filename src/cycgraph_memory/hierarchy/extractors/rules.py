@@ -25,6 +25,15 @@
 * **Facts.** One fact per informative sentence (at least ``min_sentence_length``
   characters, not a question), at most ``max_facts`` per episode, preferring sentences with
   relationships, then with entities, and kept in conversation order.
+* **Speakers.** The speaker of each message (metadata ``name`` or ``speaker``, else the
+  role) is a person; I/me/we resolve to the speaker, you to the addressee of a two-party
+  episode; facts from a named speaker read ``"Speaker: sentence"``; relationships record
+  ``message_id`` and ``speaker``. A role ("user") becomes an entity only when a claim
+  names it.
+* **Work caps.** A message is read up to 20,000 characters; a sentence longer than 120
+  words is analysed in 120-word pieces, and context cues look at a bounded window, so the
+  cost is linear in the input. Episodes with more than ``OFFLOAD_CHARS`` characters run
+  in a worker thread (``asyncio.to_thread``).
 * **Ids.** Deterministic: ``uuid5`` of the episode id plus the sentence index (facts), the
   normalised name (entities) or ``source|relation|target`` (relationships), so
   re-extracting an episode yields the same ids and re-ingest is an idempotent upsert.
@@ -32,6 +41,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from collections.abc import Callable, Sequence
@@ -87,7 +97,10 @@ def _wordset(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-__all__ = ["ENTITY_TYPES", "RELATION_TYPES", "RuleBasedExtractor"]
+__all__ = ["ENTITY_TYPES", "OFFLOAD_CHARS", "RELATION_TYPES", "RuleBasedExtractor"]
+
+OFFLOAD_CHARS = 4_000
+"""Episodes with more text than this (characters read) are analysed in a worker thread."""
 
 ENTITY_TYPES = ("person", "organization", "tool", "location", "concept")
 """Entity types the rule-based extractor assigns (custom patterns may add others)."""
@@ -443,7 +456,12 @@ class RuleBasedExtractor:
             The extracted records, all with derived provenance and deterministic ids.
         """
         turns = turns_of(episode, self._options.roles)
-        analysis = self._analyze(turns)
+        if sum(len(t.text) for t in turns) > OFFLOAD_CHARS:
+            # A long episode (a pasted log) is analysed in a worker thread so one ingest
+            # cannot stall the event loop; short ones are cheaper inline than a thread hop.
+            analysis = await asyncio.to_thread(self._analyze, turns)
+        else:
+            analysis = self._analyze(turns)
         now = self._clock()
 
         entity_ids = {
