@@ -67,7 +67,14 @@ _OPENER_WORDS = lex.word_set(
     """
 )
 _CONTEXT_WINDOW = 80  # characters before a mention that its context cues look at
-_IN_BEFORE = re.compile(r"\bin\s+(?:the\s+)?$")
+_IN_BEFORE = re.compile(r"\b(?:in|near)\s+(?:the\s+)?$")
+_PLACE_OF_BEFORE = re.compile(r"\b(?:city|town|village|county|state|region) of\s+$", re.I)
+_PLACE_SUFFIXES = lex.word_set(
+    """
+    street st road rd avenue ave boulevard blvd lane square plaza park bridge river lake
+    mountain mountains island islands county valley bay beach heights hill hills
+    """
+)
 
 
 _NP_TOOL_HEADS = lex.word_set(
@@ -175,6 +182,10 @@ def _shape_cues(mention: Mention, words: list[str]) -> None:
         mention.cue(known, KNOWN)
     if len(words) >= 2 and lowered[-1] in lex.ORG_SUFFIXES:
         mention.cue("organization", SUFFIX)
+    if len(words) >= 2 and lowered[-1] in _PLACE_SUFFIXES:
+        mention.cue("location", SUFFIX)  # "Pine Street", "Argyle Street"
+    if "&" in words:
+        mention.cue("organization", SUFFIX)  # "Salt & Ember", "Harper & Lowe"
     if len(words) >= 3 and lowered[0] in lex.ORG_PREFIXES and lowered[1] == "of":
         mention.cue("organization", SUFFIX)
     if len(words) >= 2 and lowered[-1] in lex.TOOL_HEADS:
@@ -221,6 +232,8 @@ def _context_cues(mention: Mention, sentence: str) -> None:
         mention.cue("organization", AT_PREP)
     elif _IN_BEFORE.search(before):
         mention.cue("location", IN_PREP)
+    if _PLACE_OF_BEFORE.search(before):
+        mention.cue("location", SUFFIX)
 
 
 def _groups(tokens: list[Token], text: str) -> list[list[Token]]:

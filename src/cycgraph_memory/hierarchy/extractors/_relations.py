@@ -160,6 +160,29 @@ def _object_gap_ok(words: list[str]) -> bool:
     return True
 
 
+_CLAUSE_OPEN = re.compile(r",\s*(?:who|which)\b[^,]*$", re.IGNORECASE)
+
+
+def _skip_relative_clause(args: list[Arg], subject: Arg, sentence: str) -> Arg:
+    """The antecedent when ``subject`` closes a relative clause.
+
+    "Webb, who spent years at Riverside, replaces Souza": the name before the verb sits in
+    the clause "who ... Riverside,"; the subject is the name before ", who".
+    """
+    after = sentence[subject.end : subject.end + 3]
+    if not after.lstrip().startswith(","):
+        return subject
+    window = sentence[max(0, subject.start - 200) : subject.start]
+    opened = _CLAUSE_OPEN.search(window)
+    if opened is None:
+        return subject
+    clause_start = subject.start - len(window) + opened.start()
+    antecedent = _nearest_before(args, clause_start + 1)
+    if antecedent is not None and not sentence[antecedent.end : clause_start].strip():
+        return antecedent
+    return subject
+
+
 def _nearest_before(args: list[Arg], pos: int) -> Arg | None:
     best = None
     for arg in args:
@@ -253,6 +276,7 @@ def match_relations(
 
         subject = _nearest_before(args, match.start())
         if subject is not None:
+            subject = _skip_relative_clause(args, subject, sentence)
             gap = _words(sentence[subject.end : match.start()])
             if not _subject_gap_ok(gap):
                 subject = None

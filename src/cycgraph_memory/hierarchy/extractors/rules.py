@@ -327,13 +327,14 @@ class RuleBasedExtractor:
                 )
                 if source is None or target is None or source == target:
                     continue
+                relation = _refine(raw.relation, result.entities[target])
                 confidence = raw.confidence
                 if raw.subject.pronoun or raw.object.pronoun:
                     confidence -= 0.1
-                result.edges.append(_Edge(source, raw.relation, target, confidence, index))
+                result.edges.append(_Edge(source, relation, target, confidence, index))
                 keys.extend(k for k in (source, target) if k not in keys)
                 # Type cues from the relation apply at once, so later pronouns see them.
-                subject_cue, object_cue = _ROLE_CUES.get(raw.relation, (None, None))
+                subject_cue, object_cue = _ROLE_CUES.get(relation, (None, None))
                 if subject_cue is not None:
                     result.entities[source].add({subject_cue[0]: subject_cue[1]})
                 if object_cue is not None:
@@ -546,6 +547,16 @@ class RuleBasedExtractor:
                 )
             )
         return facts
+
+
+def _refine(relation: str, target: _Acc) -> str:
+    """Relation refinements by a lowercase noun-phrase object's type."""
+    if target.name.islower():
+        if relation == "acquire" and target.type == "tool":
+            return "maintain"  # "took over the deploy tooling"
+        if relation == "move_to" and target.type == "organization":
+            return "join"  # "moved to the billing team"
+    return relation
 
 
 def _entity_confidence(acc: _Acc) -> float:
