@@ -10,6 +10,7 @@ type per merged entity.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -149,6 +150,12 @@ def tokenize(text: str) -> list[Token]:
     return tokens
 
 
+@functools.lru_cache(maxsize=1024)
+def _masked_tokens(sentence: str) -> tuple[Token, ...]:
+    """Tokens of a sentence with URLs masked (cached: two stages tokenise each sentence)."""
+    return tuple(tokenize(mask_urls(sentence)))
+
+
 def _is_cap(word: str) -> bool:
     return word[:1].isupper()
 
@@ -160,7 +167,7 @@ def _is_acronym(word: str) -> bool:
 
 def capitalized_tokens(sentence: str) -> set[str]:
     """Lowercased capitalised tokens that are not the sentence's first word."""
-    tokens = tokenize(mask_urls(sentence))
+    tokens = _masked_tokens(sentence)
     return {t.text.lower() for t in tokens[1:] if _is_cap(t.text)}
 
 
@@ -400,7 +407,7 @@ def detect_mentions(
                 if found is not None:
                     found.cue(entity_type, CUSTOM)
 
-    tokens = tokenize(text)
+    tokens = list(_masked_tokens(sentence))
     for token in tokens:
         word = token.text
         if word.startswith("@") and len(word) > 1:
