@@ -10,7 +10,6 @@ type per merged entity.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ __all__ = [
     "capitalized_tokens",
     "detect_mentions",
     "mask_urls",
+    "masked_tokens",
     "tokenize",
 ]
 
@@ -150,10 +150,9 @@ def tokenize(text: str) -> list[Token]:
     return tokens
 
 
-@functools.lru_cache(maxsize=1024)
-def _masked_tokens(sentence: str) -> tuple[Token, ...]:
-    """Tokens of a sentence with URLs masked (cached: two stages tokenise each sentence)."""
-    return tuple(tokenize(mask_urls(sentence)))
+def masked_tokens(sentence: str) -> list[Token]:
+    """Tokens of a sentence with URLs masked (what both detection stages read)."""
+    return tokenize(mask_urls(sentence))
 
 
 def _is_cap(word: str) -> bool:
@@ -165,9 +164,10 @@ def _is_acronym(word: str) -> bool:
     return len(letters) >= 2 and all(c.isupper() for c in letters)
 
 
-def capitalized_tokens(sentence: str) -> set[str]:
+def capitalized_tokens(sentence: str, tokens: list[Token] | None = None) -> set[str]:
     """Lowercased capitalised tokens that are not the sentence's first word."""
-    tokens = _masked_tokens(sentence)
+    if tokens is None:
+        tokens = masked_tokens(sentence)
     return {t.text.lower() for t in tokens[1:] if _is_cap(t.text)}
 
 
@@ -368,6 +368,7 @@ def detect_mentions(
     episode_caps: set[str],
     verb_hints: frozenset[str],
     custom: Sequence[CustomPattern] = (),
+    tokens: list[Token] | None = None,
 ) -> list[Mention]:
     """Find entity mentions in one sentence, ordered by position.
 
@@ -378,6 +379,7 @@ def detect_mentions(
         verb_hints: Lowercase verb forms whose presence right after a sentence-initial
             capitalised word marks it as a subject name.
         custom: User patterns and the entity type each assigns.
+        tokens: ``masked_tokens(sentence)`` when the caller already has them.
 
     Returns:
         Non-overlapping mentions.
@@ -407,7 +409,8 @@ def detect_mentions(
                 if found is not None:
                     found.cue(entity_type, CUSTOM)
 
-    tokens = list(_masked_tokens(sentence))
+    if tokens is None:
+        tokens = masked_tokens(sentence)
     for token in tokens:
         word = token.text
         if word.startswith("@") and len(word) > 1:

@@ -64,6 +64,7 @@ from cycgraph_memory.hierarchy.extractors._entities import (
     Mention,
     capitalized_tokens,
     detect_mentions,
+    masked_tokens,
 )
 from cycgraph_memory.hierarchy.extractors._relations import (
     PRONOUNS,
@@ -301,12 +302,17 @@ class RuleBasedExtractor:
                     result.sentences.append(piece)
                     result.turn_of.append(turn_index)
         caps: set[str] = set()
-        for sentence in result.sentences:
-            caps |= capitalized_tokens(sentence)
+        tokenized = [masked_tokens(sentence) for sentence in result.sentences]
+        for sentence, tokens in zip(result.sentences, tokenized, strict=True):
+            caps |= capitalized_tokens(sentence, tokens)
         history: list[str] = []  # entity keys in mention order, for pronoun resolution
         for index, sentence in enumerate(result.sentences):
             mentions = detect_mentions(
-                sentence, episode_caps=caps, verb_hints=self._verb_hints, custom=self._custom
+                sentence,
+                episode_caps=caps,
+                verb_hints=self._verb_hints,
+                custom=self._custom,
+                tokens=tokenized[index],
             )
             result.questions.append(is_question(sentence))
             keys: list[str] = []
