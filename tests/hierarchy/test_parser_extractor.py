@@ -236,3 +236,25 @@ def test_is_the_default_when_installed() -> None:
         raise RuntimeError("down")
 
     assert isinstance(LLMExtractor(complete).fallback, ParserExtractor)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I'm so tired today",
+        "I've been there",
+        "I'll ask later",
+        "Sounds good to me!",
+        "Definitely worth it",
+        "Congrats on the launch",
+    ],
+)
+def test_contractions_and_fillers_are_never_entities(
+    extractor: ParserExtractor, text: str
+) -> None:
+    assert extractor.extract_entities(text) == []
+
+
+def test_filler_before_a_name_is_dropped(extractor: ParserExtractor) -> None:
+    names = [e.name for e in extractor.extract_entities("Congrats Dana Whitfield, well done!")]
+    assert names == ["Dana Whitfield"]

@@ -361,6 +361,7 @@ class ParserExtractor:
         for start, end, label in sorted(spans):
             while start < end and (
                 doc[start].lower_.rstrip(".") in tab.NAME_PREFIXES
+                or doc[start].lower_ in lex.STOPWORDS  # "Congrats Dana", "Sounds"
                 or doc[start].pos_ in {"DET", "PRON"}
                 or doc[start].lower_ in {"'s", "\u2019s"}
             ):
