@@ -40,7 +40,6 @@ import re
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -55,7 +54,6 @@ from cycgraph_memory.hierarchy.extractors._conversation import (
     MAX_SENTENCE_WORDS,
     SECOND_PERSON,
     Turn,
-    fact_text,
     turns_of,
 )
 from cycgraph_memory.hierarchy.extractors._entities import (
@@ -65,17 +63,18 @@ from cycgraph_memory.hierarchy.extractors._entities import (
     _shape_cues,
 )
 from cycgraph_memory.hierarchy.extractors._parse_rules import SPEAKER, edges_for_sentence
+from cycgraph_memory.hierarchy.extractors._parse_state import (
+    ParseState,
+    build_result,
+    merge_aliases,
+)
 from cycgraph_memory.hierarchy.extractors._relations import is_question
 from cycgraph_memory.hierarchy.extractors.rules import _ROLE_CUES, _Acc, _Edge
-from cycgraph_memory.hierarchy.extractors.simple import derived_provenance, fact_id_for
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
-    Entity,
     Episode,
     ExtractedEntity,
     ExtractionResult,
-    Relationship,
-    SemanticFact,
     utc_now,
 )
 
@@ -123,20 +122,6 @@ class _ParserOptions(BaseModel):
     max_facts: int = Field(default=10, ge=1, le=1000, strict=True)
     roles: tuple[Literal["user", "assistant", "system", "tool"], ...] = ("user", "assistant")
     batch_size: int = Field(default=64, ge=1, le=10_000, strict=True)
-
-
-@dataclass(slots=True)
-class _State:
-    entities: dict[str, _Acc] = field(default_factory=dict)
-    edges: list[_Edge] = field(default_factory=list)
-    sentences: list[str] = field(default_factory=list)
-    turn_of: list[int] = field(default_factory=list)
-    questions: list[bool] = field(default_factory=list)
-    sentence_keys: list[list[str]] = field(default_factory=list)
-    history: list[tuple[tuple[int, int], str]] = field(default_factory=list)
-    speakers: set[str] = field(default_factory=set)
-    role_speakers: set[str] = field(default_factory=set)
-    edge_turns: dict[int, int] = field(default_factory=dict)
 
 
 class ParserExtractor:
@@ -211,7 +196,14 @@ class ParserExtractor:
         """Blocking twin of :meth:`extract` (for scripts and worker pools)."""
         turns = turns_of(episode, self._options.roles)
         state = self._analyze(turns)
-        return self._records(episode, turns, state)
+        return build_result(
+            episode,
+            turns,
+            state,
+            self._clock(),
+            self._options.min_sentence_length,
+            self._options.max_facts,
+        )
 
     def extract_entities(self, text: str) -> list[ExtractedEntity]:
         """Detect and type the entities of a text.
@@ -229,8 +221,8 @@ class ParserExtractor:
 
     # ------------------------------------------------------------------ analysis
 
-    def _analyze(self, turns: list[Turn], *, speakers: bool = True) -> _State:
-        state = _State()
+    def _analyze(self, turns: list[Turn], *, speakers: bool = True) -> ParseState:
+        state = ParseState()
         if speakers:
             for turn in turns:
                 for name in (turn.speaker, turn.addressee):
@@ -253,11 +245,11 @@ class ParserExtractor:
             if acc is not None and acc.words == 99:
                 del state.entities[key]
                 state.history = [h for h in state.history if h[1] != key]
-        self._merge_aliases(state)
+        merge_aliases(state)
         return state
 
     def _sentence(
-        self, state: _State, turn: Turn, turn_index: int, sent: Any, text: str, speakers: bool
+        self, state: ParseState, turn: Turn, turn_index: int, sent: Any, text: str, speakers: bool
     ) -> None:
         index = len(state.sentences)
         state.sentences.append(text)
@@ -304,7 +296,7 @@ class ParserExtractor:
             keys.append(speaker_key)
         state.sentence_keys.append(list(dict.fromkeys(keys)))
 
-    def _add(self, state: _State, name: str, cues: dict[str, int], words: int) -> str:
+    def _add(self, state: ParseState, name: str, cues: dict[str, int], words: int) -> str:
         key = normalize_entity_name(name)
         acc = state.entities.get(key)
         if acc is None:
@@ -315,7 +307,7 @@ class ParserExtractor:
         return key
 
     def _mentions(
-        self, state: _State, sent: Any, tokens: list[Any], index: int, named: set[str]
+        self, state: ParseState, sent: Any, tokens: list[Any], index: int, named: set[str]
     ) -> tuple[dict[int, str], list[tuple[Any, int]]]:
         """Named mentions of a sentence: token index -> key, and the person name heads."""
         limit = tokens[-1].i + 1 if tokens else sent.start
@@ -425,7 +417,7 @@ class ParserExtractor:
 
     def _ref(
         self,
-        state: _State,
+        state: ParseState,
         tok: Any,
         token_keys: dict[int, str],
         index: int,
@@ -479,14 +471,14 @@ class ParserExtractor:
         return None
 
     def _latest(
-        self, state: _State, position: tuple[int, int], types: set[str], exclude: set[str]
+        self, state: ParseState, position: tuple[int, int], types: set[str], exclude: set[str]
     ) -> str | None:
         for seen, key in reversed(state.history):
             if seen < position and key not in exclude and state.entities[key].type in types:
                 return key
         return None
 
-    def _noun_phrase(self, state: _State, tok: Any, index: int) -> str | None:
+    def _noun_phrase(self, state: ParseState, tok: Any, index: int) -> str | None:
         lemma = tok.lemma_.lower()
         if lemma in tab.GENERIC_NOUNS or tok.lower_ in tab.GENERIC_NOUNS or not tok.is_alpha:
             return None
@@ -528,123 +520,6 @@ class ParserExtractor:
         state.history.append(((index, tok.i), key))
         return key
 
-    @staticmethod
-    def _merge_aliases(state: _State) -> None:
-        """Merge a one-word mention into the only multi-word entity it starts or ends."""
-        multi = [a for a in state.entities.values() if a.words >= 2 and a.words < 99]
-        remap: dict[str, str] = {}
-        for acc in list(state.entities.values()):
-            if acc.words != 1 or acc.key in state.speakers:
-                continue
-            hosts = [
-                m
-                for m in multi
-                if acc.key == m.key.split()[0]
-                or (acc.key == m.key.split()[-1] and m.type == "person")
-            ]
-            if len(hosts) == 1:
-                host = hosts[0]
-                host.aliases.append(acc.name)
-                host.add(acc.cues)
-                host.order = min(host.order, acc.order)
-                remap[acc.key] = host.key
-                del state.entities[acc.key]
-        if not remap:
-            return
-        state.edges = [
-            _Edge(
-                remap.get(e.source, e.source),
-                e.relation,
-                remap.get(e.target, e.target),
-                e.confidence,
-                e.sentence,
-            )
-            for e in state.edges
-        ]
-        state.sentence_keys = [
-            list(dict.fromkeys(remap.get(k, k) for k in keys)) for keys in state.sentence_keys
-        ]
-
-    # ------------------------------------------------------------------ records
-
-    def _records(self, episode: Episode, turns: list[Turn], state: _State) -> ExtractionResult:
-        now = self._clock()
-        entity_ids = {key: fact_id_for(episode.id, "parser-entity", key) for key in state.entities}
-        entities = [
-            Entity(
-                id=entity_ids[acc.key],
-                name=acc.name,
-                entity_type=acc.type,
-                attributes={"aliases": sorted(set(acc.aliases))} if acc.aliases else {},
-                provenance=derived_provenance(episode, confidence=_confidence(acc), created_at=now),
-                created_at=now,
-                updated_at=now,
-            )
-            for acc in sorted(state.entities.values(), key=lambda a: a.order)
-        ]
-        relationships: dict[tuple[str, str, str], Relationship] = {}
-        for number, edge in enumerate(state.edges):
-            triple = (edge.source, edge.relation, edge.target)
-            if triple in relationships or edge.source == edge.target:
-                continue
-            turn = turns[state.turn_of[edge.sentence]]
-            relationships[triple] = Relationship(
-                id=fact_id_for(episode.id, "parser-relationship", "|".join(triple)),
-                source_id=entity_ids[edge.source],
-                target_id=entity_ids[edge.target],
-                relation_type=edge.relation,
-                weight=1.0,
-                attributes={
-                    "evidence": state.sentences[edge.sentence],
-                    "message_id": str(turn.message_id),
-                    "speaker": turn.speaker,
-                },
-                valid_from=episode.started_at,
-                provenance=derived_provenance(
-                    episode, confidence=max(0.3, min(edge.confidence, 0.9)), created_at=now
-                ),
-            )
-            del number
-        facts = self._facts(episode, turns, state, entity_ids, now)
-        episode.fact_ids = [f.id for f in facts]
-        return ExtractionResult(
-            facts=facts, entities=entities, relationships=list(relationships.values())
-        )
-
-    def _facts(
-        self,
-        episode: Episode,
-        turns: list[Turn],
-        state: _State,
-        entity_ids: dict[str, uuid.UUID],
-        now: datetime,
-    ) -> list[SemanticFact]:
-        edge_count: dict[int, int] = {}
-        for edge in state.edges:
-            edge_count[edge.sentence] = edge_count.get(edge.sentence, 0) + 1
-        candidates: list[tuple[int, int]] = []
-        for index, sentence in enumerate(state.sentences):
-            if state.questions[index] or len(sentence) < self._options.min_sentence_length:
-                continue
-            score = 3 * edge_count.get(index, 0) + len(state.sentence_keys[index])
-            candidates.append((score, index))
-        chosen = sorted(candidates, key=lambda c: (-c[0], c[1]))[: self._options.max_facts]
-        facts: list[SemanticFact] = []
-        for _, index in sorted(chosen, key=lambda c: c[1]):
-            keys = state.sentence_keys[index]
-            confidence = 0.75 if edge_count.get(index) else (0.6 if keys else 0.5)
-            facts.append(
-                SemanticFact(
-                    id=fact_id_for(episode.id, "parser-fact", str(index)),
-                    content=fact_text(turns[state.turn_of[index]], state.sentences[index]),
-                    source_episode_ids=[episode.id],
-                    entity_ids=[entity_ids[k] for k in keys if k in entity_ids],
-                    provenance=derived_provenance(episode, confidence=confidence, created_at=now),
-                    valid_from=episode.started_at,
-                )
-            )
-        return facts
-
 
 def _adjust(relation: str, target_type: str, common_noun: bool) -> str | None:
     """Relation refinements by the object's type (None drops the edge)."""
@@ -664,15 +539,6 @@ def _is_name_token(tok: Any, run: list[Any]) -> bool:
     if not run or tok.lower_ not in {"&", "of"} or tok.i + 1 >= len(tok.doc):
         return False
     return bool(tok.nbor(1).pos_ == "PROPN")
-
-
-def _confidence(acc: _Acc) -> float:
-    best = acc.cues.get(acc.type, 0)
-    if best >= 70:
-        return 0.8
-    if best >= 40:
-        return 0.65
-    return 0.5
 
 
 def _load(name: str) -> Any:
