@@ -33,7 +33,6 @@ class ParseState:
     history: list[tuple[tuple[int, int], str]] = field(default_factory=list)
     speakers: set[str] = field(default_factory=set)
     role_speakers: set[str] = field(default_factory=set)
-    edge_turns: dict[int, int] = field(default_factory=dict)
 
 
 def merge_aliases(state: ParseState) -> None:
@@ -95,7 +94,7 @@ def build_result(
         for acc in sorted(state.entities.values(), key=lambda a: a.order)
     ]
     relationships: dict[tuple[str, str, str], Relationship] = {}
-    for number, edge in enumerate(state.edges):
+    for edge in state.edges:
         triple = (edge.source, edge.relation, edge.target)
         if triple in relationships or edge.source == edge.target:
             continue
@@ -116,7 +115,6 @@ def build_result(
                 episode, confidence=max(0.3, min(edge.confidence, 0.9)), created_at=now
             ),
         )
-        del number
     facts = _facts(episode, turns, state, entity_ids, now, min_sentence_length, max_facts)
     episode.fact_ids = [f.id for f in facts]
     return ExtractionResult(

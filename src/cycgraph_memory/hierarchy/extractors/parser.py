@@ -284,7 +284,6 @@ class ParserExtractor:
                     continue
                 raw = type(raw)(raw.subject, relation, raw.object, raw.confidence)
                 state.edges.append(_Edge(source, raw.relation, target, raw.confidence, index))
-                state.edge_turns[len(state.edges) - 1] = turn_index
                 keys.extend(k for k in (source, target) if k not in keys)
                 cues = _ROLE_CUES.get(raw.relation) or tab.EXTRA_ROLE_CUES.get(raw.relation)
                 subject_cue, object_cue = cues or (None, None)
