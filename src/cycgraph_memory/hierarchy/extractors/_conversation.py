@@ -100,6 +100,8 @@ def chunk_sentence(sentence: str) -> list[str]:
     A normal sentence comes back whole; a 16,000-word "sentence" becomes ~134 pieces, each
     analysed on its own, so the work per piece is bounded and the total stays linear.
     """
+    if len(sentence) < MAX_SENTENCE_WORDS or sentence.count(" ") < MAX_SENTENCE_WORDS:
+        return [sentence]  # fast path: fewer separators than the cap allows words
     starts = [m.start() for m in _WORDS.finditer(sentence)]
     if len(starts) <= MAX_SENTENCE_WORDS:
         return [sentence]

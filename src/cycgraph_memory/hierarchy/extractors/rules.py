@@ -285,17 +285,22 @@ class RuleBasedExtractor:
 
     def _analyze(self, turns: Sequence[Turn], *, speakers: bool = True) -> _Analysis:
         result = _Analysis()
+        speaker_keys: dict[str, str] = {}  # each distinct speaker is registered once
         for turn_index, turn in enumerate(turns):
             slots: list[str | None] = [None, None]
             if speakers:
                 for slot, name in enumerate((turn.speaker, turn.addressee)):
-                    if name:
+                    if not name:
+                        continue
+                    key = speaker_keys.get(name)
+                    if key is None:
                         mention = Mention(0, 0, name, normalize_entity_name(name), words=99)
                         mention.cue("person", 100)
                         self._register(result.entities, mention)
-                        slots[slot] = mention.key
-                        if not turn.named:
-                            result.role_speakers.add(mention.key)
+                        key = speaker_keys[name] = mention.key
+                    slots[slot] = key
+                    if not turn.named:
+                        result.role_speakers.add(key)
             result.speakers[turn_index] = (slots[0], slots[1])
             for line in split_sentences(turn.text):
                 for piece in chunk_sentence(_STRIP_QUOTES.sub("", line)):
