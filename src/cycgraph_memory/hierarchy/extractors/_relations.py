@@ -24,7 +24,15 @@ def _wordset(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-__all__ = ["PRONOUNS", "Arg", "RawRelation", "find_pronouns", "is_question", "match_relations"]
+__all__ = [
+    "PRONOUNS",
+    "Arg",
+    "RawRelation",
+    "find_pronouns",
+    "is_question",
+    "match_relations",
+    "trigger_index",
+]
 
 PRONOUNS = {
     "he": "person",
@@ -221,15 +229,29 @@ _TRIGGER_WORD = re.compile(r"[\w'-]+")  # keeps "co-founded" whole
 _PLAIN_WORD = re.compile(r"\w+")
 
 
+def trigger_index(patterns: list[RelationPattern]) -> dict[str, tuple[int, ...]]:
+    """Trigger word -> indexes of the patterns it can fire (``""``: always try)."""
+    index: dict[str, list[int]] = {}
+    for i, pattern in enumerate(patterns):
+        for word in pattern.triggers or {""}:
+            index.setdefault(word, []).append(i)
+    return {word: tuple(ids) for word, ids in index.items()}
+
+
 def _verb_spans(
-    sentence: str, patterns: list[RelationPattern], mentions: list[Mention]
+    sentence: str,
+    patterns: list[RelationPattern],
+    mentions: list[Mention],
+    index: dict[str, tuple[int, ...]] | None = None,
 ) -> list[tuple[re.Match[str], RelationPattern]]:
     chosen: list[tuple[re.Match[str], RelationPattern]] = []
     lowered = sentence.lower()
     words = set(_TRIGGER_WORD.findall(lowered)) | set(_PLAIN_WORD.findall(lowered))
-    for pattern in patterns:
-        if pattern.triggers and pattern.triggers.isdisjoint(words):
-            continue  # none of the verb's forms occurs: the regex cannot match
+    if index is None:
+        index = trigger_index(patterns)
+    # Only the patterns one of whose verb forms occurs can match (in pattern order).
+    candidates = sorted({i for w in (*words, "") for i in index.get(w, ())})
+    for pattern in (patterns[i] for i in candidates):
         for m in pattern.regex.finditer(sentence):
             if any(m.start() < c.end() and c.start() < m.end() for c, _ in chosen):
                 continue
@@ -242,9 +264,15 @@ def _verb_spans(
 
 
 def match_relations(
-    sentence: str, mentions: list[Mention], patterns: list[RelationPattern]
+    sentence: str,
+    mentions: list[Mention],
+    patterns: list[RelationPattern],
+    index: dict[str, tuple[int, ...]] | None = None,
 ) -> list[RawRelation]:
-    """Match relations in one sentence (see the module docstring for the rules)."""
+    """Match relations in one sentence (see the module docstring for the rules).
+
+    ``index`` is ``trigger_index(patterns)``, computed once by the caller.
+    """
     if is_question(sentence):
         return []
     names = [Arg(m.start, m.end, m.key) for m in mentions]
@@ -255,9 +283,10 @@ def match_relations(
     ]
     out: list[RawRelation] = []
     previous: tuple[Arg, int] | None = None  # (subject, end of the previous relation)
-    for match, pattern in _verb_spans(sentence, patterns, mentions):
+    for match, pattern in _verb_spans(sentence, patterns, mentions, index):
         verb = match.group("verb").lower()
-        before_words = _words(sentence[: match.start()])
+        # Only the last few words matter (passive "is/was ... by"): a bounded window.
+        before_words = _words(sentence[max(0, match.start() - 60) : match.start()])
         passive = (
             not pattern.fixed
             and verb in pattern.participles

@@ -72,6 +72,7 @@ from cycgraph_memory.hierarchy.extractors._relations import (
     find_pronouns,
     is_question,
     match_relations,
+    trigger_index,
 )
 from cycgraph_memory.hierarchy.extractors._sentences import split_sentences
 from cycgraph_memory.hierarchy.extractors._verbs import (
@@ -274,6 +275,7 @@ class RuleBasedExtractor:
                 head = phrase.lstrip("=").split()[0].lower()
                 hints.update(inflect(head).all_forms() if not phrase.startswith("=") else {head})
         self._verb_hints = frozenset(hints)
+        self._triggers = trigger_index(self._patterns)
         self._clock = clock
 
     @property
@@ -329,7 +331,7 @@ class RuleBasedExtractor:
                 + [(p.start, f"\0{p.pronoun}") for p in find_pronouns(sentence)]
             )
             speaker, addressee = result.speakers[result.turn_of[index]]
-            for raw in match_relations(sentence, mentions, self._patterns):
+            for raw in match_relations(sentence, mentions, self._patterns, self._triggers):
                 source = self._resolve(
                     raw.subject, positions, history, result, None, speaker, addressee
                 )
