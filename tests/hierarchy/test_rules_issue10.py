@@ -323,3 +323,32 @@ async def test_speakers_never_break_extraction(turns: list[tuple[str, str | None
     assert all(r.source_id in ids and r.target_id in ids for r in result.relationships)
     assert all(r.source_id != r.target_id for r in result.relationships)
     assert len({e.id for e in result.entities}) == len(result.entities)
+
+
+@pytest.mark.parametrize(
+    ("text", "triple"),
+    [
+        (
+            "The club said Northgate manager Ian Carver praised him.",
+            ("Ian Carver", "manage", "Northgate"),
+        ),
+        (
+            "The engine is led by former Oracle engineer Tomasz Wolski.",
+            ("Tomasz Wolski", "work_at", "Oracle"),
+        ),
+        (
+            "Chef Rosa Delgado, formerly of Copper Kettle, cooked.",
+            ("Rosa Delgado", "work_at", "Copper Kettle"),
+        ),
+        (
+            "Fieldnote said its co-founder Sam Whitfield will leave.",
+            ("Sam Whitfield", "found", "Fieldnote"),
+        ),
+    ],
+)
+async def test_role_noun_relations(text: str, triple: tuple[str, str, str]) -> None:
+    assert triple in await triples(("user", text))
+
+
+async def test_role_nouns_in_a_question_are_not_asserted() -> None:
+    assert await triples(("user", "Is Northgate manager Ian Carver leaving?")) == []

@@ -58,6 +58,7 @@ PERSON_TITLES = _words(
     """
     mr mrs ms miss mx dr prof professor sir dame lord lady madam mister doctor judge
     senator president governor mayor rev reverend captain capt sgt officer coach
+    chef principal midfielder striker defender goalkeeper chancellor minister
     """
 )
 

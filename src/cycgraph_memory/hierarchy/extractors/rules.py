@@ -74,6 +74,7 @@ from cycgraph_memory.hierarchy.extractors._relations import (
     match_relations,
     trigger_index,
 )
+from cycgraph_memory.hierarchy.extractors._roles import role_relations
 from cycgraph_memory.hierarchy.extractors._sentences import split_sentences
 from cycgraph_memory.hierarchy.extractors._verbs import (
     BUILTIN_RELATIONS,
@@ -331,7 +332,10 @@ class RuleBasedExtractor:
                 + [(p.start, f"\0{p.pronoun}") for p in find_pronouns(sentence)]
             )
             speaker, addressee = result.speakers[result.turn_of[index]]
-            for raw in match_relations(sentence, mentions, self._patterns, self._triggers):
+            found = match_relations(sentence, mentions, self._patterns, self._triggers)
+            if not result.questions[-1]:
+                found += role_relations(sentence, mentions)
+            for raw in found:
                 source = self._resolve(
                     raw.subject, positions, history, result, None, speaker, addressee
                 )
