@@ -1,12 +1,17 @@
-"""Extraction quality of RuleBasedExtractor on the annotated conversational corpus.
+"""Extraction quality and speed of each extractor tier on the annotated corpora.
 
 Usage::
 
-    python bench/extraction_quality.py [--verbose] [--no-ablation] [--corpus PATH ...]
+    python bench/extraction_quality.py [--tier rule|parser|simple ...] [--verbose]
+        [--no-ablation] [--corpus PATH ...] [--repeat N]
+    python bench/extraction_quality.py --long-sentence [--repeat N]
 
-Two corpora ship in ``bench/data``: ``extraction_corpus.json`` (development set: the rules
-were improved while looking at its misses) and ``extraction_corpus_heldout.json`` (written
-after the rules were frozen and never used for tuning).
+Three corpora ship in ``bench/data``: ``extraction_corpus.json`` (development set: the rules
+were improved while looking at its misses), ``extraction_corpus_heldout.json`` (written
+after the rules were frozen and never used for tuning) and ``extraction_corpus_v2.json``
+(issue 10: 41 passages of news, work chat and personal chat by several voices, written and
+frozen before the parser tier and the rule-tier changes were tuned; chat messages carry the
+speaker's name, and ``negated`` lists claims that must not be asserted).
 
 Each conversation becomes one episode. Gold relationships and entities are the union of the
 sentence annotations of a conversation. Names match after ``normalize_entity_name`` when
@@ -18,7 +23,12 @@ Reported figures:
 
 * relationship recall / precision / F1: (source, relation, target) triples;
 * entity detection recall: gold entities found among the extracted entities;
-* entity typing accuracy: over detected gold entities, the fraction with the gold type.
+* entity typing accuracy: over detected gold entities, the fraction with the gold type;
+* negation safety: the fraction of negated / hypothetical / questioned claims NOT asserted
+  (``*`` in a negated claim matches any endpoint);
+* episodes/s: median of ``--repeat`` timed passes over the corpus (one episode per
+  conversation, extraction only), after one warm-up pass, per CPU-second of this process
+  (steady on a shared machine) and per wall-clock second.
 
 A second pass empties the built-in name lists (companies, software, places, given names,
 typed acronyms) to show how much of the result rests on them (``--no-ablation`` skips it).
@@ -29,6 +39,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -36,11 +48,23 @@ from typing import Any
 
 from cycgraph_memory.hierarchy.extractors import _lexicon
 from cycgraph_memory.hierarchy.extractors.rules import RuleBasedExtractor
+from cycgraph_memory.hierarchy.extractors.simple import SimpleSemanticExtractor
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import Episode, Message, Provenance
 
 CORPUS = Path(__file__).parent / "data" / "extraction_corpus.json"
 HELDOUT = Path(__file__).parent / "data" / "extraction_corpus_heldout.json"
+V2 = Path(__file__).parent / "data" / "extraction_corpus_v2.json"
+
+
+def make_extractor(tier: str) -> Any:
+    if tier == "rule":
+        return RuleBasedExtractor()
+    if tier == "simple":
+        return SimpleSemanticExtractor()
+    from cycgraph_memory.hierarchy.extractors.parser import ParserExtractor
+
+    return ParserExtractor()
 
 
 def names_match(a: str, b: str) -> bool:
@@ -59,13 +83,20 @@ class Tally:
     gold_ents: int = 0
     found_ents: int = 0
     typed_ok: int = 0
+    negated: int = 0
+    negated_asserted: int = 0
     misses: list[str] = field(default_factory=list)
 
 
 def _episode(conv: dict[str, Any]) -> Episode:
     start = datetime(2026, 1, 1, tzinfo=UTC)
     messages = [
-        Message(role=s["role"], content=s["text"], timestamp=start + timedelta(seconds=i))
+        Message(
+            role=s["role"],
+            content=s["text"],
+            timestamp=start + timedelta(seconds=i),
+            metadata={"name": s["speaker"]} if s.get("speaker") else {},
+        )
         for i, s in enumerate(conv["sentences"])
     ]
     return Episode(
@@ -77,8 +108,16 @@ def _episode(conv: dict[str, Any]) -> Episode:
     )
 
 
-async def evaluate(corpus: dict[str, Any], verbose: bool) -> Tally:
-    extractor = RuleBasedExtractor()
+def _claim_match(claim: dict[str, str], p: tuple[str, str, str]) -> bool:
+    return (
+        p[1] == claim["relation"]
+        and (claim["source"] == "*" or names_match(p[0], claim["source"]))
+        and (claim["target"] == "*" or names_match(p[2], claim["target"]))
+    )
+
+
+async def evaluate(corpus: dict[str, Any], verbose: bool, tier: str = "rule") -> Tally:
+    extractor = make_extractor(tier)
     tally = Tally()
     for conv in corpus["conversations"]:
         result = await extractor.extract(_episode(conv))
@@ -108,6 +147,11 @@ async def evaluate(corpus: dict[str, Any], verbose: bool) -> Tally:
             else:
                 tally.misses.append(f"[{conv['id']}] FN {g}")
         tally.misses.extend(f"[{conv['id']}] FP {p}" for p in unmatched)
+        for claim in (c for s in conv["sentences"] for c in s.get("negated", [])):
+            tally.negated += 1
+            if any(_claim_match(claim, p) for p in predicted):
+                tally.negated_asserted += 1
+                tally.misses.append(f"[{conv['id']}] NEGATED ASSERTED {claim}")
         tally.gold_rels += len(gold)
         tally.pred_rels += len(predicted)
 
@@ -142,6 +186,73 @@ def _ratio(a: int, b: int) -> float:
     return a / b if b else 0.0
 
 
+async def speed(corpus: dict[str, Any], tier: str, repeat: int) -> tuple[float, float]:
+    """Median episodes/s over wall time and over this process's CPU time (all threads).
+
+    The machine is shared, so the CPU-time rate (what one dedicated core would do) is the
+    steadier figure; the wall-clock rate is printed too.
+    """
+    extractor = make_extractor(tier)
+    episodes = [_episode(c) for c in corpus["conversations"]]
+    for episode in episodes:  # warm-up (loads the spaCy pipeline)
+        await extractor.extract(episode)
+    wall, cpu = [], []
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        for episode in episodes:
+            await extractor.extract(episode)
+        wall.append(len(episodes) / (time.perf_counter() - t0))
+        cpu.append(len(episodes) / max(time.process_time() - c0, 1e-9))
+    return statistics.median(wall), statistics.median(cpu)
+
+
+def pipe_speed(corpus: dict[str, Any], repeat: int) -> tuple[float, float]:
+    """Episodes/s of ``nlp.pipe`` alone over each episode's messages (the parser's floor)."""
+    import spacy
+
+    from cycgraph_memory.hierarchy.extractors.parser import DEFAULT_PARSER_PIPELINE
+
+    nlp = spacy.load(DEFAULT_PARSER_PIPELINE)
+    texts = [[s["text"] for s in c["sentences"]] for c in corpus["conversations"]]
+    for episode_texts in texts:
+        list(nlp.pipe(episode_texts))
+    wall, cpu = [], []
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        for episode_texts in texts:
+            list(nlp.pipe(episode_texts))
+        wall.append(len(texts) / (time.perf_counter() - t0))
+        cpu.append(len(texts) / max(time.process_time() - c0, 1e-9))
+    return statistics.median(wall), statistics.median(cpu)
+
+
+def long_sentence(repeat: int) -> None:
+    """Issue 7 point 3: one message that is a single N-word "sentence" (a pasted log)."""
+    from cycgraph_memory.hierarchy.extractors._conversation import MAX_MESSAGE_CHARS
+
+    vocab = "Alice works at Acme and uses Redis with the Billing Service while Bob manages"
+    words = vocab.split()
+    extractor = RuleBasedExtractor()
+    for n in (2_000, 4_000, 8_000, 16_000, 32_000):
+        text = " ".join(words[i % len(words)] for i in range(n))
+        whole = []
+        for _ in range(repeat):
+            c0 = time.process_time()
+            extractor.extract_entities(text)  # no message cap: the whole sentence
+            whole.append(time.process_time() - c0)
+        episode = _episode({"id": "long", "sentences": [{"role": "user", "text": text}]})
+        capped = []
+        for _ in range(repeat):
+            c0 = time.process_time()
+            asyncio.run(extractor.extract(episode))
+            capped.append(time.process_time() - c0)
+        print(
+            f"{n:>6,}-word sentence: whole text {statistics.median(whole):.3f} CPU-s; "
+            f"extract() with the {MAX_MESSAGE_CHARS:,}-char message cap "
+            f"{statistics.median(capped):.3f} CPU-s (medians of {repeat})"
+        )
+
+
 def report(tally: Tally, label: str) -> None:
     recall = _ratio(tally.hit_rels, tally.gold_rels)
     precision = _ratio(tally.hit_rels, tally.pred_rels)
@@ -156,6 +267,9 @@ def report(tally: Tally, label: str) -> None:
         f"({tally.found_ents}/{tally.gold_ents})  typing accuracy "
         f"{_ratio(tally.typed_ok, tally.found_ents):.2f} ({tally.typed_ok}/{tally.found_ents})"
     )
+    if tally.negated:
+        safe = tally.negated - tally.negated_asserted
+        print(f"negation safety: {_ratio(safe, tally.negated):.2f} ({safe}/{tally.negated})")
 
 
 def _disable_gazetteers() -> None:
@@ -171,22 +285,50 @@ def main() -> None:
     )
     parser.add_argument("--verbose", action="store_true", help="list every miss")
     parser.add_argument(
+        "--tier",
+        action="append",
+        choices=["rule", "parser", "simple"],
+        help="extractor tier (repeatable); default: rule",
+    )
+    parser.add_argument("--repeat", type=int, default=5, help="timed passes for episodes/s")
+    parser.add_argument(
+        "--long-sentence", action="store_true", help="only time one huge one-sentence message"
+    )
+    parser.add_argument(
         "--no-ablation", action="store_true", help="skip the run with gazetteers disabled"
     )
     args = parser.parse_args()
-    paths: list[Path] = args.corpus or [CORPUS, HELDOUT]
+    if args.long_sentence:
+        long_sentence(args.repeat)
+        return
+    paths: list[Path] = args.corpus or [CORPUS, HELDOUT, V2]
+    tiers: list[str] = args.tier or ["rule"]
     corpora = [(p, json.loads(p.read_text(encoding="utf-8"))) for p in paths]
     runs = [False] if args.no_ablation else [False, True]
     for disabled in runs:
         if disabled:
             _disable_gazetteers()
-        for path, corpus in corpora:
-            n_sent = sum(len(c["sentences"]) for c in corpus["conversations"])
-            label = (
-                f"{path.name}: {len(corpus['conversations'])} conversations, {n_sent} sentences"
-                + (" [gazetteers disabled]" if disabled else "")
-            )
-            report(asyncio.run(evaluate(corpus, args.verbose)), label)
+        for tier in tiers:
+            for path, corpus in corpora:
+                n_sent = sum(len(c["sentences"]) for c in corpus["conversations"])
+                label = (
+                    f"[{tier}] {path.name}: {len(corpus['conversations'])} conversations, "
+                    f"{n_sent} sentences" + (" [gazetteers disabled]" if disabled else "")
+                )
+                report(asyncio.run(evaluate(corpus, args.verbose, tier)), label)
+                if not disabled:
+                    wall, cpu = asyncio.run(speed(corpus, tier, args.repeat))
+                    print(
+                        f"speed: {cpu:,.0f} episodes per CPU-second, {wall:,.0f} episodes/s "
+                        f"wall (medians of {args.repeat})"
+                    )
+                    if tier == "parser":
+                        pipe_wall, pipe_cpu = pipe_speed(corpus, args.repeat)
+                        print(
+                            f"nlp.pipe alone: {pipe_cpu:,.0f} episodes per CPU-second "
+                            f"({pipe_wall:,.0f}/s wall); the extractor takes "
+                            f"{pipe_cpu / cpu:.2f}x the CPU time of nlp.pipe"
+                        )
 
 
 if __name__ == "__main__":

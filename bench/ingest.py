@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cycgraph_memory.embeddings.hashing import HashingEmbeddingProvider
+from cycgraph_memory.hierarchy.extractors.rules import RuleBasedExtractor
 from cycgraph_memory.hierarchy.pipeline import MemoryPipeline
 from cycgraph_memory.inmemory import InMemoryMemoryIndex, InMemoryMemoryStore
 from cycgraph_memory.records import Message
@@ -76,7 +77,7 @@ async def run_memory(messages: list[Message], batch: int, many: bool) -> tuple[f
     store = InMemoryMemoryStore()
     index = InMemoryMemoryIndex(expected_dimensions=384, silence_scale_warning=True)
     pipeline = MemoryPipeline(store, embedder=HashingEmbeddingProvider(dimensions=384),
-                              index=index)
+                              index=index, extractor=RuleBasedExtractor())
     return await _drive(pipeline, messages, batch, many)
 
 
@@ -98,7 +99,7 @@ async def run_postgres(messages: list[Message], batch: int, many: bool) -> tuple
             store = PostgresMemoryStore(engine, tenant_id="bench")
             index = PostgresMemoryIndex(engine, tenant_id="bench")
             pipeline = MemoryPipeline(store, embedder=HashingEmbeddingProvider(dimensions=384),
-                                      index=index)
+                                      index=index, extractor=RuleBasedExtractor())
             return await _drive(pipeline, messages, batch, many)
         finally:
             await engine.dispose()

@@ -418,10 +418,13 @@ def test_satisfies_protocol() -> None:
     assert state(ex) == "closed"
 
 
-async def test_default_fallback_is_rule_based() -> None:
-    rules = pytest.importorskip("cycgraph_memory.hierarchy.extractors.rules")
+async def test_default_fallback_is_the_best_free_tier() -> None:
+    from cycgraph_memory.hierarchy.extractors.parser import ParserExtractor, parser_available
+    from cycgraph_memory.hierarchy.extractors.rules import RuleBasedExtractor
+
     ex = LLMExtractor(FakeProvider([RuntimeError("down")]))
-    assert isinstance(ex.fallback, rules.RuleBasedExtractor)
+    expected = ParserExtractor if parser_available() else RuleBasedExtractor
+    assert isinstance(ex.fallback, expected)
     ep = make_episode()
     result = await ex.extract(ep)
     assert isinstance(result, ExtractionResult)

@@ -60,6 +60,7 @@ async def test_natural_paragraph() -> None:
         ("Kubernetes", "tool"),
         ("PostgreSQL", "tool"),
         ("Austin", "location"),
+        ("infra group", "organization"),  # a lowercase noun-phrase endpoint
         ("Hooli Labs", "organization"),
         ("Gavin Belson", "person"),
         ("Terraform", "tool"),
@@ -71,6 +72,7 @@ async def test_natural_paragraph() -> None:
         ("Maria Lopez", "work_at", "Initech"),
         ("Maria Lopez", "report_to", "Peter Gibbons"),
         ("Peter Gibbons", "move_to", "Austin"),
+        ("Peter Gibbons", "manage", "infra group"),
         ("Initech", "acquire", "Hooli Labs"),
     ]
     # per-episode merging: "Maria" / "Peter" / "Gavin" join the full names
@@ -106,7 +108,11 @@ async def test_provenance_ids_and_timestamps() -> None:
     [work, live] = result.relationships
     assert work.provenance.confidence == 0.75
     assert live.provenance.confidence == 0.65  # pronoun subject costs confidence
-    assert work.attributes == {"evidence": "Alice Smith works at Acme Corp."}
+    assert work.attributes == {
+        "evidence": "Alice Smith works at Acme Corp.",
+        "message_id": str(ep.messages[0].id),
+        "speaker": "user",
+    }
 
 
 async def test_reextraction_yields_same_ids() -> None:

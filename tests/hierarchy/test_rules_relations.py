@@ -131,8 +131,8 @@ async def test_coordination_and_pronouns() -> None:
         ("Alice", "join", "Infrastructure"),
         ("Sarah Lopez", "lead", "Infrastructure"),
     ]
-    # first/second person subjects are not entities
-    assert await rels("We use Redis.") == []
+    # first-person subjects resolve to the speaker (here the role: no name in metadata)
+    assert await rels("We use Redis.") == [("user", "use", "Redis")]
 
 
 async def test_custom_relationship_verbs() -> None:

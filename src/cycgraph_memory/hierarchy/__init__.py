@@ -14,6 +14,7 @@ from cycgraph_memory.hierarchy.extractors import (
     AnthropicProvider,
     LLMExtractor,
     OpenAIProvider,
+    ParserExtractor,
     RuleBasedExtractor,
     SimpleSemanticExtractor,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "LLMExtractor",
     "MemoryPipeline",
     "OpenAIProvider",
+    "ParserExtractor",
     "RuleBasedExtractor",
     "SimpleEpisodeSegmenter",
     "SimpleSemanticExtractor",

@@ -125,7 +125,8 @@ class MemoryPipeline:
             ``upsert_many`` (the in-memory index does; the Postgres index reads the
             store's tables and needs nothing).
         segmenter: Level 0 -> 1 stage; default ``SimpleEpisodeSegmenter()``.
-        extractor: Level 1 -> 2 stage; default ``RuleBasedExtractor()``.
+        extractor: Level 1 -> 2 stage; default ``ParserExtractor()`` when the ``parser``
+            extra is installed, else ``RuleBasedExtractor()``.
         clusterer: Level 2 -> 3 stage; default ``ConsolidatingThemeClusterer()``.
         embed_batch_size: Texts per ``embedder.embed`` call.
         merge_entities: Merge entities of one ingest that share a normalised name and
@@ -152,9 +153,9 @@ class MemoryPipeline:
 
             segmenter = SimpleEpisodeSegmenter()
         if extractor is None:
-            from cycgraph_memory.hierarchy.extractors.rules import RuleBasedExtractor
+            from cycgraph_memory.hierarchy.extractors.parser import default_extractor
 
-            extractor = RuleBasedExtractor()
+            extractor = default_extractor()
         if clusterer is None:
             from cycgraph_memory.hierarchy.clustering import ConsolidatingThemeClusterer
 

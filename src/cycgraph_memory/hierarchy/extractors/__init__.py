@@ -3,6 +3,8 @@
 * :class:`SimpleSemanticExtractor`: one fact per episode (the topic).
 * :class:`RuleBasedExtractor`: sentence-level pattern matching; facts, typed entities and
   relationships; free, instant, deterministic.
+* :class:`ParserExtractor`: dependency parsing and NER on spaCy (the ``parser`` extra);
+  the default of ``MemoryPipeline`` and the ``LLMExtractor`` fallback when installed.
 * :class:`LLMExtractor`: an injected :class:`~cycgraph_memory.contracts.LLMProvider`, with a
   timeout, a circuit breaker and the rule-based extractor as automatic fallback.
 """
@@ -12,6 +14,12 @@ from cycgraph_memory.hierarchy.extractors.llm import (
     BreakerState,
     LLMExtractor,
     LLMExtractorStats,
+)
+from cycgraph_memory.hierarchy.extractors.parser import (
+    DEFAULT_PARSER_PIPELINE,
+    ParserExtractor,
+    default_extractor,
+    parser_available,
 )
 from cycgraph_memory.hierarchy.extractors.providers import AnthropicProvider, OpenAIProvider
 from cycgraph_memory.hierarchy.extractors.rules import (
@@ -26,6 +34,7 @@ from cycgraph_memory.hierarchy.extractors.simple import (
 )
 
 __all__ = [
+    "DEFAULT_PARSER_PIPELINE",
     "ENTITY_TYPES",
     "FACT_ID_NAMESPACE",
     "LLM_EXTRACTOR_NAMESPACE",
@@ -35,7 +44,10 @@ __all__ = [
     "LLMExtractor",
     "LLMExtractorStats",
     "OpenAIProvider",
+    "ParserExtractor",
     "RuleBasedExtractor",
     "SimpleSemanticExtractor",
+    "default_extractor",
     "fact_id_for",
+    "parser_available",
 ]

@@ -24,6 +24,7 @@ __all__ = [
     "capitalized_tokens",
     "detect_mentions",
     "mask_urls",
+    "masked_tokens",
     "tokenize",
 ]
 
@@ -58,7 +59,51 @@ _TITLE_BEFORE = re.compile(
 _PREV_WORD = re.compile(r"([A-Za-z][\w-]*)[,]?\s+$")
 _CALLED_BEFORE = re.compile(r"([a-z][\w-]*)\s+(?:called|named)\s+$")
 _AT_BEFORE = re.compile(r"\bat\s+(?:the\s+)?$")
-_IN_BEFORE = re.compile(r"\bin\s+(?:the\s+)?$")
+# Sentence-initial participles and fillers that are not part of a following name
+# ("Following Acme's lead", but "Billing Service" and "Red Hat" keep their first word).
+_OPENER_WORDS = lex.word_set(
+    """
+    following regarding including according speaking assuming considering given based
+    excited thrilled pleased proud welcoming meeting meet during despite
+    """
+)
+_CONTEXT_WINDOW = 80  # characters before a mention that its context cues look at
+_IN_BEFORE = re.compile(r"\b(?:in|near)\s+(?:the\s+)?$")
+_PLACE_OF_BEFORE = re.compile(r"\b(?:city|town|village|county|state|region) of\s+$", re.I)
+_PLACE_SUFFIXES = lex.word_set(
+    """
+    street st road rd avenue ave boulevard blvd lane square plaza park bridge river lake
+    mountain mountains island islands county valley bay beach heights hill hills
+    """
+)
+
+
+_NP_TOOL_HEADS = lex.word_set(
+    """
+    service services api gateway module pipeline app tool library framework database
+    system job jobs model flow generator engine platform server cluster queue cache sdk
+    script bot dashboard exporter replica tooling repo website
+    """
+)
+_NP_ORG_HEADS = lex.word_set(
+    """
+    team group division department unit committee panel squad crew office board
+    """
+)
+_NP_STOP = lex.word_set(
+    """
+    new old former current other same whole own main big small great good bad nice last
+    next first second this that these those some any all every each and or of to in on
+    at for with by is are was were be been has have had will would can could should
+    """
+)
+# A determiner, one or two lowercase modifiers, then a known head noun.
+_NOUN_PHRASE = re.compile(
+    r"\b(?:[Tt]he|[Oo]ur|[Tt]heir|[Ii]ts|[Hh]is|[Hh]er|[Mm]y|[Yy]our)\s+"
+    r"(?P<np>(?:[a-z][a-z0-9-]*\s+){1,2}(?:"
+    + "|".join(sorted(_NP_TOOL_HEADS | _NP_ORG_HEADS))
+    + r"))\b"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +150,11 @@ def tokenize(text: str) -> list[Token]:
     return tokens
 
 
+def masked_tokens(sentence: str) -> list[Token]:
+    """Tokens of a sentence with URLs masked (what both detection stages read)."""
+    return tokenize(mask_urls(sentence))
+
+
 def _is_cap(word: str) -> bool:
     return word[:1].isupper()
 
@@ -114,9 +164,10 @@ def _is_acronym(word: str) -> bool:
     return len(letters) >= 2 and all(c.isupper() for c in letters)
 
 
-def capitalized_tokens(sentence: str) -> set[str]:
+def capitalized_tokens(sentence: str, tokens: list[Token] | None = None) -> set[str]:
     """Lowercased capitalised tokens that are not the sentence's first word."""
-    tokens = tokenize(mask_urls(sentence))
+    if tokens is None:
+        tokens = masked_tokens(sentence)
     return {t.text.lower() for t in tokens[1:] if _is_cap(t.text)}
 
 
@@ -138,6 +189,10 @@ def _shape_cues(mention: Mention, words: list[str]) -> None:
         mention.cue(known, KNOWN)
     if len(words) >= 2 and lowered[-1] in lex.ORG_SUFFIXES:
         mention.cue("organization", SUFFIX)
+    if len(words) >= 2 and lowered[-1] in _PLACE_SUFFIXES:
+        mention.cue("location", SUFFIX)  # "Pine Street", "Argyle Street"
+    if "&" in words:
+        mention.cue("organization", SUFFIX)  # "Salt & Ember", "Harper & Lowe"
     if len(words) >= 3 and lowered[0] in lex.ORG_PREFIXES and lowered[1] == "of":
         mention.cue("organization", SUFFIX)
     if len(words) >= 2 and lowered[-1] in lex.TOOL_HEADS:
@@ -165,7 +220,9 @@ def _shape_cues(mention: Mention, words: list[str]) -> None:
 
 
 def _context_cues(mention: Mention, sentence: str) -> None:
-    before = sentence[: mention.start]
+    # A bounded window: the cues are a few words long, and a whole-prefix search would
+    # make a long sentence quadratic.
+    before = sentence[max(0, mention.start - _CONTEXT_WINDOW) : mention.start]
     if _TITLE_BEFORE.search(before):
         mention.cue("person", TITLE)
     prev = _PREV_WORD.search(before)
@@ -182,6 +239,8 @@ def _context_cues(mention: Mention, sentence: str) -> None:
         mention.cue("organization", AT_PREP)
     elif _IN_BEFORE.search(before):
         mention.cue("location", IN_PREP)
+    if _PLACE_OF_BEFORE.search(before):
+        mention.cue("location", SUFFIX)
 
 
 def _groups(tokens: list[Token], text: str) -> list[list[Token]]:
@@ -223,8 +282,10 @@ def _groups(tokens: list[Token], text: str) -> list[list[Token]]:
 
 def _is_stop(word: str) -> bool:
     low = word.lower().rstrip(".")
+    base = low.replace("\u2019", "'").split("'")[0]
     return (
         low in lex.STOPWORDS
+        or (base != low and base in lex.STOPWORDS)  # contractions: I'm, I've, We'll
         or low in lex.PERSON_TITLES
         or (_is_acronym(word) and low in lex.ACRONYM_STOP)
     )
@@ -280,8 +341,14 @@ def _keep_initial(
     """Decide whether a sentence-initial capitalised run is a name (see module doc)."""
     first = part[0].text
     if len(part) > 1:
-        if not _known_word(first) and first.lower().endswith(("ing", "ly", "ed")):
-            return part[1:]
+        low = first.lower()
+        second = part[1].text.lower()
+        if not _known_word(first) and low not in episode_caps and (
+            (low.endswith("ly") and len(low) > 4)
+            or low in _OPENER_WORDS
+            or (low.endswith(("ing", "ed")) and second in lex.FIRST_NAMES)
+        ):
+            return part[1:]  # "Apparently Dana ...", "Following Acme ..."
         return part
     if _known_word(first) or first.lower() in episode_caps:
         return part
@@ -301,6 +368,7 @@ def detect_mentions(
     episode_caps: set[str],
     verb_hints: frozenset[str],
     custom: Sequence[CustomPattern] = (),
+    tokens: list[Token] | None = None,
 ) -> list[Mention]:
     """Find entity mentions in one sentence, ordered by position.
 
@@ -311,16 +379,17 @@ def detect_mentions(
         verb_hints: Lowercase verb forms whose presence right after a sentence-initial
             capitalised word marks it as a subject name.
         custom: User patterns and the entity type each assigns.
+        tokens: ``masked_tokens(sentence)`` when the caller already has them.
 
     Returns:
         Non-overlapping mentions.
     """
     text = mask_urls(sentence)
     mentions: list[Mention] = []
-    taken: list[tuple[int, int]] = []
+    taken = bytearray(len(sentence) + 1)  # 1 where a mention already sits: linear checks
 
     def free(start: int, end: int) -> bool:
-        return all(end <= s or start >= e for s, e in taken)
+        return not any(taken[start:end])
 
     def add(start: int, end: int, name: str) -> Mention | None:
         key = normalize_entity_name(name)
@@ -328,7 +397,7 @@ def detect_mentions(
             return None
         mention = Mention(start, end, name, key, words=len(name.split()))
         mentions.append(mention)
-        taken.append((start, end))
+        taken[start:end] = b"\x01" * (end - start)
         return mention
 
     for pattern, entity_type in custom:
@@ -340,7 +409,8 @@ def detect_mentions(
                 if found is not None:
                     found.cue(entity_type, CUSTOM)
 
-    tokens = tokenize(text)
+    if tokens is None:
+        tokens = masked_tokens(sentence)
     for token in tokens:
         word = token.text
         if word.startswith("@") and len(word) > 1:
@@ -374,5 +444,14 @@ def detect_mentions(
             _context_cues(found, sentence)
             if titled:
                 found.cue("person", TITLE)
+    for m in _NOUN_PHRASE.finditer(text):
+        # Lowercase noun-phrase endpoints: "the payments gateway", "the data division".
+        words = m.group("np").split()
+        if any(w in _NP_STOP for w in words[:-1]):
+            continue
+        found = add(m.start("np"), m.end("np"), m.group("np"))
+        if found is not None:
+            head = words[-1]
+            found.cue("tool" if head in _NP_TOOL_HEADS else "organization", TOOL_HEAD + 30)
     mentions.sort(key=lambda m: m.start)
     return mentions

@@ -12,6 +12,11 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(w.strip().lower() for w in text.split() if w.strip())
 
 
+def word_set(text: str) -> frozenset[str]:
+    """Lowercase words of a whitespace-separated list."""
+    return _words(text)
+
+
 def _phrases(text: str) -> frozenset[str]:
     return frozenset(p.strip().lower() for p in text.split(",") if p.strip())
 
@@ -42,6 +47,9 @@ STOPWORDS = _words(
     once twice again already always never often sometimes usually
     mine hers true false null none note update edit question answer re fwd fyi btw
     good-bye goodbye bye cheers regards dear
+    sounds definitely congrats congratulations absolutely totally exactly agreed welcome
+    lol haha hahaha omg yay perfect amazing indeed tbh imo ugh whoa oops alright gotcha
+    noted heads quick guess wait anyway aww damn nah thx ty np yes! ooh oh
     """
 )
 
@@ -50,6 +58,7 @@ PERSON_TITLES = _words(
     """
     mr mrs ms miss mx dr prof professor sir dame lord lady madam mister doctor judge
     senator president governor mayor rev reverend captain capt sgt officer coach
+    chef principal midfielder striker defender goalkeeper chancellor minister
     """
 )
 
@@ -76,6 +85,10 @@ ORG_SUFFIXES = _words(
     solutions software consulting enterprises airlines motors pharmaceuticals
     therapeutics bio energy insurance hospital clinic council ministry department
     commission committee fund trust club team league federation union press publishing
+    grocers grocery market markets united fc afc kitchen bakery cafe restaurant bistro
+    diner brewery physio pharmacy center centre health medical logistics freight retail
+    grid power post times gazette herald tribune partnership elementary museum gallery
+    theatre theater hotel airways rail railways analytics
     """
 )
 

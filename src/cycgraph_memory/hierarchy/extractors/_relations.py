@@ -24,7 +24,15 @@ def _wordset(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-__all__ = ["PRONOUNS", "Arg", "RawRelation", "find_pronouns", "is_question", "match_relations"]
+__all__ = [
+    "PRONOUNS",
+    "Arg",
+    "RawRelation",
+    "find_pronouns",
+    "is_question",
+    "match_relations",
+    "trigger_index",
+]
 
 PRONOUNS = {
     "he": "person",
@@ -40,14 +48,15 @@ PRONOUNS = {
     "me": "speaker",
     "us": "speaker",
 }
+# A pronoun may carry a contraction ("I'm", "we've", "she'll").
 _PRONOUN_RE = re.compile(
-    r"(?<![\w'\u2019-])(" + "|".join(PRONOUNS) + r")(?![\w'\u2019-])", re.IGNORECASE
+    r"(?<![\w'\u2019-])(" + "|".join(PRONOUNS) + r")(?![\w-])(?!['\u2019]s\w)", re.IGNORECASE
 )
 
 _AUX = _wordset(
     """
     is are was were be been being am has have had will would shall should can could
-    may might must do does did 's 're 've 'd 'll going to got gets who which that
+    may might must do does did 's 're 've 'd 'll 'm going to got gets who which that
     also still just now both currently previously recently already then really
     actually originally eventually once later soon finally not never no longer n't
     ever even all too
@@ -76,11 +85,14 @@ _STOP_OBJECT = _wordset(
 )
 _CONNECT_PREV = re.compile(
     r"(?:\band|\bor|\bbut|\bthen|\bbefore|\bafter|\bwhile|\bsince|\bwithout|,)\s+"
-    r"(?:(?:also|then|later|eventually|\w+ly)\s+)?$",
+    r"(?:(?:also|then|later|eventually|still|now|\w+ly)\s+)?$",
     re.IGNORECASE,
 )
 _COORD = re.compile(r"^(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|&)\s+)$", re.IGNORECASE)
-_RELATIVE = re.compile(r"^\s*,?\s*(?:which|that|who|whom)\s+$", re.IGNORECASE)
+_RELATIVE = re.compile(
+    r"^\s*,?\s*(?:which|that|who|whom)\s+(?:(?:the|our|their|his|her|its|my)\s+)?$",
+    re.IGNORECASE,
+)
 _BY = re.compile(r"\s+by\b", re.IGNORECASE)
 _WORD = re.compile(r"[\w'\u2019-]+|[^\w\s]")
 _TAG_QUESTION = re.compile(
@@ -138,7 +150,11 @@ def _negated(words: list[str]) -> bool:
 def _subject_gap_ok(words: list[str]) -> bool:
     if words and words[0] in _HEAD_NOUNS:
         words = words[1:]  # "the Atlas team is part of ..."
-    return all(w in _AUX or w.endswith("ly") or w in {",", "-", "(", ")"} for w in words)
+    # "." only after an abbreviated suffix inside the sentence ("Brightwave Inc. acquired").
+    return all(
+        w in _AUX or w.endswith("ly") or w in {",", "-", "(", ")"} or (w == "." and i == 0)
+        for i, w in enumerate(words)
+    )
 
 
 def _object_gap_ok(words: list[str]) -> bool:
@@ -150,6 +166,29 @@ def _object_gap_ok(words: list[str]) -> bool:
         if w not in _DETERMINERS_OK and not w.islower() and not w.isdigit():
             return False
     return True
+
+
+_CLAUSE_OPEN = re.compile(r",\s*(?:who|which)\b[^,]*$", re.IGNORECASE)
+
+
+def _skip_relative_clause(args: list[Arg], subject: Arg, sentence: str) -> Arg:
+    """The antecedent when ``subject`` closes a relative clause.
+
+    "Webb, who spent years at Riverside, replaces Souza": the name before the verb sits in
+    the clause "who ... Riverside,"; the subject is the name before ", who".
+    """
+    after = sentence[subject.end : subject.end + 3]
+    if not after.lstrip().startswith(","):
+        return subject
+    window = sentence[max(0, subject.start - 200) : subject.start]
+    opened = _CLAUSE_OPEN.search(window)
+    if opened is None:
+        return subject
+    clause_start = subject.start - len(window) + opened.start()
+    antecedent = _nearest_before(args, clause_start + 1)
+    if antecedent is not None and not sentence[antecedent.end : clause_start].strip():
+        return antecedent
+    return subject
 
 
 def _nearest_before(args: list[Arg], pos: int) -> Arg | None:
@@ -190,15 +229,29 @@ _TRIGGER_WORD = re.compile(r"[\w'-]+")  # keeps "co-founded" whole
 _PLAIN_WORD = re.compile(r"\w+")
 
 
+def trigger_index(patterns: list[RelationPattern]) -> dict[str, tuple[int, ...]]:
+    """Trigger word -> indexes of the patterns it can fire (``""``: always try)."""
+    index: dict[str, list[int]] = {}
+    for i, pattern in enumerate(patterns):
+        for word in pattern.triggers or {""}:
+            index.setdefault(word, []).append(i)
+    return {word: tuple(ids) for word, ids in index.items()}
+
+
 def _verb_spans(
-    sentence: str, patterns: list[RelationPattern], mentions: list[Mention]
+    sentence: str,
+    patterns: list[RelationPattern],
+    mentions: list[Mention],
+    index: dict[str, tuple[int, ...]] | None = None,
 ) -> list[tuple[re.Match[str], RelationPattern]]:
     chosen: list[tuple[re.Match[str], RelationPattern]] = []
     lowered = sentence.lower()
     words = set(_TRIGGER_WORD.findall(lowered)) | set(_PLAIN_WORD.findall(lowered))
-    for pattern in patterns:
-        if pattern.triggers and pattern.triggers.isdisjoint(words):
-            continue  # none of the verb's forms occurs: the regex cannot match
+    if index is None:
+        index = trigger_index(patterns)
+    # Only the patterns one of whose verb forms occurs can match (in pattern order).
+    candidates = sorted({i for w in (*words, "") for i in index.get(w, ())})
+    for pattern in (patterns[i] for i in candidates):
         for m in pattern.regex.finditer(sentence):
             if any(m.start() < c.end() and c.start() < m.end() for c, _ in chosen):
                 continue
@@ -211,9 +264,15 @@ def _verb_spans(
 
 
 def match_relations(
-    sentence: str, mentions: list[Mention], patterns: list[RelationPattern]
+    sentence: str,
+    mentions: list[Mention],
+    patterns: list[RelationPattern],
+    index: dict[str, tuple[int, ...]] | None = None,
 ) -> list[RawRelation]:
-    """Match relations in one sentence (see the module docstring for the rules)."""
+    """Match relations in one sentence (see the module docstring for the rules).
+
+    ``index`` is ``trigger_index(patterns)``, computed once by the caller.
+    """
     if is_question(sentence):
         return []
     names = [Arg(m.start, m.end, m.key) for m in mentions]
@@ -224,9 +283,10 @@ def match_relations(
     ]
     out: list[RawRelation] = []
     previous: tuple[Arg, int] | None = None  # (subject, end of the previous relation)
-    for match, pattern in _verb_spans(sentence, patterns, mentions):
+    for match, pattern in _verb_spans(sentence, patterns, mentions, index):
         verb = match.group("verb").lower()
-        before_words = _words(sentence[: match.start()])
+        # Only the last few words matter (passive "is/was ... by"): a bounded window.
+        before_words = _words(sentence[max(0, match.start() - 60) : match.start()])
         passive = (
             not pattern.fixed
             and verb in pattern.participles
@@ -245,6 +305,7 @@ def match_relations(
 
         subject = _nearest_before(args, match.start())
         if subject is not None:
+            subject = _skip_relative_clause(args, subject, sentence)
             gap = _words(sentence[subject.end : match.start()])
             if not _subject_gap_ok(gap):
                 subject = None
@@ -255,7 +316,7 @@ def match_relations(
             if _CONNECT_PREV.search(bridge) and not _negated(_words(bridge)):
                 subject = previous[0]
                 confidence -= 0.05
-        if subject is None or subject.pronoun in {"i", "we", "you", "me", "us"}:
+        if subject is None:
             continue
 
         obj = _first_after(args, object_from)
@@ -265,10 +326,13 @@ def match_relations(
             antecedent = _nearest_before(names, subject.start)
             if antecedent is not None and _RELATIVE.match(sentence[antecedent.end : subject.start]):
                 obj = antecedent
-        if obj is None or obj.pronoun in {"i", "we", "you", "me", "us"}:
+        if obj is None:
             continue
 
         subjects = [subject, *_coordinated(args, subject, sentence, forward=False)]
+        if previous is not None:
+            # "works at Stripe and I live in Lisbon": the previous object is no co-subject.
+            subjects = [subject] + [s for s in subjects[1:] if s.start >= previous[1]]
         objects = [obj, *_coordinated(args, obj, sentence, forward=True)]
         if passive:
             subjects, objects = objects, subjects

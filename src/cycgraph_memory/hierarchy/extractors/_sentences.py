@@ -5,7 +5,8 @@ plus every line break. Because whitespace must follow the punctuation, decimals
 (``3.14``), versions (``v2.0.1``), URLs and e-mail addresses never split. A period after a
 known abbreviation (``Dr.``, ``e.g.``, ``U.S.``, ``Inc.``) or a single-letter initial
 (``J. Smith``) does not split either, except that company suffixes and ``etc.`` end a
-sentence when the next word is a typical sentence opener ("The", "We", "She", ...).
+sentence when the next word is a typical sentence opener ("The", "We", "She", ...) or,
+for company suffixes, any capitalised word ("Brightwave Inc. Marta Lind confirmed").
 Bullet and numbering markers at the start of a line are removed.
 """
 
@@ -68,7 +69,14 @@ def _is_boundary(line: str, match: re.Match[str]) -> bool:
         return False  # an initial: "J. Smith"
     if token in _MAYBE_SPLIT:
         nxt = _NEXT_TOKEN.match(line, match.end())
-        return nxt is not None and nxt.group(1).lower().strip(",;:") in _OPENERS
+        if nxt is None:
+            return False
+        word = nxt.group(1)
+        # "Brightwave Inc. Marta Lind confirmed ...": a capitalised word after a company
+        # suffix starts a new sentence (mid-sentence the suffix is followed by lowercase).
+        return word.lower().strip(",;:") in _OPENERS or (
+            token != "etc" and word[:1].isupper()
+        )
     return True
 
 

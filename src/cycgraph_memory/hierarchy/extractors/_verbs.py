@@ -131,7 +131,7 @@ BUILTIN_RELATIONS: dict[str, tuple[str, ...]] = {
     "use": ("use", "utilize", "build on", "build with", "=powered by", "=running on"),
     "found": ("found", "co-found", "cofound"),
     "own": ("own",),
-    "lead": ("lead", "run", "head"),
+    "lead": ("lead", "run", "head", "chair"),
     "report_to": ("report to",),
     "live_in": ("live in", "reside in"),
     "locate_in": ("=located in", "=based in", "=headquartered in", "=situated in"),
@@ -158,6 +158,15 @@ BUILTIN_RELATIONS: dict[str, tuple[str, ...]] = {
     "integrate_with": ("integrate with",),
     "sell": ("sell",),
     "marry": ("marry",),
+    "appoint": ("appoint",),
+    "replace": ("replace", "succeed"),
+    "retire_from": ("retire from",),
+    "sign": ("sign",),
+    "open": ("open",),
+    "publish": ("publish",),
+    "adopt": ("adopt",),
+    "work_on": ("work on",),
+    "customer_of": ("=a customer of", "=a client of"),
 }
 
 # Relations whose arguments are reversed ("Acme employs Bob" would go here).

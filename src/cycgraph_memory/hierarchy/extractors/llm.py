@@ -4,8 +4,9 @@
 turn an episode into JSON (facts, typed entities, relationships), validates the reply and
 maps it onto records. Whenever the LLM path fails (the provider raises, the call times out,
 the reply holds no JSON object or has the wrong shape, or it yields no usable fact) the
-episode is handed to the fallback extractor (:class:`RuleBasedExtractor` by default), so the
-free tier's quality is always the floor.
+episode is handed to the fallback extractor (:class:`ParserExtractor` when the ``parser``
+extra is installed, else :class:`RuleBasedExtractor`), so the free tier's quality is
+always the floor.
 
 Circuit breaker: provider failures (errors, timeouts, unparseable or ill-shaped replies)
 are counted; an empty-but-valid reply is *not* a provider failure. After
@@ -138,8 +139,9 @@ class LLMExtractor:
         timeout_ms: Timeout of one provider call, in milliseconds.
         max_consecutive_failures: Open the breaker after this many failures in a row.
         breaker_cooldown_ms: How long the breaker stays open before a trial call.
-        fallback: Extractor used whenever the LLM path fails; ``RuleBasedExtractor()`` by
-            default.
+        fallback: Extractor used whenever the LLM path fails; by default
+            ``ParserExtractor()`` when the ``parser`` extra is installed, else
+            ``RuleBasedExtractor()``.
         clock: Monotonic clock in seconds used by the breaker (``time.monotonic`` by
             default); inject a fake one in tests.
         now: Wall clock for ``created_at`` / ``updated_at`` stamps (``utc_now`` by default).
@@ -181,9 +183,9 @@ class LLMExtractor:
             raise InvalidInputError(f"confidence must be in [0, 1], got {confidence!r}")
         self._confidence = float(confidence)
         if fallback is None:
-            from cycgraph_memory.hierarchy.extractors.rules import RuleBasedExtractor
+            from cycgraph_memory.hierarchy.extractors.parser import default_extractor
 
-            fallback = RuleBasedExtractor()
+            fallback = default_extractor()
         self._fallback: SemanticExtractor = fallback
         self._clock = clock or time.monotonic
         self._now = now or utc_now

