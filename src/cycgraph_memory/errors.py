@@ -13,6 +13,7 @@ catch the whole family with a single ``except``::
     │   ├── IntegrityViolationError       (other 23xxx)
     │   ├── ConcurrencyError              (40001 / 40P01: safe to retry)
     │   ├── SchemaNotReadyError           (tables missing: run the migrations)
+    │   ├── AppendOnlyViolationError      (UPDATE/DELETE on the gate audit log)
     │   └── TransactionError              (misuse of a unit of work)
     ├── ProviderError                     (an LLM or embedding provider failed)
     │   └── ProviderTimeoutError
@@ -25,6 +26,7 @@ models; it is the wall bad input hits before anything reaches a store.
 from __future__ import annotations
 
 __all__ = [
+    "AppendOnlyViolationError",
     "ConcurrencyError",
     "CycgraphMemoryError",
     "DuplicateRecordError",
@@ -118,6 +120,14 @@ class ConcurrencyError(StorageError):
 
 class SchemaNotReadyError(StorageError):
     """The database schema is missing or outdated: run ``alembic upgrade head``."""
+
+
+class AppendOnlyViolationError(StorageError):
+    """An attempt to change or remove rows of an append-only table (the gate audit log).
+
+    Raised on Postgres when the table's trigger refuses an UPDATE, DELETE or TRUNCATE
+    (SQLSTATE ``CG001``).
+    """
 
 
 class TransactionError(StorageError):
