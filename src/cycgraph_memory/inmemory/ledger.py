@@ -8,9 +8,11 @@ of runs and gates after each one.
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 
+from cycgraph_memory._construct import trusted
 from cycgraph_memory._ids import parse_id, parse_ids
 from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.inmemory._common import coerce_record, copy_record
@@ -51,7 +53,8 @@ class _Accumulator:
 
 def _fact_stats(fact_id: uuid.UUID, acc: _Accumulator) -> FactStats:
     # Values are already valid: skip pydantic validation on this hot path.
-    return FactStats.model_construct(
+    return trusted(
+        FactStats,
         fact_id=fact_id,
         trials=acc.n,
         mean_score=acc.mean,
@@ -59,8 +62,26 @@ def _fact_stats(fact_id: uuid.UUID, acc: _Accumulator) -> FactStats:
     )
 
 
+_ATOMIC = (str, int, float, bool, type(None))
+
+
+def _copy_entry(entry: GateAuditEntry) -> GateAuditEntry:
+    """Copy an audit entry cheaply: its policy is flat JSON and its evidence holds numbers."""
+    policy = entry.policy
+    if all(isinstance(v, _ATOMIC) for v in policy.values()):
+        policy = dict(policy)
+    else:
+        return copy_record(entry)
+    new = copy.copy(entry)
+    new.__dict__["policy"] = policy
+    if entry.evidence is not None:
+        new.__dict__["evidence"] = copy.copy(entry.evidence)
+    return new
+
+
 def _baseline(summary: SampleSummary) -> OutcomeBaseline:
-    return OutcomeBaseline.model_construct(
+    return trusted(
+        OutcomeBaseline,
         runs=summary.n,
         mean_score=summary.mean if summary.n else 0.0,
         variance=summary.variance,
@@ -163,7 +184,7 @@ class InMemoryOutcomeLedger:
         """Append gate decisions to the audit log (all are validated before any is kept)."""
         if isinstance(entries, GateAuditEntry | Mapping):
             raise TypeError("expected a sequence of GateAuditEntry, got a single value")
-        prepared = [copy_record(coerce_record(GateAuditEntry, e)) for e in entries]
+        prepared = [_copy_entry(coerce_record(GateAuditEntry, e)) for e in entries]
         self._audit.extend(prepared)
 
     async def list_gate_audit(
@@ -179,7 +200,7 @@ class InMemoryOutcomeLedger:
         pid = None if pass_id is None else parse_id(pass_id)
         fid = None if fact_id is None else parse_id(fact_id)
         out = [
-            copy_record(e)
+            _copy_entry(e)
             for e in self._audit
             if (pid is None or e.pass_id == pid) and (fid is None or e.fact_id == fid)
         ]

@@ -20,10 +20,12 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, Literal
+from functools import lru_cache
+from typing import Any, Final, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from cycgraph_memory._construct import trusted
 from cycgraph_memory._exclusive import exclusive_pass
 from cycgraph_memory.contracts import (
     MemoryStore,
@@ -35,6 +37,7 @@ from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.records import (
     QUARANTINE_TAG,
     EvictedLesson,
+    FactFilter,
     FactStats,
     GateAuditEntry,
     GateVerdict,
@@ -259,7 +262,8 @@ def _inference_decisions(
                           sd_floor=policy.noise_floor_sd)
         bracket = doubling_bracket(rest.n) if doubling else None
         evidence.append(
-            RetentionEvidence.model_construct(
+            trusted(
+                RetentionEvidence,
                 lift=up.lift,
                 se=up.se,
                 df=up.df,
@@ -314,6 +318,11 @@ def _rejections(p_values: list[float], alpha: float, policy: RetentionPolicy) ->
     return [p <= alpha for p in p_values]
 
 
+@lru_cache(maxsize=64)
+def _candidate_filter(candidate_tag: str) -> FactFilter:
+    return FactFilter(tags=[candidate_tag], exclude_tags=[QUARANTINE_TAG])
+
+
 def _coerce_policy(policy: RetentionPolicy | Mapping[str, Any] | None) -> RetentionPolicy:
     if policy is None:
         return DEFAULT_RETENTION_POLICY
@@ -329,8 +338,8 @@ async def _read_stats(
 ) -> dict[uuid.UUID, FactStats]:
     if not ids:
         return {}
-    if isinstance(ledger, SupportsFactStatsBatch):
-        return await ledger.get_fact_stats_batch(ids)
+    if hasattr(ledger, "get_fact_stats_batch"):  # cheaper than a runtime Protocol check
+        return await cast(SupportsFactStatsBatch, ledger).get_fact_stats_batch(ids)
     found: dict[uuid.UUID, FactStats] = {}
     for fid in ids:  # ledgers without the batch capability: one call per candidate
         stats = await ledger.get_fact_stats(fid)
@@ -358,19 +367,18 @@ def _report(decisions: list[GateDecision], pass_id: uuid.UUID) -> RetentionRepor
     for d in decisions:
         fid = d.fact.id
         if d.verdict == "promoted":
-            promoted.append(PromotedLesson.model_construct(fact_id=fid, evidence=d.evidence))
+            promoted.append(trusted(PromotedLesson, fact_id=fid, evidence=d.evidence))
         elif d.verdict == "evicted":
             reason: EvictionReason = (
                 EVICT_HARMFUL if d.reason == EVICT_HARMFUL else EVICT_NO_LIFT
             )
             evicted.append(
-                EvictedLesson.model_construct(fact_id=fid, reason=reason, evidence=d.evidence)
+                trusted(EvictedLesson, fact_id=fid, reason=reason, evidence=d.evidence)
             )
         else:
-            held.append(HeldLesson.model_construct(fact_id=fid, trials=d.trials,
-                                                   evidence=d.evidence))
-    return RetentionReport.model_construct(
-        promoted=promoted, evicted=evicted, held=held, pass_id=pass_id
+            held.append(trusted(HeldLesson, fact_id=fid, trials=d.trials, evidence=d.evidence))
+    return trusted(
+        RetentionReport, promoted=promoted, evicted=evicted, held=held, pass_id=pass_id
     )
 
 
@@ -411,12 +419,10 @@ async def evaluate_retention(
     if not isinstance(this_pass, uuid.UUID):
         raise InvalidInputError(f"pass_id must be a UUID, got {type(this_pass).__name__}")
     async with exclusive_pass(store, GATE_PASS_NAME):
-        candidates = await store.find_facts(
-            tags=[rules.candidate_tag], exclude_tags=[QUARANTINE_TAG]
-        )
+        candidates = await store.find_facts(_candidate_filter(rules.candidate_tag))
         if not candidates:
-            return RetentionReport.model_construct(
-                promoted=[], evicted=[], held=[], pass_id=this_pass
+            return trusted(
+                RetentionReport, promoted=[], evicted=[], held=[], pass_id=this_pass
             )
         stats = await _read_stats(ledger, [f.id for f in candidates])
         baseline = await ledger.get_baseline()
@@ -424,12 +430,13 @@ async def evaluate_retention(
         changed = [f for f in (_applied(d, rules) for d in decisions) if f is not None]
         if changed:
             await store.put_facts(changed)
-        if decisions and isinstance(ledger, SupportsGateAudit):
+        if decisions and hasattr(ledger, "append_gate_audit"):
             when = (clock or utc_now)()
             policy_json = rules.model_dump(mode="json")
-            await ledger.append_gate_audit(
+            await cast(SupportsGateAudit, ledger).append_gate_audit(
                 [
-                    GateAuditEntry.model_construct(
+                    trusted(
+                        GateAuditEntry,
                         pass_id=this_pass,
                         fact_id=d.fact.id,
                         verdict=d.verdict,

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from cycgraph_memory._construct import trusted
 from cycgraph_memory.contracts import MemoryStore, OutcomeLedger
 from cycgraph_memory.records import Provenance, RetentionReport, RunOutcome, SemanticFact
 from cycgraph_memory.retention.gate import (
@@ -253,8 +254,8 @@ async def simulate_gate(
         if ids or cfg.record_empty_runs:
             # The values are valid by construction: skip per-run validation.
             await ledger.record_outcome(
-                RunOutcome.model_construct(
-                    run_id=f"run-{run}", score=score, fact_ids=ids, recorded_at=now
+                trusted(
+                    RunOutcome, run_id=f"run-{run}", score=score, fact_ids=ids, recorded_at=now
                 )
             )
         if (run + 1) % cfg.gate_every == 0:
@@ -263,7 +264,7 @@ async def simulate_gate(
                 pass_id=uuid.UUID(int=seed_bits | run),
                 clock=_fixed_clock(now),
             )
-            gate_reports.append(GateReportEntry.model_construct(after_run=run, report=report))
+            gate_reports.append(trusted(GateReportEntry, after_run=run, report=report))
             for p in report.promoted:
                 decided.setdefault(p.fact_id, ("promoted", None, run))
             for e in report.evicted:
@@ -273,7 +274,8 @@ async def simulate_gate(
     for fid, lesson in lesson_of.items():
         outcome, reason, at = decided.get(fid, _UNDECIDED)
         outcomes.append(
-            SimulatedLessonOutcome.model_construct(
+            trusted(
+                SimulatedLessonOutcome,
                 id=lesson.id,
                 fact_id=fid,
                 true_effect=lesson.true_effect,
@@ -282,8 +284,8 @@ async def simulate_gate(
                 decided_at_run=None if at < 0 else at,
             )
         )
-    return GateSimulationResult.model_construct(
-        lessons=outcomes, run_scores=run_scores, gate_reports=gate_reports
+    return trusted(
+        GateSimulationResult, lessons=outcomes, run_scores=run_scores, gate_reports=gate_reports
     )
 
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
+from functools import lru_cache
+from typing import cast
 
 from cycgraph_memory.contracts import MemoryStore, OutcomeLedger, SupportsFactStatsBatch
 from cycgraph_memory.errors import InvalidInputError
-from cycgraph_memory.records import QUARANTINE_TAG, FactStats, SemanticFact
+from cycgraph_memory.records import QUARANTINE_TAG, FactFilter, FactStats, SemanticFact
 
 __all__ = ["DEFAULT_CANDIDATE_TAG", "retrieve_gated_lessons"]
 
@@ -32,14 +34,20 @@ async def _stats_for(
 ) -> dict[uuid.UUID, FactStats]:
     if not ids:
         return {}
-    if isinstance(ledger, SupportsFactStatsBatch):
-        return await ledger.get_fact_stats_batch(ids)
+    if hasattr(ledger, "get_fact_stats_batch"):  # cheaper than a runtime Protocol check
+        return await cast(SupportsFactStatsBatch, ledger).get_fact_stats_batch(ids)
     found: dict[uuid.UUID, FactStats] = {}
     for fid in ids:
         stats = await ledger.get_fact_stats(fid)
         if stats is not None:
             found[fid] = stats
     return found
+
+
+@lru_cache(maxsize=256)
+def _scope_filter(tags: tuple[str, ...]) -> FactFilter:
+    # Validated once per tag set: prompt builds (and the gate simulator) repeat it per run.
+    return FactFilter(tags=list(tags), exclude_tags=[QUARANTINE_TAG])
 
 
 def _newest_first(fact: SemanticFact) -> tuple[float, str]:
@@ -106,7 +114,7 @@ async def retrieve_gated_lessons(
         if ledger is None:
             raise InvalidInputError("rest_after_trials requires a ledger")
 
-    facts = await store.find_facts(tags=list(tags), exclude_tags=[QUARANTINE_TAG])
+    facts = await store.find_facts(_scope_filter(tuple(tags)))
     verified: list[SemanticFact] = []
     candidates: list[SemanticFact] = []
     for fact in facts:
