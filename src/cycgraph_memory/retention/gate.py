@@ -52,6 +52,7 @@ from cycgraph_memory.records import (
 from cycgraph_memory.statistics import (
     SampleSummary,
     benjamini_hochberg,
+    student_t_cdf,
     subtract_summary,
     welch_lift,
 )
@@ -258,8 +259,11 @@ def _inference_decisions(
             continue
         up = welch_lift(mine, rest, threshold=policy.promote_margin,
                         sd_floor=policy.noise_floor_sd)
-        down = welch_lift(mine, rest, threshold=-policy.evict_margin,
-                          sd_floor=policy.noise_floor_sd)
+        # P(true lift < -evict_margin) from the same lift, se and df.
+        if up.se > 0.0:
+            p_evict = student_t_cdf((-policy.evict_margin - up.lift) / up.se, up.df)
+        else:
+            p_evict = 1.0 if up.lift < -policy.evict_margin else 0.0
         bracket = doubling_bracket(rest.n) if doubling else None
         evidence.append(
             trusted(
@@ -268,7 +272,7 @@ def _inference_decisions(
                 se=up.se,
                 df=up.df,
                 p_promote=up.p_exceeds,
-                p_evict=1.0 - down.p_exceeds,
+                p_evict=p_evict,
                 trials=mine.n,
                 baseline_runs=rest.n,
                 alpha_bracket=None if bracket is None else float(bracket),
@@ -280,7 +284,7 @@ def _inference_decisions(
             weight = 2.0 ** (bracket + 1) if bracket is not None else 1.0
             tested.append(i)
             promote_p.append(min(1.0, (1.0 - up.p_exceeds) * weight))
-            evict_p.append(min(1.0, down.p_exceeds * weight))
+            evict_p.append(min(1.0, (1.0 - p_evict) * weight))
 
     promote_ok = _rejections(promote_p, 1.0 - policy.promote_confidence, policy)
     evict_ok = _rejections(evict_p, 1.0 - policy.evict_confidence, policy)
@@ -313,7 +317,7 @@ def _inference_decisions(
 def _rejections(p_values: list[float], alpha: float, policy: RetentionPolicy) -> list[bool]:
     if not p_values:
         return []
-    if policy.multiple_comparison == "bh":
+    if policy.multiple_comparison == "bh" and len(p_values) > 1:  # BH with m = 1 is p <= q
         return benjamini_hochberg(p_values, alpha)
     return [p <= alpha for p in p_values]
 
