@@ -83,7 +83,10 @@ def charts(rows: list[OperatingCharacteristicsRow], replicates: int) -> list[Pat
         else:
             ys = [r.promote_rate + r.harmful_evict_rate for r in cells]
             label = "effect 0: any verdict (false)"
-        ax.plot([r.runs for r in cells], ys, marker="o", label=label)
+        style = "--" if effect < 0 else "-"  # harmful effects dashed: equal rates overlap
+        marker = "s" if effect < 0 else "o"
+        ax.plot([r.runs for r in cells], ys, linestyle=style, marker=marker,
+                markersize=8 if effect < 0 else 5, label=label)
     ax.axhline(0.9, color="grey", linestyle=":", linewidth=1)
     ax.set_xlabel("simulated runs")
     ax.set_ylabel("detection rate")
@@ -107,6 +110,9 @@ def charts(rows: list[OperatingCharacteristicsRow], replicates: int) -> list[Pat
     ax.bar([x - 0.2 for x in xs], fp, width=0.4, label="false promote (effect <= 0)")
     ax.bar([x + 0.2 for x in xs], fe, width=0.4, label="false harmful-evict (effect >= 0)")
     ax.axhline(0.02, color="grey", linestyle=":", linewidth=1)
+    if not any(fp) and not any(fe):
+        ax.text(0.5, 0.5, "no false decision in any cell", transform=ax.transAxes,
+                ha="center", va="center", color="grey")
     ax.set_xticks(list(xs))
     ax.set_xticklabels(labels, fontsize=7)
     ax.set_xlabel("effect / runs")

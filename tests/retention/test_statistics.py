@@ -218,7 +218,9 @@ def test_required_trials() -> None:
     st.data(),
 )
 @settings(max_examples=200, deadline=None)
-def test_subtract_summary_equals_summary_of_the_rest(values: list[float], data: st.DataObject) -> None:
+def test_subtract_summary_equals_summary_of_the_rest(
+    values: list[float], data: st.DataObject
+) -> None:
     k = data.draw(st.integers(0, len(values)))
     part, rest = values[:k], values[k:]
     got = subtract_summary(summarize(values), summarize(part))
