@@ -76,7 +76,7 @@ async def test_promotes_a_lesson_that_lifts_outcomes(store: Any, ledger: Any) ->
     assert ev.se == pytest.approx(want_up.se) and ev.df == want_up.df == math.inf
     assert ev.p_promote == pytest.approx(want_up.p_exceeds)
     assert ev.p_evict == pytest.approx(1 - want_down.p_exceeds)
-    assert (ev.trials, ev.baseline_runs, ev.alpha_bracket) == (3, 6, 1.0)
+    assert (ev.trials, ev.baseline_runs, ev.alpha_bracket) == (3, 6, 0.0)
 
 
 async def test_evicts_a_harmful_lesson_as_a_soft_delete(store: Any, ledger: Any) -> None:
@@ -266,9 +266,15 @@ def _baseline(scores: list[float]) -> OutcomeBaseline:
 
 
 def test_doubling_brackets() -> None:
-    assert [doubling_bracket(n) for n in (2, 3, 4, 7, 8, 15, 16, 63, 64, 127, 128)] == [
-        0, 0, 1, 1, 2, 2, 3, 4, 5, 5, 6
+    # start = 6 (= 2 * min_trials by default): bracket 0 below 12, then doublings.
+    assert [doubling_bracket(n) for n in (2, 11, 12, 23, 24, 47, 48, 95, 96)] == [
+        0, 0, 1, 1, 2, 2, 3, 3, 4
     ]
+    assert [doubling_bracket(n, 2) for n in (2, 3, 4, 7, 8, 15, 16, 63, 64)] == [
+        0, 0, 1, 1, 2, 2, 3, 4, 5
+    ]
+    # The budgets of all brackets sum to at most alpha.
+    assert sum(0.1 / 2 ** (k + 1) for k in range(60)) <= 0.1
 
 
 def test_benjamini_hochberg_across_the_pass() -> None:
@@ -295,7 +301,7 @@ def test_benjamini_hochberg_across_the_pass() -> None:
 def test_doubling_spends_less_alpha_in_later_brackets() -> None:
     a = make_fact(tags=["candidate"])
     with_a = [0.62, 0.66, 0.7]
-    rest = [0.5, 0.45, 0.55, 0.5, 0.48, 0.52, 0.5, 0.5, 0.47, 0.53]  # 10 runs: bracket 2
+    rest = [0.5, 0.45, 0.55, 0.5, 0.48, 0.52] * 5  # 30 runs: bracket 2 (24-47)
     p = 1 - welch_lift(with_a, rest, threshold=0.05, sd_floor=0.1).p_exceeds
     assert 0.1 / 8 < p <= 0.1  # passes alone, fails at alpha / 2^(2+1)
     stats = {a.id: _stats(a.id, with_a)}
@@ -306,6 +312,9 @@ def test_doubling_spends_less_alpha_in_later_brackets() -> None:
     assert decision.verdict == "held" and decision.reason == "no_verdict"
     assert decision.evidence is not None and decision.evidence.alpha_bracket == 2.0
     assert plan_retention([a], stats, base, once)[0].evidence.alpha_bracket is None
+    # A baseline of 10 runs is still in bracket 0 (alpha / 2).
+    early = _baseline(with_a + rest[:10])
+    assert plan_retention([a], stats, early, RetentionPolicy())[0].evidence.alpha_bracket == 0
 
 
 def test_noise_floor_stops_tiny_samples_faking_certainty() -> None:

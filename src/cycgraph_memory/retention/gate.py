@@ -164,14 +164,22 @@ class GateDecision:
     evidence: RetentionEvidence | None
 
 
-def doubling_bracket(baseline_runs: int) -> int:
-    """Sequential-control bracket of a test: baseline runs in ``[2^(k+1), 2^(k+2))`` -> ``k``.
+def doubling_bracket(baseline_runs: int, start: int = 6) -> int:
+    """Sequential-control bracket of a test run with ``baseline_runs`` leave-one-out runs.
 
-    Bracket ``k`` may spend ``alpha / 2^(k+1)`` of the error budget, so the budgets of
-    all brackets sum to at most ``alpha`` however often the gate runs (2-3 baseline runs:
-    bracket 0, half the budget; 4-7: bracket 1, a quarter; 8-15: bracket 2; ...).
+    Bracket 0 holds every test until the baseline reaches ``2 * start`` runs; after that
+    each bracket doubles: ``[start * 2^k, start * 2^(k+1))`` is bracket ``k``. Bracket ``k``
+    may spend ``alpha / 2^(k+1)`` of the error budget, so the budgets of all brackets sum
+    to at most ``alpha`` however often the gate runs. The gate uses
+    ``start = 2 * min_trials``: with the default ``min_trials=3`` that is half the budget
+    below 12 baseline runs, a quarter for 12-23, an eighth for 24-47, and so on. (The first
+    bracket is wide because a test against a baseline smaller than a few times the lesson's
+    own trials has little power; splitting the budget finely there only wastes it.)
     """
-    return max(0, baseline_runs.bit_length() - 2)
+    k = 0
+    while baseline_runs >= start << (k + 1):
+        k += 1
+    return k
 
 
 def _summary_of_fact(stats: FactStats | None) -> SampleSummary:
@@ -264,7 +272,7 @@ def _inference_decisions(
             p_evict = student_t_cdf((-policy.evict_margin - up.lift) / up.se, up.df)
         else:
             p_evict = 1.0 if up.lift < -policy.evict_margin else 0.0
-        bracket = doubling_bracket(rest.n) if doubling else None
+        bracket = doubling_bracket(rest.n, 2 * policy.min_trials) if doubling else None
         evidence.append(
             trusted(
                 RetentionEvidence,
