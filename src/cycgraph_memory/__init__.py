@@ -15,11 +15,13 @@ from cycgraph_memory.contracts import (
     OutcomeLedger,
     SemanticExtractor,
     SupportsFactStatsBatch,
+    SupportsGateAudit,
     SupportsTouchFacts,
     ThemeClusterer,
 )
 from cycgraph_memory.embeddings import HashingEmbeddingProvider, LocalEmbeddingProvider
 from cycgraph_memory.errors import (
+    AppendOnlyViolationError,
     ConcurrencyError,
     CycgraphMemoryError,
     DanglingReferenceError,
@@ -57,6 +59,7 @@ from cycgraph_memory.inmemory import (
     InMemoryMemoryIndex,
     InMemoryMemoryStore,
 )
+from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
     MAX_TAG_LENGTH,
@@ -76,6 +79,7 @@ from cycgraph_memory.records import (
     ExtractionResult,
     FactFilter,
     FactStats,
+    GateAuditEntry,
     HeldLesson,
     ListOptions,
     MemoryQuery,
@@ -97,7 +101,29 @@ from cycgraph_memory.records import (
     new_id,
     utc_now,
 )
+from cycgraph_memory.retention import (
+    GateSimulationConfig,
+    GateSimulationResult,
+    OperatingCharacteristicsConfig,
+    OperatingCharacteristicsRow,
+    RetentionPolicy,
+    SimulatedLesson,
+    SimulatedLessonOutcome,
+    evaluate_retention,
+    gate_operating_characteristics,
+    simulate_gate,
+)
+from cycgraph_memory.retrieval import retrieve_gated_lessons
 from cycgraph_memory.similarity import cosine_similarity
+from cycgraph_memory.statistics import (
+    benjamini_hochberg,
+    gaussian,
+    mulberry32,
+    normal_quantile,
+    required_trials,
+    student_t_cdf,
+    welch_lift,
+)
 from cycgraph_memory.temporal import TemporalRecord, filter_valid, is_changed_since, is_valid_at
 
 __version__ = "0.1.0"
@@ -109,6 +135,7 @@ __all__ = [
     "MAX_TAG_LENGTH",
     "QUARANTINE_TAG",
     "AnthropicProvider",
+    "AppendOnlyViolationError",
     "ConcurrencyError",
     "Conflict",
     "ConflictResolutionDetail",
@@ -131,11 +158,15 @@ __all__ = [
     "ExtractionResult",
     "FactFilter",
     "FactStats",
+    "GateAuditEntry",
+    "GateSimulationConfig",
+    "GateSimulationResult",
     "HashingEmbeddingProvider",
     "HeldLesson",
     "InMemoryIndexScaleWarning",
     "InMemoryMemoryIndex",
     "InMemoryMemoryStore",
+    "InMemoryOutcomeLedger",
     "IngestReport",
     "IntegrityViolationError",
     "InvalidInputError",
@@ -153,6 +184,8 @@ __all__ = [
     "Message",
     "MissingExtraError",
     "OpenAIProvider",
+    "OperatingCharacteristicsConfig",
+    "OperatingCharacteristicsRow",
     "OutcomeBaseline",
     "OutcomeLedger",
     "PaginationOptions",
@@ -165,6 +198,7 @@ __all__ = [
     "Relationship",
     "RelationshipFilter",
     "RetentionEvidence",
+    "RetentionPolicy",
     "RetentionReport",
     "RuleBasedExtractor",
     "RunOutcome",
@@ -176,8 +210,11 @@ __all__ = [
     "SimpleEpisodeSegmenter",
     "SimpleSemanticExtractor",
     "SimpleThemeClusterer",
+    "SimulatedLesson",
+    "SimulatedLessonOutcome",
     "StorageError",
     "SupportsFactStatsBatch",
+    "SupportsGateAudit",
     "SupportsTouchFacts",
     "TemporalRecord",
     "Theme",
@@ -185,11 +222,22 @@ __all__ = [
     "TransactionError",
     "__version__",
     "batch_get_fallback",
+    "benjamini_hochberg",
     "cosine_similarity",
+    "evaluate_retention",
     "filter_valid",
+    "gate_operating_characteristics",
+    "gaussian",
     "is_changed_since",
     "is_valid_at",
+    "mulberry32",
     "new_id",
+    "normal_quantile",
     "normalize_entity_name",
+    "required_trials",
+    "retrieve_gated_lessons",
+    "simulate_gate",
+    "student_t_cdf",
     "utc_now",
+    "welch_lift",
 ]

@@ -29,6 +29,7 @@ from cycgraph_memory.records import (
     ExtractionResult,
     FactFilter,
     FactStats,
+    GateAuditEntry,
     ListOptions,
     Message,
     OutcomeBaseline,
@@ -51,6 +52,7 @@ __all__ = [
     "SemanticExtractor",
     "SupportsExclusive",
     "SupportsFactStatsBatch",
+    "SupportsGateAudit",
     "SupportsTouchFacts",
     "ThemeClusterer",
 ]
@@ -418,4 +420,27 @@ class SupportsFactStatsBatch(Protocol):
         self, ids: Iterable[uuid.UUID]
     ) -> dict[uuid.UUID, FactStats]:
         """Stats by fact id; facts without runs are absent."""
+        ...
+
+
+@runtime_checkable
+class SupportsGateAudit(Protocol):
+    """Optional ledger capability: an append-only log of gate decisions.
+
+    ``evaluate_retention`` appends one entry per decision of every pass to a ledger that
+    has it, inside the pass's unit of work; entries are never changed or removed.
+    """
+
+    async def append_gate_audit(self, entries: Sequence[GateAuditEntry]) -> None:
+        """Append entries (all or nothing), keeping their order."""
+        ...
+
+    async def list_gate_audit(
+        self,
+        *,
+        pass_id: uuid.UUID | None = None,
+        fact_id: uuid.UUID | None = None,
+        limit: int | None = None,
+    ) -> list[GateAuditEntry]:
+        """Entries in append order, optionally only one pass's or one fact's."""
         ...

@@ -15,6 +15,7 @@ catch the whole family with a single ``except``::
     │   │   └── DanglingReferenceError    (23503: e.g. an edge to an entity that does not exist)
     │   ├── ConcurrencyError              (40001 / 40P01: safe to retry)
     │   ├── SchemaNotReadyError           (tables missing: run the migrations)
+    │   ├── AppendOnlyViolationError      (UPDATE/DELETE on the gate audit log)
     │   └── TransactionError              (misuse of a unit of work)
     ├── ProviderError                     (an LLM or embedding provider failed)
     │   └── ProviderTimeoutError
@@ -27,6 +28,7 @@ models; it is the wall bad input hits before anything reaches a store.
 from __future__ import annotations
 
 __all__ = [
+    "AppendOnlyViolationError",
     "ConcurrencyError",
     "CycgraphMemoryError",
     "DanglingReferenceError",
@@ -154,6 +156,14 @@ class ConcurrencyError(StorageError):
 
 class SchemaNotReadyError(StorageError):
     """The database schema is missing or outdated: run ``alembic upgrade head``."""
+
+
+class AppendOnlyViolationError(StorageError):
+    """An attempt to change or remove rows of an append-only table (the gate audit log).
+
+    Raised on Postgres when the table's trigger refuses an UPDATE, DELETE or TRUNCATE
+    (SQLSTATE ``CG001``).
+    """
 
 
 class TransactionError(StorageError):

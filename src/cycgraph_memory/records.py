@@ -68,6 +68,8 @@ __all__ = [
     "ExtractionResult",
     "FactFilter",
     "FactStats",
+    "GateAuditEntry",
+    "GateVerdict",
     "HeldLesson",
     "ListOptions",
     "MemoryQuery",
@@ -565,11 +567,44 @@ class HeldLesson(_Model):
 
 
 class RetentionReport(_Model):
-    """Result of one retention-gate pass."""
+    """Result of one retention-gate pass (``pass_id`` links it to the gate audit log)."""
 
     promoted: list[PromotedLesson] = Field(default_factory=list)
     evicted: list[EvictedLesson] = Field(default_factory=list)
     held: list[HeldLesson] = Field(default_factory=list)
+    pass_id: uuid.UUID | None = None
+
+
+GateVerdict = Literal["promoted", "evicted", "held"]
+"""What one gate pass decided about one candidate."""
+
+
+class GateAuditEntry(_Model):
+    """One row of the append-only gate audit log: one decision of one gate pass.
+
+    Attributes:
+        pass_id: The gate pass (``RetentionReport.pass_id``).
+        fact_id: The candidate lesson.
+        verdict: ``promoted``, ``evicted`` or ``held``.
+        reason: ``eval-gate:harmful`` / ``eval-gate:no_lift`` for evictions; for a held
+            candidate why it was held (``insufficient_trials``, ``insufficient_baseline``,
+            ``no_verdict``); ``None`` for a promotion.
+        trials: Runs containing the lesson at decision time.
+        evidence: The statistical evidence (inference rule), if it could be computed.
+        policy: The ``RetentionPolicy`` the pass ran with, as JSON.
+        decided_at: When the pass decided.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pass_id: uuid.UUID
+    fact_id: uuid.UUID
+    verdict: GateVerdict
+    reason: Text | None = None
+    trials: int = Field(default=0, ge=0)
+    evidence: RetentionEvidence | None = None
+    policy: dict[str, Any] = Field(default_factory=dict)
+    decided_at: UtcDatetime = Field(default_factory=utc_now)
 
 
 # --------------------------------------------------------------------------- consolidation

@@ -20,6 +20,10 @@ PURE_MODULES = [
     "cycgraph_memory.hierarchy.pipeline",
     "cycgraph_memory.hierarchy.extractors",
     "cycgraph_memory.embeddings",
+    "cycgraph_memory.statistics",
+    "cycgraph_memory.retention",
+    "cycgraph_memory.retrieval",
+    "cycgraph_memory.inmemory.ledger",
 ]
 
 

@@ -37,6 +37,7 @@ from cycgraph_memory.postgres.engine import (
     dsn_from_env,
 )
 from cycgraph_memory.postgres.index import DEFAULT_EF_SEARCH, PostgresMemoryIndex
+from cycgraph_memory.postgres.ledger import PostgresOutcomeLedger
 from cycgraph_memory.postgres.migrate import (
     DEFAULT_EMBEDDING_DIM,
     current_revision,
@@ -57,6 +58,7 @@ __all__ = [
     "EmbeddedServer",
     "PostgresMemoryIndex",
     "PostgresMemoryStore",
+    "PostgresOutcomeLedger",
     "asyncpg_url",
     "create_engine_from_dsn",
     "current_revision",

@@ -6,6 +6,7 @@ Nothing above :mod:`cycgraph_memory.postgres` sees a SQLAlchemy or asyncpg excep
 * ``23503`` -> :class:`~cycgraph_memory.errors.DanglingReferenceError`
 * other ``23xxx`` -> :class:`~cycgraph_memory.errors.IntegrityViolationError`
 * ``40001`` / ``40P01`` -> :class:`~cycgraph_memory.errors.ConcurrencyError`
+* ``CG001`` (append-only table changed) -> :class:`~cycgraph_memory.errors.AppendOnlyViolationError`
 * ``42P01`` (undefined table) -> :class:`~cycgraph_memory.errors.SchemaNotReadyError`
 * anything else database-related -> :class:`~cycgraph_memory.errors.StorageError`
 """
@@ -18,6 +19,7 @@ from contextlib import contextmanager
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from cycgraph_memory.errors import (
+    AppendOnlyViolationError,
     ConcurrencyError,
     CycgraphMemoryError,
     DanglingReferenceError,
@@ -27,7 +29,10 @@ from cycgraph_memory.errors import (
     StorageError,
 )
 
-__all__ = ["sqlstate_of", "translate_errors", "translated"]
+__all__ = ["APPEND_ONLY_SQLSTATE", "sqlstate_of", "translate_errors", "translated"]
+
+APPEND_ONLY_SQLSTATE = "CG001"
+"""SQLSTATE raised by the trigger that keeps the gate audit log append-only."""
 
 _SCHEMA_HINT = "run alembic upgrade head (or cycgraph_memory.postgres.upgrade)"
 
@@ -59,6 +64,8 @@ def translated(exc: BaseException) -> CycgraphMemoryError:
         return DanglingReferenceError(detail, sqlstate=code)
     if code is not None and code.startswith("23"):
         return IntegrityViolationError(detail, sqlstate=code)
+    if code == APPEND_ONLY_SQLSTATE:
+        return AppendOnlyViolationError(detail, sqlstate=code)
     if code in ("40001", "40P01"):
         return ConcurrencyError(detail, sqlstate=code)
     if code == "42P01":

@@ -32,9 +32,11 @@ from typing import Any
 
 from pgvector.sqlalchemy import VECTOR
 from sqlalchemy import (
+    BigInteger,
     DateTime,
     Double,
     ForeignKeyConstraint,
+    Identity,
     Index,
     Integer,
     MetaData,
@@ -55,7 +57,10 @@ __all__ = [
     "EntityRow",
     "EpisodeRow",
     "FactRow",
+    "GateAuditRow",
     "MessageRow",
+    "OutcomeRunFactRow",
+    "OutcomeRunRow",
     "RelationshipRow",
     "SchemaMetadataRow",
     "ThemeRow",
@@ -282,3 +287,56 @@ class ThemeRow(Base):
     provenance: Mapped[dict[str, Any]] = mapped_column(JSONB)
     created_at: Mapped[datetime] = mapped_column(_TZ)
     invalidated_at: Mapped[datetime | None] = mapped_column(_TZ)
+
+
+# --------------------------------------------------------------------------- outcome ledger
+
+
+class OutcomeRunRow(Base):
+    """One scored workflow run of the outcome ledger (re-recording a run replaces it)."""
+
+    __tablename__ = "outcome_runs"
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    run_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    score: Mapped[float] = mapped_column(Double)
+    recorded_at: Mapped[datetime] = mapped_column(_TZ)
+
+
+class OutcomeRunFactRow(Base):
+    """A fact injected into a run; the key leads with ``fact_id`` for per-fact aggregates."""
+
+    __tablename__ = "outcome_run_facts"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant_id", "run_id"],
+            ["outcome_runs.tenant_id", "outcome_runs.run_id"],
+            ondelete="CASCADE",
+        ),
+        Index(None, "tenant_id", "run_id"),
+    )
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    fact_id: Mapped[uuid.UUID] = mapped_column(Uuid(as_uuid=True), primary_key=True)
+    run_id: Mapped[str] = mapped_column(Text, primary_key=True)
+
+
+class GateAuditRow(Base):
+    """One decision of one retention-gate pass; append-only (a trigger refuses changes)."""
+
+    __tablename__ = "gate_audit_log"
+    __table_args__ = (
+        Index(None, "tenant_id", "pass_id"),
+        Index(None, "tenant_id", "fact_id"),
+    )
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
+    pass_id: Mapped[uuid.UUID] = mapped_column(Uuid(as_uuid=True))
+    fact_id: Mapped[uuid.UUID] = mapped_column(Uuid(as_uuid=True))
+    verdict: Mapped[str] = mapped_column(Text)
+    reason: Mapped[str | None] = mapped_column(Text)
+    trials: Mapped[int] = mapped_column(Integer)
+    evidence: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    policy: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    decided_at: Mapped[datetime] = mapped_column(_TZ)

@@ -1,0 +1,207 @@
+"""In-process :class:`~cycgraph_memory.contracts.OutcomeLedger` with incremental statistics.
+
+Every statistic is kept up to date as runs are recorded (Welford accumulators per fact and
+for all runs), so ``get_fact_stats``, ``get_fact_stats_batch`` and ``get_baseline`` cost
+O(1) per fact whatever the number of runs: the gate simulator records tens of thousands
+of runs and gates after each one.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+
+from cycgraph_memory._construct import trusted
+from cycgraph_memory._ids import parse_id, parse_ids
+from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.inmemory._common import coerce_record, copy_record
+from cycgraph_memory.records import FactStats, GateAuditEntry, OutcomeBaseline, RunOutcome
+from cycgraph_memory.statistics import SampleSummary, subtract_summary
+
+__all__ = ["InMemoryOutcomeLedger"]
+
+
+class _Accumulator:
+    """Welford running mean / sum of squared deviations, with removal."""
+
+    __slots__ = ("m2", "mean", "n")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.mean = 0.0
+        self.m2 = 0.0
+
+    def add(self, x: float) -> None:
+        self.n += 1
+        delta = x - self.mean
+        self.mean += delta / self.n
+        self.m2 += delta * (x - self.mean)
+
+    def remove(self, x: float) -> None:
+        if self.n <= 1:
+            self.n, self.mean, self.m2 = 0, 0.0, 0.0
+            return
+        old_mean = self.mean
+        self.n -= 1
+        self.mean = (old_mean * (self.n + 1) - x) / self.n
+        self.m2 = max(self.m2 - (x - old_mean) * (x - self.mean), 0.0)
+
+    def summary(self) -> SampleSummary:
+        return SampleSummary(self.n, self.mean, self.m2 / (self.n - 1) if self.n > 1 else None)
+
+
+def _fact_stats(fact_id: uuid.UUID, acc: _Accumulator) -> FactStats:
+    # Values are already valid: skip pydantic validation on this hot path.
+    return trusted(
+        FactStats,
+        fact_id=fact_id,
+        trials=acc.n,
+        mean_score=acc.mean,
+        variance=acc.m2 / (acc.n - 1) if acc.n > 1 else None,
+    )
+
+
+_ATOMIC = (str, int, float, bool, type(None))
+
+
+def _copy_entry(entry: GateAuditEntry) -> GateAuditEntry:
+    """Copy an audit entry cheaply: its policy is flat JSON and its evidence holds numbers."""
+    policy = entry.policy
+    if all(isinstance(v, _ATOMIC) for v in policy.values()):
+        policy = dict(policy)
+    else:
+        return copy_record(entry)
+    new = copy.copy(entry)
+    new.__dict__["policy"] = policy
+    if entry.evidence is not None:
+        new.__dict__["evidence"] = copy.copy(entry.evidence)
+    return new
+
+
+def _baseline(summary: SampleSummary) -> OutcomeBaseline:
+    return trusted(
+        OutcomeBaseline,
+        runs=summary.n,
+        mean_score=summary.mean if summary.n else 0.0,
+        variance=summary.variance,
+    )
+
+
+class InMemoryOutcomeLedger:
+    """Single-process outcome evidence, plus an in-memory twin of the gate audit log.
+
+    Recording is idempotent on ``run_id``: re-recording a run replaces the earlier entry,
+    so callers can retry safely. A run's ``fact_ids`` are de-duplicated. The audit log is
+    append-only (``clear()`` removes outcomes, never audit entries). Swap this class for
+    :class:`cycgraph_memory.postgres.PostgresOutcomeLedger` in production: same interface,
+    durable evidence and a database-enforced append-only audit log.
+    """
+
+    def __init__(self) -> None:
+        self._runs: dict[str, tuple[float, tuple[uuid.UUID, ...]]] = {}
+        self._facts: dict[uuid.UUID, _Accumulator] = {}
+        self._all = _Accumulator()
+        self._audit: list[GateAuditEntry] = []
+
+    async def record_outcome(self, outcome: RunOutcome | Mapping[str, object]) -> None:
+        """Record (or re-record) one scored run and the facts injected into it.
+
+        Raises:
+            pydantic.ValidationError: A mapping that is not a valid ``RunOutcome``.
+        """
+        run = coerce_record(RunOutcome, outcome)
+        fact_ids = tuple(dict.fromkeys(run.fact_ids))
+        previous = self._runs.get(run.run_id)
+        if previous is not None:
+            self._forget(previous)
+        score = float(run.score)
+        self._runs[run.run_id] = (score, fact_ids)
+        self._all.add(score)
+        facts = self._facts
+        for fid in fact_ids:
+            acc = facts.get(fid)
+            if acc is None:
+                acc = facts[fid] = _Accumulator()
+            acc.add(score)
+
+    def _forget(self, run: tuple[float, tuple[uuid.UUID, ...]]) -> None:
+        score, fact_ids = run
+        self._all.remove(score)
+        for fid in fact_ids:
+            acc = self._facts[fid]
+            acc.remove(score)
+            if acc.n == 0:
+                del self._facts[fid]
+
+    async def get_fact_stats(self, fact_id: uuid.UUID | str) -> FactStats | None:
+        """Stats of one fact, or ``None`` if it appeared in no recorded run."""
+        fid = parse_id(fact_id)
+        acc = self._facts.get(fid)
+        return None if acc is None else _fact_stats(fid, acc)
+
+    async def get_fact_stats_batch(
+        self, ids: Iterable[uuid.UUID | str]
+    ) -> dict[uuid.UUID, FactStats]:
+        """Stats by fact id; facts that appeared in no run are absent."""
+        facts = self._facts
+        return {fid: _fact_stats(fid, facts[fid]) for fid in parse_ids(ids) if fid in facts}
+
+    async def list_fact_stats(self) -> list[FactStats]:
+        """Stats for every fact that appeared in at least one run, ordered by fact id."""
+        return [_fact_stats(fid, self._facts[fid]) for fid in sorted(self._facts)]
+
+    async def get_baseline(
+        self, exclude_fact_id: uuid.UUID | str | None = None
+    ) -> OutcomeBaseline:
+        """Mean and sample variance over recorded runs.
+
+        With ``exclude_fact_id`` only runs without that fact count (the leave-one-out
+        baseline), derived in O(1) from the all-runs and the fact's accumulators.
+        """
+        total = self._all.summary()
+        if exclude_fact_id is None:
+            return _baseline(total)
+        acc = self._facts.get(parse_id(exclude_fact_id))
+        if acc is None:
+            return _baseline(total)
+        return _baseline(subtract_summary(total, acc.summary()))
+
+    async def clear(self) -> None:
+        """Remove all recorded outcomes (the audit log is append-only and stays)."""
+        self._runs = {}
+        self._facts = {}
+        self._all = _Accumulator()
+
+    @property
+    def run_count(self) -> int:
+        """Number of recorded runs."""
+        return len(self._runs)
+
+    # ------------------------------------------------------------------ audit log
+
+    async def append_gate_audit(self, entries: Sequence[GateAuditEntry]) -> None:
+        """Append gate decisions to the audit log (all are validated before any is kept)."""
+        if isinstance(entries, GateAuditEntry | Mapping):
+            raise TypeError("expected a sequence of GateAuditEntry, got a single value")
+        prepared = [_copy_entry(coerce_record(GateAuditEntry, e)) for e in entries]
+        self._audit.extend(prepared)
+
+    async def list_gate_audit(
+        self,
+        *,
+        pass_id: uuid.UUID | str | None = None,
+        fact_id: uuid.UUID | str | None = None,
+        limit: int | None = None,
+    ) -> list[GateAuditEntry]:
+        """Audit entries in append order, optionally one pass's or one fact's only."""
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            raise InvalidInputError(f"limit must be a positive int, got {limit!r}")
+        pid = None if pass_id is None else parse_id(pass_id)
+        fid = None if fact_id is None else parse_id(fact_id)
+        out = [
+            _copy_entry(e)
+            for e in self._audit
+            if (pid is None or e.pass_id == pid) and (fid is None or e.fact_id == fid)
+        ]
+        return out if limit is None else out[:limit]

@@ -1,0 +1,140 @@
+"""``retrieve_gated_lessons``: verified lessons first, plus exploration slots for candidates.
+
+The retrieval half of eval-gated retention. A candidate that is never retrieved never
+accrues trials, so the gate could never rule on it; a few candidate slots per prompt keep
+evidence flowing while verified lessons fill the rest of the budget.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from functools import lru_cache
+from typing import cast
+
+from cycgraph_memory.contracts import MemoryStore, OutcomeLedger, SupportsFactStatsBatch
+from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.records import QUARANTINE_TAG, FactFilter, FactStats, SemanticFact
+
+__all__ = ["DEFAULT_CANDIDATE_TAG", "retrieve_gated_lessons"]
+
+DEFAULT_CANDIDATE_TAG = "candidate"
+"""Tag marking a lesson still on trial."""
+
+
+def _check_int(name: str, value: object, low: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise InvalidInputError(f"{name} must be an int >= {low}, got {value!r}")
+    return value
+
+
+async def _stats_for(
+    ledger: OutcomeLedger, ids: list[uuid.UUID]
+) -> dict[uuid.UUID, FactStats]:
+    if not ids:
+        return {}
+    if hasattr(ledger, "get_fact_stats_batch"):  # cheaper than a runtime Protocol check
+        return await cast(SupportsFactStatsBatch, ledger).get_fact_stats_batch(ids)
+    found: dict[uuid.UUID, FactStats] = {}
+    for fid in ids:
+        stats = await ledger.get_fact_stats(fid)
+        if stats is not None:
+            found[fid] = stats
+    return found
+
+
+@lru_cache(maxsize=256)
+def _scope_filter(tags: tuple[str, ...]) -> FactFilter:
+    # Validated once per tag set: prompt builds (and the gate simulator) repeat it per run.
+    return FactFilter(tags=list(tags), exclude_tags=[QUARANTINE_TAG])
+
+
+def _newest_first(fact: SemanticFact) -> tuple[float, str]:
+    return (-fact.valid_from.timestamp(), str(fact.id))
+
+
+async def retrieve_gated_lessons(
+    store: MemoryStore,
+    *,
+    tags: Sequence[str],
+    candidate_tag: str = DEFAULT_CANDIDATE_TAG,
+    max_facts: int = 10,
+    candidate_slots: int = 2,
+    ledger: OutcomeLedger | None = None,
+    rest_after_trials: int | None = None,
+) -> list[SemanticFact]:
+    """Return verified lessons first, then up to ``candidate_slots`` candidates on trial.
+
+    Active facts carrying any of ``tags`` are read in one ``find_facts`` call. Facts tagged
+    ``quarantined`` never appear. Facts with ``candidate_tag`` are candidates; every other
+    fact counts as verified (so lesson stores written before eval-gating keep working).
+
+    * Verified lessons fill ``max_facts - candidate_slots`` places, newest first
+      (``valid_from`` descending, then id). Candidate slots left unused go back to verified
+      lessons.
+    * With a ``ledger`` candidates are chosen in-progress-first: most trials first (those
+      keep their slots until the gate rules on them), then oldest ``valid_from``, then id;
+      fresh candidates enter only when a slot is free. Their stats are read with one
+      ``get_fact_stats_batch`` call when the ledger has it.
+    * Without a ledger candidates are chosen newest-first.
+    * ``rest_after_trials`` (needs ``ledger``) benches candidates with at least that many
+      trials, so the leave-one-out baseline gets runs without them. Set it to the retention
+      policy's ``min_trials``.
+
+    Args:
+        store: Any ``MemoryStore``.
+        tags: Scope tags (any-of), e.g. ``["lesson", "graph:research-v1"]``; required.
+        candidate_tag: Tag marking on-trial lessons.
+        max_facts: Total lessons to return (>= 1).
+        candidate_slots: Places reserved for candidates (0 to ``max_facts``). ``0`` starves
+            the gate: candidates then never accrue trials.
+        ledger: Outcome ledger enabling in-progress-first candidate selection.
+        rest_after_trials: Bench candidates once they have this many trials (>= 1).
+
+    Returns:
+        Verified lessons, then the chosen candidates.
+
+    Raises:
+        InvalidInputError: Empty ``tags``, out-of-range counts, or ``rest_after_trials``
+            without a ``ledger``. Nothing is read then.
+    """
+    if isinstance(tags, str) or not tags or not all(isinstance(t, str) and t for t in tags):
+        raise InvalidInputError("tags must be a non-empty list of non-empty strings")
+    if not isinstance(candidate_tag, str) or not candidate_tag:
+        raise InvalidInputError("candidate_tag must be a non-empty string")
+    _check_int("max_facts", max_facts, 1)
+    _check_int("candidate_slots", candidate_slots, 0)
+    if candidate_slots > max_facts:
+        raise InvalidInputError(
+            f"candidate_slots ({candidate_slots}) must not exceed max_facts ({max_facts})"
+        )
+    if rest_after_trials is not None:
+        _check_int("rest_after_trials", rest_after_trials, 1)
+        if ledger is None:
+            raise InvalidInputError("rest_after_trials requires a ledger")
+
+    facts = await store.find_facts(_scope_filter(tuple(tags)))
+    verified: list[SemanticFact] = []
+    candidates: list[SemanticFact] = []
+    for fact in facts:
+        (candidates if candidate_tag in fact.tags else verified).append(fact)
+
+    chosen: list[SemanticFact] = []
+    if candidate_slots and candidates:
+        if ledger is None:
+            candidates.sort(key=_newest_first)
+        else:
+            stats = await _stats_for(ledger, [f.id for f in candidates])
+            trials = {fid: s.trials for fid, s in stats.items()}
+            if rest_after_trials is not None:
+                candidates = [f for f in candidates if trials.get(f.id, 0) < rest_after_trials]
+
+            def in_progress_first(fact: SemanticFact) -> tuple[int, datetime, str]:
+                return (-trials.get(fact.id, 0), fact.valid_from, str(fact.id))
+
+            candidates.sort(key=in_progress_first)
+        chosen = candidates[:candidate_slots]
+
+    verified.sort(key=_newest_first)
+    return verified[: max_facts - len(chosen)] + chosen

@@ -1,0 +1,371 @@
+"""Statistical building blocks of the retention gate and the gate simulator.
+
+Pure Python (no numpy needed), exported for advanced composition:
+
+* :func:`welch_lift` - Welch-style inference on the difference of two group means,
+* :func:`benjamini_hochberg` - Benjamini-Hochberg false-discovery-rate control,
+* :func:`student_t_cdf` - the Student-t CDF via the regularized incomplete beta function,
+* :func:`normal_quantile` - the standard-normal quantile function,
+* :func:`mulberry32` - the standard 32-bit Mulberry32 PRNG (same stream as the usual
+  JavaScript one-liner, so simulations reproduce across implementations),
+* :func:`gaussian` - a standard-normal sample from a uniform PRNG (Box-Muller),
+* :func:`required_trials` - the per-group sample size needed to detect an effect.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from statistics import NormalDist
+from typing import NamedTuple
+
+from cycgraph_memory.errors import InvalidInputError
+
+__all__ = [
+    "SampleSummary",
+    "WelchResult",
+    "benjamini_hochberg",
+    "gaussian",
+    "mulberry32",
+    "normal_quantile",
+    "regularized_incomplete_beta",
+    "required_trials",
+    "student_t_cdf",
+    "subtract_summary",
+    "summarize",
+    "welch_lift",
+]
+
+_STANDARD_NORMAL = NormalDist()
+_BETA_EPS = 1e-16
+_BETA_TINY = 1e-300
+_BETA_MAX_ITER = 500
+
+
+class SampleSummary(NamedTuple):
+    """Size, mean and sample variance (``n - 1`` denominator) of one group of scores.
+
+    ``variance`` is ``None`` when ``n < 2``.
+    """
+
+    n: int
+    mean: float
+    variance: float | None
+
+
+class WelchResult(NamedTuple):
+    """Result of :func:`welch_lift`.
+
+    Attributes:
+        lift: ``mean(a) - mean(b)``.
+        se: Welch standard error of the lift (after the SD floor).
+        df: Welch-Satterthwaite degrees of freedom (``math.inf`` when both variances are
+            known, i.e. set by the floor).
+        p_exceeds: P(true lift > ``threshold``) under the t approximation.
+    """
+
+    lift: float
+    se: float
+    df: float
+    p_exceeds: float
+
+
+def summarize(values: Sequence[float]) -> SampleSummary:
+    """Return the :class:`SampleSummary` of a sequence of scores (two-pass, stable)."""
+    n = len(values)
+    if n == 0:
+        return SampleSummary(0, 0.0, None)
+    mean = math.fsum(values) / n
+    if n < 2:
+        return SampleSummary(n, mean, None)
+    m2 = math.fsum((x - mean) ** 2 for x in values)
+    return SampleSummary(n, mean, m2 / (n - 1))
+
+
+def subtract_summary(total: SampleSummary, part: SampleSummary) -> SampleSummary:
+    """Summary of ``total``'s values minus ``part``'s (a sub-multiset of them).
+
+    Reverses Chan et al.'s pairwise combination of means and sums of squared deviations:
+    this is how a leave-one-out baseline is derived from the all-runs baseline and one
+    fact's statistics without rescanning runs. The sum of squares is clamped at 0 against
+    rounding.
+
+    Raises:
+        InvalidInputError: ``part`` larger than ``total``.
+    """
+    if part.n > total.n:
+        raise InvalidInputError(f"cannot remove {part.n} values from {total.n}")
+    n = total.n - part.n
+    if n == 0:
+        return SampleSummary(0, 0.0, None)
+    if part.n == 0:
+        return total
+    mean = (total.n * total.mean - part.n * part.mean) / n
+    if n < 2:
+        return SampleSummary(n, mean, None)
+    m2_total = (total.variance or 0.0) * (total.n - 1)
+    m2_part = (part.variance or 0.0) * (part.n - 1)
+    delta = part.mean - mean
+    m2 = m2_total - m2_part - delta * delta * part.n * n / total.n
+    return SampleSummary(n, mean, max(m2, 0.0) / (n - 1))
+
+
+def _as_summary(group: SampleSummary | Sequence[float], name: str) -> SampleSummary:
+    summary = group if isinstance(group, SampleSummary) else summarize(list(group))
+    if summary.n < 2 or summary.variance is None:
+        raise InvalidInputError(f"welch_lift needs n >= 2 in group {name}, got {summary.n}")
+    if summary.variance < 0 or not math.isfinite(summary.variance):
+        raise InvalidInputError(f"group {name} has an invalid variance {summary.variance!r}")
+    return summary
+
+
+def welch_lift(
+    a: SampleSummary | Sequence[float],
+    b: SampleSummary | Sequence[float],
+    *,
+    threshold: float = 0.0,
+    sd_floor: float = 0.0,
+) -> WelchResult:
+    """Welch-style inference on ``lift = mean(a) - mean(b)``.
+
+    Each group's variance is raised to at least ``sd_floor ** 2`` before the test: the floor
+    encodes known judge noise so that tiny samples cannot fake certainty. A group whose
+    variance comes from the floor counts as having a *known* variance, so it contributes
+    no estimation uncertainty to the Welch-Satterthwaite degrees of freedom (if both groups
+    are floored the statistic is a z statistic, ``df = inf``).
+
+    Args:
+        a: Scores of the runs with the lesson, or their :class:`SampleSummary`.
+        b: Scores of the comparison runs (the leave-one-out baseline), or their summary.
+        threshold: The lift to exceed (``p_exceeds = P(true lift > threshold)``).
+        sd_floor: Per-group SD floor, ``>= 0``.
+
+    Returns:
+        The :class:`WelchResult`.
+
+    Raises:
+        InvalidInputError: A group with fewer than two values, or a negative floor.
+    """
+    if sd_floor < 0 or not math.isfinite(sd_floor):
+        raise InvalidInputError(f"sd_floor must be a finite number >= 0, got {sd_floor!r}")
+    sa, sb = _as_summary(a, "a"), _as_summary(b, "b")
+    floor_var = sd_floor * sd_floor
+    lift = sa.mean - sb.mean
+    wa, wb = max(sa.variance or 0.0, floor_var) / sa.n, max(sb.variance or 0.0, floor_var) / sb.n
+    total = wa + wb
+    se = math.sqrt(total)
+    # A floored variance is treated as known: it adds nothing to the df denominator.
+    denom = 0.0
+    if (sa.variance or 0.0) > floor_var:
+        denom += wa * wa / (sa.n - 1)
+    if (sb.variance or 0.0) > floor_var:
+        denom += wb * wb / (sb.n - 1)
+    df = math.inf if denom == 0.0 else total * total / denom
+    if se == 0.0:
+        p = 1.0 if lift > threshold else 0.0
+    else:
+        p = student_t_cdf((lift - threshold) / se, df)
+    return WelchResult(lift, se, df, p)
+
+
+def benjamini_hochberg(p_values: Sequence[float], q: float) -> list[bool]:
+    """Benjamini-Hochberg step-up procedure at false-discovery rate ``q``.
+
+    Args:
+        p_values: One p-value per hypothesis, each in ``[0, 1]``.
+        q: Target false-discovery rate, in ``(0, 1]``.
+
+    Returns:
+        ``rejected[i]`` is True when hypothesis ``i`` is rejected (a discovery), in input
+        order. With ``m`` p-values sorted ascending, every hypothesis up to the largest
+        rank ``k`` with ``p_(k) <= k / m * q`` is rejected.
+
+    Raises:
+        InvalidInputError: ``q`` outside ``(0, 1]`` or a p-value outside ``[0, 1]``.
+    """
+    if not 0.0 < q <= 1.0:
+        raise InvalidInputError(f"q must be in (0, 1], got {q!r}")
+    m = len(p_values)
+    for p in p_values:
+        if not 0.0 <= p <= 1.0:
+            raise InvalidInputError(f"p-values must be in [0, 1], got {p!r}")
+    order = sorted(range(m), key=lambda i: (p_values[i], i))
+    cutoff = 0
+    for rank, i in enumerate(order, start=1):
+        if p_values[i] <= rank / m * q:
+            cutoff = rank
+    rejected = [False] * m
+    for i in order[:cutoff]:
+        rejected[i] = True
+    return rejected
+
+
+def _beta_continued_fraction(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz's method)."""
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c = 1.0
+    d = 1.0 - qab * x / qap
+    if abs(d) < _BETA_TINY:
+        d = _BETA_TINY
+    d = 1.0 / d
+    h = d
+    for m in range(1, _BETA_MAX_ITER + 1):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = _BETA_TINY if abs(d) < _BETA_TINY else d
+        c = 1.0 + aa / c
+        c = _BETA_TINY if abs(c) < _BETA_TINY else c
+        d = 1.0 / d
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = _BETA_TINY if abs(d) < _BETA_TINY else d
+        c = 1.0 + aa / c
+        c = _BETA_TINY if abs(c) < _BETA_TINY else c
+        d = 1.0 / d
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < _BETA_EPS:
+            break
+    return h
+
+
+def _stirling_tail(z: float) -> float:
+    return 1.0 / (12.0 * z) - 1.0 / (360.0 * z**3) + 1.0 / (1260.0 * z**5)
+
+
+def _log_beta(a: float, b: float) -> float:
+    """``ln B(a, b)``, without the cancellation of three huge ``lgamma`` values."""
+    small, large = min(a, b), max(a, b)
+    if large < 1e3:
+        return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+    # ln G(x + s) - ln G(x) = (x - 1/2) ln(1 + s/x) + s ln(x + s) - s + tail(x + s) - tail(x)
+    x, s = large, small
+    ratio = (x - 0.5) * math.log1p(s / x) + s * math.log(x + s) - s
+    ratio += _stirling_tail(x + s) - _stirling_tail(x)
+    return math.lgamma(small) - ratio
+
+
+def regularized_incomplete_beta(x: float, a: float, b: float) -> float:
+    """The regularized incomplete beta function ``I_x(a, b)`` for ``a, b > 0``.
+
+    Raises:
+        InvalidInputError: ``x`` outside ``[0, 1]`` or a non-positive shape.
+    """
+    if not 0.0 <= x <= 1.0:
+        raise InvalidInputError(f"x must be in [0, 1], got {x!r}")
+    if a <= 0 or b <= 0:
+        raise InvalidInputError(f"shapes must be > 0, got a={a!r}, b={b!r}")
+    if x == 0.0 or x == 1.0:
+        return x
+    log_front = a * math.log(x) + b * math.log1p(-x) - _log_beta(a, b)
+    front = math.exp(log_front)
+    # The continued fraction converges fast for x < (a + 1) / (a + b + 2); use the symmetry
+    # I_x(a, b) = 1 - I_{1-x}(b, a) on the other side.
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _beta_continued_fraction(a, b, x) / a
+    return 1.0 - front * _beta_continued_fraction(b, a, 1.0 - x) / b
+
+
+def student_t_cdf(t: float, df: float) -> float:
+    """CDF of Student's t distribution with ``df`` (real, ``> 0``) degrees of freedom.
+
+    Computed through the regularized incomplete beta function:
+    ``P(T <= t) = 1 - I_x(df/2, 1/2) / 2`` for ``t > 0`` with ``x = df / (df + t^2)``.
+    ``df = inf`` gives the standard normal CDF.
+
+    Raises:
+        InvalidInputError: ``df <= 0`` or NaN input.
+    """
+    if math.isnan(t) or math.isnan(df) or df <= 0:
+        raise InvalidInputError(f"need a number t and df > 0, got t={t!r}, df={df!r}")
+    if math.isinf(df):
+        return _STANDARD_NORMAL.cdf(t)
+    if math.isinf(t):
+        return 1.0 if t > 0 else 0.0
+    if t == 0.0:
+        return 0.5
+    t2 = t * t
+    if t2 < df:
+        # Near the centre x = df / (df + t^2) is close to 1 and 1 - x loses precision;
+        # use I_{1-x}(1/2, df/2) with 1 - x computed directly instead.
+        tail = 0.5 * (1.0 - regularized_incomplete_beta(t2 / (df + t2), 0.5, df / 2.0))
+    else:
+        tail = 0.5 * regularized_incomplete_beta(df / (df + t2), df / 2.0, 0.5)
+    return 1.0 - tail if t > 0 else tail
+
+
+def normal_quantile(p: float) -> float:
+    """Standard-normal quantile (inverse CDF) for ``0 < p < 1``.
+
+    Uses Wichura's algorithm AS241 (the standard library's ``NormalDist.inv_cdf``), accurate
+    to about 1e-16.
+
+    Raises:
+        InvalidInputError: ``p`` outside ``(0, 1)``.
+    """
+    if not 0.0 < p < 1.0:
+        raise InvalidInputError(f"p must be in (0, 1), got {p!r}")
+    return _STANDARD_NORMAL.inv_cdf(p)
+
+
+def mulberry32(seed: int) -> Callable[[], float]:
+    """Return a deterministic uniform PRNG on ``[0, 1)``: the standard 32-bit Mulberry32.
+
+    The stream equals the common JavaScript implementation for the same 32-bit seed
+    (``seed`` is reduced modulo 2**32), e.g. seed 1 starts ``0.6270739405881613``.
+
+    Raises:
+        InvalidInputError: A seed that is not an int.
+    """
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise InvalidInputError(f"seed must be an int, got {type(seed).__name__}")
+    state = seed & 0xFFFFFFFF
+
+    def next_uniform() -> float:
+        nonlocal state
+        state = (state + 0x6D2B79F5) & 0xFFFFFFFF
+        t = state
+        t = ((t ^ (t >> 15)) * (t | 1)) & 0xFFFFFFFF
+        t ^= (t + (((t ^ (t >> 7)) * (t | 61)) & 0xFFFFFFFF)) & 0xFFFFFFFF
+        return ((t ^ (t >> 14)) & 0xFFFFFFFF) / 4294967296.0
+
+    return next_uniform
+
+
+def gaussian(rng: Callable[[], float]) -> float:
+    """One standard-normal sample from the uniform PRNG ``rng`` (Box-Muller, cosine branch).
+
+    Draws two uniforms ``u, v`` and returns ``sqrt(-2 ln(1 - u)) * cos(2 pi v)``
+    (``1 - u`` keeps the logarithm finite since ``u`` may be 0).
+    """
+    u = rng()
+    v = rng()
+    return math.sqrt(-2.0 * math.log(1.0 - u)) * math.cos(2.0 * math.pi * v)
+
+
+def required_trials(
+    effect: float, sd: float, *, confidence: float = 0.9, power: float = 0.8
+) -> int:
+    """Approximate per-group runs needed to detect ``effect``: ``2 ((z_a + z_b) sd / effect)^2``.
+
+    ``z_a`` is the one-sided normal quantile of ``confidence`` and ``z_b`` that of ``power``;
+    the result is rounded up. Halving ``sd`` cuts it by 4; halving ``effect`` multiplies
+    it by 4.
+
+    Args:
+        effect: Smallest lift to detect (its magnitude is used; must not be 0).
+        sd: Run-score standard deviation, ``> 0``.
+        confidence: Decision confidence, in ``(0, 1)`` (default 0.9, as in the policy).
+        power: Desired detection power, in ``(0, 1)`` (default 0.8).
+
+    Raises:
+        InvalidInputError: Any argument out of range.
+    """
+    if not math.isfinite(effect) or effect == 0:
+        raise InvalidInputError(f"effect must be a finite non-zero number, got {effect!r}")
+    if not math.isfinite(sd) or sd <= 0:
+        raise InvalidInputError(f"sd must be a finite number > 0, got {sd!r}")
+    z = normal_quantile(confidence) + normal_quantile(power)
+    return math.ceil(2.0 * (z * sd / abs(effect)) ** 2 - 1e-12)
