@@ -15,6 +15,7 @@ PURE_MODULES = [
     "cycgraph_memory.hierarchy.pipeline",
     "cycgraph_memory.hierarchy.extractors",
     "cycgraph_memory.embeddings",
+    "cycgraph_memory.consolidation",
 ]
 
 

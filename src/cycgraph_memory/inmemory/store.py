@@ -24,6 +24,7 @@ from cycgraph_memory.inmemory._common import (
     coerce_record,
     copy_record,
 )
+from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
     Entity,
     EntityFilter,
@@ -446,3 +447,56 @@ class InMemoryMemoryStore:
         self._episodes = {}
         self._facts = {}
         self._themes = {}
+
+    # ------------------------------------------------------------------ batched lookups
+    # (used by entity resolution and ingest-time resolution)
+
+    async def find_facts_for_entities(
+        self, entity_ids: Iterable[uuid.UUID | str], *, include_invalidated: bool = False
+    ) -> list[SemanticFact]:
+        """Facts mentioning any of ``entity_ids``, ordered by ``(valid_from, id)``."""
+        wanted = frozenset(parse_ids(entity_ids))
+        if not wanted:
+            return []
+        matches = [
+            fact
+            for fact in self._facts.values()
+            if (include_invalidated or fact.invalidated_by is None)
+            and not wanted.isdisjoint(fact.entity_ids)
+        ]
+        return _page(matches, _fact_key, 0, None)
+
+    async def find_relationships_for_entities(
+        self, entity_ids: Iterable[uuid.UUID | str], *, include_invalidated: bool = False
+    ) -> list[Relationship]:
+        """Edges with either endpoint in ``entity_ids``, ordered by ``(valid_from, id)``."""
+        wanted = frozenset(parse_ids(entity_ids))
+        if not wanted:
+            return []
+        matches = [
+            r
+            for r in self._relationships.values()
+            if (include_invalidated or r.invalidated_by is None)
+            and (r.source_id in wanted or r.target_id in wanted)
+        ]
+        return _page(matches, _relationship_key, 0, None)
+
+    async def find_entities_by_name_keys(
+        self, keys: Iterable[tuple[str, str]]
+    ) -> list[Entity]:
+        """Live entities whose ``(normalize_entity_name(name), entity_type)`` is in ``keys``.
+
+        Ordered by ``(created_at, id)``. Keys are ``(normalized name, entity_type)`` pairs.
+        """
+        wanted = frozenset((str(name), str(etype)) for name, etype in keys)
+        if not wanted:
+            return []
+        types = frozenset(t for _, t in wanted)
+        matches = [
+            e
+            for e in self._entities.values()
+            if e.invalidated_at is None
+            and e.entity_type in types
+            and (normalize_entity_name(e.name), e.entity_type) in wanted
+        ]
+        return _page(matches, _entity_key, 0, None)

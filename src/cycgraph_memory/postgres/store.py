@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from sqlalchemy import (
     ColumnElement,
     Select,
+    String,
     Table,
     Uuid,
     any_,
@@ -29,6 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import literal_column, type_coerce
 
 from cycgraph_memory._options import coerce_options
+from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.postgres import convert
 from cycgraph_memory.postgres._base import (
     DEFAULT_TENANT,
@@ -537,6 +539,72 @@ class PostgresMemoryStore(PostgresBackend):
         async with self._session() as session:
             for table in (MESSAGES, EPISODES, FACTS, THEMES, RELATIONSHIPS, ENTITIES):
                 await session.execute(delete(table).where(self._mine(table)))
+
+
+    # ------------------------------------------------------------------ batched lookups
+    # (used by entity resolution and ingest-time resolution)
+
+    async def find_facts_for_entities(
+        self, entity_ids: Iterable[uuid.UUID | str], *, include_invalidated: bool = False
+    ) -> list[SemanticFact]:
+        """Facts mentioning any of ``entity_ids`` (``entity_ids && :ids`` on the GIN index).
+
+        Ordered by ``(valid_from, id)``.
+        """
+        wanted = parse_ids(entity_ids)
+        if not wanted:
+            return []
+        t = FACTS
+        ids = bindparam(None, list(wanted), type_=ARRAY(Uuid(as_uuid=True)))
+        stmt = select(t).where(self._mine(t), t.c.entity_ids.overlap(ids))
+        if not include_invalidated:
+            stmt = stmt.where(t.c.invalidated_by.is_(None))
+        return await self._list(stmt.order_by(t.c.valid_from, t.c.id), convert.fact_from_row)
+
+    async def find_relationships_for_entities(
+        self, entity_ids: Iterable[uuid.UUID | str], *, include_invalidated: bool = False
+    ) -> list[Relationship]:
+        """Edges with either endpoint in ``entity_ids``, ordered by ``(valid_from, id)``."""
+        wanted = parse_ids(entity_ids)
+        if not wanted:
+            return []
+        t = RELATIONSHIPS
+        stmt = select(t).where(
+            self._mine(t), or_(in_ids(t.c.source_id, wanted), in_ids(t.c.target_id, wanted))
+        )
+        if not include_invalidated:
+            stmt = stmt.where(t.c.invalidated_by.is_(None))
+        return await self._list(
+            stmt.order_by(t.c.valid_from, t.c.id), convert.relationship_from_row
+        )
+
+    async def find_entities_by_name_keys(
+        self, keys: Iterable[tuple[str, str]]
+    ) -> list[Entity]:
+        """Live entities whose ``(normalize_entity_name(name), entity_type)`` is in ``keys``.
+
+        One query: SQL narrows by type and by the name with every non-alphanumeric
+        character removed (the key, or the key behind a leading article); the exact
+        normalisation is then checked in Python. Ordered by ``(created_at, id)``.
+        """
+        wanted = {(str(name), str(etype)) for name, etype in keys}
+        if not wanted:
+            return []
+        squashed: set[str] = set()
+        for name, _ in wanted:
+            core = name.replace(" ", "")
+            squashed.update({core, "the" + core, "a" + core, "an" + core})
+        types = sorted({t for _, t in wanted})
+        t = ENTITIES
+        key_expr = func.regexp_replace(func.lower(t.c.name), "[^[:alnum:]]", "", "g")
+        stmt = select(t).where(
+            self._mine(t),
+            t.c.invalidated_at.is_(None),
+            t.c.entity_type == any_(bindparam(None, types, type_=ARRAY(String()))),
+            key_expr == any_(bindparam(None, sorted(squashed), type_=ARRAY(String()))),
+        )
+        rows = await self._list(stmt.order_by(t.c.created_at, t.c.id), convert.entity_from_row)
+        return [e for e in rows if (normalize_entity_name(e.name), e.entity_type) in wanted]
 
 
 def convert_ts(value: datetime) -> datetime:
