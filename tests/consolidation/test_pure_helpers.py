@@ -91,6 +91,6 @@ async def test_apply_groups_consecutive_puts_and_keeps_order() -> None:
     assert len(plan) == 4 and not plan.empty and plan
     await apply_mutations(Recorder(), plan.mutations)  # type: ignore[arg-type]
     assert calls == [("put_facts", 2), ("delete_fact", f1.id), ("put_facts", 1)]
-    assert set((await inner.get_facts([f1.id, f2.id, f3.id]))) == {f2.id, f3.id}
+    assert set(await inner.get_facts([f1.id, f2.id, f3.id])) == {f2.id, f3.id}
     assert MutationPlan().empty
     assert uuid.UUID(int=0) != f1.id
