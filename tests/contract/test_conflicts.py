@@ -29,7 +29,7 @@ def facts() -> dict[str, SemanticFact]:
         "rome": fact("Alice lives in Rome", 5, [ALICE], embedding=NEAR),
         "profit": fact("Acme is profitable", 2, [ACME], embedding=unit(1)),
         "loss": fact(
-            "the company loses money every quarter", 2, [ACME, BOB], embedding=vec(0.25, 1)
+            "the company loses money every quarter", 2.5, [ACME, BOB], embedding=vec(0.25, 1)
         ),
         "bob": fact("Bob doesn't like Acme", 3, [BOB]),  # shares no entity with a positive
     }
@@ -124,7 +124,7 @@ async def test_negation_invalidates_positive(store: Any) -> None:
     paris = fact("Alice lives in Paris", 1, [ALICE], embedding=unit(0))
     rome = fact("Alice lives in Rome", 5, [ALICE], embedding=NEAR)
     profit = fact("Acme is profitable", 2, [ACME], embedding=unit(1))
-    loss = fact("the company loses money", 2, [ACME], embedding=vec(0.25, 1))
+    loss = fact("the company loses money", 2.5, [ACME], embedding=vec(0.25, 1))
     await store.put_facts([neg, pos, paris, rome, profit, loss])
     detector = ConflictDetector(store)
     conflicts = await detector.detect_conflicts()

@@ -53,3 +53,29 @@ async def test_find_entities_by_name_keys(store: Any) -> None:
     )
     assert got == sorted([person, ai], key=lambda e: (e.created_at, str(e.id)))
     assert await store.find_entities_by_name_keys([]) == []
+
+
+async def test_scan_facts_pages_everything_in_listing_order(store: Any) -> None:
+    facts = [make_fact(content=str(i), valid_from=at(i % 4), tags=["t"] if i % 3 else [])
+             for i in range(11)]
+    facts.append(make_fact(content="gone", invalidated_by="x"))
+    await store.put_facts(facts)
+    pages = [p async for p in store.scan_facts(page_size=3)]
+    assert [len(p) for p in pages] == [3, 3, 3, 2]
+    assert [f for p in pages for f in p] == await store.find_facts()
+    tagged = [f async for p in store.scan_facts({"tags": ["t"]}, page_size=2) for f in p]
+    assert tagged == await store.find_facts(tags=["t"])
+    everything = [f async for p in store.scan_facts(include_invalidated=True) for f in p]
+    assert everything == await store.find_facts(include_invalidated=True)
+    assert [p async for p in store.scan_facts(exclude_tags=["t"], entity_id=uuid.uuid4())] == []
+
+
+async def test_scan_entities_pages_everything_in_listing_order(store: Any) -> None:
+    ents = [make_entity(name=f"e{i}", created_at=at(i % 3), updated_at=at(0),
+                        entity_type="person" if i % 2 else "org") for i in range(7)]
+    await store.put_entities(ents)
+    pages = [p async for p in store.scan_entities(page_size=2)]
+    assert [len(p) for p in pages] == [2, 2, 2, 1]
+    assert [e for p in pages for e in p] == await store.find_entities()
+    people = [e async for p in store.scan_entities(entity_type="person") for e in p]
+    assert people == await store.find_entities(entity_type="person")

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Literal
 
 from cycgraph_memory.errors import InvalidInputError
 
-__all__ = ["check_batch_size", "check_delete_mode", "check_unit_interval", "require"]
+__all__ = [
+    "check_batch_size",
+    "check_delete_mode",
+    "check_unit_interval",
+    "require",
+    "scan",
+]
 
 
 def check_delete_mode(value: object) -> Any:
@@ -40,3 +46,27 @@ def require(store: object, method: str) -> Callable[..., Any]:
             "lookups that InMemoryMemoryStore and PostgresMemoryStore provide"
         )
     return fn  # type: ignore[no-any-return]
+
+
+async def scan(
+    store: Any, kind: Literal["facts", "entities"], page_size: int, **filters: Any
+) -> AsyncIterator[list[Any]]:
+    """Pages of every matching fact / entity, in the listing order.
+
+    Uses the store's optional ``scan_facts`` / ``scan_entities`` capability (one sort in
+    memory, keyset pages on Postgres) when present, else ``find_*`` with ``offset`` paging.
+    """
+    fast = getattr(store, f"scan_{kind}", None)
+    if fast is not None:
+        async for page in fast(page_size=page_size, **filters):
+            yield page
+        return
+    finder = store.find_facts if kind == "facts" else store.find_entities
+    offset = 0
+    while True:
+        page = await finder(limit=page_size, offset=offset, **filters)
+        if page:
+            yield page
+        if len(page) < page_size:
+            return
+        offset += page_size

@@ -31,7 +31,11 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from cycgraph_memory._exclusive import exclusive_pass
-from cycgraph_memory.consolidation._common import check_batch_size, check_unit_interval
+from cycgraph_memory.consolidation._common import (
+    check_batch_size,
+    check_unit_interval,
+    scan,
+)
 from cycgraph_memory.consolidation.plan import Put, apply_mutations, sync_index
 from cycgraph_memory.contracts import MemoryIndex, MemoryStore
 from cycgraph_memory.errors import InvalidInputError
@@ -169,15 +173,11 @@ class ConflictDetector:
 
     async def _load(self) -> list[SemanticFact]:
         out: list[SemanticFact] = []
-        offset = 0
-        while True:
-            page = await self.store.find_facts(
-                exclude_tags=[QUARANTINE_TAG], limit=self.batch_size, offset=offset
-            )
+        async for page in scan(
+            self.store, "facts", self.batch_size, exclude_tags=[QUARANTINE_TAG]
+        ):
             out.extend(page)
-            if len(page) < self.batch_size:
-                return out
-            offset += self.batch_size
+        return out
 
     def _detect(self, pool: list[SemanticFact]) -> list[Conflict]:
         unique = {f.id: f for f in pool if f.invalidated_by is None}

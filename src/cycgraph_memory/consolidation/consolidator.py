@@ -53,6 +53,7 @@ from cycgraph_memory.consolidation._common import (
     check_batch_size,
     check_delete_mode,
     check_unit_interval,
+    scan,
 )
 from cycgraph_memory.consolidation.plan import (
     Delete,
@@ -325,11 +326,9 @@ class MemoryConsolidator:
         verified: list[bool] = []
         emb_rows: list[int] = []
         blocks: list[FloatMatrix] = []
-        offset = 0
-        while True:
-            page = await self.store.find_facts(
-                exclude_tags=[QUARANTINE_TAG], limit=self.batch_size, offset=offset
-            )
+        async for page in scan(
+            self.store, "facts", self.batch_size, exclude_tags=[QUARANTINE_TAG]
+        ):
             rows: list[list[float]] = []
             for fact in page:
                 i = len(ids)
@@ -349,9 +348,6 @@ class MemoryConsolidator:
                 norms = np.linalg.norm(block, axis=1, keepdims=True)
                 norms[norms == 0] = 1.0
                 blocks.append((block / norms).astype(np.float32, copy=False))
-            if len(page) < self.batch_size:
-                break
-            offset += self.batch_size
         dims = {b.shape[1] for b in blocks}
         if len(dims) > 1:
             raise InvalidInputError(f"facts have embeddings of several lengths: {sorted(dims)}")

@@ -30,7 +30,12 @@ from datetime import datetime
 from typing import Any, Literal
 
 from cycgraph_memory._exclusive import exclusive_pass
-from cycgraph_memory.consolidation._common import check_batch_size, check_delete_mode, require
+from cycgraph_memory.consolidation._common import (
+    check_batch_size,
+    check_delete_mode,
+    require,
+    scan,
+)
 from cycgraph_memory.consolidation.plan import (
     Delete,
     Mutation,
@@ -187,15 +192,10 @@ class EntityResolver:
     async def _duplicate_groups(self) -> list[list[uuid.UUID]]:
         """Ids of live entities grouped by identity key, oldest first; groups of 2+ only."""
         groups: dict[tuple[str, str], list[uuid.UUID]] = {}
-        offset = 0
-        while True:
-            page = await self.store.find_entities(limit=self.batch_size, offset=offset)
+        async for page in scan(self.store, "entities", self.batch_size):
             for entity in page:
                 key = (normalize_entity_name(entity.name), entity.entity_type)
                 groups.setdefault(key, []).append(entity.id)
-            if len(page) < self.batch_size:
-                break
-            offset += self.batch_size
         return [ids for ids in groups.values() if len(ids) > 1]
 
     def _merge(

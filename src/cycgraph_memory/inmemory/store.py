@@ -500,3 +500,56 @@ class InMemoryMemoryStore:
             and (normalize_entity_name(e.name), e.entity_type) in wanted
         ]
         return _page(matches, _entity_key, 0, None)
+
+    async def scan_facts(
+        self,
+        filter: FactFilter | Mapping[str, Any] | None = None,
+        /,
+        *,
+        page_size: int = 1000,
+        **options: Any,
+    ) -> AsyncIterator[list[SemanticFact]]:
+        """Every fact matching the filter, in pages of ``page_size``, ``(valid_from, id)`` order.
+
+        One sort for the whole scan (``find_facts`` with ``offset`` sorts per page). The
+        scan reads a snapshot taken when it starts; ``limit`` / ``offset`` are ignored.
+        """
+        f = coerce_options(FactFilter, filter, options)
+        if page_size < 1:
+            raise InvalidInputError("page_size must be >= 1")
+        wanted = frozenset(f.tags or ())
+        unwanted = frozenset(f.exclude_tags or ())
+        matches = [
+            fact
+            for fact in self._facts.values()
+            if (f.include_invalidated or fact.invalidated_by is None)
+            and (f.theme_id is None or fact.theme_id == f.theme_id)
+            and (f.entity_id is None or f.entity_id in fact.entity_ids)
+            and (not wanted or not wanted.isdisjoint(fact.tags))
+            and (not unwanted or unwanted.isdisjoint(fact.tags))
+        ]
+        matches.sort(key=_fact_key)
+        for start in range(0, len(matches), page_size):
+            yield [copy_record(r) for r in matches[start : start + page_size]]
+
+    async def scan_entities(
+        self,
+        filter: EntityFilter | Mapping[str, Any] | None = None,
+        /,
+        *,
+        page_size: int = 1000,
+        **options: Any,
+    ) -> AsyncIterator[list[Entity]]:
+        """Every entity matching the filter, in pages, ``(created_at, id)`` order (snapshot)."""
+        f = coerce_options(EntityFilter, filter, options)
+        if page_size < 1:
+            raise InvalidInputError("page_size must be >= 1")
+        matches = [
+            e
+            for e in self._entities.values()
+            if (f.include_invalidated or e.invalidated_at is None)
+            and (f.entity_type is None or e.entity_type == f.entity_type)
+        ]
+        matches.sort(key=_entity_key)
+        for start in range(0, len(matches), page_size):
+            yield [copy_record(r) for r in matches[start : start + page_size]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -22,6 +22,7 @@ from sqlalchemy import (
     not_,
     or_,
     select,
+    tuple_,
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, aggregate_order_by, distinct_on
@@ -30,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import literal_column, type_coerce
 
 from cycgraph_memory._options import coerce_options
+from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.postgres import convert
 from cycgraph_memory.postgres._base import (
@@ -605,6 +607,82 @@ class PostgresMemoryStore(PostgresBackend):
         )
         rows = await self._list(stmt.order_by(t.c.created_at, t.c.id), convert.entity_from_row)
         return [e for e in rows if (normalize_entity_name(e.name), e.entity_type) in wanted]
+
+
+    async def scan_facts(
+        self,
+        filter: FactFilter | Options | None = None,
+        /,
+        *,
+        page_size: int = 1000,
+        **options: Any,
+    ) -> AsyncIterator[list[SemanticFact]]:
+        """Every fact matching the filter, in pages, ``(valid_from, id)`` order.
+
+        Keyset pagination (``(valid_from, id) > last``) on the ``(tenant, valid_from, id)``
+        index: each page costs the same however deep the scan is. ``limit`` / ``offset``
+        are ignored.
+        """
+        f = coerce_options(FactFilter, filter, options)
+        if page_size < 1:
+            raise InvalidInputError("page_size must be >= 1")
+        t = FACTS
+        base = select(t).where(self._mine(t))
+        if not f.include_invalidated:
+            base = base.where(t.c.invalidated_by.is_(None))
+        if f.theme_id is not None:
+            base = base.where(t.c.theme_id == f.theme_id)
+        if f.entity_id is not None:
+            base = base.where(t.c.entity_ids.contains([f.entity_id]))
+        if f.tags:
+            base = base.where(t.c.tags.overlap(list(f.tags)))
+        if f.exclude_tags:
+            base = base.where(not_(t.c.tags.overlap(list(f.exclude_tags))))
+        last: tuple[datetime, uuid.UUID] | None = None
+        while True:
+            stmt = base
+            if last is not None:
+                stmt = stmt.where(tuple_(t.c.valid_from, t.c.id) > tuple_(*last))
+            page = await self._list(
+                stmt.order_by(t.c.valid_from, t.c.id).limit(page_size), convert.fact_from_row
+            )
+            if page:
+                yield page
+            if len(page) < page_size:
+                return
+            last = (page[-1].valid_from, page[-1].id)
+
+    async def scan_entities(
+        self,
+        filter: EntityFilter | Options | None = None,
+        /,
+        *,
+        page_size: int = 1000,
+        **options: Any,
+    ) -> AsyncIterator[list[Entity]]:
+        """Every entity matching the filter, in pages, ``(created_at, id)`` order (keyset)."""
+        f = coerce_options(EntityFilter, filter, options)
+        if page_size < 1:
+            raise InvalidInputError("page_size must be >= 1")
+        t = ENTITIES
+        base = select(t).where(self._mine(t))
+        if f.entity_type is not None:
+            base = base.where(t.c.entity_type == f.entity_type)
+        if not f.include_invalidated:
+            base = base.where(t.c.invalidated_at.is_(None))
+        last: tuple[datetime, uuid.UUID] | None = None
+        while True:
+            stmt = base
+            if last is not None:
+                stmt = stmt.where(tuple_(t.c.created_at, t.c.id) > tuple_(*last))
+            page = await self._list(
+                stmt.order_by(t.c.created_at, t.c.id).limit(page_size), convert.entity_from_row
+            )
+            if page:
+                yield page
+            if len(page) < page_size:
+                return
+            last = (page[-1].created_at, page[-1].id)
 
 
 def convert_ts(value: datetime) -> datetime:
