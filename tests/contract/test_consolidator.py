@@ -235,3 +235,32 @@ async def test_bad_options_are_rejected(store: Any) -> None:
     ):
         with pytest.raises(InvalidInputError):
             MemoryConsolidator(store, None, **kw)
+
+
+async def test_keeper_absorbing_several_duplicates_keeps_all_evidence(store: Any) -> None:
+    ents = [make_fact().id for _ in range(3)]
+    dups = [
+        make_fact(content=f"dup {i}", embedding=[NEAR, NEARER, unit(0)][i],
+                  valid_from=at(days=i), access_count=i + 1, entity_ids=[ents[i]],
+                  source_episode_ids=[ents[i]], tags=[f"t{i}"],
+                  provenance=make_fact().provenance.model_copy(update={"run_id": f"r{i}"}))
+        for i in range(3)
+    ]
+    await store.put_facts(dups)
+    report = await consolidator(store, debug=True).consolidate()
+    assert report.facts_deduped == 2
+    assert report.mutation_log is not None
+    assert [(m.type, m.id) for m in report.mutation_log] == [
+        ("fact_kept", dups[2].id), ("fact_merged", dups[1].id), ("fact_merged", dups[0].id)
+    ]
+    keeper = await store.get_fact(dups[2].id)
+    assert keeper is not None
+    assert keeper.access_count == 6
+    assert keeper.entity_ids == [ents[2], ents[1], ents[0]]
+    assert keeper.source_episode_ids == [ents[2], ents[1], ents[0]]
+    assert keeper.tags == ["t2", "t1", "t0"]
+    assert keeper.provenance.run_id == "r2"
+    for i in (0, 1):
+        gone = await store.get_fact(dups[i].id)
+        assert gone is not None and gone.invalidated_by == str(dups[2].id)
+        assert gone.provenance.run_id == f"r{i}"  # the absorbed facts keep their provenance
