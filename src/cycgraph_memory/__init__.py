@@ -6,6 +6,12 @@ imported here, so ``import cycgraph_memory`` pulls in neither SQLAlchemy nor asy
 """
 
 from cycgraph_memory.batch import batch_get_fallback
+from cycgraph_memory.consolidation import (
+    ConflictDetector,
+    ConsolidationThresholds,
+    EntityResolver,
+    MemoryConsolidator,
+)
 from cycgraph_memory.contracts import (
     EmbeddingProvider,
     EpisodeSegmenter,
@@ -138,11 +144,13 @@ __all__ = [
     "AppendOnlyViolationError",
     "ConcurrencyError",
     "Conflict",
+    "ConflictDetector",
     "ConflictResolutionDetail",
     "ConflictResolutionReport",
     "ConsolidatingThemeClusterer",
     "ConsolidationMutation",
     "ConsolidationReport",
+    "ConsolidationThresholds",
     "CycgraphMemoryError",
     "DanglingReferenceError",
     "DuplicateRecordError",
@@ -151,6 +159,7 @@ __all__ = [
     "Entity",
     "EntityFilter",
     "EntityResolutionReport",
+    "EntityResolver",
     "Episode",
     "EpisodeSegmenter",
     "EvictedLesson",
@@ -176,6 +185,7 @@ __all__ = [
     "LLMProvider",
     "ListOptions",
     "LocalEmbeddingProvider",
+    "MemoryConsolidator",
     "MemoryIndex",
     "MemoryPipeline",
     "MemoryQuery",

@@ -24,6 +24,7 @@ PURE_MODULES = [
     "cycgraph_memory.retention",
     "cycgraph_memory.retrieval",
     "cycgraph_memory.inmemory.ledger",
+    "cycgraph_memory.consolidation",
 ]
 
 

@@ -25,6 +25,7 @@ from cycgraph_memory.contracts import (
     ThemeClusterer,
 )
 from cycgraph_memory.errors import EmbeddingDimensionMismatchError
+from cycgraph_memory.hierarchy.ingest_resolution import resolve_ingest_entities
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
     Entity,
@@ -130,8 +131,11 @@ class MemoryPipeline:
         clusterer: Level 2 -> 3 stage; default ``ConsolidatingThemeClusterer()``.
         embed_batch_size: Texts per ``embedder.embed`` call.
         merge_entities: Merge entities of one ingest that share a normalised name and
-            type (the extractor mints ids per episode); cross-ingest merging is the
-            entity resolver's job.
+            type (the extractor mints ids per episode).
+        resolve_entities: Inside the ingest transaction, match new entities to stored
+            live ones with the same normalised name and type (one batched lookup) and
+            reuse the stored ids, so the graph does not fragment between
+            ``EntityResolver`` passes (see ``hierarchy.ingest_resolution``).
     """
 
     def __init__(
@@ -145,6 +149,7 @@ class MemoryPipeline:
         clusterer: ThemeClusterer | None = None,
         embed_batch_size: int = 256,
         merge_entities: bool = True,
+        resolve_entities: bool = True,
     ) -> None:
         if embed_batch_size < 1:
             raise ValueError("embed_batch_size must be >= 1")
@@ -168,6 +173,7 @@ class MemoryPipeline:
         self.clusterer = clusterer
         self.embed_batch_size = embed_batch_size
         self.merge_entities = merge_entities
+        self.resolve_entities = resolve_entities
 
     async def ingest(
         self,
@@ -324,6 +330,13 @@ class MemoryPipeline:
         touched = _touched_themes(themes, existing)
 
         async with self.store.transaction():
+            new_entity_ids = [e.id for e in entities]
+            if self.resolve_entities:
+                resolved = await resolve_ingest_entities(
+                    self.store, entities, facts, relationships
+                )
+                entities, relationships = resolved.entities, resolved.relationships
+                new_entity_ids = [i for i in new_entity_ids if i not in resolved.matched]
             await self.store.put_episodes(episodes)
             await self.store.put_entities(entities)
             await self.store.put_relationships(relationships)
@@ -336,7 +349,7 @@ class MemoryPipeline:
         report.messages_ingested = sum(len(e.messages) for e in episodes)
         report.episode_ids = [e.id for e in episodes]
         report.fact_ids = [f.id for f in facts]
-        report.entity_ids = [e.id for e in entities]
+        report.entity_ids = new_entity_ids
         report.relationship_ids = [r.id for r in relationships]
         report.theme_ids = [t.id for t in touched]
         report.themes_merged_away = [t.id for t in merged_away]

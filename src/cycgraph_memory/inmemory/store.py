@@ -25,6 +25,7 @@ from cycgraph_memory.inmemory._common import (
     coerce_record,
     copy_record,
 )
+from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
     MAX_ACCESS_COUNT,
     Entity,
@@ -488,3 +489,109 @@ class InMemoryMemoryStore:
         self._episodes = {}
         self._facts = {}
         self._themes = {}
+
+    # ------------------------------------------------------------------ batched lookups
+    # (used by entity resolution and ingest-time resolution)
+
+    async def find_facts_for_entities(
+        self, entity_ids: Iterable[uuid.UUID | str], *, include_invalidated: bool = False
+    ) -> list[SemanticFact]:
+        """Facts mentioning any of ``entity_ids``, ordered by ``(valid_from, id)``."""
+        wanted = frozenset(parse_ids(entity_ids))
+        if not wanted:
+            return []
+        matches = [
+            fact
+            for fact in self._facts.values()
+            if (include_invalidated or fact.invalidated_by is None)
+            and not wanted.isdisjoint(fact.entity_ids)
+        ]
+        return _page(matches, _fact_key, 0, None)
+
+    async def find_relationships_for_entities(
+        self, entity_ids: Iterable[uuid.UUID | str], *, include_invalidated: bool = False
+    ) -> list[Relationship]:
+        """Edges with either endpoint in ``entity_ids``, ordered by ``(valid_from, id)``."""
+        wanted = frozenset(parse_ids(entity_ids))
+        if not wanted:
+            return []
+        matches = [
+            r
+            for r in self._relationships.values()
+            if (include_invalidated or r.invalidated_by is None)
+            and (r.source_id in wanted or r.target_id in wanted)
+        ]
+        return _page(matches, _relationship_key, 0, None)
+
+    async def find_entities_by_name_keys(
+        self, keys: Iterable[tuple[str, str]]
+    ) -> list[Entity]:
+        """Live entities whose ``(normalize_entity_name(name), entity_type)`` is in ``keys``.
+
+        Ordered by ``(created_at, id)``. Keys are ``(normalized name, entity_type)`` pairs.
+        """
+        wanted = frozenset((str(name), str(etype)) for name, etype in keys)
+        if not wanted:
+            return []
+        types = frozenset(t for _, t in wanted)
+        matches = [
+            e
+            for e in self._entities.values()
+            if e.invalidated_at is None
+            and e.entity_type in types
+            and (normalize_entity_name(e.name), e.entity_type) in wanted
+        ]
+        return _page(matches, _entity_key, 0, None)
+
+    async def scan_facts(
+        self,
+        filter: FactFilter | Mapping[str, Any] | None = None,
+        /,
+        *,
+        page_size: int = 1000,
+        **options: Any,
+    ) -> AsyncIterator[list[SemanticFact]]:
+        """Every fact matching the filter, in pages of ``page_size``, ``(valid_from, id)`` order.
+
+        One sort for the whole scan (``find_facts`` with ``offset`` sorts per page). The
+        scan reads a snapshot taken when it starts; ``limit`` / ``offset`` are ignored.
+        """
+        f = coerce_options(FactFilter, filter, options)
+        if page_size < 1:
+            raise InvalidInputError("page_size must be >= 1")
+        wanted = frozenset(f.tags or ())
+        unwanted = frozenset(f.exclude_tags or ())
+        matches = [
+            fact
+            for fact in self._facts.values()
+            if (f.include_invalidated or fact.invalidated_by is None)
+            and (f.theme_id is None or fact.theme_id == f.theme_id)
+            and (f.entity_id is None or f.entity_id in fact.entity_ids)
+            and (not wanted or not wanted.isdisjoint(fact.tags))
+            and (not unwanted or unwanted.isdisjoint(fact.tags))
+        ]
+        matches.sort(key=_fact_key)
+        for start in range(0, len(matches), page_size):
+            yield [copy_record(r) for r in matches[start : start + page_size]]
+
+    async def scan_entities(
+        self,
+        filter: EntityFilter | Mapping[str, Any] | None = None,
+        /,
+        *,
+        page_size: int = 1000,
+        **options: Any,
+    ) -> AsyncIterator[list[Entity]]:
+        """Every entity matching the filter, in pages, ``(created_at, id)`` order (snapshot)."""
+        f = coerce_options(EntityFilter, filter, options)
+        if page_size < 1:
+            raise InvalidInputError("page_size must be >= 1")
+        matches = [
+            e
+            for e in self._entities.values()
+            if (f.include_invalidated or e.invalidated_at is None)
+            and (f.entity_type is None or e.entity_type == f.entity_type)
+        ]
+        matches.sort(key=_entity_key)
+        for start in range(0, len(matches), page_size):
+            yield [copy_record(r) for r in matches[start : start + page_size]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from sqlalchemy import (
     ColumnElement,
     Select,
+    String,
     Table,
     Uuid,
     any_,
@@ -22,6 +23,7 @@ from sqlalchemy import (
     not_,
     or_,
     select,
+    tuple_,
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, aggregate_order_by, distinct_on
@@ -31,7 +33,8 @@ from sqlalchemy.sql import literal_column, type_coerce
 
 from cycgraph_memory._options import coerce_options
 from cycgraph_memory._validate import normalize_ts, validate_record
-from cycgraph_memory.errors import DanglingReferenceError, InvalidTypeError
+from cycgraph_memory.errors import DanglingReferenceError, InvalidInputError, InvalidTypeError
+from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.postgres import convert
 from cycgraph_memory.postgres._base import (
     DEFAULT_TENANT,
@@ -584,6 +587,148 @@ class PostgresMemoryStore(PostgresBackend):
         async with self._session() as session:
             for table in (MESSAGES, EPISODES, FACTS, THEMES, RELATIONSHIPS, ENTITIES):
                 await session.execute(delete(table).where(self._mine(table)))
+
+
+    # ------------------------------------------------------------------ batched lookups
+    # (used by entity resolution and ingest-time resolution)
+
+    async def find_facts_for_entities(
+        self, entity_ids: Iterable[uuid.UUID | str], *, include_invalidated: bool = False
+    ) -> list[SemanticFact]:
+        """Facts mentioning any of ``entity_ids`` (``entity_ids && :ids`` on the GIN index).
+
+        Ordered by ``(valid_from, id)``.
+        """
+        wanted = parse_ids(entity_ids)
+        if not wanted:
+            return []
+        t = FACTS
+        ids = bindparam(None, list(wanted), type_=ARRAY(Uuid(as_uuid=True)))
+        stmt = select(t).where(self._mine(t), t.c.entity_ids.overlap(ids))
+        if not include_invalidated:
+            stmt = stmt.where(t.c.invalidated_by.is_(None))
+        return await self._list(stmt.order_by(t.c.valid_from, t.c.id), convert.fact_from_row)
+
+    async def find_relationships_for_entities(
+        self, entity_ids: Iterable[uuid.UUID | str], *, include_invalidated: bool = False
+    ) -> list[Relationship]:
+        """Edges with either endpoint in ``entity_ids``, ordered by ``(valid_from, id)``."""
+        wanted = parse_ids(entity_ids)
+        if not wanted:
+            return []
+        t = RELATIONSHIPS
+        stmt = select(t).where(
+            self._mine(t), or_(in_ids(t.c.source_id, wanted), in_ids(t.c.target_id, wanted))
+        )
+        if not include_invalidated:
+            stmt = stmt.where(t.c.invalidated_by.is_(None))
+        return await self._list(
+            stmt.order_by(t.c.valid_from, t.c.id), convert.relationship_from_row
+        )
+
+    async def find_entities_by_name_keys(
+        self, keys: Iterable[tuple[str, str]]
+    ) -> list[Entity]:
+        """Live entities whose ``(normalize_entity_name(name), entity_type)`` is in ``keys``.
+
+        One query: SQL narrows by type and by the name with every non-alphanumeric
+        character removed (the key, or the key behind a leading article); the exact
+        normalisation is then checked in Python. Ordered by ``(created_at, id)``.
+        """
+        wanted = {(str(name), str(etype)) for name, etype in keys}
+        if not wanted:
+            return []
+        squashed: set[str] = set()
+        for name, _ in wanted:
+            core = name.replace(" ", "")
+            squashed.update({core, "the" + core, "a" + core, "an" + core})
+        types = sorted({t for _, t in wanted})
+        t = ENTITIES
+        key_expr = func.regexp_replace(func.lower(t.c.name), "[^[:alnum:]]", "", "g")
+        stmt = select(t).where(
+            self._mine(t),
+            t.c.invalidated_at.is_(None),
+            t.c.entity_type == any_(bindparam(None, types, type_=ARRAY(String()))),
+            key_expr == any_(bindparam(None, sorted(squashed), type_=ARRAY(String()))),
+        )
+        rows = await self._list(stmt.order_by(t.c.created_at, t.c.id), convert.entity_from_row)
+        return [e for e in rows if (normalize_entity_name(e.name), e.entity_type) in wanted]
+
+
+    async def scan_facts(
+        self,
+        filter: FactFilter | Options | None = None,
+        /,
+        *,
+        page_size: int = 1000,
+        **options: Any,
+    ) -> AsyncIterator[list[SemanticFact]]:
+        """Every fact matching the filter, in pages, ``(valid_from, id)`` order.
+
+        Keyset pagination (``(valid_from, id) > last``) on the ``(tenant, valid_from, id)``
+        index: each page costs the same however deep the scan is. ``limit`` / ``offset``
+        are ignored.
+        """
+        f = coerce_options(FactFilter, filter, options)
+        if page_size < 1:
+            raise InvalidInputError("page_size must be >= 1")
+        t = FACTS
+        base = select(t).where(self._mine(t))
+        if not f.include_invalidated:
+            base = base.where(t.c.invalidated_by.is_(None))
+        if f.theme_id is not None:
+            base = base.where(t.c.theme_id == f.theme_id)
+        if f.entity_id is not None:
+            base = base.where(t.c.entity_ids.contains([f.entity_id]))
+        if f.tags:
+            base = base.where(t.c.tags.overlap(list(f.tags)))
+        if f.exclude_tags:
+            base = base.where(not_(t.c.tags.overlap(list(f.exclude_tags))))
+        last: tuple[datetime, uuid.UUID] | None = None
+        while True:
+            stmt = base
+            if last is not None:
+                stmt = stmt.where(tuple_(t.c.valid_from, t.c.id) > tuple_(*last))
+            page = await self._list(
+                stmt.order_by(t.c.valid_from, t.c.id).limit(page_size), convert.fact_from_row
+            )
+            if page:
+                yield page
+            if len(page) < page_size:
+                return
+            last = (page[-1].valid_from, page[-1].id)
+
+    async def scan_entities(
+        self,
+        filter: EntityFilter | Options | None = None,
+        /,
+        *,
+        page_size: int = 1000,
+        **options: Any,
+    ) -> AsyncIterator[list[Entity]]:
+        """Every entity matching the filter, in pages, ``(created_at, id)`` order (keyset)."""
+        f = coerce_options(EntityFilter, filter, options)
+        if page_size < 1:
+            raise InvalidInputError("page_size must be >= 1")
+        t = ENTITIES
+        base = select(t).where(self._mine(t))
+        if f.entity_type is not None:
+            base = base.where(t.c.entity_type == f.entity_type)
+        if not f.include_invalidated:
+            base = base.where(t.c.invalidated_at.is_(None))
+        last: tuple[datetime, uuid.UUID] | None = None
+        while True:
+            stmt = base
+            if last is not None:
+                stmt = stmt.where(tuple_(t.c.created_at, t.c.id) > tuple_(*last))
+            page = await self._list(
+                stmt.order_by(t.c.created_at, t.c.id).limit(page_size), convert.entity_from_row
+            )
+            if page:
+                yield page
+            if len(page) < page_size:
+                return
+            last = (page[-1].created_at, page[-1].id)
 
 
 def convert_ts(value: object) -> datetime:

@@ -1,0 +1,339 @@
+"""ConflictDetector: negation, supersession and semantic contradiction between facts.
+
+Only facts that share at least one entity id are compared (run the
+:class:`~cycgraph_memory.consolidation.EntityResolver` first). Words are lowercase
+``[a-z0-9]`` runs with an optional apostrophe suffix (``can't``), so negation words match
+as whole words only: "significant" contains no "can't", "knot" no "not". Word overlap is
+the Jaccard index of the two facts' word sets, negation words left out.
+
+Each pair gets at most one conflict, the first rule that matches, in this order:
+
+1. ``negation`` (confidence 0.8): exactly one of the two facts contains a negation word and
+   their word overlap is at least 0.5.
+2. ``supersession`` (0.9): the same (non-empty) set of entity ids, similar content (cosine
+   >= ``embedding_threshold`` when both have embeddings, else word overlap >= 0.5), and
+   ``valid_from`` at least ``supersession_day_threshold`` days apart.
+3. ``semantic_contradiction`` (0.3-0.7): cosine >= ``embedding_threshold`` but word overlap
+   below ``semantic_overlap_threshold``; confidence ``0.3 + 0.4 * min(1, shorter / 20)``
+   where ``shorter`` is the word count of the shorter fact (short facts say little).
+
+In a conflict ``fact_a`` is the older fact (``(valid_from, id)`` order), ``fact_b`` the newer.
+Detection is read-only unless ``auto_resolve_supersession=True``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+from cycgraph_memory._exclusive import exclusive_pass
+from cycgraph_memory.consolidation._common import (
+    check_batch_size,
+    check_unit_interval,
+    scan,
+)
+from cycgraph_memory.consolidation.plan import Put, apply_mutations, sync_index
+from cycgraph_memory.contracts import MemoryIndex, MemoryStore
+from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.records import (
+    QUARANTINE_TAG,
+    Conflict,
+    ConflictResolutionDetail,
+    ConflictResolutionReport,
+    SemanticFact,
+)
+
+__all__ = [
+    "NEGATION_WORDS",
+    "ConflictDetector",
+    "ConflictResolutionPolicy",
+    "word_overlap",
+    "words",
+]
+
+_log = logging.getLogger(__name__)
+
+ConflictResolutionPolicy = Literal[
+    "supersede-on-newer", "negation-invalidates-positive", "manual-review"
+]
+"""How :meth:`ConflictDetector.auto_resolve_all` decides."""
+
+_POLICIES = ("supersede-on-newer", "negation-invalidates-positive", "manual-review")
+
+NEGATION_WORDS = frozenset(
+    {
+        "not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "nowhere",
+        "cannot", "can't", "won't", "don't", "doesn't", "didn't", "isn't", "aren't",
+        "wasn't", "weren't", "shouldn't", "wouldn't", "couldn't", "hasn't", "haven't",
+        "hadn't", "mustn't", "shan't", "ain't", "needn't",
+    }
+)
+"""Whole words that make a statement negative."""
+
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_HIGH_OVERLAP = 0.5
+_NEGATION_CONFIDENCE = 0.8
+_SUPERSESSION_CONFIDENCE = 0.9
+
+
+def words(text: str) -> list[str]:
+    """Lowercase words of ``text`` (curly apostrophes read as straight ones)."""
+    return _WORD.findall(text.lower().replace("\u2019", "'"))
+
+
+def word_overlap(a: Iterable[str], b: Iterable[str]) -> float:
+    """Jaccard index of two word collections (0 when both are empty)."""
+    sa, sb = set(a), set(b)
+    union = sa | sb
+    return len(sa & sb) / len(union) if union else 0.0
+
+
+def _cosine(a: Sequence[float] | None, b: Sequence[float] | None) -> float | None:
+    if a is None or b is None or len(a) != len(b):
+        return None
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    return 0.0 if na == 0 or nb == 0 else dot / (na * nb)
+
+
+def _order(a: SemanticFact, b: SemanticFact) -> tuple[SemanticFact, SemanticFact]:
+    return (a, b) if (a.valid_from, str(a.id)) <= (b.valid_from, str(b.id)) else (b, a)
+
+
+class ConflictDetector:
+    """Find and resolve contradictory, negating or superseding facts (see module docs).
+
+    Args:
+        store: The store holding the facts.
+        index: The index over it; kept in sync after resolutions when it holds copies.
+        auto_resolve_supersession: Invalidate the older fact of every supersession pair
+            during :meth:`detect_conflicts` (off: detection is read-only).
+        embedding_threshold: Cosine similarity for "similar content".
+        semantic_overlap_threshold: Word overlap below which similar facts contradict.
+        policy: Default policy of :meth:`auto_resolve_all`.
+        supersession_day_threshold: Minimum days between two facts for supersession.
+        batch_size: Page size when loading facts.
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        index: MemoryIndex | None = None,
+        *,
+        auto_resolve_supersession: bool = False,
+        embedding_threshold: float = 0.8,
+        semantic_overlap_threshold: float = 0.3,
+        policy: ConflictResolutionPolicy = "manual-review",
+        supersession_day_threshold: float = 1,
+        batch_size: int = 1000,
+    ) -> None:
+        if policy not in _POLICIES:
+            raise InvalidInputError(f"unknown policy {policy!r}; expected one of {_POLICIES}")
+        if (
+            isinstance(supersession_day_threshold, bool)
+            or not isinstance(supersession_day_threshold, (int, float))
+            or not supersession_day_threshold >= 0
+            or not math.isfinite(supersession_day_threshold)
+        ):
+            raise InvalidInputError("supersession_day_threshold must be a number >= 0")
+        self.store = store
+        self.index = index
+        self.auto_resolve_supersession = bool(auto_resolve_supersession)
+        self.embedding_threshold = check_unit_interval("embedding_threshold", embedding_threshold)
+        self.semantic_overlap_threshold = check_unit_interval(
+            "semantic_overlap_threshold", semantic_overlap_threshold
+        )
+        self.policy: ConflictResolutionPolicy = policy
+        self.supersession_day_threshold = float(supersession_day_threshold)
+        self.batch_size = check_batch_size(batch_size)
+
+    # ------------------------------------------------------------------ detection
+
+    async def detect_conflicts(
+        self, facts: Sequence[SemanticFact] | None = None
+    ) -> list[Conflict]:
+        """Conflicts among ``facts`` (default: every live, non-quarantined fact).
+
+        Returns conflicts ordered by ``(fact_a, fact_b)`` in ``(valid_from, id)`` order.
+        With ``auto_resolve_supersession`` the older fact of each supersession pair is
+        invalidated (one unit of work) before returning.
+        """
+        pool = list(facts) if facts is not None else await self._load()
+        conflicts = self._detect(pool)
+        if self.auto_resolve_supersession:
+            superseding = [c for c in conflicts if c.type == "supersession"]
+            if superseding:
+                await self.auto_resolve_all(superseding, "supersede-on-newer")
+        return conflicts
+
+    async def _load(self) -> list[SemanticFact]:
+        out: list[SemanticFact] = []
+        async for page in scan(
+            self.store, "facts", self.batch_size, exclude_tags=[QUARANTINE_TAG]
+        ):
+            out.extend(page)
+        return out
+
+    def _detect(self, pool: list[SemanticFact]) -> list[Conflict]:
+        unique = {f.id: f for f in pool if f.invalidated_by is None}
+        ordered = sorted(unique.values(), key=lambda f: (f.valid_from, str(f.id)))
+        by_entity: dict[uuid.UUID, list[int]] = {}
+        for i, fact in enumerate(ordered):
+            for eid in dict.fromkeys(fact.entity_ids):
+                by_entity.setdefault(eid, []).append(i)
+        pairs: set[tuple[int, int]] = set()
+        for members in by_entity.values():
+            for x in range(len(members)):
+                for y in range(x + 1, len(members)):
+                    pairs.add((members[x], members[y]))
+        tokens = [words(f.content) for f in ordered]
+        out: list[Conflict] = []
+        for i, j in sorted(pairs):
+            conflict = self._classify(ordered[i], ordered[j], tokens[i], tokens[j])
+            if conflict is not None:
+                out.append(conflict)
+        return out
+
+    def _classify(
+        self, a: SemanticFact, b: SemanticFact, wa: list[str], wb: list[str]
+    ) -> Conflict | None:
+        neg_a = any(w in NEGATION_WORDS for w in wa)
+        neg_b = any(w in NEGATION_WORDS for w in wb)
+        overlap = word_overlap(
+            (w for w in wa if w not in NEGATION_WORDS), (w for w in wb if w not in NEGATION_WORDS)
+        )
+        if neg_a != neg_b and overlap >= _HIGH_OVERLAP:
+            return Conflict(fact_a=a, fact_b=b, type="negation", confidence=_NEGATION_CONFIDENCE)
+        cosine = _cosine(a.embedding, b.embedding)
+        similar = cosine >= self.embedding_threshold if cosine is not None else (
+            overlap >= _HIGH_OVERLAP
+        )
+        days = abs((b.valid_from - a.valid_from).total_seconds()) / 86_400.0
+        if (
+            a.entity_ids
+            and set(a.entity_ids) == set(b.entity_ids)
+            and similar
+            and days >= self.supersession_day_threshold
+        ):
+            return Conflict(
+                fact_a=a, fact_b=b, type="supersession", confidence=_SUPERSESSION_CONFIDENCE
+            )
+        if (
+            cosine is not None
+            and cosine >= self.embedding_threshold
+            and overlap < self.semantic_overlap_threshold
+        ):
+            shorter = min(len(wa), len(wb))
+            confidence = 0.3 + 0.4 * min(1.0, shorter / 20.0)
+            return Conflict(
+                fact_a=a, fact_b=b, type="semantic_contradiction", confidence=confidence
+            )
+        return None
+
+    # ------------------------------------------------------------------ resolution
+
+    def _decide(
+        self, conflict: Conflict, policy: ConflictResolutionPolicy
+    ) -> tuple[Literal["keep_a", "keep_b", "skipped"], str]:
+        a, b = conflict.fact_a, conflict.fact_b
+        newer = "keep_b" if (b.valid_from, str(b.id)) >= (a.valid_from, str(a.id)) else "keep_a"
+        if policy == "manual-review":
+            return "skipped", "manual-review"
+        if policy == "supersede-on-newer":
+            return newer, "newer fact kept"  # type: ignore[return-value]
+        if conflict.type == "negation":
+            neg_a = any(w in NEGATION_WORDS for w in words(a.content))
+            return ("keep_a" if neg_a else "keep_b"), "negation kept"
+        if conflict.type == "supersession":
+            return newer, "newer fact kept"  # type: ignore[return-value]
+        return "skipped", "semantic contradictions need review under this policy"
+
+    async def auto_resolve_all(
+        self,
+        conflicts: Sequence[Conflict],
+        policy: ConflictResolutionPolicy | None = None,
+    ) -> ConflictResolutionReport:
+        """Resolve ``conflicts`` under ``policy`` (default: the detector's) in one unit of work.
+
+        ``supersede-on-newer`` keeps the newer fact; ``negation-invalidates-positive`` keeps
+        the negating fact of a negation, the newer fact of a supersession and skips
+        semantic contradictions; ``manual-review`` resolves nothing. A conflict whose loser
+        is already invalidated, or whose winner is (in the store or earlier in this call),
+        is skipped, so re-running is a no-op.
+        """
+        chosen = self.policy if policy is None else policy
+        if chosen not in _POLICIES:
+            raise InvalidInputError(f"unknown policy {chosen!r}; expected one of {_POLICIES}")
+        decisions = [(c, *self._decide(c, chosen)) for c in conflicts]
+        return await self._apply(decisions)
+
+    async def resolve_conflict(
+        self, conflict: Conflict, action: Literal["keep_a", "keep_b", "keep_both"]
+    ) -> ConflictResolutionDetail:
+        """Resolve one conflict by hand; the loser is invalidated with the winner's id.
+
+        ``keep_both`` changes nothing. Returns the detail of what happened (``skipped`` when
+        the loser or the winner was already invalidated).
+        """
+        if action not in ("keep_a", "keep_b", "keep_both"):
+            raise InvalidInputError(f"action must be keep_a, keep_b or keep_both, got {action!r}")
+        if action == "keep_both":
+            return ConflictResolutionDetail(conflict=conflict, action="keep_both", reason="manual")
+        report = await self._apply([(conflict, action, "manual")])
+        return report.details[0]
+
+    async def _apply(
+        self,
+        decisions: list[tuple[Conflict, Literal["keep_a", "keep_b", "skipped"], str]],
+    ) -> ConflictResolutionReport:
+        report = ConflictResolutionReport()
+        wanted = {f.id for c, _, _ in decisions for f in (c.fact_a, c.fact_b)}
+        puts: list[Put] = []
+        async with exclusive_pass(self.store, "conflict-resolution"):
+            current: dict[uuid.UUID, SemanticFact] = {}
+            ids = list(wanted)
+            for start in range(0, len(ids), self.batch_size):
+                current.update(await self.store.get_facts(ids[start : start + self.batch_size]))
+            for conflict, action, reason in decisions:
+                if action == "skipped":
+                    report.skipped += 1
+                    report.details.append(
+                        ConflictResolutionDetail(conflict=conflict, action="skipped", reason=reason)
+                    )
+                    continue
+                winner_id, loser_id = (
+                    (conflict.fact_a.id, conflict.fact_b.id)
+                    if action == "keep_a"
+                    else (conflict.fact_b.id, conflict.fact_a.id)
+                )
+                winner = current.get(winner_id)
+                loser = current.get(loser_id)
+                why = ""
+                if loser is None or winner is None:
+                    why = "fact no longer exists"
+                elif loser.invalidated_by is not None:
+                    why = "loser already invalidated"
+                elif winner.invalidated_by is not None:
+                    why = "winner is invalidated"
+                if why or loser is None:
+                    report.skipped += 1
+                    report.details.append(
+                        ConflictResolutionDetail(conflict=conflict, action="skipped", reason=why)
+                    )
+                    continue
+                updated = loser.model_copy(update={"invalidated_by": str(winner_id)})
+                current[loser_id] = updated
+                puts.append(Put(updated, "fact_invalidated"))
+                report.resolved += 1
+                report.details.append(
+                    ConflictResolutionDetail(conflict=conflict, action=action, reason=reason)
+                )
+            await apply_mutations(self.store, puts)
+        sync_index(self.index, puts)
+        _log.info("conflict resolution: %d resolved, %d skipped", report.resolved, report.skipped)
+        return report

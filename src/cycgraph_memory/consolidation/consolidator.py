@@ -1,0 +1,577 @@
+"""MemoryConsolidator: near-duplicate merging, decay pruning, episode budget, theme cascade.
+
+One pass collects every mutation first (nothing is written while planning), then applies
+them in one exclusive unit of work. Quarantined facts are invisible to the pass: never
+merged, never pruned, never counted against ``max_facts``.
+
+**Near duplicates.** Every live, non-quarantined fact with an embedding is compared with
+every other by cosine similarity, in blocked numpy matrix products of ``batch_size`` x
+``batch_size`` tiles over one float32 matrix of unit rows (memory: that matrix, 4 bytes
+per dimension per fact, plus one tile; no per-record objects are kept). Pairs at or above
+``dedup_threshold`` (float32, within 1e-6) form a similarity graph. Keepers are chosen
+greedily in priority order: facts tagged ``verified_tag`` first, then the most recent
+``valid_from``, then the smallest id. Each fact not yet absorbed becomes a keeper and
+absorbs its not-yet-absorbed neighbours, so every absorbed fact is itself similar to its
+keeper (no chaining) and a verified fact is never absorbed by an unverified one.
+
+A keeper keeps the evidence of everything it absorbed: ``access_count`` summed,
+``last_accessed_at`` the latest, ``entity_ids``, ``source_episode_ids`` and tags united (in
+order, keeper first), and a keeper tagged ``verified_tag`` drops ``candidate_tag``. The
+absorbed facts are invalidated with ``invalidated_by`` = the keeper's id (their own
+provenance untouched), or deleted in ``delete_mode="hard"``.
+
+**Decay.** ``score = 0.5 ** (age_days / decay_half_life_days) * (1 + ln(1 + access_count))``
+with age measured from ``last_accessed_at`` (else ``valid_from``) to the pass's clock,
+never negative. When more than ``max_facts`` facts remain after merging, the lowest scores
+are pruned (ties: older ``valid_from``, then smaller id) with ``invalidated_by =
+"consolidation:decay"`` (or deleted).
+
+**Episodes.** Over ``max_episodes``, the oldest (``(started_at, id)``) are invalidated (or
+deleted).
+
+**Themes.** A theme listing removed facts gets its ``fact_ids`` updated and its embedding
+recomputed as the normalised mean of its remaining facts' unit embeddings (``None`` when
+none has one); a theme left with no facts is invalidated (or deleted).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict, Field
+
+from cycgraph_memory._exclusive import exclusive_pass
+from cycgraph_memory.consolidation._common import (
+    check_batch_size,
+    check_delete_mode,
+    check_unit_interval,
+    scan,
+)
+from cycgraph_memory.consolidation.plan import (
+    Delete,
+    Mutation,
+    MutationPlan,
+    Put,
+    apply_mutations,
+    sync_index,
+)
+from cycgraph_memory.contracts import MemoryIndex, MemoryStore
+from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.records import (
+    QUARANTINE_TAG,
+    ConsolidationMutation,
+    ConsolidationReport,
+    SemanticFact,
+    utc_now,
+)
+
+__all__ = [
+    "ConsolidationPlan",
+    "ConsolidationThresholds",
+    "MemoryConsolidator",
+    "decay_score",
+    "near_duplicate_pairs",
+]
+
+_log = logging.getLogger(__name__)
+
+DECAY_REASON = "consolidation:decay"
+"""``invalidated_by`` of facts pruned for a low decay score (soft mode)."""
+
+_SIM_TOLERANCE = 1e-6
+_DAY = 86_400.0
+
+ConsolidationPlan = MutationPlan[ConsolidationReport]
+"""The plan of one consolidation pass."""
+
+FloatMatrix = NDArray[np.float32]
+
+
+class ConsolidationThresholds(BaseModel):
+    """When :meth:`MemoryConsolidator.auto_consolidate` should run.
+
+    Attributes:
+        facts: Consolidate when the store holds more live facts than this.
+        episodes: Consolidate when the store holds more live episodes than this.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    facts: int | None = Field(default=None, ge=0)
+    episodes: int | None = Field(default=None, ge=0)
+
+
+def decay_score(age_days: float, access_count: int, half_life_days: float) -> float:
+    """Relevance of a fact: ``0.5 ** (age / half_life) * (1 + ln(1 + access_count))``.
+
+    Args:
+        age_days: Days since last access (else since ``valid_from``); negatives count as 0.
+        access_count: Times the fact was served.
+        half_life_days: Days after which the age factor halves.
+    """
+    return float(0.5 ** (max(age_days, 0.0) / half_life_days) * (1.0 + math.log1p(access_count)))
+
+
+def near_duplicate_pairs(
+    vectors: FloatMatrix, threshold: float, block: int
+) -> Iterator[tuple[NDArray[np.intp], NDArray[np.intp]]]:
+    """Index pairs ``(i < j)`` of unit rows with cosine >= ``threshold``, tile by tile.
+
+    Each step multiplies a ``block`` x dim slab by a dim x ``block`` slab, so the extra
+    memory is one ``block`` x ``block`` float32 tile whatever the number of rows.
+    """
+    n = vectors.shape[0]
+    cut = np.float32(threshold - _SIM_TOLERANCE)
+    for i0 in range(0, n, block):
+        left = vectors[i0 : i0 + block]
+        for j0 in range(i0, n, block):
+            tile = left @ vectors[j0 : j0 + block].T
+            rows, cols = np.nonzero(tile >= cut)
+            gi = rows + i0
+            gj = cols + j0
+            keep = gi < gj
+            if keep.any():
+                yield gi[keep], gj[keep]
+
+
+@dataclass
+class _Facts:
+    """Columnar summary of the eligible facts (no records kept)."""
+
+    ids: list[uuid.UUID]
+    valid_from: NDArray[np.float64]
+    last_access: NDArray[np.float64]  # nan when never accessed
+    access: NDArray[np.int64]
+    verified: NDArray[np.bool_]
+    emb_rows: NDArray[np.intp]  # fact index of each embedding row
+    vectors: FloatMatrix
+
+
+class MemoryConsolidator:
+    """Budgeted pruning, near-duplicate merging and theme cleanup (see the module docs).
+
+    Args:
+        store: The store to consolidate.
+        index: The index over it; kept in sync after the commit when it holds its own
+            copies (the in-memory index).
+        max_facts: Facts to retain; the lowest decay scores are pruned past it.
+        max_episodes: Episodes to retain; the oldest are pruned past it.
+        decay_half_life_days: Half-life of the age factor of the decay score.
+        dedup_threshold: Cosine similarity at or above which two facts are duplicates.
+        delete_mode: ``"soft"`` invalidates (recoverable), ``"hard"`` deletes.
+        debug: Log every mutation and return the mutation log in the report.
+        logger: Optional ``logging.Logger`` (default: this module's logger).
+        batch_size: Page size for loading facts, and the tile size of the similarity scan.
+        verified_tag: A fact with this tag is never absorbed by one without it.
+        candidate_tag: Dropped from a verified keeper that absorbs duplicates.
+        clock: Returns "now" (aware UTC) for decay ages and invalidation timestamps.
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        index: MemoryIndex | None = None,
+        *,
+        max_facts: int | None = None,
+        max_episodes: int | None = None,
+        decay_half_life_days: float = 30,
+        dedup_threshold: float = 0.9,
+        delete_mode: Literal["soft", "hard"] = "soft",
+        debug: bool = False,
+        logger: logging.Logger | None = None,
+        batch_size: int = 1000,
+        verified_tag: str = "verified",
+        candidate_tag: str = "candidate",
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        for name, value in (("max_facts", max_facts), ("max_episodes", max_episodes)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 0
+            ):
+                raise InvalidInputError(f"{name} must be a non-negative integer or None")
+        if (
+            isinstance(decay_half_life_days, bool)
+            or not isinstance(decay_half_life_days, (int, float))
+            or not decay_half_life_days > 0
+            or not math.isfinite(decay_half_life_days)
+        ):
+            raise InvalidInputError("decay_half_life_days must be a positive number")
+        if not verified_tag or not candidate_tag:
+            raise InvalidInputError("verified_tag and candidate_tag must be non-empty")
+        self.store = store
+        self.index = index
+        self.max_facts = max_facts
+        self.max_episodes = max_episodes
+        self.decay_half_life_days = float(decay_half_life_days)
+        self.dedup_threshold = check_unit_interval("dedup_threshold", dedup_threshold)
+        self.delete_mode = check_delete_mode(delete_mode)
+        self.debug = debug
+        self.logger = logger or _log
+        self.batch_size = check_batch_size(batch_size)
+        self.verified_tag = verified_tag
+        self.candidate_tag = candidate_tag
+        self.clock = clock or utc_now
+
+    # ------------------------------------------------------------------ public API
+
+    async def consolidate(self) -> ConsolidationReport:
+        """Plan and apply one pass as one exclusive unit of work; return its report.
+
+        Two workers consolidating at once end in the state of one run; a failure while
+        writing leaves the store unchanged. A second run right after reports zeros.
+        """
+        async with exclusive_pass(self.store, "consolidation"):
+            plan = await self.plan()
+            await apply_mutations(self.store, plan.mutations)
+        sync_index(self.index, plan.mutations)
+        assert plan.report is not None
+        if self.debug:
+            for m in plan.mutations:
+                reason = m.reason
+                self.logger.debug("consolidation mutation %s %s", reason, m.id)
+        self.logger.info(
+            "consolidation: %s", plan.report.model_dump(exclude={"mutation_log"})
+        )
+        return plan.report
+
+    async def auto_consolidate(
+        self, thresholds: ConsolidationThresholds | Mapping[str, Any]
+    ) -> ConsolidationReport | None:
+        """Consolidate only when :meth:`should_consolidate` says so; else return ``None``."""
+        if not await self.should_consolidate(self.store, thresholds):
+            return None
+        return await self.consolidate()
+
+    @staticmethod
+    async def should_consolidate(
+        store: MemoryStore, thresholds: ConsolidationThresholds | Mapping[str, Any]
+    ) -> bool:
+        """True when the store holds more live facts or episodes than the thresholds.
+
+        Reads at most one record per threshold (``limit=1, offset=threshold``); writes
+        nothing.
+        """
+        t = (
+            thresholds
+            if isinstance(thresholds, ConsolidationThresholds)
+            else ConsolidationThresholds.model_validate(dict(thresholds))
+        )
+        if t.facts is not None and await store.find_facts(limit=1, offset=t.facts):
+            return True
+        return t.episodes is not None and bool(
+            await store.list_episodes(limit=1, offset=t.episodes)
+        )
+
+    async def plan(self) -> ConsolidationPlan:
+        """Compute every mutation of a pass without writing anything."""
+        now = self.clock()
+        facts = await self._load_facts()
+        groups = self._dedup_groups(facts)
+        absorbed = {loser for losers in groups.values() for loser in losers}
+        mutations: list[Mutation] = []
+        merged = await self._merge(facts, groups, mutations, now)
+        decayed = self._decay(facts, absorbed, merged, now)
+        removed: set[uuid.UUID] = {facts.ids[i] for i in absorbed}
+        for i in decayed:
+            fid = facts.ids[i]
+            removed.add(fid)
+            if self.delete_mode == "hard":
+                mutations.append(Delete("fact", fid, "fact_decayed"))
+        if self.delete_mode == "soft" and decayed:
+            ids = [facts.ids[i] for i in decayed]
+            for start in range(0, len(ids), self.batch_size):
+                found = await self.store.get_facts(ids[start : start + self.batch_size])
+                mutations.extend(
+                    Put(
+                        merged.get(fid, found[fid]).model_copy(
+                            update={"invalidated_by": DECAY_REASON}
+                        ),
+                        "fact_decayed",
+                    )
+                    for fid in ids[start : start + self.batch_size]
+                    if fid in found
+                )
+        episodes_pruned = await self._prune_episodes(mutations, now)
+        cleaned, themes_removed = await self._cascade_themes(removed, merged, mutations, now)
+        report = ConsolidationReport(
+            facts_deduped=len(absorbed),
+            facts_decayed=len(decayed),
+            episodes_pruned=episodes_pruned,
+            themes_cleaned_up=cleaned,
+            themes_removed=themes_removed,
+            total_reclaimed=len(absorbed) + len(decayed) + episodes_pruned + themes_removed,
+        )
+        if self.debug:
+            report.mutation_log = [
+                ConsolidationMutation(type=m.reason, id=m.id) for m in mutations
+            ]
+        return ConsolidationPlan(mutations, report)
+
+    # ------------------------------------------------------------------ phases
+
+    async def _load_facts(self) -> _Facts:
+        """Page through the eligible facts, keeping only columns and unit embeddings."""
+        ids: list[uuid.UUID] = []
+        valid_from: list[float] = []
+        last_access: list[float] = []
+        access: list[int] = []
+        verified: list[bool] = []
+        emb_rows: list[int] = []
+        blocks: list[FloatMatrix] = []
+        async for page in scan(
+            self.store, "facts", self.batch_size, exclude_tags=[QUARANTINE_TAG]
+        ):
+            rows: list[list[float]] = []
+            for fact in page:
+                i = len(ids)
+                ids.append(fact.id)
+                valid_from.append(fact.valid_from.timestamp())
+                last_access.append(
+                    math.nan if fact.last_accessed_at is None
+                    else fact.last_accessed_at.timestamp()
+                )
+                access.append(fact.access_count)
+                verified.append(self.verified_tag in fact.tags)
+                if fact.embedding is not None:
+                    emb_rows.append(i)
+                    rows.append(fact.embedding)
+            if rows:
+                block = np.asarray(rows, dtype=np.float32)
+                norms = np.linalg.norm(block, axis=1, keepdims=True)
+                norms[norms == 0] = 1.0
+                blocks.append((block / norms).astype(np.float32, copy=False))
+        dims = {b.shape[1] for b in blocks}
+        if len(dims) > 1:
+            raise InvalidInputError(f"facts have embeddings of several lengths: {sorted(dims)}")
+        vectors = np.concatenate(blocks) if blocks else np.zeros((0, 1), dtype=np.float32)
+        return _Facts(
+            ids=ids,
+            valid_from=np.asarray(valid_from, dtype=np.float64),
+            last_access=np.asarray(last_access, dtype=np.float64),
+            access=np.asarray(access, dtype=np.int64),
+            verified=np.asarray(verified, dtype=np.bool_),
+            emb_rows=np.asarray(emb_rows, dtype=np.intp),
+            vectors=vectors,
+        )
+
+    def _priority(self, facts: _Facts, idx: NDArray[np.intp]) -> list[int]:
+        """``idx`` sorted by keeper priority: verified, newest ``valid_from``, smallest id."""
+        return sorted(
+            (int(i) for i in idx),
+            key=lambda i: (not facts.verified[i], -facts.valid_from[i], str(facts.ids[i])),
+        )
+
+    def _dedup_groups(self, facts: _Facts) -> dict[int, list[int]]:
+        """Keeper fact index -> absorbed fact indexes (greedy, see the module docs)."""
+        neighbours: dict[int, list[int]] = {}
+        for a, b in near_duplicate_pairs(facts.vectors, self.dedup_threshold, self.batch_size):
+            fa = facts.emb_rows[a]
+            fb = facts.emb_rows[b]
+            for x, y in zip(fa.tolist(), fb.tolist(), strict=True):
+                neighbours.setdefault(x, []).append(y)
+                neighbours.setdefault(y, []).append(x)
+        if not neighbours:
+            return {}
+        order = self._priority(facts, np.fromiter(neighbours, dtype=np.intp))
+        rank = {i: r for r, i in enumerate(order)}
+        taken: set[int] = set()
+        groups: dict[int, list[int]] = {}
+        for i in order:
+            if i in taken:
+                continue
+            taken.add(i)
+            losers = sorted((j for j in neighbours[i] if j not in taken), key=rank.__getitem__)
+            if losers:
+                taken.update(losers)
+                groups[i] = losers
+        return groups
+
+    async def _merge(
+        self,
+        facts: _Facts,
+        groups: dict[int, list[int]],
+        mutations: list[Mutation],
+        now: datetime,
+    ) -> dict[uuid.UUID, SemanticFact]:
+        """Plan keeper updates and loser removals; return the merged keepers by id."""
+        merged: dict[uuid.UUID, SemanticFact] = {}
+        keepers = list(groups)
+        chunk: list[int] = []
+        size = 0
+        for k in [*keepers, -1]:
+            if k >= 0 and (not chunk or size + 1 + len(groups[k]) <= self.batch_size):
+                chunk.append(k)
+                size += 1 + len(groups[k])
+                continue
+            if chunk:
+                wanted = [facts.ids[i] for c in chunk for i in [c, *groups[c]]]
+                records = await self.store.get_facts(wanted)
+                for c in chunk:
+                    keeper = records[facts.ids[c]]
+                    losers = [records[facts.ids[i]] for i in groups[c]]
+                    new = self._absorb(keeper, losers)
+                    merged[new.id] = new
+                    mutations.append(Put(new, "fact_kept"))
+                    for loser in losers:
+                        if self.delete_mode == "hard":
+                            mutations.append(Delete("fact", loser.id, "fact_merged"))
+                        else:
+                            mutations.append(
+                                Put(
+                                    loser.model_copy(update={"invalidated_by": str(keeper.id)}),
+                                    "fact_merged",
+                                )
+                            )
+            chunk = [k] if k >= 0 else []
+            size = 1 + len(groups[k]) if k >= 0 else 0
+        return merged
+
+    def _absorb(self, keeper: SemanticFact, losers: list[SemanticFact]) -> SemanticFact:
+        """The keeper carrying the evidence of every absorbed duplicate."""
+        everyone = [keeper, *losers]
+        tags = list(dict.fromkeys(t for f in everyone for t in f.tags))
+        if self.verified_tag in keeper.tags:
+            tags = [t for t in tags if t != self.candidate_tag]
+        accessed = [f.last_accessed_at for f in everyone if f.last_accessed_at is not None]
+        return keeper.model_copy(
+            update={
+                "access_count": sum(f.access_count for f in everyone),
+                "last_accessed_at": max(accessed) if accessed else None,
+                "entity_ids": list(dict.fromkeys(e for f in everyone for e in f.entity_ids)),
+                "source_episode_ids": list(
+                    dict.fromkeys(e for f in everyone for e in f.source_episode_ids)
+                ),
+                "tags": tags,
+            }
+        )
+
+    def _decay(
+        self,
+        facts: _Facts,
+        absorbed: set[int],
+        merged: dict[uuid.UUID, SemanticFact],
+        now: datetime,
+    ) -> list[int]:
+        """Indexes of the facts pruned to get down to ``max_facts``."""
+        n = len(facts.ids)
+        remaining = n - len(absorbed)
+        if self.max_facts is None or remaining <= self.max_facts:
+            return []
+        access = facts.access.astype(np.float64)
+        anchor = np.where(np.isnan(facts.last_access), facts.valid_from, facts.last_access)
+        index_of = {fid: i for i, fid in enumerate(facts.ids)} if merged else {}
+        for fid, fact in merged.items():
+            i = index_of[fid]
+            access[i] = fact.access_count
+            if fact.last_accessed_at is not None:
+                anchor[i] = fact.last_accessed_at.timestamp()
+        age_days = np.maximum((now.timestamp() - anchor) / _DAY, 0.0)
+        scores = 0.5 ** (age_days / self.decay_half_life_days) * (1.0 + np.log1p(access))
+        alive = np.ones(n, dtype=np.bool_)
+        if absorbed:
+            alive[np.fromiter(absorbed, dtype=np.intp)] = False
+        candidates = np.nonzero(alive)[0]
+        id_rank = np.empty(n, dtype=np.int64)
+        id_rank[np.argsort(np.array([str(i) for i in facts.ids]), kind="stable")] = np.arange(n)
+        order = np.lexsort(
+            (id_rank[candidates], facts.valid_from[candidates], scores[candidates])
+        )
+        excess = remaining - self.max_facts
+        return [int(i) for i in candidates[order[:excess]]]
+
+    async def _prune_episodes(self, mutations: list[Mutation], now: datetime) -> int:
+        """Plan the removal of the oldest live episodes past ``max_episodes``."""
+        if self.max_episodes is None:
+            return 0
+        ids: list[uuid.UUID] = []
+        offset = 0
+        while True:
+            page = await self.store.list_episodes(limit=self.batch_size, offset=offset)
+            ids.extend(e.id for e in page)
+            if len(page) < self.batch_size:
+                break
+            offset += self.batch_size
+        excess = len(ids) - self.max_episodes
+        if excess <= 0:
+            return 0
+        doomed = ids[:excess]
+        if self.delete_mode == "hard":
+            mutations.extend(Delete("episode", i, "episode_pruned") for i in doomed)
+            return excess
+        for start in range(0, excess, self.batch_size):
+            part = doomed[start : start + self.batch_size]
+            found = await self.store.get_episodes(part)
+            mutations.extend(
+                Put(found[i].model_copy(update={"invalidated_at": now}), "episode_pruned")
+                for i in part
+                if i in found
+            )
+        return excess
+
+    async def _cascade_themes(
+        self,
+        removed: set[uuid.UUID],
+        merged: dict[uuid.UUID, SemanticFact],
+        mutations: list[Mutation],
+        now: datetime,
+    ) -> tuple[int, int]:
+        """Plan theme updates for removed facts; return (cleaned up, removed) counts."""
+        if not removed:
+            return 0, 0
+        cleaned = 0
+        gone = 0
+        offset = 0
+        while True:
+            page = await self.store.list_themes(limit=self.batch_size, offset=offset)
+            for theme in page:
+                if removed.isdisjoint(theme.fact_ids):
+                    continue
+                left = [f for f in theme.fact_ids if f not in removed]
+                if not left:
+                    gone += 1
+                    if self.delete_mode == "hard":
+                        mutations.append(Delete("theme", theme.id, "theme_removed"))
+                    else:
+                        mutations.append(
+                            Put(theme.model_copy(update={"invalidated_at": now}),
+                                "theme_removed")
+                        )
+                    continue
+                cleaned += 1
+                embedding = await self._centroid(left)
+                mutations.append(
+                    Put(theme.model_copy(update={"fact_ids": left, "embedding": embedding}),
+                        "theme_updated")
+                )
+            if len(page) < self.batch_size:
+                break
+            offset += self.batch_size
+        return cleaned, gone
+
+    async def _centroid(self, fact_ids: list[uuid.UUID]) -> list[float] | None:
+        """Normalised mean of the unit embeddings of ``fact_ids`` (None without any)."""
+        total: NDArray[np.float64] | None = None
+        for start in range(0, len(fact_ids), self.batch_size):
+            found = await self.store.get_facts(fact_ids[start : start + self.batch_size])
+            rows = [f.embedding for f in found.values() if f.embedding is not None]
+            if not rows:
+                continue
+            block = np.asarray(rows, dtype=np.float64)
+            norms = np.linalg.norm(block, axis=1, keepdims=True)
+            norms[norms == 0] = 1.0
+            part = (block / norms).sum(axis=0)
+            total = part if total is None else total + part
+        if total is None:
+            return None
+        norm = float(np.linalg.norm(total))
+        if norm == 0.0:
+            return None
+        return [float(x) for x in total / norm]

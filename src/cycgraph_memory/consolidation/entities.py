@@ -1,0 +1,286 @@
+"""EntityResolver: cross-episode entity deduplication (collect, then apply in one unit of work).
+
+Matching is exact and deterministic: two live entities merge when their
+:func:`~cycgraph_memory.normalize.normalize_entity_name` keys and their ``entity_type`` are
+equal. The oldest record (``(created_at, id)`` order) is canonical, so ids stay stable.
+
+Per duplicate group the resolver
+
+* merges the losers' attributes into the canonical (the canonical wins on conflicts; among
+  losers, the older wins) and gives it the oldest loser embedding if it has none;
+* rewrites every fact's ``entity_ids`` (invalidated facts too, so no id dangles) with the
+  losers replaced by the canonical, order kept, duplicates removed;
+* rewrites relationship endpoints; a live edge that becomes a self-loop, or duplicates a
+  live edge with the same ``(source, target, relation_type)``, is dropped (an edge that was
+  not remapped is kept in preference; then the older one);
+* soft-deletes losers (``invalidated_at`` + ``superseded_by`` = canonical) or, in
+  ``delete_mode="hard"``, deletes them after the edges and facts no longer point at them.
+
+Dropped edges are invalidated (``invalidated_by`` = the kept duplicate's id, or the
+canonical entity's id for a self-loop) with their endpoints untouched in soft mode, and
+deleted in hard mode.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from typing import Any, Literal
+
+from cycgraph_memory._exclusive import exclusive_pass
+from cycgraph_memory.consolidation._common import (
+    check_batch_size,
+    check_delete_mode,
+    require,
+    scan,
+)
+from cycgraph_memory.consolidation.plan import (
+    Delete,
+    Mutation,
+    MutationPlan,
+    Put,
+    apply_mutations,
+    sync_index,
+)
+from cycgraph_memory.contracts import MemoryIndex, MemoryStore
+from cycgraph_memory.normalize import normalize_entity_name
+from cycgraph_memory.records import (
+    Entity,
+    EntityResolutionReport,
+    Relationship,
+    SemanticFact,
+    utc_now,
+)
+
+__all__ = ["EntityResolutionPlan", "EntityResolver"]
+
+_log = logging.getLogger(__name__)
+
+EntityResolutionPlan = MutationPlan[EntityResolutionReport]
+"""The plan of one resolution pass."""
+
+_EdgeKey = tuple[uuid.UUID, uuid.UUID, str]
+
+
+def _chunks(groups: list[list[uuid.UUID]], limit: int) -> Iterator[list[list[uuid.UUID]]]:
+    """Consecutive groups totalling at most ``limit`` members (at least one group each)."""
+    chunk: list[list[uuid.UUID]] = []
+    size = 0
+    for group in groups:
+        if chunk and size + len(group) > limit:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(group)
+        size += len(group)
+    if chunk:
+        yield chunk
+
+
+class EntityResolver:
+    """Merge entity records that share a normalised name and an entity type.
+
+    Args:
+        store: The store to resolve (any ``MemoryStore`` with the batched lookups
+            ``find_facts_for_entities`` / ``find_relationships_for_entities``; both shipped
+            stores have them).
+        delete_mode: ``"soft"`` (default) invalidates losers and sets ``superseded_by``;
+            ``"hard"`` deletes them.
+        batch_size: Page size for loading entities, and the number of group members whose
+            facts and edges are loaded at once.
+        logger: Optional ``logging.Logger`` (default: this module's logger).
+        index: Optional index kept in sync after the commit (the in-memory index; a
+            pgvector index reads the tables and needs nothing).
+        clock: Returns "now" (aware UTC) for ``invalidated_at`` / ``updated_at``.
+
+    Example:
+        ``report = await EntityResolver(store).resolve()``
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        *,
+        delete_mode: Literal["soft", "hard"] = "soft",
+        batch_size: int = 1000,
+        logger: logging.Logger | None = None,
+        index: MemoryIndex | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.store = store
+        self.delete_mode = check_delete_mode(delete_mode)
+        self.batch_size = check_batch_size(batch_size)
+        self.logger = logger or _log
+        self.index = index
+        self.clock = clock or utc_now
+
+    async def resolve(self) -> EntityResolutionReport:
+        """Plan and apply one resolution pass as one exclusive unit of work.
+
+        Two workers resolving the same store at once end in the state of one run; a
+        failure leaves the store unchanged. Running it again reports zeros.
+
+        Returns:
+            The counts of what was merged and rewritten.
+        """
+        async with exclusive_pass(self.store, "entity-resolution"):
+            plan = await self.plan()
+            await apply_mutations(self.store, plan.mutations)
+        sync_index(self.index, plan.mutations)
+        assert plan.report is not None
+        self.logger.info("entity resolution: %s", plan.report.model_dump())
+        return plan.report
+
+    async def plan(self) -> EntityResolutionPlan:
+        """Compute the mutations of a resolution pass without writing anything."""
+        groups = await self._duplicate_groups()
+        report = EntityResolutionReport(
+            groups_merged=len(groups), entities_absorbed=sum(len(g) - 1 for g in groups)
+        )
+        if not groups:
+            return EntityResolutionPlan([], report)
+        remap = {loser: g[0] for g in groups for loser in g[1:]}
+        now = self.clock()
+        entity_puts: list[Mutation] = []
+        losers_out: list[Mutation] = []
+        facts: dict[uuid.UUID, SemanticFact] = {}
+        edges: dict[uuid.UUID, Relationship] = {}
+        dropped: dict[uuid.UUID, Relationship] = {}
+        originals: dict[uuid.UUID, Relationship] = {}
+        for chunk in _chunks(groups, self.batch_size):
+            members = [i for g in chunk for i in g]
+            records = await self.store.get_entities(members)
+            for group in chunk:
+                canonical, losers = self._merge(group, records, now)
+                if canonical is not None:
+                    entity_puts.append(Put(canonical, "entity_absorbed_into"))
+                losers_out.extend(losers)
+            losers_in_chunk = [i for g in chunk for i in g[1:]]
+            for fact in await require(self.store, "find_facts_for_entities")(
+                losers_in_chunk, include_invalidated=True
+            ):
+                if fact.id in facts:
+                    continue
+                new_ids = list(dict.fromkeys(remap.get(e, e) for e in fact.entity_ids))
+                if new_ids != fact.entity_ids:
+                    facts[fact.id] = fact.model_copy(update={"entity_ids": new_ids})
+            loaded = await require(self.store, "find_relationships_for_entities")(
+                members, include_invalidated=True
+            )
+            self._remap_edges(loaded, remap, edges, dropped, originals)
+        report.facts_rewritten = len(facts)
+        report.relationships_rewritten = sum(1 for i in edges if i not in dropped)
+        report.relationships_dropped = len(dropped)
+        mutations: list[Mutation] = list(entity_puts)
+        mutations += [Put(f, "fact_entities_remapped") for f in facts.values()]
+        mutations += [Put(e, "relationship_remapped") for i, e in edges.items() if i not in dropped]
+        for rid, kept in dropped.items():
+            if self.delete_mode == "hard":
+                mutations.append(Delete("relationship", rid, "relationship_dropped"))
+            else:
+                original = originals[rid]
+                mutations.append(
+                    Put(
+                        original.model_copy(update={"invalidated_by": str(kept.id)}),
+                        "relationship_dropped",
+                    )
+                )
+        mutations += losers_out
+        return EntityResolutionPlan(mutations, report)
+
+    async def _duplicate_groups(self) -> list[list[uuid.UUID]]:
+        """Ids of live entities grouped by identity key, oldest first; groups of 2+ only."""
+        groups: dict[tuple[str, str], list[uuid.UUID]] = {}
+        async for page in scan(self.store, "entities", self.batch_size):
+            for entity in page:
+                key = (normalize_entity_name(entity.name), entity.entity_type)
+                groups.setdefault(key, []).append(entity.id)
+        return [ids for ids in groups.values() if len(ids) > 1]
+
+    def _merge(
+        self, group: Sequence[uuid.UUID], records: dict[uuid.UUID, Entity], now: datetime
+    ) -> tuple[Entity | None, list[Mutation]]:
+        """The updated canonical (None when unchanged) and the losers' mutations."""
+        canonical = records[group[0]]
+        losers = [records[i] for i in group[1:] if i in records]
+        attributes: dict[str, Any] = {}
+        for loser in reversed(losers):  # older losers win over newer ones
+            attributes.update(loser.attributes)
+        attributes.update(canonical.attributes)
+        update: dict[str, Any] = {}
+        if attributes != canonical.attributes:
+            update["attributes"] = attributes
+        if canonical.embedding is None:
+            donor = next((x for x in losers if x.embedding is not None), None)
+            if donor is not None:
+                update["embedding"] = list(donor.embedding or [])
+        merged = None
+        if update:
+            update["updated_at"] = now
+            merged = canonical.model_copy(update=update)
+        out: list[Mutation] = []
+        for loser in losers:
+            if self.delete_mode == "hard":
+                out.append(Delete("entity", loser.id, "entity_absorbed"))
+            else:
+                out.append(
+                    Put(
+                        loser.model_copy(
+                            update={
+                                "invalidated_at": now,
+                                "superseded_by": canonical.id,
+                                "updated_at": now,
+                            }
+                        ),
+                        "entity_absorbed",
+                    )
+                )
+        return merged, out
+
+    def _remap_edges(
+        self,
+        loaded: list[Relationship],
+        remap: dict[uuid.UUID, uuid.UUID],
+        edges: dict[uuid.UUID, Relationship],
+        dropped: dict[uuid.UUID, Relationship],
+        originals: dict[uuid.UUID, Relationship],
+    ) -> None:
+        """Remap endpoints; drop live self-loops and live duplicates (state kept across chunks).
+
+        ``edges`` holds the new state of every remapped edge, ``dropped`` maps a dropped
+        edge id to the edge it yields to (itself-ish for a self-loop: a stand-in whose id is
+        the canonical entity), ``originals`` the stored state of changed edges.
+        """
+        current: list[tuple[Relationship, bool]] = []  # (state, changed)
+        for rel in loaded:
+            if rel.id in dropped:
+                continue
+            state = edges.get(rel.id)
+            if state is None:
+                source = remap.get(rel.source_id, rel.source_id)
+                target = remap.get(rel.target_id, rel.target_id)
+                if source == rel.source_id and target == rel.target_id:
+                    current.append((rel, False))
+                    continue
+                originals[rel.id] = rel
+                state = rel.model_copy(update={"source_id": source, "target_id": target})
+                if source == target:
+                    if rel.invalidated_by is None or self.delete_mode == "hard":
+                        # The stand-in's id (the canonical entity) becomes invalidated_by.
+                        dropped[rel.id] = rel.model_copy(update={"id": source})
+                    continue
+                edges[rel.id] = state
+            current.append((state, True))
+        best: dict[_EdgeKey, Relationship] = {}
+        ranked = sorted(
+            (c for c in current if c[0].invalidated_by is None),
+            key=lambda c: (c[1], c[0].valid_from, str(c[0].id)),
+        )
+        for state, changed in ranked:
+            key = (state.source_id, state.target_id, state.relation_type)
+            kept = best.get(key)
+            if kept is None:
+                best[key] = state
+            elif changed:
+                dropped[state.id] = kept

@@ -1,0 +1,120 @@
+"""Ingest-time entity resolution: match new entities to stored ones before writing.
+
+:class:`~cycgraph_memory.hierarchy.pipeline.MemoryPipeline` calls
+:func:`resolve_ingest_entities` inside its ingest transaction, so "Alice Smith" mentioned
+in two ingests stays one entity and the graph does not fragment between
+:class:`~cycgraph_memory.consolidation.EntityResolver` passes. The rules are the
+resolver's: same normalised name and ``entity_type``, the stored (older) entity is
+canonical and absorbs the new one's attributes (stored values win) and embedding (if it
+has none).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from cycgraph_memory.contracts import MemoryStore
+from cycgraph_memory.normalize import normalize_entity_name
+from cycgraph_memory.records import Entity, Relationship, SemanticFact, utc_now
+
+__all__ = ["IngestResolution", "resolve_ingest_entities"]
+
+
+@dataclass
+class IngestResolution:
+    """What to write after matching an ingest's entities against the store.
+
+    Attributes:
+        entities: New entities that matched nothing, plus stored entities that absorbed
+            attributes or an embedding (to be written).
+        relationships: New edges with endpoints remapped; self-loops and duplicates of
+            stored live edges dropped.
+        matched: New entity id -> the stored entity it was resolved to.
+    """
+
+    entities: list[Entity] = field(default_factory=list)
+    relationships: list[Relationship] = field(default_factory=list)
+    matched: dict[uuid.UUID, uuid.UUID] = field(default_factory=dict)
+
+
+async def resolve_ingest_entities(
+    store: MemoryStore,
+    entities: Sequence[Entity],
+    facts: Sequence[SemanticFact],
+    relationships: Sequence[Relationship],
+    *,
+    clock: Callable[[], datetime] | None = None,
+) -> IngestResolution:
+    """Resolve new ``entities`` against the store with one batched lookup.
+
+    ``facts``' ``entity_ids`` are rewritten in place (they are the ingest's own new
+    records). Stores without ``find_entities_by_name_keys`` get everything back unchanged.
+
+    Args:
+        store: The store the ingest writes to (call inside its transaction).
+        entities: The ingest's new entities.
+        facts: The ingest's new facts.
+        relationships: The ingest's new relationships.
+        clock: Returns "now" for ``updated_at`` of stored entities that absorb data.
+    """
+    lookup = getattr(store, "find_entities_by_name_keys", None)
+    if lookup is None or not entities:
+        return IngestResolution(list(entities), list(relationships))
+    keys = {e.id: (normalize_entity_name(e.name), e.entity_type) for e in entities}
+    stored: list[Entity] = await lookup(set(keys.values()))
+    new_ids = {e.id for e in entities}
+    canonical: dict[tuple[str, str], Entity] = {}
+    for entity in stored:  # oldest first
+        if entity.id in new_ids:
+            continue  # the same record ingested again: nothing to resolve
+        canonical.setdefault((normalize_entity_name(entity.name), entity.entity_type), entity)
+    if not canonical:
+        return IngestResolution(list(entities), list(relationships))
+
+    out = IngestResolution()
+    absorbed: dict[uuid.UUID, Entity] = {}
+    for entity in entities:
+        target = canonical.get(keys[entity.id])
+        if target is None:
+            out.entities.append(entity)
+            continue
+        out.matched[entity.id] = target.id
+        current = absorbed.get(target.id, target)
+        update: dict[str, Any] = {}
+        attributes = {**entity.attributes, **current.attributes}
+        if attributes != current.attributes:
+            update["attributes"] = attributes
+        if current.embedding is None and entity.embedding is not None:
+            update["embedding"] = list(entity.embedding)
+        if update:
+            update["updated_at"] = (clock or utc_now)()
+            absorbed[target.id] = current.model_copy(update=update)
+    out.entities.extend(absorbed.values())
+    if not out.matched:
+        return IngestResolution(list(entities), list(relationships))
+
+    remap = out.matched
+    for fact in facts:
+        if any(e in remap for e in fact.entity_ids):
+            fact.entity_ids = list(dict.fromkeys(remap.get(e, e) for e in fact.entity_ids))
+    existing_edges: set[tuple[uuid.UUID, uuid.UUID, str]] = set()
+    edges_for = getattr(store, "find_relationships_for_entities", None)
+    if edges_for is not None:
+        for rel in await edges_for(sorted(set(remap.values()), key=str)):
+            existing_edges.add((rel.source_id, rel.target_id, rel.relation_type))
+    seen = set(existing_edges)
+    for rel in relationships:
+        source = remap.get(rel.source_id, rel.source_id)
+        target_id = remap.get(rel.target_id, rel.target_id)
+        key = (source, target_id, rel.relation_type)
+        if source == target_id or key in seen:
+            continue
+        seen.add(key)
+        if source != rel.source_id or target_id != rel.target_id:
+            rel = rel.model_copy(update={"source_id": source, "target_id": target_id})
+        out.relationships.append(rel)
+    return out
