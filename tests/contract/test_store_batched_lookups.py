@@ -23,7 +23,9 @@ async def test_find_facts_for_entities(store: Any) -> None:
 
 
 async def test_find_relationships_for_entities(store: Any) -> None:
-    a, b, c, d = (uuid.uuid4() for _ in range(4))
+    ents = [make_entity() for _ in range(4)]
+    await store.put_entities(ents)
+    a, b, c, d = (e.id for e in ents)
     ab = make_relationship(a, b, valid_from=at(3))
     cb = make_relationship(c, b, valid_from=at(1))
     cd = make_relationship(c, d, valid_from=at(2))
