@@ -21,6 +21,7 @@ from cycgraph_memory.contracts import (
 from cycgraph_memory.embeddings import HashingEmbeddingProvider, LocalEmbeddingProvider
 from cycgraph_memory.errors import (
     ConcurrencyError,
+    ConnectionLostError,
     CycgraphMemoryError,
     DuplicateRecordError,
     EmbeddingDimensionMismatchError,
@@ -32,6 +33,7 @@ from cycgraph_memory.errors import (
     ProviderTimeoutError,
     RecordNotFoundError,
     SchemaNotReadyError,
+    StatementTimeoutError,
     StorageError,
     TransactionError,
 )
@@ -94,6 +96,7 @@ from cycgraph_memory.records import (
     new_id,
     utc_now,
 )
+from cycgraph_memory.retry import RetryPolicy, call_with_retry
 from cycgraph_memory.similarity import cosine_similarity
 from cycgraph_memory.temporal import TemporalRecord, filter_valid, is_changed_since, is_valid_at
 
@@ -108,6 +111,7 @@ __all__ = [
     "AnthropicProvider",
     "ConcurrencyError",
     "Conflict",
+    "ConnectionLostError",
     "ConflictResolutionDetail",
     "ConflictResolutionReport",
     "ConsolidatingThemeClusterer",
@@ -158,6 +162,7 @@ __all__ = [
     "RecordNotFoundError",
     "Relationship",
     "RelationshipFilter",
+    "RetryPolicy",
     "RetentionEvidence",
     "RetentionReport",
     "RuleBasedExtractor",
@@ -170,6 +175,7 @@ __all__ = [
     "SimpleEpisodeSegmenter",
     "SimpleSemanticExtractor",
     "SimpleThemeClusterer",
+    "StatementTimeoutError",
     "StorageError",
     "SupportsFactStatsBatch",
     "SupportsTouchFacts",
@@ -179,6 +185,7 @@ __all__ = [
     "TransactionError",
     "__version__",
     "batch_get_fallback",
+    "call_with_retry",
     "cosine_similarity",
     "filter_valid",
     "is_changed_since",

@@ -12,6 +12,8 @@ catch the whole family with a single ``except``::
     │   ├── DuplicateRecordError          (SQLSTATE 23505)
     │   ├── IntegrityViolationError       (other 23xxx)
     │   ├── ConcurrencyError              (40001 / 40P01: safe to retry)
+    │   ├── ConnectionLostError           (08xxx, socket errors: safe to retry)
+    │   ├── StatementTimeoutError         (57014: statement_timeout / lock_timeout hit)
     │   ├── SchemaNotReadyError           (tables missing: run the migrations)
     │   └── TransactionError              (misuse of a unit of work)
     ├── ProviderError                     (an LLM or embedding provider failed)
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConcurrencyError",
+    "ConnectionLostError",
     "CycgraphMemoryError",
     "DuplicateRecordError",
     "EmbeddingDimensionMismatchError",
@@ -37,6 +40,7 @@ __all__ = [
     "ProviderTimeoutError",
     "RecordNotFoundError",
     "SchemaNotReadyError",
+    "StatementTimeoutError",
     "StorageError",
     "TransactionError",
 ]
@@ -97,10 +101,13 @@ class StorageError(CycgraphMemoryError):
 
     Attributes:
         sqlstate: The SQLSTATE code reported by the database, when there is one.
+        attempts: How many times the operation ran before this error surfaced (more
+            than 1 when a retry policy retried it).
     """
 
     def __init__(self, message: str, *, sqlstate: str | None = None) -> None:
         self.sqlstate = sqlstate
+        self.attempts = 1
         super().__init__(message)
 
 
@@ -114,6 +121,20 @@ class IntegrityViolationError(StorageError):
 
 class ConcurrencyError(StorageError):
     """A serialization failure or deadlock (SQLSTATE 40001 / 40P01); retrying is safe."""
+
+
+class ConnectionLostError(StorageError):
+    """The database connection failed or dropped (SQLSTATE class 08, socket errors).
+
+    Nothing of the interrupted transaction was committed; retrying is safe.
+    """
+
+
+class StatementTimeoutError(StorageError):
+    """A statement ran past ``statement_timeout`` or waited past ``lock_timeout`` (57014/55P03).
+
+    The transaction was rolled back.
+    """
 
 
 class SchemaNotReadyError(StorageError):
