@@ -14,6 +14,8 @@ Layout principles (see ``DESIGN.md``):
 * HNSW cosine indexes (``m=16, ef_construction=64``) on every embedding column. For
   dimensions above 2000 (pgvector's limit for ``vector`` HNSW) the migration instead builds
   an expression index on ``embedding::halfvec(N)``; that index is not modelled here.
+* Row-level security (migration 0006) limits every ``tenant_id`` table to the tenant named
+  by the transaction-local setting ``cycgraph.tenant_id``; it is not modelled here.
 * ``schema_metadata`` is deployment-wide (it describes the schema, not tenant data) and is
   therefore the one table without ``tenant_id``.
 """
@@ -34,6 +36,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     Text,
+    UniqueConstraint,
     Uuid,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
@@ -202,6 +205,8 @@ class MessageRow(Base):
 
     __tablename__ = "episode_messages"
     __table_args__ = (
+        # A message is stored once per tenant (migration 0006).
+        UniqueConstraint("tenant_id", "id"),
         ForeignKeyConstraint(
             ["tenant_id", "episode_id"],
             ["episodes.tenant_id", "episodes.id"],
