@@ -23,6 +23,7 @@ from pgvector.sqlalchemy import VECTOR
 from sqlalchemy.engine import Connection
 
 from cycgraph_memory.postgres.engine import create_engine_from_dsn
+from cycgraph_memory.postgres.migrate import lock_for_migrations
 from cycgraph_memory.postgres.schema import Base
 
 config = context.config
@@ -70,6 +71,7 @@ def _configure(connection: Connection | None = None, **kwargs: Any) -> None:
 
 
 def do_run_migrations(connection: Connection) -> None:
+    lock_for_migrations(connection)  # concurrent deploys migrate one at a time
     _configure(connection)
     with context.begin_transaction():
         context.run_migrations()
