@@ -27,6 +27,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
 from pgvector.sqlalchemy import VECTOR
 from sqlalchemy import (
     DateTime,
@@ -98,6 +99,24 @@ class EmbeddingVector(VECTOR):
             if hasattr(value, "tolist"):
                 value = value.tolist()
             return _vector_format(len(value)) % tuple(value)
+
+        return process
+
+    def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
+        """Return a converter from pgvector's text form to a list of floats.
+
+        pgvector prints the shortest decimal that identifies each float32; parsing it as a
+        float64 (``float("9.501899e+07")``) would not give the stored float32 back, so the
+        values are parsed as float32.
+        """
+
+        def process(value: Any) -> list[float] | None:
+            if value is None:
+                return None
+            if isinstance(value, str):
+                parsed: list[float] = np.array(value[1:-1].split(","), dtype=np.float32).tolist()
+                return parsed
+            return [float(x) for x in value]
 
         return process
 
