@@ -21,7 +21,14 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from cycgraph_memory.errors import CycgraphMemoryError
-from cycgraph_memory.records import Entity, Episode, Message, SemanticFact, Theme
+from cycgraph_memory.records import (
+    Entity,
+    Episode,
+    Message,
+    Relationship,
+    SemanticFact,
+    Theme,
+)
 
 from .factories import EMBED_DIM, provenance
 
@@ -155,6 +162,19 @@ async def test_themes_round_trip_or_fail_typed(
     await _put_round_trip(store, Theme, data, "put_theme", "get_theme")
 
 
+@HOSTILE
+@given(relation_type=texts, weight=st.floats(), attributes=st.dictionaries(texts, json_values,
+       max_size=3), valid_from=datetimes, valid_until=st.one_of(st.none(), datetimes))
+async def test_relationships_round_trip_or_fail_typed(
+    store: Any, relation_type: Any, weight: Any, attributes: Any, valid_from: Any,
+    valid_until: Any,
+) -> None:
+    data = {"id": uuid.uuid4(), "source_id": uuid.uuid4(), "target_id": uuid.uuid4(),
+            "relation_type": relation_type, "weight": weight, "attributes": attributes,
+            "valid_from": valid_from, "valid_until": valid_until, "provenance": provenance()}
+    await _put_round_trip(store, Relationship, data, "put_relationship", "get_relationship")
+
+
 ids = st.one_of(st.uuids().map(str), texts, st.uuids())
 
 
@@ -171,6 +191,12 @@ async def test_lookups_and_filters_return_or_fail_typed(
         lambda: store.get_fact(record_ids[0] if record_ids else "x"),
         lambda: store.find_facts(tags=tags, exclude_tags=tags, limit=limit, offset=offset),
         lambda: store.list_themes(limit=limit, offset=offset),
+        lambda: store.list_episodes(limit=limit, offset=offset, include_invalidated=True),
+        lambda: store.find_entities(entity_type=tags[0] if tags else None, limit=limit),
+        lambda: store.get_relationships_for_entity(
+            record_ids[0] if record_ids else "x", direction="both", limit=limit),
+        lambda: store.get_entities(record_ids),
+        lambda: store.get_episodes(record_ids),
         lambda: store.touch_facts(record_ids, at=at),
         lambda: store.delete_fact(record_ids[0] if record_ids else "x"),
     ]
