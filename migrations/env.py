@@ -32,7 +32,7 @@ from sqlalchemy.engine import Connection
 
 from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInputError
 from cycgraph_memory.postgres.engine import create_engine_from_dsn
-from cycgraph_memory.postgres.migrate import check_embedding_dim
+from cycgraph_memory.postgres.migrate import check_embedding_dim, lock_for_migrations
 from cycgraph_memory.postgres.schema import Base
 
 config = context.config
@@ -89,6 +89,7 @@ def _requested_dim() -> object:
 
 
 def do_run_migrations(connection: Connection) -> None:
+    lock_for_migrations(connection)  # concurrent deploys migrate one at a time
     try:
         check_embedding_dim(connection, _requested_dim())
     except (EmbeddingDimensionMismatchError, InvalidInputError) as exc:

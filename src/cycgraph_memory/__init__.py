@@ -29,6 +29,7 @@ from cycgraph_memory.embeddings import HashingEmbeddingProvider, LocalEmbeddingP
 from cycgraph_memory.errors import (
     AppendOnlyViolationError,
     ConcurrencyError,
+    ConnectionLostError,
     CycgraphMemoryError,
     DanglingReferenceError,
     DuplicateRecordError,
@@ -42,6 +43,7 @@ from cycgraph_memory.errors import (
     ProviderTimeoutError,
     RecordNotFoundError,
     SchemaNotReadyError,
+    StatementTimeoutError,
     StorageError,
     TransactionError,
 )
@@ -120,6 +122,7 @@ from cycgraph_memory.retention import (
     simulate_gate,
 )
 from cycgraph_memory.retrieval import retrieve_gated_lessons
+from cycgraph_memory.retry import RetryPolicy, call_with_retry
 from cycgraph_memory.similarity import cosine_similarity
 from cycgraph_memory.statistics import (
     benjamini_hochberg,
@@ -145,6 +148,7 @@ __all__ = [
     "ConcurrencyError",
     "Conflict",
     "ConflictDetector",
+    "ConnectionLostError",
     "ConflictResolutionDetail",
     "ConflictResolutionReport",
     "ConsolidatingThemeClusterer",
@@ -207,6 +211,7 @@ __all__ = [
     "RecordNotFoundError",
     "Relationship",
     "RelationshipFilter",
+    "RetryPolicy",
     "RetentionEvidence",
     "RetentionPolicy",
     "RetentionReport",
@@ -222,6 +227,7 @@ __all__ = [
     "SimpleThemeClusterer",
     "SimulatedLesson",
     "SimulatedLessonOutcome",
+    "StatementTimeoutError",
     "StorageError",
     "SupportsFactStatsBatch",
     "SupportsGateAudit",
@@ -233,6 +239,7 @@ __all__ = [
     "__version__",
     "batch_get_fallback",
     "benjamini_hochberg",
+    "call_with_retry",
     "cosine_similarity",
     "evaluate_retention",
     "filter_valid",

@@ -67,6 +67,9 @@ class MemoryStore(Protocol):
     Semantics every implementation honours (the contract suite checks them):
 
     * ``put_*`` is an upsert: a record with an existing id replaces every mutable field.
+    * A message id is stored in at most one episode: ``put_episode(s)`` raises
+      ``DuplicateRecordError`` (and writes nothing) for a message already stored in another
+      episode; replace both episodes in one ``put_episodes`` call to move a message.
     * ``get_*`` returns ``None`` for a missing id; batch getters return a ``dict`` with
       missing ids absent. Returned records are copies: mutating them changes nothing.
     * ``delete_*`` removes the record for good and returns whether it existed. Soft delete

@@ -14,6 +14,8 @@ catch the whole family with a single ``except``::
     │   ├── IntegrityViolationError       (other 23xxx)
     │   │   └── DanglingReferenceError    (23503: e.g. an edge to an entity that does not exist)
     │   ├── ConcurrencyError              (40001 / 40P01: safe to retry)
+    │   ├── ConnectionLostError           (08xxx, socket errors: safe to retry)
+    │   ├── StatementTimeoutError         (57014: statement_timeout / lock_timeout hit)
     │   ├── SchemaNotReadyError           (tables missing: run the migrations)
     │   ├── AppendOnlyViolationError      (UPDATE/DELETE on the gate audit log)
     │   └── TransactionError              (misuse of a unit of work)
@@ -30,6 +32,7 @@ from __future__ import annotations
 __all__ = [
     "AppendOnlyViolationError",
     "ConcurrencyError",
+    "ConnectionLostError",
     "CycgraphMemoryError",
     "DanglingReferenceError",
     "DuplicateRecordError",
@@ -43,6 +46,7 @@ __all__ = [
     "ProviderTimeoutError",
     "RecordNotFoundError",
     "SchemaNotReadyError",
+    "StatementTimeoutError",
     "StorageError",
     "TransactionError",
 ]
@@ -113,10 +117,13 @@ class StorageError(CycgraphMemoryError):
 
     Attributes:
         sqlstate: The SQLSTATE code reported by the database, when there is one.
+        attempts: How many times the operation ran before this error surfaced (more
+            than 1 when a retry policy retried it).
     """
 
     def __init__(self, message: str, *, sqlstate: str | None = None) -> None:
         self.sqlstate = sqlstate
+        self.attempts = 1
         super().__init__(message)
 
 
@@ -152,6 +159,20 @@ class DanglingReferenceError(IntegrityViolationError):
 
 class ConcurrencyError(StorageError):
     """A serialization failure or deadlock (SQLSTATE 40001 / 40P01); retrying is safe."""
+
+
+class ConnectionLostError(StorageError):
+    """The database connection failed or dropped (SQLSTATE class 08, socket errors).
+
+    Nothing of the interrupted transaction was committed; retrying is safe.
+    """
+
+
+class StatementTimeoutError(StorageError):
+    """A statement ran past ``statement_timeout`` or waited past ``lock_timeout`` (57014/55P03).
+
+    The transaction was rolled back.
+    """
 
 
 class SchemaNotReadyError(StorageError):

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from cycgraph_memory import ListOptions
+from cycgraph_memory.errors import DuplicateRecordError
 
 from .factories import at, make_episode, make_message, make_theme, provenance, sorted_ids, unit
 
@@ -141,11 +142,19 @@ async def test_get_messages_batch(store: Any) -> None:
     assert await store.get_messages([m1.id, m2.id]) == {}
 
 
-async def test_get_messages_shared_id_comes_from_smallest_episode_id(store: Any) -> None:
+async def test_message_id_is_stored_once_per_tenant(store: Any) -> None:
     shared = uuid.uuid4()
     e1 = make_episode(messages=[make_message(id=shared, content="first")])
     e2 = make_episode(messages=[make_message(id=shared, content="second")])
-    await store.put_episodes([e1, e2])
-    smallest = min((e1, e2), key=lambda e: str(e.id))
-    got = await store.get_messages([shared])
-    assert got[shared].content == smallest.messages[0].content
+    with pytest.raises(DuplicateRecordError):
+        await store.put_episodes([e1, e2])
+    assert await store.get_messages([shared]) == {}
+    await store.put_episodes([e1])
+    with pytest.raises(DuplicateRecordError):
+        await store.put_episode(e2)
+    assert await store.get_episode(e2.id) is None
+    assert (await store.get_messages([shared]))[shared].content == "first"
+    # Moving the message: replace both episodes in one call.
+    moved = e1.model_copy(update={"messages": [make_message()]})
+    await store.put_episodes([moved, e2])
+    assert (await store.get_messages([shared]))[shared].content == "second"

@@ -11,11 +11,13 @@ from sqlalchemy import text
 
 from cycgraph_memory.errors import (
     ConcurrencyError,
+    ConnectionLostError,
     DanglingReferenceError,
     DuplicateRecordError,
     IntegrityViolationError,
     InvalidInputError,
     SchemaNotReadyError,
+    StatementTimeoutError,
     StorageError,
 )
 
@@ -80,7 +82,11 @@ class _Orig(Exception):
         ("40001", ConcurrencyError),
         ("40P01", ConcurrencyError),
         ("42P01", SchemaNotReadyError),
-        ("57014", StorageError),
+        ("57014", StatementTimeoutError),
+        ("55P03", StatementTimeoutError),
+        ("08006", ConnectionLostError),
+        ("57P01", ConnectionLostError),
+        ("42501", StorageError),
     ],
 )
 def test_sqlstate_translation(code: str, expected: type[Exception]) -> None:

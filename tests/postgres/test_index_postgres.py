@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import uuid
 from typing import Any
 
 import pytest
@@ -30,9 +31,15 @@ async def test_filtered_knn_returns_limit_rows(
     pg_store: Any, pg_index: Any, pg_sessionmaker: Any
 ) -> None:
     # 300 quarantined facts sit right next to the query; 40 clean ones are farther away.
-    near = [fact(embedding=_vec(0.001 * i), tags=[QUARANTINE_TAG]) for i in range(300)]
-    far = [fact(embedding=_vec(0.5 + 0.01 * i), tags=["lesson"]) for i in range(40)]
-    invalid = [fact(embedding=_vec(0.0005 * i), invalidated_by="x") for i in range(200)]
+    # Ids ascend in list order: upserts write rows in key order, and an HNSW graph depends
+    # on insertion order, so this keeps the order the expectations were written for.
+    ids = iter(sorted(uuid.uuid4() for _ in range(540)))
+    near = [fact(id=next(ids), embedding=_vec(0.001 * i), tags=[QUARANTINE_TAG])
+            for i in range(300)]
+    far = [fact(id=next(ids), embedding=_vec(0.5 + 0.01 * i), tags=["lesson"])
+           for i in range(40)]
+    invalid = [fact(id=next(ids), embedding=_vec(0.0005 * i), invalidated_by="x")
+               for i in range(200)]
     await pg_store.put_facts(near + far + invalid)
     await pg_index.rebuild(pg_store, analyze=True)
     await _force_hnsw(pg_sessionmaker)

@@ -20,6 +20,7 @@ from ._records import fact
 
 pytestmark = pytest.mark.postgres
 
+
 TABLES = {"entities", "relationships", "episodes", "episode_messages", "facts", "themes",
           "schema_metadata", "outcome_runs", "outcome_run_facts", "gate_audit_log"}
 

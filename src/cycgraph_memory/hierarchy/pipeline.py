@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cycgraph_memory._exclusive import exclusive_pass
 from cycgraph_memory.contracts import (
     EmbeddingProvider,
     EpisodeSegmenter,
@@ -39,12 +40,16 @@ from cycgraph_memory.records import (
     Theme,
     utc_now,
 )
+from cycgraph_memory.retry import RetryPolicy, call_with_retry
 
 __all__ = ["IngestReport", "MemoryPipeline"]
 
 logger = logging.getLogger(__name__)
 
 _EPISODE_TEXT_LIMIT = 2_000
+
+THEMES_LOCK = "themes"
+"""Name of the per-tenant exclusive lock an ingest holds while it assigns and writes themes."""
 
 
 class IngestReport(BaseModel):
@@ -136,6 +141,15 @@ class MemoryPipeline:
             live ones with the same normalised name and type (one batched lookup) and
             reuse the stored ids, so the graph does not fragment between
             ``EntityResolver`` passes (see ``hierarchy.ingest_resolution``).
+        retry: How a write that failed on a deadlock, a serialization failure or a lost
+            connection is retried (the whole write transaction runs again; default
+            :data:`~cycgraph_memory.retry.DEFAULT_RETRY`).
+
+    Concurrency: any number of pipelines may ingest into one tenant at once. The CPU stages
+    run in parallel; the write phase (the "already stored?" check, theme assignment and
+    merging, and the writes) runs in ``exclusive_pass(store, "themes")``, so on Postgres it
+    holds a per-tenant advisory lock inside the writing transaction. Every live fact stays
+    in exactly one live theme that lists it, and a message is stored once.
     """
 
     def __init__(
@@ -150,6 +164,7 @@ class MemoryPipeline:
         embed_batch_size: int = 256,
         merge_entities: bool = True,
         resolve_entities: bool = True,
+        retry: RetryPolicy | None = None,
     ) -> None:
         if embed_batch_size < 1:
             raise ValueError("embed_batch_size must be >= 1")
@@ -174,6 +189,7 @@ class MemoryPipeline:
         self.embed_batch_size = embed_batch_size
         self.merge_entities = merge_entities
         self.resolve_entities = resolve_entities
+        self.retry = retry
 
     async def ingest(
         self,
@@ -215,7 +231,7 @@ class MemoryPipeline:
             tags, provenance, source=source, run_id=run_id, node_id=node_id, agent_id=agent_id
         )
         prepared = await self._prepare(messages, opts, in_flight=frozenset())
-        return await self._commit(prepared)
+        return await self._commit(prepared, opts)
 
     async def ingest_many(
         self,
@@ -255,7 +271,7 @@ class MemoryPipeline:
                     reports.append(await pending)
                     pending = None
                 in_flight = frozenset(m.id for e in prepared.episodes for m in e.messages)
-                pending = asyncio.create_task(self._commit(prepared))
+                pending = asyncio.create_task(self._commit(prepared, opts))
                 await asyncio.sleep(0)  # let the write start before preparing the next batch
             if pending is not None:
                 reports.append(await pending)
@@ -310,26 +326,44 @@ class MemoryPipeline:
         await self._embed(prepared.episodes, prepared.facts, prepared.entities)
         return prepared
 
-    async def _commit(self, prepared: _Prepared) -> IngestReport:
-        """Cluster against the stored themes and write everything in one transaction."""
-        episodes, facts = prepared.episodes, prepared.facts
-        entities, relationships = prepared.entities, prepared.relationships
-        report = IngestReport(
-            messages_skipped=prepared.received - sum(len(e.messages) for e in episodes)
+    async def _commit(self, prepared: _Prepared, opts: _IngestOptions) -> IngestReport:
+        """Write ``prepared`` (retried as a whole on deadlocks and lost connections)."""
+        if not prepared.episodes:
+            return IngestReport(messages_skipped=prepared.received)
+        return await call_with_retry(
+            lambda: self._commit_once(prepared, opts), self.retry, name="ingest"
         )
-        if not episodes:
-            return report
-        existing = await self.store.list_themes(include_invalidated=False)
-        themes = await self.clusterer.cluster(facts, existing)
-        survivors = {t.id for t in themes}
-        now = utc_now()
-        merged_away = [
-            t.model_copy(update={"invalidated_at": now}) for t in existing if t.id not in survivors
-        ]
-        remapped = await self._remap_merged(merged_away, themes)
-        touched = _touched_themes(themes, existing)
 
-        async with self.store.transaction():
+    async def _commit_once(self, prepared: _Prepared, opts: _IngestOptions) -> IngestReport:
+        """Check, cluster against the stored themes and write, in one exclusive transaction."""
+        async with exclusive_pass(self.store, THEMES_LOCK):
+            # Inside the lock: a concurrent ingest may have stored some of these messages
+            # since they were prepared. Then the stages run again for the rest (rare).
+            ids = [m.id for e in prepared.episodes for m in e.messages]
+            stored = await self.store.get_messages(ids)
+            if stored:
+                rest = [m for e in prepared.episodes for m in e.messages if m.id not in stored]
+                redone = await self._prepare(rest, opts, in_flight=frozenset())
+                redone.received = prepared.received
+                prepared = redone
+            episodes, facts = prepared.episodes, prepared.facts
+            entities, relationships = prepared.entities, prepared.relationships
+            report = IngestReport(
+                messages_skipped=prepared.received - sum(len(e.messages) for e in episodes)
+            )
+            if not episodes:
+                return report
+            existing = await self.store.list_themes(include_invalidated=False)
+            themes = await self.clusterer.cluster(facts, existing)
+            survivors = {t.id for t in themes}
+            now = utc_now()
+            merged_away = [
+                t.model_copy(update={"invalidated_at": now})
+                for t in existing
+                if t.id not in survivors
+            ]
+            remapped = await self._remap_merged(merged_away, themes)
+            touched = _touched_themes(themes, existing)
             new_entity_ids = [e.id for e in entities]
             if self.resolve_entities:
                 resolved = await resolve_ingest_entities(

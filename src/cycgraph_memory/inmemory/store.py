@@ -19,7 +19,12 @@ from typing import Any, TypeVar
 from cycgraph_memory._ids import parse_id, parse_ids
 from cycgraph_memory._options import coerce_options
 from cycgraph_memory._validate import normalize_ts
-from cycgraph_memory.errors import DanglingReferenceError, InvalidInputError, InvalidTypeError
+from cycgraph_memory.errors import (
+    DanglingReferenceError,
+    DuplicateRecordError,
+    InvalidInputError,
+    InvalidTypeError,
+)
 from cycgraph_memory.inmemory._common import (
     check_dimension,
     coerce_record,
@@ -275,13 +280,30 @@ class InMemoryMemoryStore:
     # ------------------------------------------------------------------ episodes
 
     async def put_episode(self, episode: Episode) -> None:
-        """Insert or replace one episode (with its messages)."""
-        record = self._prepare(Episode, episode)
-        self._episodes[record.id] = record
+        """Insert or replace one episode (with its messages); see :meth:`put_episodes`."""
+        if not isinstance(episode, Episode | Mapping):
+            raise TypeError(f"expected an Episode, got {type(episode).__name__}")
+        await self.put_episodes([episode])
 
     async def put_episodes(self, episodes: Iterable[Episode]) -> None:
-        """Insert or replace many episodes; nothing is written if any is invalid."""
-        for record in self._prepare_many(Episode, episodes):
+        """Insert or replace many episodes; nothing is written if any is invalid.
+
+        Raises:
+            DuplicateRecordError: A message id would be stored in two episodes (like the
+                Postgres ``UNIQUE (tenant_id, id)`` on messages); nothing is written.
+        """
+        records = self._prepare_many(Episode, episodes)
+        latest = {r.id: r for r in records}
+        owner = {
+            m.id: e.id for e in self._episodes.values() if e.id not in latest for m in e.messages
+        }
+        for record in latest.values():
+            for message in record.messages:
+                if owner.setdefault(message.id, record.id) != record.id:
+                    raise DuplicateRecordError(
+                        f"message {message.id} is already stored in episode {owner[message.id]}"
+                    )
+        for record in records:
             self._episodes[record.id] = record
 
     async def get_episode(self, episode_id: uuid.UUID | str) -> Episode | None:
@@ -305,8 +327,7 @@ class InMemoryMemoryStore:
     async def get_messages(self, ids: Iterable[uuid.UUID | str]) -> dict[uuid.UUID, Message]:
         """Batch get of messages inside stored episodes; missing ids are absent.
 
-        Invalidated episodes count too (like every ``get_*``). A message id stored in
-        several episodes is returned once, from the episode with the smallest id.
+        Invalidated episodes count too (like every ``get_*``).
         """
         wanted = set(parse_ids(ids))
         found: dict[uuid.UUID, Message] = {}

@@ -28,7 +28,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
 
     raise MissingExtraError("postgres", _exc.name or "sqlalchemy") from None
 
-from cycgraph_memory.postgres._base import DEFAULT_TENANT, validate_tenant
+from cycgraph_memory.postgres._base import DEFAULT_TENANT, TENANT_SETTING, validate_tenant
 from cycgraph_memory.postgres.embedded import EmbeddedServer, start_embedded_server
 from cycgraph_memory.postgres.engine import (
     DSN_ENV_VAR,
@@ -55,6 +55,7 @@ __all__ = [
     "DSN_ENV_VAR",
     "HNSW_EF_CONSTRUCTION",
     "HNSW_M",
+    "TENANT_SETTING",
     "EmbeddedServer",
     "PostgresMemoryIndex",
     "PostgresMemoryStore",

@@ -5,15 +5,21 @@ The unit of work is shared by every backend object built on the same bind. While
 ANY Postgres backend object (store, index, ledger, ...) built on the same ``AsyncEngine``,
 ``AsyncConnection`` or sessionmaker joins the one open session and commits or rolls back with
 it. Objects on different binds never share a transaction.
+
+Every transaction also carries the tenant as the transaction-local setting
+``cycgraph.tenant_id`` (``set_config(..., true)``), which the row-level security policies
+of migration 0006 compare with each row's ``tenant_id``: the database itself keeps a
+connection on the tenant its backend object names.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from types import MappingProxyType
+from typing import TypeVar
 
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -27,11 +33,28 @@ from cycgraph_memory.errors import (
 )
 from cycgraph_memory.postgres._errors import translate_errors
 from cycgraph_memory.postgres.schema import SchemaMetadataRow
+from cycgraph_memory.retry import DEFAULT_RETRY, RetryPolicy, call_with_retry
 
-__all__ = ["DEFAULT_TENANT", "Bind", "PostgresBackend", "parse_id", "parse_ids", "validate_tenant"]
+__all__ = [
+    "DEFAULT_TENANT",
+    "TENANT_SETTING",
+    "Bind",
+    "PostgresBackend",
+    "parse_id",
+    "parse_ids",
+    "validate_tenant",
+]
 
 DEFAULT_TENANT = "default"
 """Tenant used when none is given."""
+
+TENANT_SETTING = "cycgraph.tenant_id"
+"""Transaction-local setting naming the current tenant (read by the row-level security policies)."""
+
+_TENANT_INFO_KEY = "cycgraph_tenant"  # session.info: tenant last set in this session's transaction
+_SET_TENANT = text(f"SELECT set_config('{TENANT_SETTING}', :tenant, true)")
+
+T = TypeVar("T")
 
 _TENANT_RE = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
 
@@ -67,8 +90,12 @@ class PostgresBackend:
         *,
         tenant_id: str = DEFAULT_TENANT,
         embedding_dim: int | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self._tenant = validate_tenant(tenant_id)
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise InvalidInputError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
+        self._retry = DEFAULT_RETRY if retry is None else retry
         if isinstance(bind, AsyncEngine):
             self._sessionmaker: async_sessionmaker[AsyncSession] = async_sessionmaker(
                 bind, expire_on_commit=False
@@ -92,6 +119,11 @@ class PostgresBackend:
     def tenant_id(self) -> str:
         """The tenant whose rows this object reads and writes."""
         return self._tenant
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """How idempotent operations outside a unit of work are retried."""
+        return self._retry
 
     @property
     def sessionmaker(self) -> async_sessionmaker[AsyncSession]:
@@ -118,6 +150,8 @@ class PostgresBackend:
             try:
                 yield
             except BaseException:
+                # A rolled-back savepoint also reverts a set_config made inside it.
+                active.info.pop(_TENANT_INFO_KEY, None)
                 with translate_errors():
                     if nested.is_active:
                         await nested.rollback()
@@ -132,6 +166,7 @@ class PostgresBackend:
         try:
             with translate_errors():
                 await session.begin()
+                await self._set_tenant(session)
             try:
                 yield
             except BaseException:
@@ -169,11 +204,36 @@ class PostgresBackend:
         active = self._active_session()
         if active is not None:
             with translate_errors():
+                await self._set_tenant(active)
                 yield active
             return
         with translate_errors():
             async with self._sessionmaker() as session, session.begin():
+                await self._set_tenant(session)
                 yield session
+
+    async def _set_tenant(self, session: AsyncSession) -> None:
+        """Make ``cycgraph.tenant_id`` name this object's tenant for the session's transaction."""
+        if session.info.get(_TENANT_INFO_KEY) == self._tenant:
+            return
+        await session.execute(_SET_TENANT, {"tenant": self._tenant})
+        session.info[_TENANT_INFO_KEY] = self._tenant
+
+    async def _run(self, work: Callable[[AsyncSession], Awaitable[T]], name: str) -> T:
+        """Run ``work(session)``; outside a unit of work, retry it per the retry policy.
+
+        Only for idempotent work: each attempt is its own transaction, and a failed attempt
+        (deadlock, serialization failure, lost connection) committed nothing. Inside an open
+        unit of work the error propagates, since only the whole unit can be retried.
+        """
+
+        async def attempt() -> T:
+            async with self._session() as session:
+                return await work(session)
+
+        if self._active_session() is not None:
+            return await attempt()
+        return await call_with_retry(attempt, self._retry, name=name)
 
     async def _dim(self, session: AsyncSession) -> int:
         """Return the schema's embedding dimension (read once, then cached)."""

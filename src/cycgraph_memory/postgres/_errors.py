@@ -7,6 +7,10 @@ Nothing above :mod:`cycgraph_memory.postgres` sees a SQLAlchemy or asyncpg excep
 * other ``23xxx`` -> :class:`~cycgraph_memory.errors.IntegrityViolationError`
 * ``40001`` / ``40P01`` -> :class:`~cycgraph_memory.errors.ConcurrencyError`
 * ``CG001`` (append-only table changed) -> :class:`~cycgraph_memory.errors.AppendOnlyViolationError`
+* class ``08``, ``57P01``-``57P03`` and socket-level failures ->
+  :class:`~cycgraph_memory.errors.ConnectionLostError`
+* ``57014`` / ``55P03`` (statement or lock timeout) ->
+  :class:`~cycgraph_memory.errors.StatementTimeoutError`
 * ``42P01`` (undefined table) -> :class:`~cycgraph_memory.errors.SchemaNotReadyError`
 * anything else database-related -> :class:`~cycgraph_memory.errors.StorageError`
 """
@@ -21,11 +25,13 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from cycgraph_memory.errors import (
     AppendOnlyViolationError,
     ConcurrencyError,
+    ConnectionLostError,
     CycgraphMemoryError,
     DanglingReferenceError,
     DuplicateRecordError,
     IntegrityViolationError,
     SchemaNotReadyError,
+    StatementTimeoutError,
     StorageError,
 )
 
@@ -68,9 +74,39 @@ def translated(exc: BaseException) -> CycgraphMemoryError:
         return AppendOnlyViolationError(detail, sqlstate=code)
     if code in ("40001", "40P01"):
         return ConcurrencyError(detail, sqlstate=code)
+    if code in ("57014", "55P03"):
+        return StatementTimeoutError(detail, sqlstate=code)
+    if (code is not None and (code.startswith("08") or code in _SERVER_GONE)) or (
+        code is None and _is_connection_loss(exc)
+    ):
+        return ConnectionLostError(detail, sqlstate=code)
     if code == "42P01":
         return SchemaNotReadyError(f"schema not ready ({detail}): {_SCHEMA_HINT}", sqlstate=code)
     return StorageError(detail, sqlstate=code)
+
+
+def _is_connection_loss(exc: BaseException) -> bool:
+    """True when ``exc`` (or a cause) is a socket-level failure or a dropped connection."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError | ConnectionError):
+            return True
+        if type(current).__name__ in _CONNECTION_ERROR_NAMES:
+            return True
+        if isinstance(current, DBAPIError) and current.connection_invalidated:
+            return True
+        nxt = current.orig if isinstance(current, DBAPIError) else None
+        current = nxt if nxt is not None else current.__cause__
+    return False
+
+
+# admin_shutdown, crash_shutdown, cannot_connect_now: the server went away or is restarting.
+_SERVER_GONE = frozenset({"57P01", "57P02", "57P03"})
+
+# asyncpg's names for a connection that is gone (matched by class, not by message text).
+_CONNECTION_ERROR_NAMES = frozenset({"ConnectionDoesNotExistError", "ConnectionFailureError"})
 
 
 @contextmanager

@@ -46,17 +46,46 @@ def asyncpg_url(dsn: str | URL) -> URL:
     return url.set(drivername="postgresql+asyncpg")
 
 
-def create_engine_from_dsn(dsn: str | URL, **engine_kwargs: Any) -> AsyncEngine:
+def create_engine_from_dsn(
+    dsn: str | URL,
+    *,
+    statement_timeout_ms: int | None = None,
+    lock_timeout_ms: int | None = None,
+    **engine_kwargs: Any,
+) -> AsyncEngine:
     """Create an asyncpg-backed :class:`~sqlalchemy.ext.asyncio.AsyncEngine` for ``dsn``.
 
     Args:
         dsn: A ``postgresql://`` or ``postgresql+asyncpg://`` URL (see :func:`asyncpg_url`).
+        statement_timeout_ms: Server-side ``statement_timeout`` of every connection
+            (``None``: the server's default, usually none). A statement running longer is
+            cancelled and raises :class:`~cycgraph_memory.errors.StatementTimeoutError`.
+        lock_timeout_ms: Server-side ``lock_timeout`` (``None``: server default): the
+            longest a statement waits for a row or advisory lock.
         **engine_kwargs: Passed to :func:`sqlalchemy.ext.asyncio.create_async_engine`
             (e.g. ``pool_size``); ``pool_pre_ping`` defaults to True.
 
     Returns:
         A new engine; the caller owns it and should ``await engine.dispose()``.
+
+    Raises:
+        InvalidInputError: A timeout that is not a positive int.
     """
+    settings: dict[str, str] = {}
+    for name, value in (
+        ("statement_timeout", statement_timeout_ms),
+        ("lock_timeout", lock_timeout_ms),
+    ):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidInputError(f"{name}_ms must be a positive int, got {value!r}")
+        settings[name] = str(value)
+    if settings:
+        connect_args = dict(engine_kwargs.pop("connect_args", {}))
+        server_settings = {**connect_args.get("server_settings", {}), **settings}
+        connect_args["server_settings"] = server_settings
+        engine_kwargs["connect_args"] = connect_args
     engine_kwargs.setdefault("pool_pre_ping", True)
     return create_async_engine(asyncpg_url(dsn), **engine_kwargs)
 

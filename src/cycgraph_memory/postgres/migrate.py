@@ -7,10 +7,19 @@ works from an installed package too. :func:`migrations_dir`
 finds whichever exists. :func:`upgrade` / :func:`downgrade` hand a connection to ``env.py``
 through ``config.attributes["connection"]`` so programmatic runs, tests and the alembic CLI
 share one code path.
+
+Concurrent deploys are safe: every migration run (``upgrade()``, ``downgrade()`` and
+``alembic upgrade head`` through ``env.py``) first takes the transaction-scoped advisory
+lock :data:`MIGRATION_LOCK_KEY` (:func:`lock_for_migrations`), so N replicas starting
+together run the migrations one after another; the later ones find the schema at head and
+do nothing. Within one process, :func:`upgrade` / :func:`downgrade` calls are also
+serialised per event loop (Alembic's ``context`` proxy is process-global).
 """
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -29,10 +38,12 @@ from cycgraph_memory.postgres.engine import create_engine_from_dsn
 
 __all__ = [
     "DEFAULT_EMBEDDING_DIM",
+    "MIGRATION_LOCK_KEY",
     "alembic_config",
     "check_embedding_dim",
     "current_revision",
     "downgrade",
+    "lock_for_migrations",
     "migrations_dir",
     "recorded_embedding_dim",
     "upgrade",
@@ -40,6 +51,31 @@ __all__ = [
 
 DEFAULT_EMBEDDING_DIM = 384
 """Embedding dimension used when none is given (all-MiniLM-L6-v2 and friends)."""
+
+
+MIGRATION_LOCK_KEY = 0x6379_6367_6D69_6772  # "cycgmigr"
+"""``pg_advisory_xact_lock`` key held by every migration run (one per database)."""
+
+_PROCESS_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def lock_for_migrations(connection: Connection) -> None:
+    """Take the migration advisory lock in ``connection``'s transaction (waits for it).
+
+    Called by ``env.py`` before Alembic reads the current revision, so a replica that waited
+    sees the revision the previous one committed. Released when the transaction ends.
+    """
+    connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+
+
+def _process_lock() -> asyncio.Lock:
+    loop = asyncio.get_running_loop()
+    lock = _PROCESS_LOCKS.get(loop)
+    if lock is None:
+        lock = _PROCESS_LOCKS[loop] = asyncio.Lock()
+    return lock
 
 
 def migrations_dir() -> Path:
@@ -130,9 +166,10 @@ async def _run(engine_or_dsn: AsyncEngine | str | URL, fn: Any, *args: Any) -> A
     else:
         engine, owned = create_engine_from_dsn(engine_or_dsn), True
     try:
-        with translate_errors():
-            async with engine.begin() as conn:
-                return await conn.run_sync(fn, *args)
+        async with _process_lock():
+            with translate_errors():
+                async with engine.begin() as conn:
+                    return await conn.run_sync(fn, *args)
     finally:
         if owned:
             await engine.dispose()

@@ -19,6 +19,8 @@ Layout principles:
 * HNSW cosine indexes (``m=16, ef_construction=64``) on every embedding column. For
   dimensions above 2000 (pgvector's limit for ``vector`` HNSW) the migration instead builds
   an expression index on ``embedding::halfvec(N)``; that index is not modelled here.
+* Row-level security (migration 0006) limits every ``tenant_id`` table to the tenant named
+  by the transaction-local setting ``cycgraph.tenant_id``; it is not modelled here.
 * ``schema_metadata`` is deployment-wide (it describes the schema, not tenant data) and is
   therefore the one table without ``tenant_id``.
 """
@@ -30,6 +32,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
 from pgvector.sqlalchemy import VECTOR
 from sqlalchemy import (
     BigInteger,
@@ -41,6 +44,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     Text,
+    UniqueConstraint,
     Uuid,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
@@ -105,6 +109,24 @@ class EmbeddingVector(VECTOR):
             if hasattr(value, "tolist"):
                 value = value.tolist()
             return _vector_format(len(value)) % tuple(value)
+
+        return process
+
+    def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
+        """Return a converter from pgvector's text form to a list of floats.
+
+        pgvector prints the shortest decimal that identifies each float32; parsing it as a
+        float64 (``float("9.501899e+07")``) would not give the stored float32 back, so the
+        values are parsed as float32.
+        """
+
+        def process(value: Any) -> list[float] | None:
+            if value is None:
+                return None
+            if isinstance(value, str):
+                parsed: list[float] = np.array(value[1:-1].split(","), dtype=np.float32).tolist()
+                return parsed
+            return [float(x) for x in value]
 
         return process
 
@@ -222,6 +244,8 @@ class MessageRow(Base):
 
     __tablename__ = "episode_messages"
     __table_args__ = (
+        # A message is stored once per tenant (migration 0006).
+        UniqueConstraint("tenant_id", "id"),
         ForeignKeyConstraint(
             ["tenant_id", "episode_id"],
             ["episodes.tenant_id", "episodes.id"],

@@ -65,6 +65,7 @@ from cycgraph_memory.records import (
     Theme,
     utc_now,
 )
+from cycgraph_memory.retry import RetryPolicy
 
 __all__ = [
     "PostgresMemoryStore",
@@ -157,6 +158,10 @@ class PostgresMemoryStore(PostgresBackend):
         embedding_dim: Expected embedding dimension. ``None`` (default) reads the dimension
             the schema was migrated with (once, lazily); a value that differs from the
             schema raises ``EmbeddingDimensionMismatchError`` on first use.
+        retry: How idempotent calls made outside a unit of work (``put_*``,
+            ``touch_facts``) are retried after a deadlock, a serialization failure or a
+            lost connection (default :data:`~cycgraph_memory.retry.DEFAULT_RETRY`; pass
+            ``NO_RETRY`` to surface the first error).
 
     Raises:
         InvalidTenantError: The tenant id is malformed.
@@ -173,8 +178,9 @@ class PostgresMemoryStore(PostgresBackend):
         bind: Bind,
         tenant_id: str = DEFAULT_TENANT,
         embedding_dim: int | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
-        super().__init__(bind, tenant_id=tenant_id, embedding_dim=embedding_dim)
+        super().__init__(bind, tenant_id=tenant_id, embedding_dim=embedding_dim, retry=retry)
 
     # ------------------------------------------------------------------ helpers
 
@@ -202,8 +208,9 @@ class PostgresMemoryStore(PostgresBackend):
         if not rows:
             return
         # Later duplicates win, like successive put_* calls (and one statement must not
-        # touch a row twice).
-        unique = list({row["id"]: row for row in rows}.values())
+        # touch a row twice). Rows go in key order so that concurrent upserts lock them in
+        # the same order and cannot deadlock each other.
+        unique = sorted({row["id"]: row for row in rows}.values(), key=lambda row: row["id"])
         stmt = pg_insert(table)
         stmt = stmt.on_conflict_do_update(
             index_elements=[table.c.tenant_id, table.c.id],
@@ -226,11 +233,15 @@ class PostgresMemoryStore(PostgresBackend):
         if not items:
             return
         self._precheck(items, kind)
-        async with self._session() as session:
+        rows = [to_row(r, self._tenant) for r in items]
+
+        async def work(session: AsyncSession) -> None:
             await self._checked_dim(session, items, kind)
             if cls is Relationship:
                 await self._check_endpoints(session, items)
-            await self._upsert(session, table, [to_row(r, self._tenant) for r in items])
+            await self._upsert(session, table, rows)
+
+        await self._run(work, f"put {kind}s")
 
     async def _check_endpoints(
         self, session: AsyncSession, relationships: Sequence[Relationship]
@@ -401,13 +412,19 @@ class PostgresMemoryStore(PostgresBackend):
         await self.put_episodes([episode])
 
     async def put_episodes(self, episodes: Iterable[Episode]) -> None:
-        """Insert or replace many episodes; their message rows are replaced wholesale."""
+        """Insert or replace many episodes; their message rows are replaced wholesale.
+
+        Raises:
+            DuplicateRecordError: A message id is already stored in another episode of the
+                tenant (``UNIQUE (tenant_id, id)``); nothing is written.
+        """
         items = _records(episodes, Episode)
         if not items:
             return
-        latest = list({e.id: e for e in items}.values())
+        latest = sorted({e.id: e for e in items}.values(), key=lambda e: e.id)
         self._precheck(latest, "episode")
-        async with self._session() as session:
+
+        async def work(session: AsyncSession) -> None:
             await self._checked_dim(session, latest, "episode")
             await self._upsert(
                 session, EPISODES, [convert.episode_to_row(e, self._tenant) for e in latest]
@@ -422,6 +439,8 @@ class PostgresMemoryStore(PostgresBackend):
                 await session.execute(
                     pg_insert(MESSAGES), rows[start : start + _ROWS_PER_BATCH]
                 )
+
+        await self._run(work, "put episodes")
 
     async def get_episode(self, episode_id: uuid.UUID | str) -> Episode | None:
         """Return the episode (with its messages) or ``None``."""
@@ -448,11 +467,7 @@ class PostgresMemoryStore(PostgresBackend):
         return await self._list(stmt, episode_from_result)
 
     async def get_messages(self, ids: Iterable[uuid.UUID | str]) -> dict[uuid.UUID, Message]:
-        """Batch get of stored messages (inside this tenant's episodes); missing ids absent.
-
-        A message id stored in several episodes is returned once (from the episode with the
-        smallest id).
-        """
+        """Batch get of stored messages (inside this tenant's episodes); missing ids absent."""
         wanted = parse_ids(ids)
         if not wanted:
             return {}
@@ -531,9 +546,17 @@ class PostgresMemoryStore(PostgresBackend):
             return
         when = utc_now() if at is None else convert_ts(at)
         t = FACTS
+        # Lock the rows in id order first: two overlapping touches then queue instead of
+        # deadlocking on rows locked in opposite orders.
+        locked = (
+            select(t.c.id)
+            .where(self._mine(t), in_ids(t.c.id, wanted))
+            .order_by(t.c.id)
+            .with_for_update()
+        )
         stmt = (
             update(t)
-            .where(self._mine(t), in_ids(t.c.id, wanted))
+            .where(self._mine(t), t.c.id.in_(locked))
             .values(
                 # CASE, not LEAST(count + 1, max): the addition itself would overflow.
                 access_count=case(
@@ -543,8 +566,11 @@ class PostgresMemoryStore(PostgresBackend):
                 last_accessed_at=when,
             )
         )
-        async with self._session() as session:
+
+        async def work(session: AsyncSession) -> None:
             await session.execute(stmt)
+
+        await self._run(work, "touch facts")
 
     # ------------------------------------------------------------------ themes
 
