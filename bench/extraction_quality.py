@@ -23,6 +23,9 @@ Reported figures:
 
 * relationship recall / precision / F1: (source, relation, target) triples;
 * entity detection recall: gold entities found among the extracted entities;
+* entities not annotated: extracted entities that match no gold entity of their
+  conversation (noise such as "Lesson" or "Understood", but also speakers and true
+  entities the annotators left out; a count to watch, not a precision);
 * entity typing accuracy: over detected gold entities, the fraction with the gold type;
 * negation safety: the fraction of negated / hypothetical / questioned claims NOT asserted
   (``*`` in a negated claim matches any endpoint);
@@ -85,6 +88,8 @@ class Tally:
     typed_ok: int = 0
     negated: int = 0
     negated_asserted: int = 0
+    pred_ents: int = 0
+    extra_ents: int = 0
     misses: list[str] = field(default_factory=list)
 
 
@@ -160,6 +165,11 @@ async def evaluate(corpus: dict[str, Any], verbose: bool, tier: str = "rule") ->
             for e in s["entities"]:
                 gold_entities.setdefault(normalize_entity_name(e["name"]), (e["name"], e["type"]))
         pool = [(e.name, e.entity_type) for e in result.entities]
+        tally.pred_ents += len(pool)
+        for name, etype in pool:
+            if not any(names_match(name, g[0]) for g in gold_entities.values()):
+                tally.extra_ents += 1
+                tally.misses.append(f"[{conv['id']}] entity not annotated {name!r} ({etype})")
         for name, etype in gold_entities.values():
             tally.gold_ents += 1
             exact = [p for p in pool if normalize_entity_name(p[0]) == normalize_entity_name(name)]
@@ -266,6 +276,7 @@ def report(tally: Tally, label: str) -> None:
         f"entities: detection recall {_ratio(tally.found_ents, tally.gold_ents):.2f} "
         f"({tally.found_ents}/{tally.gold_ents})  typing accuracy "
         f"{_ratio(tally.typed_ok, tally.found_ents):.2f} ({tally.typed_ok}/{tally.found_ents})"
+        f"  not annotated {tally.extra_ents}/{tally.pred_ents}"
     )
     if tally.negated:
         safe = tally.negated - tally.negated_asserted
