@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cycgraph_memory.hierarchy.extractors import _parse_tables as tab
+from cycgraph_memory.hierarchy.extractors._parse_names import verb_like_conjunct
 
 __all__ = ["SPEAKER", "RawEdge", "asserted", "edges_for_sentence"]
 
@@ -331,6 +332,13 @@ def edges_for_sentence(
         if tok.pos_ in {"VERB", "AUX"} or tok.dep_ in {"relcl", "acl", "xcomp"}:
             if asserted(tok):
                 found.extend(_verb_edges(tok, chat))
+        elif tok.pos_ == "NOUN" and (relation := verb_like_conjunct(tok, tab.VERB_RELATIONS)):
+            # "owns the project and reports to Carol": "reports" is a verb.
+            verb = tok.head.head
+            if asserted(verb):
+                for s in _subjects(verb):
+                    for o in _children(tok.nbor(1), "pobj"):
+                        found.append((s, relation, o, 0.7))
         elif tok.pos_ == "NOUN" and tok.lemma_.lower() in tab.NOMINAL_EVENTS:
             found.extend(_nominal_edges(tok))
         elif tok.pos_ == "NOUN" and tok.lemma_.lower() in tab.WORK_NOUNS:
@@ -341,5 +349,6 @@ def edges_for_sentence(
     for subject, relation, obj, confidence in found:
         for s in [subject] if subject is SPEAKER else _conjuncts(subject):
             for o in _conjuncts(obj):
-                out.append(RawEdge(s, relation, o, confidence))
+                if o is obj or not verb_like_conjunct(o, tab.VERB_RELATIONS):
+                    out.append(RawEdge(s, relation, o, confidence))
     return out

@@ -33,6 +33,9 @@ class ParseState:
     history: list[tuple[tuple[int, int], str]] = field(default_factory=list)
     speakers: set[str] = field(default_factory=set)
     role_speakers: set[str] = field(default_factory=set)
+    # Names only the parser proposes (kept when an edge uses them), and names backed once.
+    weak: set[str] = field(default_factory=set)
+    backed: set[str] = field(default_factory=set)
 
 
 def merge_aliases(state: ParseState) -> None:

@@ -61,7 +61,9 @@ from cycgraph_memory.hierarchy.extractors._entities import (
     _context_cues,
     _known_type,
     _shape_cues,
+    is_filler,
 )
+from cycgraph_memory.hierarchy.extractors._parse_names import CommonWords, is_weak_name
 from cycgraph_memory.hierarchy.extractors._parse_rules import SPEAKER, edges_for_sentence
 from cycgraph_memory.hierarchy.extractors._parse_state import (
     ParseState,
@@ -167,6 +169,7 @@ class ParserExtractor:
             raise TypeError("nlp must be a spaCy pipeline name or a spacy.language.Language")
         self._nlp_spec = nlp
         self._nlp: Any = None if isinstance(nlp, str) else nlp
+        self._common: CommonWords | None = None
         self._lock = threading.Lock()
         self._clock = clock
 
@@ -178,6 +181,14 @@ class ParserExtractor:
                 if self._nlp is None:
                     self._nlp = _load(str(self._nlp_spec))
         return self._nlp
+
+    def _common_words(self) -> CommonWords:
+        if self._common is None:
+            nlp = self.nlp
+            with self._lock:
+                if self._common is None:
+                    self._common = CommonWords(nlp)
+        return self._common
 
     # ------------------------------------------------------------------ public API
 
@@ -240,6 +251,15 @@ class ParserExtractor:
                 self._sentence(state, turn, turn_index, sent, text, speakers)
         # A role ("user") is an entity only when a first/second-person claim names it.
         used = {k for e in state.edges for k in (e.source, e.target)}
+        # A name only the parser proposes ("Lesson recorded: ...") needs an edge.
+        dropped = state.weak - state.backed - state.speakers - used
+        for key in dropped:
+            del state.entities[key]
+        if dropped:
+            state.history = [h for h in state.history if h[1] not in dropped]
+            state.sentence_keys = [
+                [k for k in keys if k not in dropped] for keys in state.sentence_keys
+            ]
         for key in state.role_speakers - used:
             acc = state.entities.get(key)
             if acc is not None and acc.words == 99:
@@ -352,7 +372,7 @@ class ParserExtractor:
         for start, end, label in sorted(spans):
             while start < end and (
                 doc[start].lower_.rstrip(".") in tab.NAME_PREFIXES
-                or doc[start].lower_ in lex.STOPWORDS  # "Congrats Dana", "Sounds"
+                or is_filler(doc[start].text)  # "Congrats Dana", "Sounds", "YESSS"
                 or doc[start].pos_ in {"DET", "PRON"}
                 or doc[start].lower_ in {"'s", "\u2019s"}
             ):
@@ -365,7 +385,7 @@ class ParserExtractor:
             name = span.text.rstrip(".") if len(span) > 1 else span.text  # "Acme Corp."
             words = name.split()
             if len(words) == 1 and (
-                name.lower() in lex.STOPWORDS
+                is_filler(name)
                 or name.lower() in FIRST_PERSON
                 or "'" in name
                 or "\u2019" in name
@@ -406,6 +426,10 @@ class ParserExtractor:
             if span.start > 0 and doc[span.start - 1].lower_.rstrip(".") in lex.PERSON_TITLES:
                 mention.cue("person", 80)
             self._add(state, name, mention.cues, len(words))
+            if label != "SPEAKER" and is_weak_name(span, name, key, self._common_words()):
+                state.weak.add(key)
+            else:
+                state.backed.add(key)
             for i in range(start, end):
                 token_keys[i] = key
             state.history.append(((index, start), key))
