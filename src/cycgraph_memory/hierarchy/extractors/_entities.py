@@ -23,6 +23,7 @@ __all__ = [
     "Token",
     "capitalized_tokens",
     "detect_mentions",
+    "is_filler",
     "mask_urls",
     "masked_tokens",
     "tokenize",
@@ -280,11 +281,25 @@ def _groups(tokens: list[Token], text: str) -> list[list[Token]]:
     return groups
 
 
+_REPEATS = re.compile(r"(\w)\1{2,}")
+
+
+def is_filler(word: str) -> bool:
+    """True for a filler word, also when stretched in chat ("YESSS", "whaaat", "sooo")."""
+    low = word.lower().rstrip(".!?")
+    if low in lex.STOPWORDS:
+        return True
+    if _REPEATS.search(low) is None:
+        return False
+    once, twice = _REPEATS.sub(r"\1", low), _REPEATS.sub(r"\1\1", low)
+    return once in lex.STOPWORDS or twice in lex.STOPWORDS
+
+
 def _is_stop(word: str) -> bool:
     low = word.lower().rstrip(".")
     base = low.replace("\u2019", "'").split("'")[0]
     return (
-        low in lex.STOPWORDS
+        is_filler(low)
         or (base != low and base in lex.STOPWORDS)  # contractions: I'm, I've, We'll
         or low in lex.PERSON_TITLES
         or (_is_acronym(word) and low in lex.ACRONYM_STOP)
@@ -332,11 +347,31 @@ def _known_word(word: str) -> bool:
     )
 
 
+_PLURAL_VERBS = frozenset({"are", "were", "have", "do", "don't", "aren't", "weren't"})
+
+
+def _plural_looking(word: str) -> bool:
+    low = word.lower()
+    return len(low) >= 4 and low.endswith("s") and not low.endswith(("ss", "us", "is"))
+
+
+def _lowercase_use(word: str, episode_lower: frozenset[str]) -> bool:
+    """True when the episode writes ``word`` (or its singular / plural) in lowercase."""
+    low = word.lower()
+    forms = {low, low + "s"}
+    if low.endswith(("ses", "xes", "zes", "ches", "shes")):
+        forms.add(low[:-2])  # "boxes" / "box"
+    elif low.endswith("s") and not low.endswith("ss"):
+        forms.add(low[:-1])  # "postmortems" / "postmortem"
+    return any(len(f) >= 4 and f in episode_lower for f in forms)
+
+
 def _keep_initial(
     part: list[Token],
     tokens: list[Token],
     episode_caps: set[str],
     verb_hints: frozenset[str],
+    episode_lower: frozenset[str] = frozenset(),
 ) -> list[Token]:
     """Decide whether a sentence-initial capitalised run is a name (see module doc)."""
     first = part[0].text
@@ -352,9 +387,13 @@ def _keep_initial(
         return part
     if _known_word(first) or first.lower() in episode_caps:
         return part
+    if _lowercase_use(first, episode_lower):
+        return []  # "Postmortems are due ..." after "every postmortem": a common noun
     index = tokens.index(part[-1])
     for follower in tokens[index + 1 : index + 4]:
         low = follower.text.lower()
+        if low in _PLURAL_VERBS and _plural_looking(first):
+            return []  # "Deadlines are tight", "Minutes were sent": a plural common noun
         if low in verb_hints:
             return part
         if not (low.endswith("ly") or low in {"also", "still", "just", "now", "never", "not"}):
@@ -369,6 +408,7 @@ def detect_mentions(
     verb_hints: frozenset[str],
     custom: Sequence[CustomPattern] = (),
     tokens: list[Token] | None = None,
+    episode_lower: frozenset[str] = frozenset(),
 ) -> list[Mention]:
     """Find entity mentions in one sentence, ordered by position.
 
@@ -380,6 +420,8 @@ def detect_mentions(
             capitalised word marks it as a subject name.
         custom: User patterns and the entity type each assigns.
         tokens: ``masked_tokens(sentence)`` when the caller already has them.
+        episode_lower: Words written in lowercase anywhere in the episode (evidence that
+            a sentence-initial capitalised word is a common word).
 
     Returns:
         Non-overlapping mentions.
@@ -432,7 +474,7 @@ def detect_mentions(
         initial = group[0] is tokens[0]
         for part, titled in _split_on_stops(group):
             if initial and part[0] is tokens[0]:
-                part = _keep_initial(part, tokens, episode_caps, verb_hints)
+                part = _keep_initial(part, tokens, episode_caps, verb_hints, episode_lower)
                 if not part:
                     continue
             start, end = part[0].start, part[-1].end

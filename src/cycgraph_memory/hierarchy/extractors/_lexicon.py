@@ -50,6 +50,9 @@ STOPWORDS = _words(
     sounds definitely congrats congratulations absolutely totally exactly agreed welcome
     lol haha hahaha omg yay perfect amazing indeed tbh imo ugh whoa oops alright gotcha
     noted heads quick guess wait anyway aww damn nah thx ty np yes! ooh oh
+    understood acknowledged roger makes
+    mondays tuesdays wednesdays thursdays fridays saturdays sundays weekends mornings
+    evenings nights
     """
 )
 

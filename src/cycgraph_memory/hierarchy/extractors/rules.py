@@ -313,6 +313,7 @@ class RuleBasedExtractor:
         tokenized = [masked_tokens(sentence) for sentence in result.sentences]
         for sentence, tokens in zip(result.sentences, tokenized, strict=True):
             caps |= capitalized_tokens(sentence, tokens)
+        lower = frozenset(t.text for tokens in tokenized for t in tokens if t.text.islower())
         history: list[str] = []  # entity keys in mention order, for pronoun resolution
         for index, sentence in enumerate(result.sentences):
             mentions = detect_mentions(
@@ -321,6 +322,7 @@ class RuleBasedExtractor:
                 verb_hints=self._verb_hints,
                 custom=self._custom,
                 tokens=tokenized[index],
+                episode_lower=lower,
             )
             result.questions.append(is_question(sentence))
             keys: list[str] = []
