@@ -150,3 +150,20 @@ async def test_the_recovered_verb_is_not_asserted_under_a_condition_or_negation(
     extractor: ParserExtractor, text: str
 ) -> None:
     assert ("Priya Raman", "report_to", "Tom Becker") not in await _triples(extractor, text)
+
+
+async def test_an_indefinite_organisation_noun_is_not_an_endpoint(
+    extractor: ParserExtractor,
+) -> None:
+    text = "Our billing app was built by a team led by Hana Ito."
+    assert await _triples(extractor, text) == []
+    assert "team" not in [e.name for e in extractor.extract_entities(text)]
+
+
+async def test_a_person_is_not_merged_into_an_organisation_named_after_them(
+    extractor: ParserExtractor,
+) -> None:
+    text = "Mr. Okafor runs a bakery on Pine Street. He owns Okafor Bakery with his wife Ada."
+    assert ("Okafor", "person") in _names(extractor, text)
+    assert ("Okafor Bakery", "organization") in _names(extractor, text)
+    assert ("Okafor", "own", "Okafor Bakery") in await _triples(extractor, text)

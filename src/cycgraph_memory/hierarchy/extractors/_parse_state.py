@@ -48,8 +48,9 @@ def merge_aliases(state: ParseState) -> None:
         hosts = [
             m
             for m in multi
-            if acc.key == m.key.split()[0] or (acc.key == m.key.split()[-1] and m.type == "person")
-        ]
+            if (acc.key == m.key.split()[0] and (acc.type != "person" or m.type == "person"))
+            or (acc.key == m.key.split()[-1] and m.type == "person")
+        ]  # "Mr. Alvarez" is not "Alvarez Bakery".
         if len(hosts) == 1:
             host = hosts[0]
             host.aliases.append(acc.name)

@@ -91,6 +91,7 @@ _KNOWN_BONUS = 50
 _PERSON_PRONOUNS = frozenset({"he", "she", "him", "her", "his", "hers", "himself", "herself"})
 _THING_PRONOUNS = frozenset({"it", "its", "they", "them", "their", "itself"})
 _RELATIVE = frozenset({"who", "which", "that", "whom", "whose"})
+_INDEFINITE = frozenset({"a", "an", "another", "some", "any"})
 _SKIP_LABELS = frozenset({"DATE", "TIME", "MONEY", "PERCENT", "QUANTITY", "ORDINAL", "CARDINAL"})
 
 
@@ -516,6 +517,8 @@ class ParserExtractor:
             )
         ]
         determiners = {c.lower_ for c in tok.lefts if c.dep_ in {"det", "poss"}}
+        if not modifiers and determiners & _INDEFINITE and lemma in tab.ORG_HEAD_NOUNS:
+            return None  # "developed by a team", "joined a startup": no organisation named
         if not modifiers and determiners & {"the", "this", "that", "its", "their"}:
             # A definite description: corefer with the latest entity it names.
             for _, key in reversed(state.history):
