@@ -269,7 +269,7 @@ async def test_hierarchical_expands_to_episodes_entities_relationships(
     assert ids(r.facts) == [fact.id]
     assert ids(r.episodes) == [ep.id]
     assert ids(r.entities) == [alice.id, acme.id]
-    assert ids(r.relationships) == sorted([works.id, old.id], key=str) + [knows.id]
+    assert ids(r.relationships) == [*sorted([works.id, old.id], key=str), knows.id]
     r = await retrieve_memory(store, index, {"embedding": unit(0), "valid_at": at(10)})
     assert ids(r.relationships) == [works.id, knows.id]
     r = await retrieve_memory(
