@@ -36,6 +36,7 @@ def agent(goal: str, memory_block: str) -> str:
 async def run_once(
     run: int, retrieve: object, write: object, *, retry_write: bool = False
 ) -> str:
+    """One workflow run: read memory, run the agent, write a reflection."""
     assert callable(retrieve) and callable(write)
     memory = await retrieve({"tags": ["lesson", "graph:support-v1"], "max_facts": 5})
     prompt = agent("Debug the slow checkout endpoint", render_memory_section(memory))
@@ -52,6 +53,7 @@ async def run_once(
 
 
 async def main() -> list[str]:
+    """Three runs against one store; returns the prompts the agent saw."""
     embedder = HashingEmbeddingProvider(dimensions=64)
     store = InMemoryMemoryStore(expected_dimensions=64)
     index = InMemoryMemoryIndex(expected_dimensions=64)
