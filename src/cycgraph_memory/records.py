@@ -639,11 +639,12 @@ class RetrievalOptions(_Model):
         max_facts_per_theme: Facts taken from each matched theme, in the theme's
             ``fact_ids`` order. ``None`` = all of them.
         direct_fact_candidates: Facts fetched by the direct similarity search.
-            ``None`` = ``4 * limit`` (more than ``limit`` so temporal filters applied
+            ``None`` = ``2 * limit`` (more than ``limit`` so temporal filters applied
             afterwards still leave ``limit`` facts in most cases).
         max_facts_per_entity: Facts attached per subgraph entity on the entity path.
             ``None`` = the query's ``limit``, which is exact: no fact of the top
-            ``limit`` can be cut by it.
+            ``limit`` can be cut by it. (Entities are read in rank order, in growing
+            chunks, until ``limit`` facts are found; later entities cannot contribute.)
         tag_page_size: Page size of the tag-listing path when temporal filters drop
             facts after the listing. ``None`` = ``max(4 * limit, 100)``.
     """

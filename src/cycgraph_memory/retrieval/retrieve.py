@@ -21,6 +21,7 @@ served facts are touched with one batched ``touch_facts`` call when the store ha
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -175,12 +176,15 @@ async def _hierarchical_path(
     # A direct fact search for coverage (tag scope pushed into the index).
     direct = await index.search_facts(
         vector,
-        limit=opts.direct_fact_candidates or min(1000, 4 * q.limit),
+        limit=opts.direct_fact_candidates or min(1000, 2 * q.limit),
         min_similarity=q.min_similarity,
         include_invalidated=q.include_invalidated,
         tags=sorted(scope.tags) or None,
         exclude_tags=sorted(scope.exclude_tags) or None,
     )
+    # Facts the direct search already returned are not read again.
+    direct_ids = {h.item.id for h in direct}
+    theme_fact_ids = [i for i in theme_fact_ids if i not in direct_ids]
     theme_facts = await store.get_facts(theme_fact_ids) if theme_fact_ids else {}
     candidates = merge_unique(
         [h.item for h in direct], by_citation(theme_facts, theme_fact_ids)
@@ -212,8 +216,11 @@ async def _expand(
     relationships: list[Relationship] = []
     if entities:
         ids = [e.id for e in entities]
+        # Store order (valid_from, id) is the ranking here: without post-filters the
+        # store can cut at the limit itself.
+        post = q.valid_at or q.changed_since or q.relation_types
         fetched = await store.get_relationships_for_entities(
-            ids, include_invalidated=q.include_invalidated
+            ids, include_invalidated=q.include_invalidated, limit=None if post else q.limit
         )
         rank = dict.fromkeys(ids, 0)
         relationships = rank_relationships(
@@ -270,14 +277,9 @@ async def _subgraph_path(
     facts: list[SemanticFact] = []
     if entities:
         order = [e.id for e in entities]
-        by_entity = await store.get_facts_for_entities(
-            order,
-            per_entity_limit=opts.max_facts_per_entity or q.limit,
-            include_invalidated=scope.include_invalidated,
-            tags=sorted(scope.tags) or None,
-            exclude_tags=sorted(scope.exclude_tags) or None,
-            valid_at=scope.valid_at,
-            changed_since=scope.changed_since,
+        by_entity = await _facts_of_ranked_entities(
+            store, order, q.limit, opts.max_facts_per_entity or q.limit, scope,
+            first_chunk=sum(1 for e in entities if sub.hops.get(e.id) == 0),
         )
         facts = cut(scope.apply(rank_subgraph_facts(by_entity, order)), q.limit)
     relationships = rank_relationships(
@@ -306,6 +308,43 @@ async def _subgraph_path(
         entities=cut(entities, q.limit),
         relationships=cut(relationships, q.limit),
     )
+
+
+async def _facts_of_ranked_entities(
+    store: MemoryStore,
+    order: list[uuid.UUID],
+    limit: int,
+    per_entity: int,
+    scope: FactScope,
+    *,
+    first_chunk: int,
+) -> dict[uuid.UUID, list[SemanticFact]]:
+    """Facts of the best-ranked entities, fetched in growing chunks of the ranking.
+
+    Facts rank by their best entity first, so once the entities fetched so far carry
+    ``limit`` distinct facts, no fact of a later entity can enter the top ``limit``: the
+    remaining entities are not read. One store call per chunk (usually one in all).
+    """
+    found: dict[uuid.UUID, list[SemanticFact]] = {}
+    seen: set[uuid.UUID] = set()
+    start, chunk = 0, max(1, first_chunk)
+    while start < len(order):
+        part = await store.get_facts_for_entities(
+            order[start : start + chunk],
+            per_entity_limit=per_entity,
+            include_invalidated=scope.include_invalidated,
+            tags=sorted(scope.tags) or None,
+            exclude_tags=sorted(scope.exclude_tags) or None,
+            valid_at=scope.valid_at,
+            changed_since=scope.changed_since,
+        )
+        found.update(part)
+        seen.update(f.id for facts in part.values() for f in facts)
+        start += chunk
+        if len(seen) >= limit:
+            break
+        chunk *= 4
+    return found
 
 
 async def _tag_path(store: MemoryStore, q: MemoryQuery, opts: RetrievalOptions) -> MemoryResult:
