@@ -28,14 +28,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from reference_workload import Workload, generate  # noqa: E402
-
-from cycgraph_memory import (  # noqa: E402
+from cycgraph_memory import (
     InMemoryMemoryIndex,
     InMemoryMemoryStore,
     MemoryQuery,
     retrieve_memory,
 )
+from reference_workload import Workload, generate
 
 # TypeScript p50 / p95 (ms) from the reference file.
 TS = {
@@ -89,7 +88,7 @@ async def run_strategies(
     own = {j: w.facts[j].id for _, j in w.embedding_queries} if w.facts else {}
     for strategy in ("embedding", "tags", "entity"):
         qs = queries(w, strategy)
-        warm = qs[:WARMUP] if strategy != "tags" else qs[:WARMUP]
+        warm = qs[:WARMUP]
         for q, _ in warm:
             await retrieve_memory(store, index, q)
         times: list[float] = []

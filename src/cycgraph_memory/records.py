@@ -647,6 +647,9 @@ class RetrievalOptions(_Model):
             chunks, until ``limit`` facts are found; later entities cannot contribute.)
         tag_page_size: Page size of the tag-listing path when temporal filters drop
             facts after the listing. ``None`` = ``max(4 * limit, 100)``.
+        native_paths: Use a backend's native fast paths when it has them (Postgres:
+            ``hierarchical_candidates`` on the index, ``extract_subgraph_native`` on the
+            store); ``False`` forces the generic contract-only algorithms.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -656,3 +659,4 @@ class RetrievalOptions(_Model):
     direct_fact_candidates: int | None = Field(default=None, ge=1, le=1000)
     max_facts_per_entity: int | None = Field(default=None, ge=1, le=100_000)
     tag_page_size: int | None = Field(default=None, ge=1, le=10_000)
+    native_paths: bool = True

@@ -161,7 +161,40 @@ async def _hierarchical_path(
     assert q.embedding is not None
     vector = q.embedding
     scope = FactScope.for_query(q)
-    # Themes by similarity -> the facts they list.
+    native = getattr(index, "hierarchical_candidates", None) if opts.native_paths else None
+    if native is not None:
+        found_themes, direct, theme_facts = await native(
+            vector,
+            theme_limit=opts.theme_limit,
+            max_facts_per_theme=opts.max_facts_per_theme,
+            fact_limit=opts.direct_fact_candidates or min(1000, 2 * q.limit),
+            min_similarity=q.min_similarity,
+            include_invalidated=q.include_invalidated,
+            tags=sorted(scope.tags) or None,
+            exclude_tags=sorted(scope.exclude_tags) or None,
+        )
+        themes = rank_themes(found_themes, vector, q.min_similarity)
+    else:
+        themes, direct, theme_facts = await _candidates(store, index, q, opts, scope)
+    # One similarity ranking over every candidate, then the cut.
+    candidates = merge_unique(direct, theme_facts)
+    ranked = rank_by_similarity(scope.apply(candidates), vector, q.min_similarity)
+    facts = cut([f for f, _ in ranked], q.limit)
+    result = await _expand(store, q, facts, themes=cut(themes, q.limit))
+    await _touch(store, facts)
+    return result
+
+
+async def _candidates(
+    store: MemoryStore,
+    index: MemoryIndex,
+    q: MemoryQuery,
+    opts: RetrievalOptions,
+    scope: FactScope,
+) -> tuple[list[Theme], list[SemanticFact], list[SemanticFact]]:
+    """Matched themes, direct fact hits and the themes' other facts (contract calls)."""
+    assert q.embedding is not None
+    vector = q.embedding
     themes: list[Theme] = []
     if opts.theme_limit:
         hits = await index.search_themes(
@@ -171,8 +204,7 @@ async def _hierarchical_path(
             include_invalidated=q.include_invalidated,
         )
         themes = rank_themes([h.item for h in hits], vector, q.min_similarity)
-    per_theme = opts.max_facts_per_theme
-    theme_fact_ids = ordered_ids(t.fact_ids[:per_theme] for t in themes)
+    theme_fact_ids = ordered_ids(t.fact_ids[: opts.max_facts_per_theme] for t in themes)
     # A direct fact search for coverage (tag scope pushed into the index).
     direct = await index.search_facts(
         vector,
@@ -185,16 +217,8 @@ async def _hierarchical_path(
     # Facts the direct search already returned are not read again.
     direct_ids = {h.item.id for h in direct}
     theme_fact_ids = [i for i in theme_fact_ids if i not in direct_ids]
-    theme_facts = await store.get_facts(theme_fact_ids) if theme_fact_ids else {}
-    candidates = merge_unique(
-        [h.item for h in direct], by_citation(theme_facts, theme_fact_ids)
-    )
-    # One similarity ranking over every candidate, then the cut.
-    ranked = rank_by_similarity(scope.apply(candidates), vector, q.min_similarity)
-    facts = cut([f for f, _ in ranked], q.limit)
-    result = await _expand(store, q, facts, themes=cut(themes, q.limit))
-    await _touch(store, facts)
-    return result
+    found = await store.get_facts(theme_fact_ids) if theme_fact_ids else {}
+    return themes, [h.item for h in direct], by_citation(found, theme_fact_ids)
 
 
 async def _expand(
@@ -269,6 +293,7 @@ async def _subgraph_path(
         include_invalidated=q.include_invalidated,
         max_entities=DEFAULT_MAX_SUBGRAPH_ENTITIES,
         relation_types=q.relation_types,
+        native=opts.native_paths,
     )
     entities: list[Entity] = filter_entities(
         sub.entities, include_invalidated=q.include_invalidated, entity_types=q.entity_types
