@@ -16,6 +16,13 @@ Usage:
 
 from __future__ import annotations
 
+import os
+
+# One BLAS thread: on a shared 2-core machine a multi-threaded OpenBLAS spin-waits and a
+# 10,000 x 384 scan goes from ~0.5 ms to ~30 ms. Set before numpy is imported.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import argparse
 import asyncio
 import math
@@ -153,7 +160,19 @@ async def bench_memory(w: Workload) -> tuple[dict[str, dict[str, float]], dict[s
     import gc
 
     gc.collect()
-    extra = {"load_s": seconds, "rss_mb": current_rss_mb()}
+    import numpy as np
+
+    matrix = np.random.default_rng(0).standard_normal((len(facts_ids), 384)).astype(np.float32)
+    vector = matrix[0].copy()
+    scan = []
+    for _ in range(50):
+        t0 = time.perf_counter()
+        np.argpartition(matrix @ vector, -20)[-20:]
+        scan.append((time.perf_counter() - t0) * 1000)
+    del matrix
+    gc.collect()
+    extra = {"load_s": seconds, "rss_mb": current_rss_mb(),
+             "numpy_scan_floor_p50_ms": nearest_rank(scan, 50)}
     return await run_strategies(store, index, w, None), extra
 
 
@@ -195,13 +214,32 @@ async def bench_postgres(
             index = PostgresMemoryIndex(engine)
             seconds = await load(store, w)
             await index.rebuild(analyze=True)
+            baseline = await session_baseline(engine)
             counter = StatementCounter()
             event.listen(engine.sync_engine, "before_cursor_execute", counter)
             results = await run_strategies(store, index, w, counter)
             await engine.dispose()
         finally:
             server.stop()
-    return results, {"load_s": seconds}
+    return results, {"load_s": seconds, "one_session_select1_p50_ms": baseline}
+
+
+async def session_baseline(engine: Any) -> float:
+    """p50 (ms) of ``SELECT 1`` in its own session: the floor of one store call here.
+
+    Reported so figures from a loaded, shared machine can be read against it.
+    """
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import async_sessionmaker
+
+    maker = async_sessionmaker(engine, expire_on_commit=False)
+    times = []
+    for _ in range(100):
+        t0 = time.perf_counter()
+        async with maker() as session, session.begin():
+            await session.execute(text("SELECT 1"))
+        times.append((time.perf_counter() - t0) * 1000)
+    return nearest_rank(times, 50)
 
 
 def report(backend: str, n: int, results: dict[str, dict[str, float]],
