@@ -155,6 +155,7 @@ async def bench_memory(w: Workload) -> tuple[dict[str, dict[str, float]], dict[s
     seconds = await load(store, w)
     await index.rebuild(store)
     w.entities, w.themes, w.relationships = [], [], []
+    w.fact_embeddings = None  # the generator's matrix; only the store and index remain
     facts_ids = [f.id for f in w.facts]
     w.facts = [_IdOnly(i) for i in facts_ids]  # type: ignore[misc]
     import gc
