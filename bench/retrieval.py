@@ -41,7 +41,7 @@ from cycgraph_memory import (
     MemoryQuery,
     retrieve_memory,
 )
-from reference_workload import Workload, generate
+from reference_workload import Workload, build_facts, fact_id, generate
 
 # TypeScript p50 / p95 (ms) from the reference file.
 TS = {
@@ -92,7 +92,7 @@ async def run_strategies(
     store: Any, index: Any, w: Workload, counter: StatementCounter | None
 ) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
-    own = {j: w.facts[j].id for _, j in w.embedding_queries} if w.facts else {}
+    own = {j: fact_id(j) for _, j in w.embedding_queries}
     for strategy in ("embedding", "tags", "entity"):
         qs = queries(w, strategy)
         warm = qs[:WARMUP]
@@ -143,8 +143,8 @@ async def load(store: Any, w: Workload) -> float:
     await store.put_entities(w.entities)
     await store.put_themes(w.themes)
     step = 5_000
-    for i in range(0, len(w.facts), step):
-        await store.put_facts(w.facts[i : i + step])
+    for i in range(0, w.n, step):
+        await store.put_facts(build_facts(w, i, min(w.n, i + step)))
     await store.put_relationships(w.relationships)
     return time.perf_counter() - t0
 
@@ -154,16 +154,14 @@ async def bench_memory(w: Workload) -> tuple[dict[str, dict[str, float]], dict[s
     index = InMemoryMemoryIndex(expected_dimensions=384)
     seconds = await load(store, w)
     await index.rebuild(store)
-    w.entities, w.themes, w.relationships = [], [], []
+    w.entities, w.themes, w.relationships, w.raw = [], [], [], []
     w.fact_embeddings = None  # the generator's matrix; only the store and index remain
-    facts_ids = [f.id for f in w.facts]
-    w.facts = [_IdOnly(i) for i in facts_ids]  # type: ignore[misc]
     import gc
 
     gc.collect()
     import numpy as np
 
-    matrix = np.random.default_rng(0).standard_normal((len(facts_ids), 384)).astype(np.float32)
+    matrix = np.random.default_rng(0).standard_normal((w.n, 384)).astype(np.float32)
     vector = matrix[0].copy()
     scan = []
     for _ in range(50):
@@ -175,15 +173,6 @@ async def bench_memory(w: Workload) -> tuple[dict[str, dict[str, float]], dict[s
     extra = {"load_s": seconds, "rss_mb": current_rss_mb(),
              "numpy_scan_floor_p50_ms": nearest_rank(scan, 50)}
     return await run_strategies(store, index, w, None), extra
-
-
-class _IdOnly:
-    """Keeps only a fact's id once the store holds the records (for the hit-rate check)."""
-
-    __slots__ = ("id",)
-
-    def __init__(self, i: Any) -> None:
-        self.id = i
 
 
 async def bench_postgres(
@@ -269,7 +258,7 @@ def main() -> None:
     parser.add_argument("--pg-data", default=None, help="parent dir for the embedded server")
     args = parser.parse_args()
     t0 = time.perf_counter()
-    w = generate(args.n)
+    w = generate(args.n, records=False)
     print(f"generated N={args.n:,} in {time.perf_counter() - t0:.1f}s")
     if args.backend == "memory":
         results, extra = asyncio.run(bench_memory(w))
