@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 from pydantic import ValidationError
@@ -119,20 +120,23 @@ async def retrieve_memory(
     """
     q = coerce_query(query)
     opts = _coerce_options(options)
-    if q.entity_ids:
-        return await _subgraph_path(store, q, opts)
-    if q.embedding is None and q.text is not None:
+    if not q.entity_ids and q.embedding is None and q.text is not None:
         if embedder is None:
             raise InvalidInputError(
                 "query has text but no embedding: pass embedder=... to retrieve_memory "
                 "(or give the query an embedding)"
             )
         q = await _embed_query(q, embedder)
-    if q.embedding is not None:
-        return await _hierarchical_path(store, index, q, opts)
-    if q.tags:
+    if not (q.entity_ids or q.embedding is not None or q.tags):
+        return MemoryResult()
+    # Optional store capability: consecutive store calls share one session.
+    read_scope = getattr(store, "read_scope", None)
+    async with read_scope() if read_scope is not None else nullcontext():
+        if q.entity_ids:
+            return await _subgraph_path(store, q, opts)
+        if q.embedding is not None:
+            return await _hierarchical_path(store, index, q, opts)
         return await _tag_path(store, q, opts)
-    return MemoryResult()
 
 
 async def _embed_query(q: MemoryQuery, embedder: EmbeddingProvider) -> MemoryQuery:
