@@ -68,8 +68,14 @@ from cycgraph_memory.inmemory import (
     InMemoryMemoryStore,
 )
 from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
+from cycgraph_memory.integration import (
+    memory_retriever,
+    memory_writer,
+    render_memory_section,
+)
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
+    DEFAULT_MAX_SUBGRAPH_ENTITIES,
     MAX_TAG_LENGTH,
     MAX_TAGS,
     QUARANTINE_TAG,
@@ -79,6 +85,7 @@ from cycgraph_memory.records import (
     ConsolidationMutation,
     ConsolidationReport,
     Entity,
+    EntityFactsFilter,
     EntityFilter,
     EntityResolutionReport,
     Episode,
@@ -101,10 +108,12 @@ from cycgraph_memory.records import (
     RelationshipFilter,
     RetentionEvidence,
     RetentionReport,
+    RetrievalOptions,
     RunOutcome,
     ScoredResult,
     SearchOptions,
     SemanticFact,
+    SubgraphResult,
     Theme,
     new_id,
     utc_now,
@@ -121,7 +130,7 @@ from cycgraph_memory.retention import (
     gate_operating_characteristics,
     simulate_gate,
 )
-from cycgraph_memory.retrieval import retrieve_gated_lessons
+from cycgraph_memory.retrieval import extract_subgraph, retrieve_gated_lessons, retrieve_memory
 from cycgraph_memory.retry import RetryPolicy, call_with_retry
 from cycgraph_memory.similarity import cosine_similarity
 from cycgraph_memory.statistics import (
@@ -138,6 +147,7 @@ from cycgraph_memory.temporal import TemporalRecord, filter_valid, is_changed_si
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_MAX_SUBGRAPH_ENTITIES",
     "GENERAL_THEME_LABEL",
     "IN_MEMORY_INDEX_WARN_THRESHOLD",
     "MAX_TAGS",
@@ -161,6 +171,7 @@ __all__ = [
     "EmbeddingDimensionMismatchError",
     "EmbeddingProvider",
     "Entity",
+    "EntityFactsFilter",
     "EntityFilter",
     "EntityResolutionReport",
     "EntityResolver",
@@ -215,6 +226,7 @@ __all__ = [
     "RetentionEvidence",
     "RetentionPolicy",
     "RetentionReport",
+    "RetrievalOptions",
     "RuleBasedExtractor",
     "RunOutcome",
     "SchemaNotReadyError",
@@ -229,6 +241,7 @@ __all__ = [
     "SimulatedLessonOutcome",
     "StatementTimeoutError",
     "StorageError",
+    "SubgraphResult",
     "SupportsFactStatsBatch",
     "SupportsGateAudit",
     "SupportsTouchFacts",
@@ -242,12 +255,15 @@ __all__ = [
     "call_with_retry",
     "cosine_similarity",
     "evaluate_retention",
+    "extract_subgraph",
     "filter_valid",
     "gate_operating_characteristics",
     "gaussian",
     "is_changed_since",
     "is_valid_at",
     "mulberry32",
+    "memory_retriever",
+    "memory_writer",
     "new_id",
     "normal_quantile",
     "normalize_entity_name",
@@ -255,6 +271,8 @@ __all__ = [
     "retrieve_gated_lessons",
     "simulate_gate",
     "student_t_cdf",
+    "render_memory_section",
+    "retrieve_memory",
     "utc_now",
     "welch_lift",
 ]

@@ -22,7 +22,8 @@ pytestmark = pytest.mark.postgres
 
 
 TABLES = {"entities", "relationships", "episodes", "episode_messages", "facts", "themes",
-          "schema_metadata", "outcome_runs", "outcome_run_facts", "gate_audit_log"}
+          "schema_metadata", "outcome_runs", "outcome_run_facts", "gate_audit_log",
+          "writer_keys"}
 
 
 def _head() -> str:

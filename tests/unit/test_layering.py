@@ -25,6 +25,8 @@ PURE_MODULES = [
     "cycgraph_memory.retrieval",
     "cycgraph_memory.inmemory.ledger",
     "cycgraph_memory.consolidation",
+    "cycgraph_memory.retrieval.pipeline",
+    "cycgraph_memory.integration",
 ]
 
 

@@ -31,8 +31,10 @@ from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.inmemory._common import (
     check_dimension,
     coerce_record,
+    compact_record,
     copy_record,
     normalize_rows,
+    pack_embedding,
 )
 from cycgraph_memory.records import (
     Entity,
@@ -356,7 +358,7 @@ class InMemoryMemoryIndex:
             if record.embedding is None:
                 removals.append((slot, record_id))
             else:
-                batches.setdefault(slot, []).append(record)
+                batches.setdefault(slot, []).append(compact_record(record))
         self._apply(batches, removals, tables)
         self._maybe_warn()
 
@@ -390,7 +392,7 @@ class InMemoryMemoryIndex:
             ents = await store.find_entities(
                 EntityFilter(include_invalidated=True, limit=_REBUILD_PAGE, offset=offset)
             )
-            gathered[0].extend(e for e in ents if e.embedding is not None)
+            gathered[0].extend(pack_embedding(e) for e in ents if e.embedding is not None)
             offset += len(ents)
             if len(ents) < _REBUILD_PAGE:
                 break
@@ -399,7 +401,7 @@ class InMemoryMemoryIndex:
             facts = await store.find_facts(
                 FactFilter(include_invalidated=True, limit=_REBUILD_PAGE, offset=offset)
             )
-            gathered[1].extend(f for f in facts if f.embedding is not None)
+            gathered[1].extend(pack_embedding(f) for f in facts if f.embedding is not None)
             offset += len(facts)
             if len(facts) < _REBUILD_PAGE:
                 break
@@ -408,7 +410,7 @@ class InMemoryMemoryIndex:
             themes = await store.list_themes(
                 ListOptions(include_invalidated=True, limit=_REBUILD_PAGE, offset=offset)
             )
-            gathered[2].extend(t for t in themes if t.embedding is not None)
+            gathered[2].extend(pack_embedding(t) for t in themes if t.embedding is not None)
             offset += len(themes)
             if len(themes) < _REBUILD_PAGE:
                 break
@@ -417,7 +419,7 @@ class InMemoryMemoryIndex:
             episodes = await store.list_episodes(
                 ListOptions(include_invalidated=True, limit=_REBUILD_PAGE, offset=offset)
             )
-            gathered[3].extend(e for e in episodes if e.embedding is not None)
+            gathered[3].extend(pack_embedding(e) for e in episodes if e.embedding is not None)
             offset += len(episodes)
             if len(episodes) < _REBUILD_PAGE:
                 break

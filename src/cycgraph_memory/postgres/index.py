@@ -38,6 +38,7 @@ from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInputError
 from cycgraph_memory.postgres import convert
 from cycgraph_memory.postgres._base import DEFAULT_TENANT, Bind, PostgresBackend
+from cycgraph_memory.postgres.hierarchical import HierarchicalCandidates
 from cycgraph_memory.postgres.schema import MAX_VECTOR_HNSW_DIM, EmbeddingVector
 from cycgraph_memory.postgres.store import (
     ENTITIES,
@@ -86,7 +87,7 @@ def distance_expr(table: Table, query: Sequence[float], dim: int) -> ColumnEleme
     return result
 
 
-class PostgresMemoryIndex(PostgresBackend):
+class PostgresMemoryIndex(HierarchicalCandidates, PostgresBackend):
     """``MemoryIndex`` on pgvector HNSW indexes, scoped to one tenant.
 
     Args:

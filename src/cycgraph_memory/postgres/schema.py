@@ -68,6 +68,7 @@ __all__ = [
     "RelationshipRow",
     "SchemaMetadataRow",
     "ThemeRow",
+    "WriterKeyRow",
 ]
 
 NAMING_CONVENTION: dict[str, str] = {
@@ -364,3 +365,18 @@ class GateAuditRow(Base):
     evidence: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     policy: Mapped[dict[str, Any]] = mapped_column(JSONB)
     decided_at: Mapped[datetime] = mapped_column(_TZ)
+
+
+class WriterKeyRow(Base):
+    """One idempotent ``memory_writer`` call: its key and the fact ids it wrote.
+
+    The primary key ``(tenant_id, idempotency_key)`` is what makes a repeated or a
+    concurrent write with the same key store its facts once.
+    """
+
+    __tablename__ = "writer_keys"
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    idempotency_key: Mapped[str] = mapped_column(Text, primary_key=True)
+    fact_ids: Mapped[list[uuid.UUID]] = mapped_column(_UUID_ARRAY)
+    created_at: Mapped[datetime] = mapped_column(_TZ)

@@ -43,6 +43,7 @@ from cycgraph_memory.postgres._base import (
     parse_id,
     parse_ids,
 )
+from cycgraph_memory.postgres.retrieval import WRITER_KEYS, RetrievalQueries
 from cycgraph_memory.postgres.schema import (
     EntityRow,
     EpisodeRow,
@@ -147,7 +148,7 @@ def episode_from_result(row: Mapping[str, Any]) -> Episode:
     return convert.episode_from_rows(row, row["messages"] or [])
 
 
-class PostgresMemoryStore(PostgresBackend):
+class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
     """``MemoryStore`` on Postgres + pgvector, scoped to one tenant.
 
     Args:
@@ -611,7 +612,7 @@ class PostgresMemoryStore(PostgresBackend):
     async def clear(self) -> None:
         """Delete every row of this tenant (other tenants are untouched)."""
         async with self._session() as session:
-            for table in (MESSAGES, EPISODES, FACTS, THEMES, RELATIONSHIPS, ENTITIES):
+            for table in (MESSAGES, EPISODES, FACTS, THEMES, RELATIONSHIPS, ENTITIES, WRITER_KEYS):
                 await session.execute(delete(table).where(self._mine(table)))
 
 
