@@ -227,6 +227,7 @@ class Message(_Model):
     content: Text
     timestamp: UtcDatetime = Field(default_factory=utc_now)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    embedding: Embedding = None
 
 
 class Episode(_Model):
@@ -273,6 +274,7 @@ class SemanticFact(_Model):
     access_count: int = Field(default=0, ge=0)
     last_accessed_at: UtcDatetime | None = None
     tags: Tags = Field(default_factory=list)
+    source_message_ids: list[uuid.UUID] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _window_is_ordered(self) -> SemanticFact:

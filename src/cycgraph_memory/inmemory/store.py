@@ -98,6 +98,7 @@ class InMemoryMemoryStore:
         self._entities: dict[uuid.UUID, Entity] = {}
         self._relationships: dict[uuid.UUID, Relationship] = {}
         self._episodes: dict[uuid.UUID, Episode] = {}
+        self._message_vectors: dict[uuid.UUID, list[float]] = {}
         self._facts: dict[uuid.UUID, SemanticFact] = {}
         self._themes: dict[uuid.UUID, Theme] = {}
 
@@ -230,12 +231,19 @@ class InMemoryMemoryStore:
 
     async def put_episode(self, episode: Episode) -> None:
         """Insert or replace one episode (with its messages)."""
-        record = self._prepare(Episode, episode)
-        self._episodes[record.id] = record
+        await self.put_episodes([episode])
 
     async def put_episodes(self, episodes: Iterable[Episode]) -> None:
-        """Insert or replace many episodes; nothing is written if any is invalid."""
+        """Insert or replace many episodes; nothing is written if any is invalid.
+
+        Message embeddings are kept beside the episode: episode reads return messages
+        without them (as on Postgres), :meth:`get_messages` returns them.
+        """
         for record in self._prepare_many(Episode, episodes):
+            for message in record.messages:
+                if message.embedding is not None:
+                    self._message_vectors[message.id] = message.embedding
+                    message.__dict__["embedding"] = None  # a validated copy: no re-check
             self._episodes[record.id] = record
 
     async def get_episode(self, episode_id: uuid.UUID | str) -> Episode | None:
@@ -270,6 +278,9 @@ class InMemoryMemoryStore:
             for message in episode.messages:
                 if message.id in wanted and message.id not in found:
                     found[message.id] = copy_record(message)
+                    vector = self._message_vectors.get(message.id)
+                    if vector is not None:
+                        found[message.id].__dict__["embedding"] = list(vector)
         return found
 
     async def delete_episode(self, episode_id: uuid.UUID | str) -> bool:
@@ -432,3 +443,4 @@ class InMemoryMemoryStore:
         self._episodes = {}
         self._facts = {}
         self._themes = {}
+        self._message_vectors = {}
