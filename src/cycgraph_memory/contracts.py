@@ -24,6 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from cycgraph_memory.records import (
     Entity,
+    EntityFactsFilter,
     EntityFilter,
     Episode,
     ExtractionResult,
@@ -38,6 +39,7 @@ from cycgraph_memory.records import (
     ScoredResult,
     SearchOptions,
     SemanticFact,
+    SubgraphResult,
     Theme,
 )
 
@@ -50,6 +52,8 @@ __all__ = [
     "OutcomeLedger",
     "SemanticExtractor",
     "SupportsFactStatsBatch",
+    "SupportsIdempotentFactWrites",
+    "SupportsNativeSubgraph",
     "SupportsTouchFacts",
     "ThemeClusterer",
 ]
@@ -225,6 +229,27 @@ class MemoryStore(Protocol):
         """Hard-delete a theme; True when it existed."""
         ...
 
+    # batched reads used by retrieval (one call per BFS hop, never one per entity)
+    async def get_relationships_for_entities(
+        self,
+        entity_ids: Iterable[uuid.UUID],
+        filter: RelationshipFilter | Options | None = None,
+        /,
+        **options: Any,
+    ) -> list[Relationship]:
+        """Edges touching any of the entities, each once, ordered by ``(valid_from, id)``."""
+        ...
+
+    async def get_facts_for_entities(
+        self,
+        entity_ids: Iterable[uuid.UUID],
+        filter: EntityFactsFilter | Options | None = None,
+        /,
+        **options: Any,
+    ) -> dict[uuid.UUID, list[SemanticFact]]:
+        """Facts mentioning each entity, newest first; entities without facts absent."""
+        ...
+
     # usage tracking (optional in the spec; both shipped backends implement it)
     async def touch_facts(
         self, ids: Iterable[uuid.UUID], at: datetime | None = None
@@ -250,6 +275,38 @@ class SupportsTouchFacts(Protocol):
         self, ids: Iterable[uuid.UUID], at: datetime | None = None
     ) -> None:
         """Increment ``access_count`` and set ``last_accessed_at``."""
+        ...
+
+
+@runtime_checkable
+class SupportsNativeSubgraph(Protocol):
+    """Optional store capability: the whole BFS of ``extract_subgraph`` in one query.
+
+    It must return exactly what the generic algorithm returns for the same arguments.
+    """
+
+    async def extract_subgraph_native(
+        self,
+        seed_entity_ids: Sequence[uuid.UUID],
+        *,
+        max_hops: int,
+        valid_at: datetime | None,
+        include_invalidated: bool,
+        max_entities: int,
+        relation_types: Sequence[str] | None,
+    ) -> SubgraphResult:
+        """Run the traversal natively."""
+        ...
+
+
+@runtime_checkable
+class SupportsIdempotentFactWrites(Protocol):
+    """Optional store capability used by ``memory_writer``: write facts once per key."""
+
+    async def put_facts_once(
+        self, idempotency_key: str, facts: Iterable[SemanticFact]
+    ) -> tuple[list[uuid.UUID], bool]:
+        """Return the ids stored under the key and whether this call wrote them."""
         ...
 
 

@@ -51,8 +51,12 @@ __all__ = [
     "FactStats",
     "HeldLesson",
     "ListOptions",
+    "DEFAULT_MAX_SUBGRAPH_ENTITIES",
+    "EntityFactsFilter",
     "MemoryQuery",
     "MemoryResult",
+    "RetrievalOptions",
+    "SubgraphResult",
     "Message",
     "OutcomeBaseline",
     "PaginationOptions",
@@ -580,3 +584,76 @@ class ConflictResolutionReport(_Model):
     resolved: int = 0
     skipped: int = 0
     details: list[ConflictResolutionDetail] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- retrieval (issue 8)
+
+DEFAULT_MAX_SUBGRAPH_ENTITIES = 500
+"""Hard cap on the entities one subgraph extraction visits (seeds included)."""
+
+
+class SubgraphResult(_Model):
+    """Output of ``extract_subgraph``.
+
+    Attributes:
+        entities: Every visited entity, ordered by ``(hop, id)``.
+        relationships: Every traversed relationship, ordered by ``(valid_from, id)``.
+        hops: BFS distance of each visited entity from the nearest seed (seeds are 0).
+    """
+
+    entities: list[Entity] = Field(default_factory=list)
+    relationships: list[Relationship] = Field(default_factory=list)
+    hops: dict[uuid.UUID, int] = Field(default_factory=dict)
+
+
+class EntityFactsFilter(_Model):
+    """Filter of the batched ``get_facts_for_entities`` store method.
+
+    Every condition is applied *before* the per-entity bound, so the bound never hides a
+    fact that passes the filter in favour of one that does not.
+
+    Attributes:
+        per_entity_limit: At most this many facts per entity, newest first
+            (``valid_from`` descending, then id ascending). ``None`` = all.
+        include_invalidated: Include soft-deleted facts.
+        tags: Facts carrying at least one of these tags (``None`` / ``[]``: any).
+        exclude_tags: Drop facts carrying any of these tags.
+        valid_at: Only facts valid at this instant (``[valid_from, valid_until)``).
+        changed_since: Only facts that started or ended strictly after this instant.
+    """
+
+    per_entity_limit: int | None = Field(default=None, ge=1, le=100_000)
+    include_invalidated: bool = False
+    tags: Tags | None = None
+    exclude_tags: Tags | None = None
+    valid_at: UtcDatetime | None = None
+    changed_since: UtcDatetime | None = None
+
+
+class RetrievalOptions(_Model):
+    """Tuning knobs of ``retrieve_memory`` (frozen data; copy with ``model_copy``).
+
+    Every bound the retrieval paths apply is here, none is hidden in the code.
+
+    Attributes:
+        theme_limit: Themes matched by similarity on the hierarchical path (their facts
+            are candidates; the matched themes are returned, cut to the query's ``limit``).
+        max_facts_per_theme: Facts taken from each matched theme, in the theme's
+            ``fact_ids`` order. ``None`` = all of them.
+        direct_fact_candidates: Facts fetched by the direct similarity search.
+            ``None`` = ``4 * limit`` (more than ``limit`` so temporal filters applied
+            afterwards still leave ``limit`` facts in most cases).
+        max_facts_per_entity: Facts attached per subgraph entity on the entity path.
+            ``None`` = the query's ``limit``, which is exact: no fact of the top
+            ``limit`` can be cut by it.
+        tag_page_size: Page size of the tag-listing path when temporal filters drop
+            facts after the listing. ``None`` = ``max(4 * limit, 100)``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    theme_limit: int = Field(default=3, ge=0, le=100)
+    max_facts_per_theme: int | None = Field(default=200, ge=1, le=100_000)
+    direct_fact_candidates: int | None = Field(default=None, ge=1, le=1000)
+    max_facts_per_entity: int | None = Field(default=None, ge=1, le=100_000)
+    tag_page_size: int | None = Field(default=None, ge=1, le=10_000)

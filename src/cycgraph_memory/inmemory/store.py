@@ -23,8 +23,10 @@ from cycgraph_memory.inmemory._common import (
     coerce_record,
     copy_record,
 )
+from cycgraph_memory.inmemory._lookup import StoreLookups
 from cycgraph_memory.records import (
     Entity,
+    EntityFactsFilter,
     EntityFilter,
     Episode,
     FactFilter,
@@ -36,6 +38,7 @@ from cycgraph_memory.records import (
     Theme,
     utc_now,
 )
+from cycgraph_memory.temporal import is_changed_since, is_valid_at
 
 __all__ = ["InMemoryMemoryStore"]
 
@@ -47,6 +50,7 @@ _Snapshot = tuple[
     dict[uuid.UUID, Episode],
     dict[uuid.UUID, SemanticFact],
     dict[uuid.UUID, Theme],
+    dict[str, list[uuid.UUID]],
 ]
 
 
@@ -101,6 +105,8 @@ class InMemoryMemoryStore:
         self._message_vectors: dict[uuid.UUID, list[float]] = {}
         self._facts: dict[uuid.UUID, SemanticFact] = {}
         self._themes: dict[uuid.UUID, Theme] = {}
+        self._lookups = StoreLookups()
+        self._idempotency: dict[str, list[uuid.UUID]] = {}
 
     @property
     def expected_dimensions(self) -> int | None:
@@ -181,11 +187,13 @@ class InMemoryMemoryStore:
     async def put_relationship(self, relationship: Relationship) -> None:
         """Insert or replace one relationship."""
         record = self._prepare(Relationship, relationship)
+        self._lookups.put_relationship(self._relationships.get(record.id), record)
         self._relationships[record.id] = record
 
     async def put_relationships(self, relationships: Iterable[Relationship]) -> None:
         """Insert or replace many relationships; nothing is written if any is invalid."""
         for record in self._prepare_many(Relationship, relationships):
+            self._lookups.put_relationship(self._relationships.get(record.id), record)
             self._relationships[record.id] = record
 
     async def get_relationship(self, relationship_id: uuid.UUID | str) -> Relationship | None:
@@ -216,7 +224,7 @@ class InMemoryMemoryStore:
         incoming = f.direction in ("incoming", "both")
         matches = [
             r
-            for r in self._relationships.values()
+            for r in (self._relationships[i] for i in self._lookups.relationships_of([eid]))
             if ((outgoing and r.source_id == eid) or (incoming and r.target_id == eid))
             and (f.include_invalidated or r.invalidated_by is None)
             and (f.relation_type is None or r.relation_type == f.relation_type)
@@ -225,6 +233,9 @@ class InMemoryMemoryStore:
 
     async def delete_relationship(self, relationship_id: uuid.UUID | str) -> bool:
         """Hard-delete a relationship; True when it existed."""
+        old = self._relationships.get(parse_id(relationship_id))
+        if old is not None:
+            self._lookups.drop_relationship(old)
         return self._delete(self._relationships, relationship_id)
 
     # ------------------------------------------------------------------ episodes
@@ -292,11 +303,13 @@ class InMemoryMemoryStore:
     async def put_fact(self, fact: SemanticFact) -> None:
         """Insert or replace one fact."""
         record = self._prepare(SemanticFact, fact)
+        self._lookups.put_fact(self._facts.get(record.id), record)
         self._facts[record.id] = record
 
     async def put_facts(self, facts: Iterable[SemanticFact]) -> None:
         """Insert or replace many facts; nothing is written if any is invalid."""
         for record in self._prepare_many(SemanticFact, facts):
+            self._lookups.put_fact(self._facts.get(record.id), record)
             self._facts[record.id] = record
 
     async def get_fact(self, fact_id: uuid.UUID | str) -> SemanticFact | None:
@@ -320,7 +333,7 @@ class InMemoryMemoryStore:
         unwanted = frozenset(f.exclude_tags or ())
         matches = [
             fact
-            for fact in self._facts.values()
+            for fact in self._fact_candidates(f)
             if (f.include_invalidated or fact.invalidated_by is None)
             and (f.theme_id is None or fact.theme_id == f.theme_id)
             and (f.entity_id is None or f.entity_id in fact.entity_ids)
@@ -331,6 +344,9 @@ class InMemoryMemoryStore:
 
     async def delete_fact(self, fact_id: uuid.UUID | str) -> bool:
         """Hard-delete a fact; True when it existed."""
+        old = self._facts.get(parse_id(fact_id))
+        if old is not None:
+            self._lookups.drop_fact(old)
         return self._delete(self._facts, fact_id)
 
     # ------------------------------------------------------------------ themes
@@ -390,6 +406,91 @@ class InMemoryMemoryStore:
                 update={"access_count": fact.access_count + 1, "last_accessed_at": when}
             )
 
+    # ------------------------------------------------------------------ batched retrieval
+
+    async def get_relationships_for_entities(
+        self,
+        entity_ids: Iterable[uuid.UUID | str],
+        filter: RelationshipFilter | Mapping[str, Any] | None = None,
+        /,
+        **options: Any,
+    ) -> list[Relationship]:
+        """Edges touching any of the entities (each once), ordered by ``(valid_from, id)``.
+
+        The batched form of :meth:`get_relationships_for_entity` (one call per BFS hop);
+        ``direction`` is relative to the given entities.
+        """
+        wanted = set(parse_ids(entity_ids))
+        f = coerce_options(RelationshipFilter, filter, options)
+        outgoing = f.direction in ("outgoing", "both")
+        incoming = f.direction in ("incoming", "both")
+        matches = [
+            r
+            for r in (self._relationships[i] for i in self._lookups.relationships_of(wanted))
+            if ((outgoing and r.source_id in wanted) or (incoming and r.target_id in wanted))
+            and (f.include_invalidated or r.invalidated_by is None)
+            and (f.relation_type is None or r.relation_type == f.relation_type)
+        ]
+        return _page(matches, _relationship_key, f.offset, f.limit)
+
+    async def get_facts_for_entities(
+        self,
+        entity_ids: Iterable[uuid.UUID | str],
+        filter: EntityFactsFilter | Mapping[str, Any] | None = None,
+        /,
+        **options: Any,
+    ) -> dict[uuid.UUID, list[SemanticFact]]:
+        """Facts mentioning each entity, newest first (``valid_from`` desc, then id).
+
+        Every filter condition applies before ``per_entity_limit``. Entities without a
+        matching fact are absent; a fact mentioning two of the entities appears under both.
+        """
+        f = coerce_options(EntityFactsFilter, filter, options)
+        wanted = frozenset(f.tags or ())
+        unwanted = frozenset(f.exclude_tags or ())
+        out: dict[uuid.UUID, list[SemanticFact]] = {}
+        for eid in parse_ids(entity_ids):
+            facts = [
+                fact
+                for fact in (self._facts[i] for i in self._lookups.facts_of_entity(eid))
+                if (f.include_invalidated or fact.invalidated_by is None)
+                and (not wanted or not wanted.isdisjoint(fact.tags))
+                and (not unwanted or unwanted.isdisjoint(fact.tags))
+                and (f.valid_at is None or is_valid_at(fact, f.valid_at))
+                and (f.changed_since is None or is_changed_since(fact, f.changed_since))
+            ]
+            if not facts:
+                continue
+            facts.sort(key=lambda x: str(x.id))
+            facts.sort(key=lambda x: x.valid_from, reverse=True)
+            out[eid] = [copy_record(x) for x in facts[: f.per_entity_limit]]
+        return out
+
+    # ------------------------------------------------------------------ idempotent writes
+
+    async def put_facts_once(
+        self, idempotency_key: str, facts: Iterable[SemanticFact]
+    ) -> tuple[list[uuid.UUID], bool]:
+        """Write ``facts`` unless ``idempotency_key`` was already used.
+
+        Returns the fact ids recorded under the key and whether this call wrote them. A
+        repeated key writes nothing and returns the ids of the first write. The key and
+        the facts land together (a rolled-back transaction forgets both).
+        """
+        if not isinstance(idempotency_key, str) or not idempotency_key:
+            raise InvalidInputError("idempotency_key must be a non-empty string")
+        records = self._prepare_many(SemanticFact, facts)
+        done = self._idempotency.get(idempotency_key)
+        if done is not None:
+            return list(done), False
+        # No await between the check and the writes: atomic on the event loop.
+        for record in records:
+            self._lookups.put_fact(self._facts.get(record.id), record)
+            self._facts[record.id] = record
+        ids = list(dict.fromkeys(r.id for r in records))
+        self._idempotency[idempotency_key] = ids
+        return list(ids), True
+
     # ------------------------------------------------------------------ lifecycle
 
     def transaction(self) -> AbstractAsyncContextManager[None]:
@@ -417,6 +518,20 @@ class InMemoryMemoryStore:
             self._restore(snapshot)
             raise
 
+    def _fact_candidates(self, f: FactFilter) -> Iterable[SemanticFact]:
+        # The narrowest inverted index instead of a full scan; find_facts re-checks all.
+        if f.entity_id is not None:
+            ids: set[uuid.UUID] | None = self._lookups.facts_of_entity(f.entity_id)
+        elif f.theme_id is not None:
+            ids = self._lookups.facts_of_theme(f.theme_id)
+        elif f.tags:
+            ids = self._lookups.facts_with_tags(f.tags)
+        else:
+            ids = None
+        if ids is None:
+            return self._facts.values()
+        return [self._facts[i] for i in ids]
+
     def _snapshot(self) -> _Snapshot:
         # Shallow copies suffice: stored records are replaced, never mutated in place.
         return (
@@ -425,6 +540,7 @@ class InMemoryMemoryStore:
             dict(self._episodes),
             dict(self._facts),
             dict(self._themes),
+            dict(self._idempotency),
         )
 
     def _restore(self, snapshot: _Snapshot) -> None:
@@ -434,7 +550,9 @@ class InMemoryMemoryStore:
             self._episodes,
             self._facts,
             self._themes,
+            self._idempotency,
         ) = snapshot
+        self._lookups.rebuild(self._relationships, self._facts)
 
     async def clear(self) -> None:
         """Remove every record."""
@@ -444,3 +562,5 @@ class InMemoryMemoryStore:
         self._facts = {}
         self._themes = {}
         self._message_vectors = {}
+        self._lookups.rebuild(self._relationships, self._facts)
+        self._idempotency = {}

@@ -56,6 +56,7 @@ __all__ = [
     "SchemaMetadataRow",
     "TEXT_SEARCH_CONFIG",
     "ThemeRow",
+    "WriterKeyRow",
 ]
 
 NAMING_CONVENTION: dict[str, str] = {
@@ -295,3 +296,18 @@ class ThemeRow(Base):
     provenance: Mapped[dict[str, Any]] = mapped_column(JSONB)
     created_at: Mapped[datetime] = mapped_column(_TZ)
     invalidated_at: Mapped[datetime | None] = mapped_column(_TZ)
+
+
+class WriterKeyRow(Base):
+    """One idempotent ``memory_writer`` call: its key and the fact ids it wrote.
+
+    The primary key ``(tenant_id, idempotency_key)`` is what makes a repeated or a
+    concurrent write with the same key store its facts once.
+    """
+
+    __tablename__ = "writer_keys"
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    idempotency_key: Mapped[str] = mapped_column(Text, primary_key=True)
+    fact_ids: Mapped[list[uuid.UUID]] = mapped_column(_UUID_ARRAY)
+    created_at: Mapped[datetime] = mapped_column(_TZ)

@@ -39,6 +39,7 @@ from cycgraph_memory.postgres._base import (
     parse_ids,
 )
 from cycgraph_memory.postgres._errors import translate_errors
+from cycgraph_memory.postgres.retrieval import RetrievalQueries
 from cycgraph_memory.postgres.schema import (
     EntityRow,
     EpisodeRow,
@@ -135,7 +136,7 @@ def episode_from_result(row: Mapping[str, Any]) -> Episode:
     return convert.episode_from_rows(row, row["messages"] or [])
 
 
-class PostgresMemoryStore(PostgresBackend):
+class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
     """``MemoryStore`` on Postgres + pgvector, scoped to one tenant.
 
     Args:

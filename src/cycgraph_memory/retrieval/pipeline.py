@@ -1,0 +1,261 @@
+"""Pure stages of ``retrieve_memory``: filters, scoring, merging, ranking and cuts.
+
+Backends hand the retrieval paths candidate lists (theme facts, a direct kNN, subgraph
+facts); everything that decides *which* records a query returns and in *what order* is a
+pure function here, tested without a database. No function does I/O.
+
+Ranking rules (all ties broken by id as a UUID string, so every order is total):
+
+* hierarchical facts: cosine similarity to the query, best first, computed here for
+  every candidate whichever way it was reached (theme or direct search), so a fact
+  reached through a theme can never push out a better direct match;
+* subgraph facts: rank of the nearest entity they mention (BFS hop, then id), then
+  newest first;
+* relationships: nearest endpoint hop, then ``(valid_from, id)``;
+* themes: similarity; episodes and entities: the rank of the best fact that cites them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TypeVar
+
+import numpy as np
+
+from cycgraph_memory.records import (
+    QUARANTINE_TAG,
+    Entity,
+    MemoryQuery,
+    Relationship,
+    SemanticFact,
+    Theme,
+)
+from cycgraph_memory.temporal import is_changed_since, is_valid_at
+
+__all__ = [
+    "FactScope",
+    "by_citation",
+    "cosine_scores",
+    "cut",
+    "entity_is_live",
+    "filter_entities",
+    "filter_relationships",
+    "merge_unique",
+    "ordered_ids",
+    "rank_by_similarity",
+    "rank_relationships",
+    "rank_subgraph_facts",
+    "rank_themes",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class FactScope:
+    """The fact-level conditions a query imposes on every path.
+
+    Attributes:
+        tags: Keep facts carrying at least one of these (empty: no restriction).
+        exclude_tags: Drop facts carrying any of these (``quarantined`` unless the
+            query's tags name it: the audit path).
+        include_invalidated: Keep soft-deleted facts.
+        valid_at: Keep facts valid at this instant.
+        changed_since: Keep facts that started or ended strictly after this instant.
+    """
+
+    tags: frozenset[str]
+    exclude_tags: frozenset[str]
+    include_invalidated: bool
+    valid_at: datetime | None
+    changed_since: datetime | None
+
+    @classmethod
+    def for_query(cls, query: MemoryQuery) -> FactScope:
+        """Derive the scope of a validated query."""
+        tags = frozenset(query.tags)
+        exclude = frozenset() if QUARANTINE_TAG in tags else frozenset({QUARANTINE_TAG})
+        return cls(
+            tags=tags,
+            exclude_tags=exclude,
+            include_invalidated=query.include_invalidated,
+            valid_at=query.valid_at,
+            changed_since=query.changed_since,
+        )
+
+    @property
+    def temporal(self) -> bool:
+        """Whether a temporal condition is set (backends cannot always push it down)."""
+        return self.valid_at is not None or self.changed_since is not None
+
+    def admits(self, fact: SemanticFact) -> bool:
+        """Whether the fact passes every condition."""
+        if not self.include_invalidated and fact.invalidated_by is not None:
+            return False
+        if self.tags and self.tags.isdisjoint(fact.tags):
+            return False
+        if self.exclude_tags and not self.exclude_tags.isdisjoint(fact.tags):
+            return False
+        if self.valid_at is not None and not is_valid_at(fact, self.valid_at):
+            return False
+        return self.changed_since is None or is_changed_since(fact, self.changed_since)
+
+    def apply(self, facts: Iterable[SemanticFact]) -> list[SemanticFact]:
+        """Keep the admitted facts, in input order."""
+        return [f for f in facts if self.admits(f)]
+
+
+def merge_unique(*lists: Iterable[T], key: str = "id") -> list[T]:
+    """Concatenate lists keeping the first occurrence of each id."""
+    seen: set[object] = set()
+    out: list[T] = []
+    for items in lists:
+        for item in items:
+            k = getattr(item, key)
+            if k not in seen:
+                seen.add(k)
+                out.append(item)
+    return out
+
+
+def cosine_scores(
+    embeddings: Sequence[Sequence[float] | None], query: Sequence[float]
+) -> list[float]:
+    """Cosine similarity of each embedding to ``query`` (float64).
+
+    A missing embedding, a zero vector or one whose length differs from the query's
+    scores 0.0 (it cannot be compared, so it never clears a positive threshold).
+    """
+    q = np.asarray(query, dtype=np.float64)
+    qn = float(np.linalg.norm(q))
+    scores = [0.0] * len(embeddings)
+    rows = [
+        i for i, e in enumerate(embeddings) if e is not None and len(e) == q.shape[0]
+    ]
+    if not rows or qn == 0.0:
+        return scores
+    m = np.asarray([embeddings[i] for i in rows], dtype=np.float64)
+    norms = np.linalg.norm(m, axis=1)
+    dots = m @ q
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sims = np.where(norms > 0.0, dots / (norms * qn), 0.0)
+    for i, s in zip(rows, sims.tolist(), strict=True):
+        scores[i] = min(1.0, max(-1.0, float(s)))
+    return scores
+
+
+def rank_by_similarity(
+    facts: Sequence[SemanticFact], query: Sequence[float], min_similarity: float
+) -> list[tuple[SemanticFact, float]]:
+    """Score every fact against the query, drop those below ``min_similarity``, sort.
+
+    The order is similarity descending, then id: the full merged list is ranked before
+    any ``limit`` cut.
+    """
+    scores = cosine_scores([f.embedding for f in facts], query)
+    kept = [(f, s) for f, s in zip(facts, scores, strict=True) if s >= min_similarity]
+    kept.sort(key=lambda fs: (-fs[1], str(fs[0].id)))
+    return kept
+
+
+def rank_themes(
+    themes: Sequence[Theme], query: Sequence[float], min_similarity: float
+) -> list[Theme]:
+    """Live themes by similarity (then id), those below ``min_similarity`` dropped."""
+    scores = cosine_scores([t.embedding for t in themes], query)
+    kept = [(t, s) for t, s in zip(themes, scores, strict=True) if s >= min_similarity]
+    kept.sort(key=lambda ts: (-ts[1], str(ts[0].id)))
+    return [t for t, _ in kept]
+
+
+def cut(items: Sequence[T], limit: int) -> list[T]:
+    """The first ``limit`` items."""
+    return list(items[:limit])
+
+
+def ordered_ids(groups: Iterable[Iterable[uuid.UUID]]) -> list[uuid.UUID]:
+    """Flatten id lists keeping first occurrences (rank order of the citing records)."""
+    return list(dict.fromkeys(i for group in groups for i in group))
+
+
+def entity_is_live(entity: Entity) -> bool:
+    """Neither invalidated nor superseded by a merge."""
+    return entity.invalidated_at is None and entity.superseded_by is None
+
+
+def filter_entities(
+    entities: Iterable[Entity],
+    *,
+    include_invalidated: bool,
+    entity_types: Sequence[str] | None,
+) -> list[Entity]:
+    """Drop invalidated/superseded entities (unless asked) and those of other types."""
+    types = None if entity_types is None else frozenset(entity_types)
+    return [
+        e
+        for e in entities
+        if (include_invalidated or entity_is_live(e))
+        and (types is None or e.entity_type in types)
+    ]
+
+
+def filter_relationships(
+    relationships: Iterable[Relationship],
+    *,
+    include_invalidated: bool,
+    valid_at: datetime | None,
+    changed_since: datetime | None,
+    relation_types: Sequence[str] | None,
+) -> list[Relationship]:
+    """Temporal, soft-delete and type filters on relationships, in input order."""
+    types = None if relation_types is None else frozenset(relation_types)
+    return [
+        r
+        for r in relationships
+        if (include_invalidated or r.invalidated_by is None)
+        and (valid_at is None or is_valid_at(r, valid_at))
+        and (changed_since is None or is_changed_since(r, changed_since))
+        and (types is None or r.relation_type in types)
+    ]
+
+
+def rank_relationships(
+    relationships: Iterable[Relationship], hops: Mapping[uuid.UUID, int]
+) -> list[Relationship]:
+    """Order by the nearest endpoint's hop (unknown endpoints last), then ``(valid_from, id)``."""
+    far = len(hops) + 1_000_000
+
+    def key(r: Relationship) -> tuple[int, datetime, str]:
+        near = min(hops.get(r.source_id, far), hops.get(r.target_id, far))
+        return (near, r.valid_from, str(r.id))
+
+    return sorted(relationships, key=key)
+
+
+def rank_subgraph_facts(
+    facts_by_entity: Mapping[uuid.UUID, Sequence[SemanticFact]],
+    entity_order: Sequence[uuid.UUID],
+) -> list[SemanticFact]:
+    """Facts of ranked entities: nearest cited entity first, then newest, then id."""
+    rank = {eid: i for i, eid in enumerate(entity_order)}
+    best: dict[uuid.UUID, tuple[int, SemanticFact]] = {}
+    for eid, facts in facts_by_entity.items():
+        r = rank.get(eid)
+        if r is None:
+            continue
+        for fact in facts:
+            held = best.get(fact.id)
+            if held is None or r < held[0]:
+                best[fact.id] = (r, fact)
+    ordered = sorted(best.values(), key=lambda rf: str(rf[1].id))
+    ordered.sort(key=lambda rf: rf[1].valid_from, reverse=True)
+    ordered.sort(key=lambda rf: rf[0])
+    return [f for _, f in ordered]
+
+
+def by_citation(records: Mapping[uuid.UUID, T], cited: Sequence[uuid.UUID]) -> list[T]:
+    """Records in the order their ids were first cited (missing ids skipped)."""
+    return [records[i] for i in cited if i in records]

@@ -1,0 +1,332 @@
+"""``retrieve_memory``: the single read entry point, dispatching on the query's shape.
+
+Strategy, checked in this order (the spec's):
+
+1. ``entity_ids`` -> subgraph path: :func:`extract_subgraph`, then the facts mentioning
+   the visited entities, their themes and episodes;
+2. ``embedding`` (or ``text`` embedded with the given ``EmbeddingProvider``) ->
+   hierarchical path: themes by similarity -> their facts, plus a direct fact search ->
+   fact filters -> one similarity ranking -> ``limit`` -> episodes, entities and
+   relationships of the served facts;
+3. ``tags`` only -> tag listing (facts only, store order ``(valid_from, id)``);
+4. otherwise an empty result.
+
+Every path applies the query's tag scope, ``valid_at`` / ``changed_since``,
+``include_invalidated``, ``entity_types`` / ``relation_types`` and ``limit`` (per record
+type); quarantined facts are excluded unless the query's tags name ``quarantined``; the
+served facts are touched with one batched ``touch_facts`` call when the store has it
+(the returned facts show the counters as read, before that touch).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from cycgraph_memory.contracts import EmbeddingProvider, MemoryIndex, MemoryStore
+from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.records import (
+    DEFAULT_MAX_SUBGRAPH_ENTITIES,
+    Entity,
+    Episode,
+    MemoryQuery,
+    MemoryResult,
+    Relationship,
+    RetrievalOptions,
+    SemanticFact,
+    Theme,
+)
+from cycgraph_memory.retrieval.pipeline import (
+    FactScope,
+    by_citation,
+    cut,
+    filter_entities,
+    filter_relationships,
+    merge_unique,
+    ordered_ids,
+    rank_by_similarity,
+    rank_relationships,
+    rank_subgraph_facts,
+    rank_themes,
+)
+from cycgraph_memory.retrieval.subgraph import extract_subgraph
+
+__all__ = ["DEFAULT_RETRIEVAL_OPTIONS", "coerce_query", "retrieve_memory"]
+
+_log = logging.getLogger(__name__)
+
+DEFAULT_RETRIEVAL_OPTIONS = RetrievalOptions()
+"""The default tuning (frozen; derive variants with ``model_copy(update=...)``)."""
+
+
+def coerce_query(query: MemoryQuery | Mapping[str, Any]) -> MemoryQuery:
+    """Validate a query given as a model or a plain dict (before any I/O).
+
+    Raises:
+        pydantic.ValidationError: Out-of-range ``limit`` (1-100), ``max_hops`` (0-5),
+            ``min_similarity`` (0-1), unknown keys, malformed values.
+        TypeError: Neither a ``MemoryQuery`` nor a mapping.
+    """
+    if isinstance(query, MemoryQuery):
+        # Re-validate: a model built with model_construct or mutated unsafely is checked too.
+        return MemoryQuery.model_validate(query.model_dump())
+    if isinstance(query, Mapping):
+        return MemoryQuery.model_validate(dict(query))
+    raise TypeError(f"expected a MemoryQuery or a mapping, got {type(query).__name__}")
+
+
+def _coerce_options(options: RetrievalOptions | Mapping[str, Any] | None) -> RetrievalOptions:
+    if options is None:
+        return DEFAULT_RETRIEVAL_OPTIONS
+    if isinstance(options, RetrievalOptions):
+        return options
+    if isinstance(options, Mapping):
+        return RetrievalOptions.model_validate(dict(options))
+    raise TypeError(f"expected RetrievalOptions or a mapping, got {type(options).__name__}")
+
+
+async def retrieve_memory(
+    store: MemoryStore,
+    index: MemoryIndex,
+    query: MemoryQuery | Mapping[str, Any],
+    *,
+    embedder: EmbeddingProvider | None = None,
+    options: RetrievalOptions | Mapping[str, Any] | None = None,
+) -> MemoryResult:
+    """Retrieve memory for one query (strategy by query shape; see the module docstring).
+
+    Args:
+        store: The ``MemoryStore`` to read.
+        index: The ``MemoryIndex`` over the same records (hierarchical path).
+        query: A :class:`MemoryQuery` or a dict with the same keys.
+        embedder: Embeds ``text`` when the query carries text but no embedding.
+        options: Bounds of the paths (:class:`RetrievalOptions`); defaults documented
+            there.
+
+    Returns:
+        Themes, facts, episodes, entities and relationships, each at most ``limit`` long
+        and deterministically ordered.
+
+    Raises:
+        pydantic.ValidationError: An invalid query or options (nothing was read).
+        InvalidInputError: ``text`` without ``embedding`` and without an ``embedder``,
+            or an embedder that returned no vector.
+        EmbeddingDimensionMismatchError: The query vector does not fit the index.
+    """
+    q = coerce_query(query)
+    opts = _coerce_options(options)
+    if q.entity_ids:
+        return await _subgraph_path(store, q, opts)
+    if q.embedding is None and q.text is not None:
+        if embedder is None:
+            raise InvalidInputError(
+                "query has text but no embedding: pass embedder=... to retrieve_memory "
+                "(or give the query an embedding)"
+            )
+        q = await _embed_query(q, embedder)
+    if q.embedding is not None:
+        return await _hierarchical_path(store, index, q, opts)
+    if q.tags:
+        return await _tag_path(store, q, opts)
+    return MemoryResult()
+
+
+async def _embed_query(q: MemoryQuery, embedder: EmbeddingProvider) -> MemoryQuery:
+    assert q.text is not None
+    vectors = await embedder.embed([q.text])
+    if len(vectors) != 1:
+        raise InvalidInputError(f"embedder returned {len(vectors)} vectors for one text")
+    try:
+        return q.model_copy(update={"embedding": MemoryQuery(embedding=vectors[0]).embedding})
+    except ValidationError as exc:
+        raise InvalidInputError(f"embedder returned an invalid vector: {exc}") from exc
+
+
+async def _touch(store: MemoryStore, facts: Sequence[SemanticFact]) -> None:
+    touch = getattr(store, "touch_facts", None)
+    if touch is not None and facts:
+        await touch([f.id for f in facts])
+
+
+# ----------------------------------------------------------------------------- paths
+
+
+async def _hierarchical_path(
+    store: MemoryStore, index: MemoryIndex, q: MemoryQuery, opts: RetrievalOptions
+) -> MemoryResult:
+    assert q.embedding is not None
+    vector = q.embedding
+    scope = FactScope.for_query(q)
+    # Themes by similarity -> the facts they list.
+    themes: list[Theme] = []
+    if opts.theme_limit:
+        hits = await index.search_themes(
+            vector,
+            limit=opts.theme_limit,
+            min_similarity=q.min_similarity,
+            include_invalidated=q.include_invalidated,
+        )
+        themes = rank_themes([h.item for h in hits], vector, q.min_similarity)
+    per_theme = opts.max_facts_per_theme
+    theme_fact_ids = ordered_ids(t.fact_ids[:per_theme] for t in themes)
+    # A direct fact search for coverage (tag scope pushed into the index).
+    direct = await index.search_facts(
+        vector,
+        limit=opts.direct_fact_candidates or min(1000, 4 * q.limit),
+        min_similarity=q.min_similarity,
+        include_invalidated=q.include_invalidated,
+        tags=sorted(scope.tags) or None,
+        exclude_tags=sorted(scope.exclude_tags) or None,
+    )
+    theme_facts = await store.get_facts(theme_fact_ids) if theme_fact_ids else {}
+    candidates = merge_unique(
+        [h.item for h in direct], by_citation(theme_facts, theme_fact_ids)
+    )
+    # One similarity ranking over every candidate, then the cut.
+    ranked = rank_by_similarity(scope.apply(candidates), vector, q.min_similarity)
+    facts = cut([f for f, _ in ranked], q.limit)
+    result = await _expand(store, q, facts, themes=cut(themes, q.limit))
+    await _touch(store, facts)
+    return result
+
+
+async def _expand(
+    store: MemoryStore,
+    q: MemoryQuery,
+    facts: list[SemanticFact],
+    *,
+    themes: list[Theme],
+) -> MemoryResult:
+    """Episodes, entities and relationships of the served facts (hierarchical path)."""
+    episodes = await _episodes_of(store, q, facts)
+    entity_ids = ordered_ids(f.entity_ids for f in facts)
+    found = await store.get_entities(entity_ids) if entity_ids else {}
+    entities = filter_entities(
+        by_citation(found, entity_ids),
+        include_invalidated=q.include_invalidated,
+        entity_types=q.entity_types,
+    )
+    relationships: list[Relationship] = []
+    if entities:
+        ids = [e.id for e in entities]
+        fetched = await store.get_relationships_for_entities(
+            ids, include_invalidated=q.include_invalidated
+        )
+        rank = dict.fromkeys(ids, 0)
+        relationships = rank_relationships(
+            filter_relationships(
+                fetched,
+                include_invalidated=q.include_invalidated,
+                valid_at=q.valid_at,
+                changed_since=q.changed_since,
+                relation_types=q.relation_types,
+            ),
+            rank,
+        )
+    return MemoryResult(
+        themes=themes,
+        facts=facts,
+        episodes=episodes,
+        entities=cut(entities, q.limit),
+        relationships=cut(relationships, q.limit),
+    )
+
+
+async def _episodes_of(
+    store: MemoryStore, q: MemoryQuery, facts: Sequence[SemanticFact]
+) -> list[Episode]:
+    episode_ids = ordered_ids(f.source_episode_ids for f in facts)
+    if not episode_ids:
+        return []
+    found = await store.get_episodes(episode_ids)
+    episodes = [
+        e
+        for e in by_citation(found, episode_ids)
+        if q.include_invalidated or e.invalidated_at is None
+    ]
+    return cut(episodes, q.limit)
+
+
+async def _subgraph_path(
+    store: MemoryStore, q: MemoryQuery, opts: RetrievalOptions
+) -> MemoryResult:
+    assert q.entity_ids
+    sub = await extract_subgraph(
+        store,
+        q.entity_ids,
+        max_hops=q.max_hops,
+        valid_at=q.valid_at,
+        include_invalidated=q.include_invalidated,
+        max_entities=DEFAULT_MAX_SUBGRAPH_ENTITIES,
+        relation_types=q.relation_types,
+    )
+    entities: list[Entity] = filter_entities(
+        sub.entities, include_invalidated=q.include_invalidated, entity_types=q.entity_types
+    )
+    scope = FactScope.for_query(q)
+    facts: list[SemanticFact] = []
+    if entities:
+        order = [e.id for e in entities]
+        by_entity = await store.get_facts_for_entities(
+            order,
+            per_entity_limit=opts.max_facts_per_entity or q.limit,
+            include_invalidated=scope.include_invalidated,
+            tags=sorted(scope.tags) or None,
+            exclude_tags=sorted(scope.exclude_tags) or None,
+            valid_at=scope.valid_at,
+            changed_since=scope.changed_since,
+        )
+        facts = cut(scope.apply(rank_subgraph_facts(by_entity, order)), q.limit)
+    relationships = rank_relationships(
+        filter_relationships(
+            sub.relationships,
+            include_invalidated=q.include_invalidated,
+            valid_at=q.valid_at,
+            changed_since=q.changed_since,
+            relation_types=q.relation_types,
+        ),
+        sub.hops,
+    )
+    theme_ids = ordered_ids([f.theme_id] for f in facts if f.theme_id is not None)
+    found_themes = await store.get_themes(theme_ids) if theme_ids else {}
+    themes = [
+        t
+        for t in by_citation(found_themes, theme_ids)
+        if q.include_invalidated or t.invalidated_at is None
+    ]
+    episodes = await _episodes_of(store, q, facts)
+    await _touch(store, facts)
+    return MemoryResult(
+        themes=cut(themes, q.limit),
+        facts=facts,
+        episodes=episodes,
+        entities=cut(entities, q.limit),
+        relationships=cut(relationships, q.limit),
+    )
+
+
+async def _tag_path(store: MemoryStore, q: MemoryQuery, opts: RetrievalOptions) -> MemoryResult:
+    scope = FactScope.for_query(q)
+    page = q.limit
+    if scope.temporal:
+        page = opts.tag_page_size or max(4 * q.limit, 100)
+    facts: list[SemanticFact] = []
+    offset = 0
+    while len(facts) < q.limit:
+        batch = await store.find_facts(
+            tags=sorted(scope.tags),
+            exclude_tags=sorted(scope.exclude_tags) or None,
+            include_invalidated=q.include_invalidated,
+            limit=page,
+            offset=offset,
+        )
+        facts.extend(scope.apply(batch))
+        if len(batch) < page:
+            break
+        offset += page
+    facts = cut(facts, q.limit)
+    await _touch(store, facts)
+    return MemoryResult(facts=facts)

@@ -1,0 +1,185 @@
+"""``extract_subgraph``: breadth-first traversal of the knowledge graph from seed entities.
+
+The generic algorithm is written against the store contract and makes one batched
+``get_relationships_for_entities`` call and one ``get_entities`` call per hop (never one
+call per entity). A store that offers ``extract_subgraph_native`` (the Postgres store:
+one recursive CTE) is used instead; it returns exactly the same subgraph.
+
+Traversal rules (the native path implements the same):
+
+1. Seeds are de-duplicated; missing seeds are dropped, and so are invalidated or
+   superseded ones unless ``include_invalidated``. If more than ``max_entities`` remain,
+   the first ``max_entities`` by id are kept. Seeds are at hop 0.
+2. At hop ``h`` (1..``max_hops``) the edges touching the previous hop's entities (the
+   frontier) are fetched; edges that are soft-deleted (unless ``include_invalidated``),
+   not valid at ``valid_at`` or of a type outside ``relation_types`` are ignored.
+3. Their endpoints not yet visited are candidates; candidates that do not exist or are
+   invalidated/superseded (unless asked) are skipped; the rest are admitted in id order
+   while fewer than ``max_entities`` entities are visited. Admitted entities are at hop
+   ``h`` and form the next frontier.
+4. A fetched edge is returned when both its endpoints are visited.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
+from cycgraph_memory._ids import parse_ids
+from cycgraph_memory.contracts import MemoryStore
+from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.records import (
+    DEFAULT_MAX_SUBGRAPH_ENTITIES,
+    Entity,
+    Relationship,
+    SubgraphResult,
+)
+from cycgraph_memory.retrieval.pipeline import entity_is_live, filter_relationships
+
+__all__ = ["DEFAULT_MAX_SUBGRAPH_ENTITIES", "MAX_SUBGRAPH_HOPS", "extract_subgraph"]
+
+MAX_SUBGRAPH_HOPS = 5
+"""Largest ``max_hops`` accepted (the spec's 0-5 range)."""
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise InvalidInputError(f"valid_at must be a datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def _check(max_hops: object, max_entities: object) -> None:
+    if not isinstance(max_hops, int) or isinstance(max_hops, bool):
+        raise InvalidInputError(f"max_hops must be an int, got {max_hops!r}")
+    if not 0 <= max_hops <= MAX_SUBGRAPH_HOPS:
+        raise InvalidInputError(f"max_hops must be in 0..{MAX_SUBGRAPH_HOPS}, got {max_hops}")
+    if not isinstance(max_entities, int) or isinstance(max_entities, bool) or max_entities < 1:
+        raise InvalidInputError(f"max_entities must be a positive int, got {max_entities!r}")
+
+
+def _id_key(i: uuid.UUID) -> str:
+    return str(i)
+
+
+def sort_subgraph(
+    entities: Iterable[Entity],
+    relationships: Iterable[Relationship],
+    hops: dict[uuid.UUID, int],
+) -> SubgraphResult:
+    """Build a :class:`SubgraphResult` in its canonical order."""
+    ents = sorted(entities, key=lambda e: (hops[e.id], str(e.id)))
+    rels = sorted(relationships, key=lambda r: (r.valid_from, str(r.id)))
+    return SubgraphResult(entities=ents, relationships=rels, hops=hops)
+
+
+async def extract_subgraph(
+    store: MemoryStore,
+    seed_entity_ids: Iterable[uuid.UUID | str],
+    *,
+    max_hops: int = 2,
+    valid_at: datetime | None = None,
+    include_invalidated: bool = False,
+    max_entities: int = DEFAULT_MAX_SUBGRAPH_ENTITIES,
+    relation_types: Sequence[str] | None = None,
+    native: bool = True,
+) -> SubgraphResult:
+    """Breadth-first subgraph around seed entities (rules in the module docstring).
+
+    Args:
+        store: Any ``MemoryStore``.
+        seed_entity_ids: Entity ids to start from (UUIDs or their strings).
+        max_hops: Maximum BFS hops from the seeds (0-5; 0 returns the seeds only).
+        valid_at: Only traverse relationships valid at this instant (naive = UTC).
+        include_invalidated: Also traverse soft-deleted relationships and visit
+            invalidated or superseded entities.
+        max_entities: Hard cap on visited entities, seeds included
+            (:data:`DEFAULT_MAX_SUBGRAPH_ENTITIES` = 500).
+        relation_types: Only traverse relationships of these types (``None`` = all).
+        native: Use the store's ``extract_subgraph_native`` when it has one (one round
+            trip); ``False`` forces the generic per-hop algorithm.
+
+    Returns:
+        Visited entities ordered by ``(hop, id)``, traversed relationships ordered by
+        ``(valid_from, id)`` and each entity's hop.
+
+    Raises:
+        InvalidInputError: ``max_hops`` outside 0-5, ``max_entities`` < 1, a malformed id.
+    """
+    _check(max_hops, max_entities)
+    seeds = parse_ids(seed_entity_ids)
+    types = None if relation_types is None else [str(t) for t in relation_types]
+    at = _utc(valid_at)
+    if not seeds:
+        return SubgraphResult()
+    native_fn = getattr(store, "extract_subgraph_native", None) if native else None
+    if native_fn is not None:
+        result: SubgraphResult = await native_fn(
+            seeds,
+            max_hops=max_hops,
+            valid_at=at,
+            include_invalidated=include_invalidated,
+            max_entities=max_entities,
+            relation_types=types,
+        )
+        return result
+    return await _bfs(store, seeds, max_hops, at, include_invalidated, max_entities, types)
+
+
+async def _bfs(
+    store: MemoryStore,
+    seeds: list[uuid.UUID],
+    max_hops: int,
+    valid_at: datetime | None,
+    include_invalidated: bool,
+    max_entities: int,
+    relation_types: Sequence[str] | None,
+) -> SubgraphResult:
+    found = await store.get_entities(seeds)
+    admitted = sorted(
+        (i for i in seeds if i in found and (include_invalidated or entity_is_live(found[i]))),
+        key=_id_key,
+    )[:max_entities]
+    entities: dict[uuid.UUID, Entity] = {i: found[i] for i in admitted}
+    hops: dict[uuid.UUID, int] = dict.fromkeys(admitted, 0)
+    edges: dict[uuid.UUID, Relationship] = {}
+    frontier = admitted
+    for hop in range(1, max_hops + 1):
+        if not frontier:
+            break
+        fetched = await store.get_relationships_for_entities(
+            frontier, include_invalidated=include_invalidated
+        )
+        rels = filter_relationships(
+            fetched,
+            include_invalidated=include_invalidated,
+            valid_at=valid_at,
+            changed_since=None,
+            relation_types=relation_types,
+        )
+        candidates = sorted(
+            {i for r in rels for i in (r.source_id, r.target_id) if i not in hops},
+            key=_id_key,
+        )
+        next_frontier: list[uuid.UUID] = []
+        if candidates and len(hops) < max_entities:
+            got = await store.get_entities(candidates)
+            room = max_entities - len(hops)
+            for i in candidates:
+                if len(next_frontier) >= room:
+                    break
+                e = got.get(i)
+                if e is not None and (include_invalidated or entity_is_live(e)):
+                    next_frontier.append(i)
+                    entities[i] = e
+            for i in next_frontier:
+                hops[i] = hop
+        for r in rels:
+            if r.source_id in hops and r.target_id in hops:
+                edges[r.id] = r
+        frontier = next_frontier
+    return sort_subgraph(entities.values(), edges.values(), hops)
