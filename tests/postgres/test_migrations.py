@@ -21,7 +21,7 @@ from ._records import fact
 pytestmark = pytest.mark.postgres
 
 TABLES = {"entities", "relationships", "episodes", "episode_messages", "facts", "themes",
-          "schema_metadata"}
+          "schema_metadata", "writer_keys"}
 
 
 async def _tables(engine: Any) -> set[str]:
@@ -50,7 +50,7 @@ async def test_upgrade_downgrade_reupgrade(pg_databases: Any) -> None:
     try:
         assert await current_revision(engine) is None
         await upgrade(engine, embedding_dim=16)
-        assert await current_revision(engine) == "0001"
+        assert await current_revision(engine) == "0004"
         assert await _tables(engine) == TABLES
         assert (await _meta(engine))["embedding_dim"] == "16"
         async with engine.connect() as conn:
@@ -193,7 +193,7 @@ def test_alembic_cli_uses_env_dsn(pg_server_dsn: str, tmp_path: Any) -> None:
                        check=True, env=env, capture_output=True, cwd=tmp_path)
         out = subprocess.run([*alembic, "-x", f"dsn={dsn}", "current"], check=True,
                              capture_output=True, text=True, env=os.environ, cwd=tmp_path)
-        assert "0001" in out.stdout
+        assert "0004" in out.stdout
         subprocess.run([*alembic, "-x", f"dsn={dsn}", "check"], check=True,
                        capture_output=True, cwd=tmp_path)
         subprocess.run([*alembic, "downgrade", "base"], check=True, env=env,
@@ -226,7 +226,7 @@ async def test_hnsw_build_parameters_are_a_migration_option(pg_databases: Any) -
         async with engine.connect() as conn:
             defs = [r[0] for r in await conn.execute(text(
                 "SELECT indexdef FROM pg_indexes WHERE indexname LIKE '%embedding_hnsw%'"))]
-        assert len(defs) == 4
+        assert len(defs) == 5  # entities, episodes, facts, themes, episode_messages
         assert all("m='12'" in d and "ef_construction='40'" in d for d in defs), defs
     finally:
         await engine.dispose()

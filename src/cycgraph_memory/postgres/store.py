@@ -237,7 +237,11 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
         stmt = pg_insert(table)
         stmt = stmt.on_conflict_do_update(
             index_elements=[table.c.tenant_id, table.c.id],
-            set_={c.name: stmt.excluded[c.name] for c in table.c if c.name not in _KEY},
+            set_={
+                c.name: stmt.excluded[c.name]
+                for c in table.c
+                if c.name not in _KEY and c.computed is None
+            },
         )
         # executemany: SQLAlchemy compiles the statement once (cached) and the driver sends
         # the rows in batches, well under the 32,767 bind-parameter limit per statement.
