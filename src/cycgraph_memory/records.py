@@ -54,6 +54,7 @@ __all__ = [
     "DEFAULT_MAX_SUBGRAPH_ENTITIES",
     "EntityFactsFilter",
     "MemoryQuery",
+    "FactScore",
     "MemoryResult",
     "RetrievalOptions",
     "SubgraphResult",
@@ -406,14 +407,41 @@ class MemoryQuery(_Model):
     tags: Tags = Field(default_factory=list)
 
 
+class FactScore(_Model):
+    """How one retrieved fact was reached (``MemoryResult.fact_scores``).
+
+    Attributes:
+        vector_rank: 1-based rank in the vector signal (``None``: not reached by it).
+        vector_score: Cosine similarity to the query vector.
+        text_rank: 1-based rank in the text signal.
+        text_score: The text signal's score (BM25 in memory, ``ts_rank_cd`` on Postgres).
+        graph_distance: Hops from an entity named in the question (0 = mentions it).
+        fused_score: The reciprocal-rank-fusion score the facts are ordered by.
+    """
+
+    vector_rank: int | None = None
+    vector_score: float | None = None
+    text_rank: int | None = None
+    text_score: float | None = None
+    graph_distance: int | None = None
+    fused_score: float = 0.0
+
+
 class MemoryResult(_Model):
-    """Output of ``retrieve_memory``."""
+    """Output of ``retrieve_memory``.
+
+    ``messages`` are the conversation turns behind the answer, best first: the messages
+    the served facts were extracted from and the messages matched directly (query paths
+    with text or an embedding). ``fact_scores`` explains each served fact's rank.
+    """
 
     themes: list[Theme] = Field(default_factory=list)
     facts: list[SemanticFact] = Field(default_factory=list)
     episodes: list[Episode] = Field(default_factory=list)
     entities: list[Entity] = Field(default_factory=list)
     relationships: list[Relationship] = Field(default_factory=list)
+    messages: list[Message] = Field(default_factory=list)
+    fact_scores: dict[uuid.UUID, FactScore] = Field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- extraction
@@ -648,6 +676,13 @@ class RetrievalOptions(_Model):
             ``limit`` can be cut by it.
         tag_page_size: Page size of the tag-listing path when temporal filters drop
             facts after the listing. ``None`` = ``max(4 * limit, 100)``.
+        rrf_k: The reciprocal-rank-fusion constant of text/hybrid retrieval: each signal
+            adds ``1 / (rrf_k + rank)`` (default 60).
+        text_candidates: Facts fetched by the text signal. ``None`` = ``4 * limit``.
+        message_candidates: Messages fetched per message signal (vector, text).
+            ``None`` = ``2 * limit``.
+        message_limit: Messages returned in ``MemoryResult.messages``. ``None`` = the
+            query's ``limit``; 0 = none.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -657,3 +692,7 @@ class RetrievalOptions(_Model):
     direct_fact_candidates: int | None = Field(default=None, ge=1, le=1000)
     max_facts_per_entity: int | None = Field(default=None, ge=1, le=100_000)
     tag_page_size: int | None = Field(default=None, ge=1, le=10_000)
+    rrf_k: int = Field(default=60, ge=1, le=10_000)
+    text_candidates: int | None = Field(default=None, ge=1, le=1000)
+    message_candidates: int | None = Field(default=None, ge=1, le=1000)
+    message_limit: int | None = Field(default=None, ge=0, le=1000)

@@ -22,16 +22,16 @@ __all__ = ["BM25Index", "STOP_WORDS", "query_terms", "tokenize"]
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
-STOP_WORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before
+_STOP_TEXT = """a about above after again against all am an and any are as at be because been before
     being below between both but by can did do does doing don down during each few for from
     further had has have having he her here hers herself him himself his how i if in into is
     it its itself just me more most my myself no nor not now of off on once only or other our
     ours ourselves out over own same she should so some such than that the their theirs them
     themselves then there these they this those through to too under until up very was we
     were what when where which while who whom why will with would you your yours yourself
-    yourselves s t ll re ve d m im ive dont didnt doesnt isnt wasnt u ur""".split()
-)
+    yourselves s t ll re ve d m im ive dont didnt doesnt isnt wasnt u ur"""
+
+STOP_WORDS = frozenset(_STOP_TEXT.split())
 """English stop words (Postgres' ``english`` list plus common chat contractions)."""
 
 _SUFFIXES = ("ingly", "edly", "ing", "ed", "ly", "es", "s")

@@ -43,14 +43,15 @@ __all__ = [
 MIN_CONTENT_WORDS = 2
 """A sentence with fewer content words than this is a filler."""
 
-FILLER_WORDS = frozenset(
-    """hi hey heyy hiya hello yo morning evening afternoon night goodnight good bye goodbye
+_FILLER_TEXT = """hi hey heyy hiya hello yo morning evening afternoon night goodnight good
+    bye goodbye
     thanks thank thx ty cheers appreciate appreciated welcome ok okay k kk cool yes yeah yep
     yup no nope sure great awesome perfect nice lol haha hah lmao omg wow oh ah um uh hmm
     talk later ttyl soon see care take bye gotta run go sorry anytime problem glad help
     helps helped lot much again quick back there around happy hear thats all sounds right
-    alright fine really so well now dear""".split()
-)
+    alright fine really so well now dear"""
+
+FILLER_WORDS = frozenset(_FILLER_TEXT.split())
 """Words that carry no memory on their own (greetings, thanks, sign-offs, fillers)."""
 
 _SPACES = re.compile(r"\s+")
