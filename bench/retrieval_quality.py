@@ -40,7 +40,7 @@ from cycgraph_memory.contracts import EmbeddingProvider
 from cycgraph_memory.embeddings.hashing import HashingEmbeddingProvider
 from cycgraph_memory.hierarchy.pipeline import MemoryPipeline
 from cycgraph_memory.inmemory import InMemoryMemoryIndex, InMemoryMemoryStore
-from cycgraph_memory.records import Message, MemoryQuery
+from cycgraph_memory.records import MemoryQuery, Message
 from cycgraph_memory.retrieval.retrieve import retrieve_memory
 from cycgraph_memory.textsearch import BM25Index
 

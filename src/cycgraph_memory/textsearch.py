@@ -93,10 +93,15 @@ class BM25Index:
         """Whether ``doc_id`` is indexed."""
         return doc_id in self._docs
 
-    def add(self, doc_id: uuid.UUID, text: str) -> None:
-        """Index (or re-index) one document."""
-        self.remove(doc_id)
+    def add(self, doc_id: uuid.UUID, text: str) -> Counter[str]:
+        """Index (or re-index) one document; returns its token counts."""
         counts = Counter(tokenize(text))
+        self.add_counts(doc_id, counts)
+        return counts
+
+    def add_counts(self, doc_id: uuid.UUID, counts: Counter[str]) -> None:
+        """Index (or re-index) one document given its token counts (see :func:`tokenize`)."""
+        self.remove(doc_id)
         self._docs[doc_id] = counts
         length = sum(counts.values())
         self._lengths[doc_id] = length

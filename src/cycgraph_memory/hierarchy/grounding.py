@@ -55,15 +55,20 @@ FILLER_WORDS = frozenset(_FILLER_TEXT.split())
 """Words that carry no memory on their own (greetings, thanks, sign-offs, fillers)."""
 
 _SPACES = re.compile(r"\s+")
-_FIRST_PERSON = [
-    (re.compile(r"\b(?:I'm|I am|im)\b", re.IGNORECASE), "{s} is"),
-    (re.compile(r"\b(?:I've|ive)\b", re.IGNORECASE), "{s} has"),
-    (re.compile(r"\bI'll\b", re.IGNORECASE), "{s} will"),
-    (re.compile(r"\bI'd\b", re.IGNORECASE), "{s} would"),
-    (re.compile(r"\b(?:my|mine)\b", re.IGNORECASE), "{s}'s"),
-    (re.compile(r"\b(?:me|myself)\b", re.IGNORECASE), "{s}"),
-    (re.compile(r"(?<![\w'])[Ii](?![\w'])"), "{s}"),
-]
+_FIRST_PERSON = re.compile(
+    r"\b(?P<is>I'm|I am|im)\b|\b(?P<has>I've|ive)\b|\b(?P<will>I'll)\b|\b(?P<would>I'd)\b"
+    r"|\b(?P<pos>my|mine)\b|\b(?P<obj>me|myself)\b|(?<![\w'])(?P<subj>[Ii])(?![\w'])",
+    re.IGNORECASE,
+)
+_TEMPLATES = {
+    "is": "{s} is",
+    "has": "{s} has",
+    "will": "{s} will",
+    "would": "{s} would",
+    "pos": "{s}'s",
+    "obj": "{s}",
+    "subj": "{s}",
+}
 
 
 def speaker_of(message: Message) -> str:
@@ -103,10 +108,12 @@ def is_filler(sentence: str, names: Sequence[str] = ()) -> bool:
 
 def resolve_first_person(text: str, speaker: str) -> str:
     """Replace first-person pronouns in ``text`` by ``speaker`` ("my" -> "Maya's")."""
-    out = text
-    for pattern, template in _FIRST_PERSON:
-        out = pattern.sub(template.format(s=speaker).replace("\\", "\\\\"), out)
-    return out
+    def replace(match: re.Match[str]) -> str:
+        group = match.lastgroup
+        assert group is not None
+        return _TEMPLATES[group].format(s=speaker)
+
+    return _FIRST_PERSON.sub(replace, text)
 
 
 def contextualize(fact: SemanticFact, message: Message) -> str:
@@ -120,7 +127,7 @@ def ground_facts(episode: Episode, facts: Sequence[SemanticFact]) -> None:
     """Set ``source_message_ids`` of facts that have none (see the module docstring)."""
     messages = [m for m in episode.messages if m.content.strip()]
     normalized = [_norm(m.content) for m in messages]
-    words = [_content_words(m.content) for m in messages]
+    words: list[set[str]] = []  # content words per message, computed on first need
     for fact in facts:
         if fact.source_message_ids:
             continue
@@ -129,6 +136,8 @@ def ground_facts(episode: Episode, facts: Sequence[SemanticFact]) -> None:
                                 if text and text in n]
         if not ids:
             wanted = _content_words(fact.content)
+            if not words:
+                words = [_content_words(m.content) for m in messages]
             best, best_overlap = None, 0
             for message, have in zip(messages, words, strict=True):
                 overlap = len(wanted & have)

@@ -29,6 +29,7 @@ behaviour:
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import re
@@ -244,11 +245,22 @@ class SimpleEpisodeSegmenter:
         return Episode(
             id=episode_id,
             topic=truncate_topic(first_text, self._options.max_topic_length),
-            messages=[m.model_copy(deep=True) for m in group],
+            messages=[_copy_message(m) for m in group],
             started_at=group[0].timestamp,
             ended_at=group[-1].timestamp,
             provenance=provenance,
         )
+
+
+def _copy_message(message: Message) -> Message:
+    """An independent copy of ``message``, cheaper than a generic deep copy.
+
+    The metadata is deep-copied and the embedding list copied (its floats are immutable).
+    """
+    update: dict[str, object] = {"metadata": copy.deepcopy(message.metadata)}
+    if message.embedding is not None:
+        update["embedding"] = list(message.embedding)
+    return message.model_copy(update=update)
 
 
 def topic_cuts(vectors: np.ndarray, *, window: int, z: float, min_size: int) -> list[int]:

@@ -9,6 +9,7 @@ are still text-searchable.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -28,7 +29,7 @@ from cycgraph_memory.records import (
     SearchOptions,
     SemanticFact,
 )
-from cycgraph_memory.textsearch import BM25Index
+from cycgraph_memory.textsearch import BM25Index, tokenize
 
 __all__ = ["MessageAndTextSearch", "episode_search_text"]
 
@@ -111,29 +112,30 @@ class MessageAndTextSearch:
         return dim
 
     def _ext_upsert(self, records: Iterable[object]) -> None:
+        """Index facts and episodes for text search; ``records`` are the index's copies."""
         for record in records:
             if isinstance(record, SemanticFact):
-                self._text_facts[record.id] = copy_record(record)
+                self._text_facts[record.id] = record
                 self._bm25_facts.add(record.id, record.content)
             elif isinstance(record, Episode):
                 self._ext_put_episode(record)
 
-    def _ext_put_episode(self, episode: Episode) -> None:
-        self._ext_drop_episode_messages(episode.id)
-        stored = copy_record(episode)
+    def _ext_put_episode(self, stored: Episode) -> None:
+        self._ext_drop_episode_messages(stored.id)
         vectors = [(m.id, m.embedding) for m in stored.messages if m.embedding is not None]
+        total: Counter[str] = Counter(tokenize(stored.topic))
         for message in stored.messages:
             message.__dict__["embedding"] = None  # results carry no vectors
             self._message_records[message.id] = message
-            self._message_episode[message.id] = episode.id
-            self._bm25_messages.add(message.id, message.content)
-        self._episode_messages[episode.id] = [m.id for m in stored.messages]
+            self._message_episode[message.id] = stored.id
+            total.update(self._bm25_messages.add(message.id, message.content))
+        self._episode_messages[stored.id] = [m.id for m in stored.messages]
         if vectors:
             rows = normalize_rows(np.asarray([v for _, v in vectors], dtype=np.float64))
             for (message_id, _), row in zip(vectors, rows, strict=True):
                 self._message_vectors.put(message_id, row)
-        self._text_episodes[episode.id] = stored
-        self._bm25_episodes.add(episode.id, episode_search_text(stored))
+        self._text_episodes[stored.id] = stored
+        self._bm25_episodes.add_counts(stored.id, total)
 
     def _ext_drop_episode_messages(self, episode_id: uuid.UUID) -> None:
         for message_id in self._episode_messages.pop(episode_id, []):
@@ -178,7 +180,7 @@ class MessageAndTextSearch:
                     if full is not None and full.embedding is not None:
                         message.__dict__["embedding"] = full.embedding
             self._ext_check(episodes)
-            self._ext_upsert(episodes)
+            self._ext_upsert(episodes)  # store pages are copies already
             offset += len(episodes)
             if len(episodes) < _PAGE:
                 break

@@ -356,13 +356,14 @@ class InMemoryMemoryIndex(MessageAndTextSearch):
         self._dim = self._ext_check(latest.values())
         batches: dict[int, list[IndexedRecord]] = {}
         removals: list[tuple[int, uuid.UUID]] = []
-        for (slot, record_id), record in latest.items():
+        copies = [copy_record(record) for record in latest.values()]
+        for (slot, record_id), record in zip(latest, copies, strict=True):
             if record.embedding is None:
                 removals.append((slot, record_id))
             else:
-                batches.setdefault(slot, []).append(copy_record(record))
+                batches.setdefault(slot, []).append(record)
         self._apply(batches, removals, tables)
-        self._ext_upsert(latest.values())
+        self._ext_upsert(copies)
         self._maybe_warn()
 
     def remove(self, record_id: uuid.UUID | str) -> bool:
