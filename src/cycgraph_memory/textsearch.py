@@ -40,6 +40,8 @@ _SUFFIXES = ("ingly", "edly", "ing", "ed", "ly", "es", "s")
 def _stem(word: str) -> str:
     if word.isdigit() or len(word) <= 3:
         return word
+    if word.endswith("ies") and len(word) >= 5:
+        return word[:-3] + "y"  # "parties" -> "party"
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             stem = word[: -len(suffix)]
@@ -47,8 +49,8 @@ def _stem(word: str) -> str:
                 stem = stem[:-1]  # running -> run, stopped -> stop
             if suffix == "es" and not stem.endswith(("s", "x", "z", "ch", "sh")):
                 stem = word[:-1]  # "notes" -> "note", but "boxes" -> "box"
-            if stem.endswith("i") and suffix in ("es", "ed"):
-                stem = stem[:-1] + "y"  # "parties" -> "party", "married" -> "marry"
+            if stem.endswith("i") and suffix == "ed":
+                stem = stem[:-1] + "y"  # "married" -> "marry"
             return stem
     return word
 
