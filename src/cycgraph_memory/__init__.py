@@ -54,8 +54,14 @@ from cycgraph_memory.inmemory import (
     InMemoryMemoryIndex,
     InMemoryMemoryStore,
 )
+from cycgraph_memory.integration import (
+    memory_retriever,
+    memory_writer,
+    render_memory_section,
+)
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
+    DEFAULT_MAX_SUBGRAPH_ENTITIES,
     MAX_TAG_LENGTH,
     MAX_TAGS,
     QUARANTINE_TAG,
@@ -65,6 +71,7 @@ from cycgraph_memory.records import (
     ConsolidationMutation,
     ConsolidationReport,
     Entity,
+    EntityFactsFilter,
     EntityFilter,
     EntityResolutionReport,
     Episode,
@@ -87,20 +94,24 @@ from cycgraph_memory.records import (
     RelationshipFilter,
     RetentionEvidence,
     RetentionReport,
+    RetrievalOptions,
     RunOutcome,
     ScoredResult,
     SearchOptions,
     SemanticFact,
+    SubgraphResult,
     Theme,
     new_id,
     utc_now,
 )
+from cycgraph_memory.retrieval import extract_subgraph, retrieve_memory
 from cycgraph_memory.similarity import cosine_similarity
 from cycgraph_memory.temporal import TemporalRecord, filter_valid, is_changed_since, is_valid_at
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_MAX_SUBGRAPH_ENTITIES",
     "GENERAL_THEME_LABEL",
     "IN_MEMORY_INDEX_WARN_THRESHOLD",
     "MAX_TAGS",
@@ -119,6 +130,7 @@ __all__ = [
     "EmbeddingDimensionMismatchError",
     "EmbeddingProvider",
     "Entity",
+    "EntityFactsFilter",
     "EntityFilter",
     "EntityResolutionReport",
     "Episode",
@@ -162,6 +174,7 @@ __all__ = [
     "RelationshipFilter",
     "RetentionEvidence",
     "RetentionReport",
+    "RetrievalOptions",
     "RuleBasedExtractor",
     "RunOutcome",
     "SchemaNotReadyError",
@@ -173,6 +186,7 @@ __all__ = [
     "SimpleSemanticExtractor",
     "SimpleThemeClusterer",
     "StorageError",
+    "SubgraphResult",
     "SupportsFactStatsBatch",
     "SupportsTouchFacts",
     "TemporalRecord",
@@ -182,10 +196,15 @@ __all__ = [
     "__version__",
     "batch_get_fallback",
     "cosine_similarity",
+    "extract_subgraph",
     "filter_valid",
     "is_changed_since",
     "is_valid_at",
+    "memory_retriever",
+    "memory_writer",
     "new_id",
     "normalize_entity_name",
+    "render_memory_section",
+    "retrieve_memory",
     "utc_now",
 ]

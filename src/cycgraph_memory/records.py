@@ -669,11 +669,12 @@ class RetrievalOptions(_Model):
         max_facts_per_theme: Facts taken from each matched theme, in the theme's
             ``fact_ids`` order. ``None`` = all of them.
         direct_fact_candidates: Facts fetched by the direct similarity search.
-            ``None`` = ``4 * limit`` (more than ``limit`` so temporal filters applied
+            ``None`` = ``2 * limit`` (more than ``limit`` so temporal filters applied
             afterwards still leave ``limit`` facts in most cases).
         max_facts_per_entity: Facts attached per subgraph entity on the entity path.
             ``None`` = the query's ``limit``, which is exact: no fact of the top
-            ``limit`` can be cut by it.
+            ``limit`` can be cut by it. (Entities are read in rank order, in growing
+            chunks, until ``limit`` facts are found; later entities cannot contribute.)
         tag_page_size: Page size of the tag-listing path when temporal filters drop
             facts after the listing. ``None`` = ``max(4 * limit, 100)``.
         rrf_k: The reciprocal-rank-fusion constant of text/hybrid retrieval: each signal
@@ -683,6 +684,9 @@ class RetrievalOptions(_Model):
             ``None`` = ``2 * limit``.
         message_limit: Messages returned in ``MemoryResult.messages``. ``None`` = the
             query's ``limit``; 0 = none.
+        native_paths: Use a backend's native fast paths when it has them (Postgres:
+            ``hierarchical_candidates`` on the index, ``extract_subgraph_native`` on the
+            store); ``False`` forces the generic contract-only algorithms.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -696,3 +700,4 @@ class RetrievalOptions(_Model):
     text_candidates: int | None = Field(default=None, ge=1, le=1000)
     message_candidates: int | None = Field(default=None, ge=1, le=1000)
     message_limit: int | None = Field(default=None, ge=0, le=1000)
+    native_paths: bool = True

@@ -15,6 +15,9 @@ PURE_MODULES = [
     "cycgraph_memory.hierarchy.pipeline",
     "cycgraph_memory.hierarchy.extractors",
     "cycgraph_memory.embeddings",
+    "cycgraph_memory.retrieval",
+    "cycgraph_memory.retrieval.pipeline",
+    "cycgraph_memory.integration",
 ]
 
 

@@ -53,7 +53,7 @@ from cycgraph_memory.records import (
     utc_now,
 )
 
-__all__ = ["RetrievalQueries"]
+__all__ = ["WRITER_KEYS", "RetrievalQueries"]
 
 ENTITIES: Table = EntityRow.__table__  # type: ignore[assignment]
 RELATIONSHIPS: Table = RelationshipRow.__table__  # type: ignore[assignment]

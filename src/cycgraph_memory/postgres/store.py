@@ -39,7 +39,7 @@ from cycgraph_memory.postgres._base import (
     parse_ids,
 )
 from cycgraph_memory.postgres._errors import translate_errors
-from cycgraph_memory.postgres.retrieval import RetrievalQueries
+from cycgraph_memory.postgres.retrieval import WRITER_KEYS, RetrievalQueries
 from cycgraph_memory.postgres.schema import (
     EntityRow,
     EpisodeRow,
@@ -582,7 +582,7 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
     async def clear(self) -> None:
         """Delete every row of this tenant (other tenants are untouched)."""
         async with self._session() as session:
-            for table in (MESSAGES, EPISODES, FACTS, THEMES, RELATIONSHIPS, ENTITIES):
+            for table in (MESSAGES, EPISODES, FACTS, THEMES, RELATIONSHIPS, ENTITIES, WRITER_KEYS):
                 await session.execute(delete(table).where(self._mine(table)))
 
 

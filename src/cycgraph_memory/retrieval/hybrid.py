@@ -40,12 +40,8 @@ from cycgraph_memory.records import (
 from cycgraph_memory.retrieval.fusion import rrf_fuse
 from cycgraph_memory.retrieval.pipeline import (
     FactScope,
-    by_citation,
     cut,
-    merge_unique,
     ordered_ids,
-    rank_by_similarity,
-    rank_themes,
 )
 
 __all__ = [
@@ -67,38 +63,6 @@ def supports_text_search(index: object) -> bool:
     )
 
 
-async def _vector_facts(
-    store: MemoryStore,
-    index: MemoryIndex,
-    q: MemoryQuery,
-    opts: RetrievalOptions,
-    scope: FactScope,
-) -> tuple[list[tuple[SemanticFact, float]], list[Theme]]:
-    assert q.embedding is not None
-    vector = q.embedding
-    themes: list[Theme] = []
-    if opts.theme_limit:
-        hits = await index.search_themes(
-            vector,
-            limit=opts.theme_limit,
-            min_similarity=q.min_similarity,
-            include_invalidated=q.include_invalidated,
-        )
-        themes = rank_themes([h.item for h in hits], vector, q.min_similarity)
-    theme_fact_ids = ordered_ids(t.fact_ids[: opts.max_facts_per_theme] for t in themes)
-    direct = await index.search_facts(
-        vector,
-        limit=opts.direct_fact_candidates or min(1000, 4 * q.limit),
-        min_similarity=q.min_similarity,
-        include_invalidated=q.include_invalidated,
-        tags=sorted(scope.tags) or None,
-        exclude_tags=sorted(scope.exclude_tags) or None,
-    )
-    theme_facts = await store.get_facts(theme_fact_ids) if theme_fact_ids else {}
-    candidates = merge_unique([h.item for h in direct], by_citation(theme_facts, theme_fact_ids))
-    return rank_by_similarity(scope.apply(candidates), vector, q.min_similarity), themes
-
-
 def _message_admitted(message: Message, q: MemoryQuery) -> bool:
     if q.valid_at is not None and message.timestamp > q.valid_at:
         return False
@@ -111,8 +75,19 @@ async def hybrid_candidates(
     q: MemoryQuery,
     opts: RetrievalOptions,
     mode: RetrievalMode,
+    *,
+    vector: tuple[list[tuple[SemanticFact, float]], list[Theme]] | None = None,
 ) -> tuple[list[SemanticFact], dict[uuid.UUID, FactScore], list[Message], list[Theme]]:
     """Run the signals of ``mode`` and fuse them (see the module docstring).
+
+    Args:
+        store: The store.
+        index: The index (text search needed for the text signal).
+        q: The validated query (with its embedding for the vector signal).
+        opts: Retrieval options.
+        mode: Which signals to use.
+        vector: The vector signal already computed by the hierarchical path: facts
+            ranked by similarity and the matched themes (required for vector signals).
 
     Returns:
         The served facts (cut to ``limit``), their score breakdowns, the messages (cut to
@@ -131,14 +106,15 @@ async def hybrid_candidates(
             f"mode={mode!r} needs query text and an index with text search "
             "(text_search_facts / text_search_messages)"
         )
-    if use_vector and q.embedding is None:
+    if use_vector and (q.embedding is None or vector is None):
         raise InvalidInputError(f"mode={mode!r} needs a query embedding or an embedder")
 
     fact_signals: dict[str, list[tuple[uuid.UUID, float]]] = {}
     facts_by_id: dict[uuid.UUID, SemanticFact] = {}
     themes: list[Theme] = []
     if use_vector:
-        ranked, themes = await _vector_facts(store, index, q, opts, scope)
+        assert vector is not None
+        ranked, themes = vector
         fact_signals["vector"] = [(f.id, s) for f, s in ranked]
         facts_by_id.update((f.id, f) for f, _ in ranked)
     if use_text:

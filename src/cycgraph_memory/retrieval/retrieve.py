@@ -28,6 +28,7 @@ served facts are touched with one batched ``touch_facts`` call when the store ha
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -186,10 +187,51 @@ async def _touch(store: MemoryStore, facts: Sequence[SemanticFact]) -> None:
 async def _hierarchical_path(
     store: MemoryStore, index: MemoryIndex, q: MemoryQuery, opts: RetrievalOptions
 ) -> MemoryResult:
+    ranked, themes = await _vector_ranking(store, index, q, opts)
+    facts = cut([f for f, _ in ranked], q.limit)
+    result = await _expand(store, q, facts, themes=cut(themes, q.limit))
+    await _touch(store, facts)
+    return result
+
+
+async def _vector_ranking(
+    store: MemoryStore, index: MemoryIndex, q: MemoryQuery, opts: RetrievalOptions
+) -> tuple[list[tuple[SemanticFact, float]], list[Theme]]:
+    """The hierarchical path's candidates ranked by similarity, and the matched themes."""
     assert q.embedding is not None
     vector = q.embedding
     scope = FactScope.for_query(q)
-    # Themes by similarity -> the facts they list.
+    native = getattr(index, "hierarchical_candidates", None) if opts.native_paths else None
+    if native is not None:
+        found_themes, direct, theme_facts = await native(
+            vector,
+            theme_limit=opts.theme_limit,
+            max_facts_per_theme=opts.max_facts_per_theme,
+            fact_limit=opts.direct_fact_candidates or min(1000, 2 * q.limit),
+            min_similarity=q.min_similarity,
+            include_invalidated=q.include_invalidated,
+            tags=sorted(scope.tags) or None,
+            exclude_tags=sorted(scope.exclude_tags) or None,
+        )
+        themes = rank_themes(found_themes, vector, q.min_similarity)
+    else:
+        themes, direct, theme_facts = await _candidates(store, index, q, opts, scope)
+    # One similarity ranking over every candidate, then the cut.
+    candidates = merge_unique(direct, theme_facts)
+    ranked = rank_by_similarity(scope.apply(candidates), vector, q.min_similarity)
+    return ranked, themes
+
+
+async def _candidates(
+    store: MemoryStore,
+    index: MemoryIndex,
+    q: MemoryQuery,
+    opts: RetrievalOptions,
+    scope: FactScope,
+) -> tuple[list[Theme], list[SemanticFact], list[SemanticFact]]:
+    """Matched themes, direct fact hits and the themes' other facts (contract calls)."""
+    assert q.embedding is not None
+    vector = q.embedding
     themes: list[Theme] = []
     if opts.theme_limit:
         hits = await index.search_themes(
@@ -199,27 +241,21 @@ async def _hierarchical_path(
             include_invalidated=q.include_invalidated,
         )
         themes = rank_themes([h.item for h in hits], vector, q.min_similarity)
-    per_theme = opts.max_facts_per_theme
-    theme_fact_ids = ordered_ids(t.fact_ids[:per_theme] for t in themes)
+    theme_fact_ids = ordered_ids(t.fact_ids[: opts.max_facts_per_theme] for t in themes)
     # A direct fact search for coverage (tag scope pushed into the index).
     direct = await index.search_facts(
         vector,
-        limit=opts.direct_fact_candidates or min(1000, 4 * q.limit),
+        limit=opts.direct_fact_candidates or min(1000, 2 * q.limit),
         min_similarity=q.min_similarity,
         include_invalidated=q.include_invalidated,
         tags=sorted(scope.tags) or None,
         exclude_tags=sorted(scope.exclude_tags) or None,
     )
-    theme_facts = await store.get_facts(theme_fact_ids) if theme_fact_ids else {}
-    candidates = merge_unique(
-        [h.item for h in direct], by_citation(theme_facts, theme_fact_ids)
-    )
-    # One similarity ranking over every candidate, then the cut.
-    ranked = rank_by_similarity(scope.apply(candidates), vector, q.min_similarity)
-    facts = cut([f for f, _ in ranked], q.limit)
-    result = await _expand(store, q, facts, themes=cut(themes, q.limit))
-    await _touch(store, facts)
-    return result
+    # Facts the direct search already returned are not read again.
+    direct_ids = {h.item.id for h in direct}
+    theme_fact_ids = [i for i in theme_fact_ids if i not in direct_ids]
+    found = await store.get_facts(theme_fact_ids) if theme_fact_ids else {}
+    return themes, [h.item for h in direct], by_citation(found, theme_fact_ids)
 
 
 async def _fused_path(
@@ -229,7 +265,12 @@ async def _fused_path(
     opts: RetrievalOptions,
     mode: RetrievalMode,
 ) -> MemoryResult:
-    facts, scores, messages, themes = await hybrid_candidates(store, index, q, opts, mode)
+    vector: tuple[list[tuple[SemanticFact, float]], list[Theme]] | None = None
+    if mode == "hybrid":
+        vector = await _vector_ranking(store, index, q, opts)
+    facts, scores, messages, themes = await hybrid_candidates(
+        store, index, q, opts, mode, vector=vector
+    )
     result = await _expand(store, q, facts, themes=themes)
     result.messages = messages
     result.fact_scores = scores
@@ -276,8 +317,11 @@ async def _expand(
     relationships: list[Relationship] = []
     if entities:
         ids = [e.id for e in entities]
+        # Store order (valid_from, id) is the ranking here: without post-filters the
+        # store can cut at the limit itself.
+        post = q.valid_at or q.changed_since or q.relation_types
         fetched = await store.get_relationships_for_entities(
-            ids, include_invalidated=q.include_invalidated
+            ids, include_invalidated=q.include_invalidated, limit=None if post else q.limit
         )
         rank = dict.fromkeys(ids, 0)
         relationships = rank_relationships(
@@ -326,6 +370,7 @@ async def _subgraph_path(
         include_invalidated=q.include_invalidated,
         max_entities=DEFAULT_MAX_SUBGRAPH_ENTITIES,
         relation_types=q.relation_types,
+        native=opts.native_paths,
     )
     entities: list[Entity] = filter_entities(
         sub.entities, include_invalidated=q.include_invalidated, entity_types=q.entity_types
@@ -334,14 +379,9 @@ async def _subgraph_path(
     facts: list[SemanticFact] = []
     if entities:
         order = [e.id for e in entities]
-        by_entity = await store.get_facts_for_entities(
-            order,
-            per_entity_limit=opts.max_facts_per_entity or q.limit,
-            include_invalidated=scope.include_invalidated,
-            tags=sorted(scope.tags) or None,
-            exclude_tags=sorted(scope.exclude_tags) or None,
-            valid_at=scope.valid_at,
-            changed_since=scope.changed_since,
+        by_entity = await _facts_of_ranked_entities(
+            store, order, q.limit, opts.max_facts_per_entity or q.limit, scope,
+            first_chunk=sum(1 for e in entities if sub.hops.get(e.id) == 0),
         )
         facts = cut(scope.apply(rank_subgraph_facts(by_entity, order)), q.limit)
     relationships = rank_relationships(
@@ -370,6 +410,43 @@ async def _subgraph_path(
         entities=cut(entities, q.limit),
         relationships=cut(relationships, q.limit),
     )
+
+
+async def _facts_of_ranked_entities(
+    store: MemoryStore,
+    order: list[uuid.UUID],
+    limit: int,
+    per_entity: int,
+    scope: FactScope,
+    *,
+    first_chunk: int,
+) -> dict[uuid.UUID, list[SemanticFact]]:
+    """Facts of the best-ranked entities, fetched in growing chunks of the ranking.
+
+    Facts rank by their best entity first, so once the entities fetched so far carry
+    ``limit`` distinct facts, no fact of a later entity can enter the top ``limit``: the
+    remaining entities are not read. One store call per chunk (usually one in all).
+    """
+    found: dict[uuid.UUID, list[SemanticFact]] = {}
+    seen: set[uuid.UUID] = set()
+    start, chunk = 0, max(1, first_chunk)
+    while start < len(order):
+        part = await store.get_facts_for_entities(
+            order[start : start + chunk],
+            per_entity_limit=per_entity,
+            include_invalidated=scope.include_invalidated,
+            tags=sorted(scope.tags) or None,
+            exclude_tags=sorted(scope.exclude_tags) or None,
+            valid_at=scope.valid_at,
+            changed_since=scope.changed_since,
+        )
+        found.update(part)
+        seen.update(f.id for facts in part.values() for f in facts)
+        start += chunk
+        if len(seen) >= limit:
+            break
+        chunk *= 4
+    return found
 
 
 async def _tag_path(store: MemoryStore, q: MemoryQuery, opts: RetrievalOptions) -> MemoryResult:

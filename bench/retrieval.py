@@ -1,0 +1,243 @@
+"""Benchmark ``retrieve_memory`` on the reference workload (shared/bench/reference-workload.md).
+
+Same generator, same queries, same protocol as the TypeScript figures it is compared
+with: load order entities, themes, facts, relationships; per strategy 20 warm-up queries
+then 200 timed; p50/p95 by nearest rank; served facts are touched (part of the cost).
+
+Prints per strategy p50/p95 (ms), the ratio to the TypeScript p50, database statements per
+call (Postgres: counted with a SQLAlchemy ``before_cursor_execute`` listener), result shape
+(mean facts / entities / relationships) and, for embedding queries, how often the query's
+own fact is returned. In memory it also prints RSS after loading.
+
+Usage:
+    python bench/retrieval.py --backend memory --n 10000
+    python bench/retrieval.py --backend postgres --n 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cycgraph_memory import (
+    InMemoryMemoryIndex,
+    InMemoryMemoryStore,
+    MemoryQuery,
+    retrieve_memory,
+)
+from reference_workload import Workload, generate
+
+# TypeScript p50 / p95 (ms) from the reference file.
+TS = {
+    ("memory", 10_000): {"embedding": (24.4, 35.7), "tags": (13.2, 17.2), "entity": (187, 345)},
+    ("memory", 100_000): {"embedding": (24.4, 36.1), "tags": (68.7, 94.0),
+                          "entity": (1619, 3130)},
+    ("postgres", 10_000): {"embedding": (52.0, 75.1), "tags": (24.1, 31.9),
+                           "entity": (165, 268)},
+    ("postgres", 100_000): {"embedding": (63.3, 92.6), "tags": (19.6, 26.2),
+                            "entity": (203, 378)},
+}
+WARMUP = 20
+
+
+def nearest_rank(values: list[float], p: float) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(values)
+    k = max(1, math.ceil(p / 100 * len(ordered)))
+    return ordered[k - 1]
+
+
+def queries(w: Workload, strategy: str) -> list[tuple[MemoryQuery, int | None]]:
+    if strategy == "embedding":
+        return [
+            (MemoryQuery(embedding=v, limit=20, max_hops=2, min_similarity=0.5), j)
+            for v, j in w.embedding_queries
+        ]
+    if strategy == "tags":
+        q = MemoryQuery(tags=["lesson"], limit=10, max_hops=2, min_similarity=0.5)
+        return [(q, None)] * 200
+    return [
+        (MemoryQuery(entity_ids=[a, b], max_hops=2, limit=20, min_similarity=0.5), None)
+        for a, b in w.entity_queries
+    ]
+
+
+class StatementCounter:
+    """Counts statements sent to the database (a SQLAlchemy event listener)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        self.count += 1
+
+
+async def run_strategies(
+    store: Any, index: Any, w: Workload, counter: StatementCounter | None
+) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    own = {j: w.facts[j].id for _, j in w.embedding_queries} if w.facts else {}
+    for strategy in ("embedding", "tags", "entity"):
+        qs = queries(w, strategy)
+        warm = qs[:WARMUP]
+        for q, _ in warm:
+            await retrieve_memory(store, index, q)
+        times: list[float] = []
+        shapes = [0, 0, 0]
+        hits = 0
+        statements = 0
+        for q, j in qs:
+            before = counter.count if counter else 0
+            t0 = time.perf_counter()
+            result = await retrieve_memory(store, index, q)
+            times.append((time.perf_counter() - t0) * 1000)
+            statements += (counter.count - before) if counter else 0
+            shapes[0] += len(result.facts)
+            shapes[1] += len(result.entities)
+            shapes[2] += len(result.relationships)
+            if j is not None:
+                hits += any(f.id == own[j] for f in result.facts)
+        n = len(qs)
+        out[strategy] = {
+            "p50": nearest_rank(times, 50),
+            "p95": nearest_rank(times, 95),
+            "statements": statements / n,
+            "facts": shapes[0] / n,
+            "entities": shapes[1] / n,
+            "relationships": shapes[2] / n,
+            "own_hit": hits / n if strategy == "embedding" else float("nan"),
+        }
+    return out
+
+
+def rss_mb() -> float:
+    """Peak resident set size of this process in MB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def current_rss_mb() -> float:
+    """Current resident set size in MB (Linux /proc)."""
+    with open("/proc/self/statm") as fh:
+        pages = int(fh.read().split()[1])
+    return pages * resource.getpagesize() / 2**20
+
+
+async def load(store: Any, w: Workload) -> float:
+    t0 = time.perf_counter()
+    await store.put_entities(w.entities)
+    await store.put_themes(w.themes)
+    step = 5_000
+    for i in range(0, len(w.facts), step):
+        await store.put_facts(w.facts[i : i + step])
+    await store.put_relationships(w.relationships)
+    return time.perf_counter() - t0
+
+
+async def bench_memory(w: Workload) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    store = InMemoryMemoryStore(expected_dimensions=384)
+    index = InMemoryMemoryIndex(expected_dimensions=384)
+    seconds = await load(store, w)
+    await index.rebuild(store)
+    w.entities, w.themes, w.relationships = [], [], []
+    facts_ids = [f.id for f in w.facts]
+    w.facts = [_IdOnly(i) for i in facts_ids]  # type: ignore[misc]
+    import gc
+
+    gc.collect()
+    extra = {"load_s": seconds, "rss_mb": current_rss_mb()}
+    return await run_strategies(store, index, w, None), extra
+
+
+class _IdOnly:
+    """Keeps only a fact's id once the store holds the records (for the hit-rate check)."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, i: Any) -> None:
+        self.id = i
+
+
+async def bench_postgres(
+    w: Workload, data_dir: str | None
+) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    from sqlalchemy import event, text
+
+    from cycgraph_memory.postgres import (
+        PostgresMemoryIndex,
+        PostgresMemoryStore,
+        create_engine_from_dsn,
+        start_embedded_server,
+        upgrade,
+    )
+
+    with tempfile.TemporaryDirectory(prefix="cycgraph-retrieval-bench-") as tmp:
+        server = start_embedded_server(
+            Path(data_dir or tmp) / "data", cleanup_mode="delete"
+        )
+        try:
+            admin = create_engine_from_dsn(server.dsn, isolation_level="AUTOCOMMIT")
+            async with admin.connect() as conn:
+                await conn.execute(text("DROP DATABASE IF EXISTS cycgraph_retrieval"))
+                await conn.execute(text("CREATE DATABASE cycgraph_retrieval"))
+            await admin.dispose()
+            engine = create_engine_from_dsn(server.dsn_for("cycgraph_retrieval"))
+            await upgrade(engine, embedding_dim=384)
+            store = PostgresMemoryStore(engine)
+            index = PostgresMemoryIndex(engine)
+            seconds = await load(store, w)
+            await index.rebuild(analyze=True)
+            counter = StatementCounter()
+            event.listen(engine.sync_engine, "before_cursor_execute", counter)
+            results = await run_strategies(store, index, w, counter)
+            await engine.dispose()
+        finally:
+            server.stop()
+    return results, {"load_s": seconds}
+
+
+def report(backend: str, n: int, results: dict[str, dict[str, float]],
+           extra: dict[str, float]) -> None:
+    ts = TS.get((backend, n), {})
+    print(f"\n## retrieve_memory, {backend}, N = {n:,}")
+    for k, v in extra.items():
+        print(f"{k}: {v:,.1f}")
+    print("| strategy | p50 ms | p95 ms | TS p50 / p95 | ratio p50 (TS/ours) | statements/call "
+          "| facts | entities | relationships | own fact |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for strategy, r in results.items():
+        t = ts.get(strategy)
+        ts_s = f"{t[0]} / {t[1]}" if t else "-"
+        ratio = f"{t[0] / r['p50']:.1f}x" if t else "-"
+        own = f"{r['own_hit']:.1%}" if strategy == "embedding" else "-"
+        stmts = f"{r['statements']:.1f}" if backend == "postgres" else "-"
+        print(f"| {strategy} | {r['p50']:.2f} | {r['p95']:.2f} | {ts_s} | {ratio} | {stmts} "
+              f"| {r['facts']:.1f} | {r['entities']:.1f} | {r['relationships']:.1f} | {own} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", choices=["memory", "postgres"], default="memory")
+    parser.add_argument("--n", type=int, default=10_000, help="facts (N)")
+    parser.add_argument("--pg-data", default=None, help="parent dir for the embedded server")
+    args = parser.parse_args()
+    t0 = time.perf_counter()
+    w = generate(args.n)
+    print(f"generated N={args.n:,} in {time.perf_counter() - t0:.1f}s")
+    if args.backend == "memory":
+        results, extra = asyncio.run(bench_memory(w))
+    else:
+        results, extra = asyncio.run(bench_postgres(w, args.pg_data))
+    report(args.backend, args.n, results, extra)
+
+
+if __name__ == "__main__":
+    main()

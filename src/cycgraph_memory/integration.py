@@ -1,0 +1,275 @@
+"""Agent-runner adapters: read memory before a node runs, write reflections after it.
+
+* :func:`memory_retriever` returns ``retrieve(query, options=None)``, an async callable
+  taking a node's memory query (``text`` / ``tags`` / ``entity_ids`` / ``max_facts``) and
+  returning facts, entities and themes as plain dicts;
+* :func:`render_memory_section` turns that into the ``## Relevant Memory`` prompt block;
+* :func:`memory_writer` returns ``write(facts, options=None)``, an async callable that
+  stores reflection facts with provenance and tags and honours
+  ``options["idempotency_key"]`` (``run_id:node_id:iteration``): a repeated key writes
+  nothing and returns the same fact ids.
+
+Query shapes (the spec's ``memory_query`` directive):
+
+========================  =======================================================
+``{}``                    ``text`` defaults to ``options["goal"]`` (RAG, zero config)
+``{"tags": [...]}``       tag-only retrieval, no text fallback
+``{"entity_ids": [...]}`` knowledge-graph subgraph extraction
+``{"text": "..."}``       semantic search (needs an ``embedder``)
+========================  =======================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from cycgraph_memory.contracts import EmbeddingProvider, MemoryIndex, MemoryStore
+from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.records import (
+    MemoryQuery,
+    MemoryResult,
+    Provenance,
+    RetrievalOptions,
+    SemanticFact,
+    utc_now,
+)
+from cycgraph_memory.retrieval import retrieve_memory
+
+__all__ = [
+    "MEMORY_SECTION_HEADING",
+    "MemoryRetrieverFn",
+    "MemoryWriterFn",
+    "memory_retriever",
+    "memory_result_to_dicts",
+    "memory_writer",
+    "render_memory_section",
+]
+
+MEMORY_SECTION_HEADING = "## Relevant Memory"
+"""Heading of the prompt block rendered by :func:`render_memory_section`."""
+
+MemoryRetrieverFn = Callable[..., Awaitable[dict[str, list[dict[str, Any]]]]]
+"""``async (query, options=None) -> {"facts": [...], "entities": [...], "themes": [...]}``."""
+
+MemoryWriterFn = Callable[..., Awaitable[dict[str, list[str]]]]
+"""``async (facts, options=None) -> {"fact_ids": [...]}``."""
+
+_QUERY_KEYS = frozenset({"text", "tags", "entity_ids", "max_facts"})
+_FACT_KEYS = frozenset(
+    {"content", "tags", "provenance", "entity_ids", "source_episode_ids", "valid_from",
+     "embedding"}
+)
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def memory_result_to_dicts(result: MemoryResult) -> dict[str, list[dict[str, Any]]]:
+    """Flatten a :class:`MemoryResult` into the plain dicts an agent runner consumes."""
+    return {
+        "facts": [
+            {
+                "id": str(f.id),
+                "content": f.content,
+                "valid_from": _iso(f.valid_from),
+                "tags": list(f.tags),
+            }
+            for f in result.facts
+        ],
+        "entities": [
+            {"id": str(e.id), "name": e.name, "type": e.entity_type} for e in result.entities
+        ],
+        "themes": [{"id": str(t.id), "label": t.label} for t in result.themes],
+    }
+
+
+def memory_retriever(
+    store: MemoryStore,
+    index: MemoryIndex,
+    embedder: EmbeddingProvider | None = None,
+    *,
+    default_max_facts: int = 20,
+    options: RetrievalOptions | Mapping[str, Any] | None = None,
+) -> MemoryRetrieverFn:
+    """Build the ``memory_retriever`` callable an agent runner injects.
+
+    Args:
+        store: The memory store.
+        index: The index over the same records.
+        embedder: Embeds ``text`` queries (and the ``goal`` fallback). Without one a
+            text query raises ``InvalidInputError``.
+        default_max_facts: ``limit`` when neither the query nor the options give
+            ``max_facts`` (1-100).
+        options: Passed to :func:`~cycgraph_memory.retrieval.retrieve_memory`.
+
+    Returns:
+        ``async retrieve(query, options=None)``. ``query`` keys: ``text``, ``tags``,
+        ``entity_ids``, ``max_facts``; ``options`` keys: ``max_facts``, ``goal`` (used as
+        ``text`` when the query is empty). The result is
+        ``{"facts": [{id, content, valid_from, tags}], "entities": [{id, name, type}],
+        "themes": [{id, label}]}``.
+    """
+    if not isinstance(default_max_facts, int) or not 1 <= default_max_facts <= 100:
+        raise InvalidInputError(f"default_max_facts must be 1-100, got {default_max_facts!r}")
+
+    async def retrieve(
+        query: Mapping[str, Any] | None = None, options_: Mapping[str, Any] | None = None
+    ) -> dict[str, list[dict[str, Any]]]:
+        q = dict(query or {})
+        extra = dict(options_ or {})
+        unknown = set(q) - _QUERY_KEYS
+        if unknown:
+            raise InvalidInputError(f"unknown memory query keys: {sorted(unknown)}")
+        max_facts = q.pop("max_facts", None) or extra.get("max_facts") or default_max_facts
+        if not (q.get("text") or q.get("tags") or q.get("entity_ids")) and extra.get("goal"):
+            q["text"] = extra["goal"]
+        memory_query = MemoryQuery.model_validate({**q, "limit": max_facts})
+        result = await retrieve_memory(
+            store, index, memory_query, embedder=embedder, options=options
+        )
+        return memory_result_to_dicts(result)
+
+    return retrieve
+
+
+def render_memory_section(memory: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
+    """Render retrieved memory as the ``## Relevant Memory`` prompt block.
+
+    Args:
+        memory: What a :func:`memory_retriever` callable returned (or the same shape).
+
+    Returns:
+        The block (facts, then entities, then themes; empty groups omitted), or ``""``
+        when nothing was retrieved so the prompt gets no empty heading.
+    """
+    facts = list(memory.get("facts", ()))
+    entities = list(memory.get("entities", ()))
+    themes = list(memory.get("themes", ()))
+    if not (facts or entities or themes):
+        return ""
+    lines = [MEMORY_SECTION_HEADING, ""]
+    if facts:
+        lines.append("### Facts")
+        for f in facts:
+            since = f.get("valid_from")
+            suffix = f" (since {str(since)[:10]})" if since else ""
+            lines.append(f"- {f['content']}{suffix}")
+        lines.append("")
+    if entities:
+        lines.append("### Entities")
+        lines.extend(f"- {e['name']} ({e['type']})" for e in entities)
+        lines.append("")
+    if themes:
+        lines.append("### Themes")
+        lines.extend(f"- {t['label']}" for t in themes)
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _to_fact(raw: SemanticFact | Mapping[str, Any], now: datetime) -> SemanticFact:
+    if isinstance(raw, SemanticFact):
+        return raw
+    if not isinstance(raw, Mapping):
+        raise TypeError(f"expected a fact mapping or SemanticFact, got {type(raw).__name__}")
+    unknown = set(raw) - _FACT_KEYS
+    if unknown:
+        raise InvalidInputError(f"unknown reflection fact keys: {sorted(unknown)}")
+    prov = dict(raw.get("provenance") or {})
+    prov.setdefault("source", "agent")
+    prov.setdefault("created_at", now)
+    return SemanticFact(
+        id=uuid.uuid4(),
+        content=raw.get("content"),
+        tags=list(raw.get("tags") or []),
+        entity_ids=list(raw.get("entity_ids") or []),
+        source_episode_ids=list(raw.get("source_episode_ids") or []),
+        embedding=raw.get("embedding"),
+        provenance=Provenance.model_validate(prov),
+        valid_from=raw.get("valid_from") or now,
+    )
+
+
+def memory_writer(
+    store: MemoryStore,
+    *,
+    index: Any = None,
+    embedder: EmbeddingProvider | None = None,
+    clock: Callable[[], datetime] = utc_now,
+) -> MemoryWriterFn:
+    """Build the ``memory_writer`` callable a reflection node calls.
+
+    Args:
+        store: Where facts go. A store with ``put_facts_once`` (both shipped backends)
+            enforces the idempotency key itself, durably on Postgres (a unique key row
+            written in the facts' transaction); for other stores the key is remembered
+            in this callable only (per process, not durable).
+        index: Optional index to update with the new facts when it has ``upsert_many``
+            (the in-memory index; the Postgres index reads the table directly).
+        embedder: Embeds fact contents that carry no embedding, so hierarchical
+            retrieval can find them.
+        clock: Time source for ``valid_from`` and ``provenance.created_at`` defaults.
+
+    Returns:
+        ``async write(facts, options=None) -> {"fact_ids": [...]}``. Each fact is a
+        ``SemanticFact`` or a dict with ``content``, ``tags``, ``provenance`` (``source``
+        defaults to ``agent``) and optionally ``entity_ids``, ``source_episode_ids``,
+        ``valid_from``, ``embedding``. ``options["idempotency_key"]``
+        (``run_id:node_id:iteration``): a repeated key writes nothing and returns the
+        first write's ids. Every fact is validated before anything is written.
+    """
+    seen: dict[str, list[uuid.UUID]] = {}
+    lock = asyncio.Lock()
+    put_once = getattr(store, "put_facts_once", None)
+
+    async def _embed(records: list[SemanticFact]) -> list[SemanticFact]:
+        missing = [i for i, r in enumerate(records) if r.embedding is None]
+        if embedder is None or not missing:
+            return records
+        vectors = await embedder.embed([records[i].content for i in missing])
+        out = list(records)
+        for i, v in zip(missing, vectors, strict=True):
+            out[i] = records[i].model_copy(update={"embedding": list(v)})
+        return out
+
+    async def _index(records: Iterable[SemanticFact]) -> None:
+        upsert = getattr(index, "upsert_many", None)
+        if upsert is not None:
+            upsert([r for r in records if r.embedding is not None])
+
+    async def write(
+        facts: Iterable[SemanticFact | Mapping[str, Any]],
+        options: Mapping[str, Any] | None = None,
+    ) -> dict[str, list[str]]:
+        if isinstance(facts, Mapping | str | SemanticFact):
+            raise TypeError("expected a list of facts, got a single value")
+        now = clock()
+        records = [_to_fact(f, now) for f in facts]
+        key = (options or {}).get("idempotency_key")
+        if key is not None and (not isinstance(key, str) or not key):
+            raise InvalidInputError("idempotency_key must be a non-empty string")
+        if key is None:
+            records = await _embed(records)
+            await store.put_facts(records)
+            await _index(records)
+            return {"fact_ids": [str(r.id) for r in records]}
+        if put_once is not None:
+            records = await _embed(records)
+            ids, wrote = await put_once(key, records)
+            if wrote:
+                await _index(records)
+            return {"fact_ids": [str(i) for i in ids]}
+        async with lock:
+            if key in seen:
+                return {"fact_ids": [str(i) for i in seen[key]]}
+            records = await _embed(records)
+            await store.put_facts(records)
+            seen[key] = [r.id for r in records]
+        await _index(records)
+        return {"fact_ids": [str(r.id) for r in records]}
+
+    return write

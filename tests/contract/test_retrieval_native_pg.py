@@ -1,0 +1,87 @@
+"""Postgres native retrieval paths return what the generic contract-only paths return."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from typing import Any
+
+import pytest
+
+from cycgraph_memory import QUARANTINE_TAG, MemoryResult, retrieve_memory
+
+from .factories import at, make_entity, make_fact, make_relationship, make_theme
+
+pytestmark = pytest.mark.postgres
+
+
+def shape(r: MemoryResult) -> dict[str, list[uuid.UUID]]:
+    return {
+        "themes": [t.id for t in r.themes],
+        "facts": [f.id for f in r.facts],
+        "episodes": [e.id for e in r.episodes],
+        "entities": [e.id for e in r.entities],
+        "relationships": [x.id for x in r.relationships],
+    }
+
+
+def unit_noise(rng: random.Random, centre: list[float], noise: float) -> list[float]:
+    v = [c + rng.gauss(0, noise) for c in centre]
+    return [round(x, 3) for x in v]
+
+
+async def test_native_and_generic_retrieval_agree(pg_store: Any, pg_index: Any) -> None:
+    rng = random.Random(7)
+    centres = [[rng.gauss(0, 1) for _ in range(8)] for _ in range(5)]
+    entities = [make_entity(id=uuid.UUID(int=i + 1)) for i in range(40)]
+    facts, themes = [], []
+    for t, centre in enumerate(centres):
+        members = []
+        for k in range(40):
+            tags = rng.sample(["lesson", "a", "b", QUARANTINE_TAG], rng.randint(0, 2))
+            f = make_fact(
+                id=uuid.UUID(int=1000 + t * 100 + k),
+                embedding=unit_noise(rng, centre, 0.4),
+                entity_ids=rng.sample([e.id for e in entities], 2),
+                tags=tags,
+                theme_id=uuid.UUID(int=50 + t),
+                valid_from=at(days=rng.randint(0, 30)),
+                invalidated_by="x" if rng.random() < 0.1 else None,
+            )
+            facts.append(f)
+            members.append(f.id)
+        themes.append(make_theme(id=uuid.UUID(int=50 + t), embedding=centre, fact_ids=members))
+    rels = [
+        make_relationship(*rng.sample([e.id for e in entities], 2), id=uuid.UUID(int=9000 + r),
+                          valid_from=at(days=r % 20), valid_until=at(days=25) if r % 7 else None)
+        for r in range(80)
+    ]
+    await pg_store.put_entities(entities)
+    await pg_store.put_themes(themes)
+    await pg_store.put_facts(facts)
+    await pg_store.put_relationships(rels)
+
+    queries: list[dict[str, Any]] = []
+    for i in range(12):
+        q: dict[str, Any] = {
+            "embedding": unit_noise(rng, centres[i % 5], 0.3), "limit": 10,
+            "min_similarity": 0.3,
+        }
+        if i % 3 == 1:
+            q["tags"] = ["lesson", "a"]
+        if i % 4 == 2:
+            q["include_invalidated"] = True
+        if i % 5 == 3:
+            q["valid_at"] = at(days=10)
+        queries.append(q)
+        queries.append({"entity_ids": [entities[i].id, entities[i + 1].id], "limit": 15,
+                        "valid_at": at(days=22) if i % 2 else None})
+    for n, q in enumerate(queries):
+        # Few direct candidates on some queries, so theme facts fill the result too.
+        opts: dict[str, Any] = {"direct_fact_candidates": 3} if n % 4 == 0 else {}
+        native = await retrieve_memory(pg_store, pg_index, q, options=opts)
+        generic = await retrieve_memory(
+            pg_store, pg_index, q, options={**opts, "native_paths": False}
+        )
+        assert shape(native) == shape(generic), q
+        assert native.facts or "entity_ids" in q
