@@ -18,7 +18,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable
 
-__all__ = ["BM25Index", "STOP_WORDS", "query_terms", "tokenize"]
+__all__ = ["BM25Index", "STOP_WORDS", "name_candidates", "query_terms", "tokenize"]
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -69,6 +69,25 @@ def tokenize(text: str) -> list[str]:
 def query_terms(text: str) -> list[str]:
     """Distinct query tokens of ``text`` in first-seen order (letters and digits only)."""
     return list(dict.fromkeys(tokenize(text)))
+
+
+def name_candidates(text: str, max_words: int = 4) -> list[str]:
+    """Lowercased word n-grams (1 to ``max_words`` words) of ``text``, possessives removed.
+
+    The candidates an entity-name lookup tries, in order of first appearance; n-grams
+    made only of stop words are skipped.
+    """
+    raw = re.findall(r"\w[\w'.&-]*", text.replace("\u2019", "'").lower())
+    words = [w[:-2] if w.endswith("'s") else w for w in raw]
+    words = [w.strip(".-'&") for w in words if w.strip(".-'&")]
+    out: dict[str, None] = {}
+    for start in range(len(words)):
+        for size in range(1, max_words + 1):
+            gram = words[start : start + size]
+            if len(gram) < size or all(w in STOP_WORDS for w in gram):
+                continue
+            out.setdefault(" ".join(gram), None)
+    return list(out)
 
 
 class BM25Index:

@@ -10,7 +10,16 @@ import pytest
 from cycgraph_memory import QUARANTINE_TAG, InvalidInputError, MemoryQuery
 from cycgraph_memory.retrieval.retrieve import retrieve_memory
 
-from .factories import EMBED_DIM, at, blend, make_episode, make_fact, make_message, unit
+from .factories import (
+    EMBED_DIM,
+    at,
+    blend,
+    make_entity,
+    make_episode,
+    make_fact,
+    make_message,
+    unit,
+)
 
 
 class FakeEmbedder:
@@ -120,3 +129,41 @@ async def test_hybrid_rules_tags_time_limit(store: Any, index: Any) -> None:
         store, index, _query(), embedder=EMBEDDER, options={"message_limit": 0}
     )
     assert none.messages == [] and none.facts
+
+
+async def test_entity_named_in_the_question_adds_its_facts(store: Any, index: Any) -> None:
+    w = await _world(store, index)
+    biscuit = make_entity(name="Biscuit", entity_type="concept")
+    tariq = make_entity(name="Tariq Khan", entity_type="person")
+    await store.put_entities([biscuit, tariq])
+    sitter = make_fact(content="the neighbour will look after her", embedding=unit(5),
+                       entity_ids=[biscuit.id, tariq.id], valid_from=at(40))
+    await store.put_facts([sitter])
+    await index.rebuild(store)
+    assert [e.id for e in await index.match_entity_names("who watches biscuit's bed?")] == [
+        biscuit.id
+    ]
+    assert [e.id for e in await index.match_entity_names("ask tariq khan or BISCUIT")] == [
+        tariq.id, biscuit.id,
+    ]
+    assert await index.match_entity_names("nobody here") == []
+    result = await retrieve_memory(
+        store, index, _query(text="where does biscuit stay?"), embedder=EMBEDDER, mode="text"
+    )
+    assert [f.id for f in result.facts] == [sitter.id]  # no shared word: only the graph
+    assert result.fact_scores[sitter.id].graph_distance == 0
+    assert result.fact_scores[sitter.id].text_rank is None
+    off = await retrieve_memory(
+        store, index, _query(text="where does biscuit stay?"), embedder=EMBEDDER, mode="text",
+        options={"entity_match_limit": 0},
+    )
+    assert off.facts == []
+    people = await retrieve_memory(
+        store, index, _query(text="where does biscuit stay?", entity_types=["person"]),
+        embedder=EMBEDDER, mode="text",
+    )
+    assert people.facts == []
+    hybrid = await retrieve_memory(store, index, _query(text="greyhound biscuit"),
+                                   embedder=EMBEDDER)
+    assert sitter.id in {f.id for f in hybrid.facts}
+    assert w["a"].id == hybrid.facts[0].id

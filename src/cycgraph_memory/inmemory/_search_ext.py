@@ -20,7 +20,10 @@ from cycgraph_memory._options import coerce_options
 from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.inmemory._common import check_dimension, copy_record, normalize_rows
+from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
+    Entity,
+    EntityFilter,
     Episode,
     FactFilter,
     ListOptions,
@@ -29,7 +32,7 @@ from cycgraph_memory.records import (
     SearchOptions,
     SemanticFact,
 )
-from cycgraph_memory.textsearch import BM25Index, tokenize
+from cycgraph_memory.textsearch import BM25Index, name_candidates, tokenize
 
 __all__ = ["MessageAndTextSearch", "episode_search_text"]
 
@@ -96,6 +99,8 @@ class MessageAndTextSearch:
         self._bm25_facts = BM25Index()
         self._bm25_messages = BM25Index()
         self._bm25_episodes = BM25Index()
+        self._entity_records: dict[uuid.UUID, Entity] = {}
+        self._entity_keys: dict[str, set[uuid.UUID]] = {}
 
     # ------------------------------------------------------------------ maintenance
 
@@ -119,6 +124,24 @@ class MessageAndTextSearch:
                 self._bm25_facts.add(record.id, record.content)
             elif isinstance(record, Episode):
                 self._ext_put_episode(record)
+            elif isinstance(record, Entity):
+                self._ext_drop_entity(record.id)
+                self._entity_records[record.id] = record
+                self._entity_keys.setdefault(normalize_entity_name(record.name), set()).add(
+                    record.id
+                )
+
+    def _ext_drop_entity(self, entity_id: uuid.UUID) -> bool:
+        old = self._entity_records.pop(entity_id, None)
+        if old is None:
+            return False
+        key = normalize_entity_name(old.name)
+        ids = self._entity_keys.get(key)
+        if ids is not None:
+            ids.discard(entity_id)
+            if not ids:
+                del self._entity_keys[key]
+        return True
 
     def _ext_put_episode(self, stored: Episode) -> None:
         self._ext_drop_episode_messages(stored.id)
@@ -146,7 +169,7 @@ class MessageAndTextSearch:
                 self._bm25_messages.remove(message_id)
 
     def _ext_remove(self, record_id: uuid.UUID) -> bool:
-        removed = False
+        removed = self._ext_drop_entity(record_id)
         if self._text_facts.pop(record_id, None) is not None:
             self._bm25_facts.remove(record_id)
             removed = True
@@ -158,6 +181,15 @@ class MessageAndTextSearch:
 
     async def _ext_rebuild(self, store: MemoryStore) -> None:
         self._ext_init()
+        offset = 0
+        while True:
+            entities = await store.find_entities(
+                EntityFilter(include_invalidated=True, limit=_PAGE, offset=offset)
+            )
+            self._ext_upsert(entities)
+            offset += len(entities)
+            if len(entities) < _PAGE:
+                break
         offset = 0
         while True:
             facts = await store.find_facts(
@@ -295,4 +327,29 @@ class MessageAndTextSearch:
             out.append(ScoredResult(item=copy_record(episode), score=score))
             if len(out) == opts.limit:
                 break
+        return out
+
+    async def match_entity_names(
+        self, text: str, *, limit: int = 10, include_invalidated: bool = False
+    ) -> list[Entity]:
+        """Entities whose normalised name is a word n-gram of ``text`` (1-4 words).
+
+        Ordered by where the name first appears in ``text``, then id; superseded and
+        invalidated entities are skipped unless ``include_invalidated``.
+        """
+        out: list[Entity] = []
+        seen: set[uuid.UUID] = set()
+        for candidate in name_candidates(text):
+            ids = self._entity_keys.get(normalize_entity_name(candidate), set())
+            for entity_id in sorted(ids, key=str):
+                entity = self._entity_records[entity_id]
+                if entity_id in seen:
+                    continue
+                live = entity.invalidated_at is None and entity.superseded_by is None
+                if not live and not include_invalidated:
+                    continue
+                seen.add(entity_id)
+                out.append(copy_record(entity))
+                if len(out) == limit:
+                    return out
         return out

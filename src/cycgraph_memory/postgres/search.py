@@ -18,13 +18,16 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, Table, exists, func, not_, select
+from sqlalchemy import ColumnElement, Table, any_, bindparam, exists, func, not_, select
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.types import Text
 
 from cycgraph_memory._options import coerce_options
 from cycgraph_memory.postgres import convert
 from cycgraph_memory.postgres.schema import TEXT_SEARCH_CONFIG
 from cycgraph_memory.postgres.store import (
+    ENTITIES,
     EPISODES,
     FACTS,
     MESSAGES,
@@ -32,12 +35,14 @@ from cycgraph_memory.postgres.store import (
     episode_messages_column,
 )
 from cycgraph_memory.records import (
+    Entity,
     Episode,
     Message,
     ScoredResult,
     SearchOptions,
     SemanticFact,
 )
+from cycgraph_memory.textsearch import name_candidates
 
 __all__ = ["PostgresSearchMixin", "or_tsquery_text"]
 
@@ -173,3 +178,28 @@ class PostgresSearchMixin:
         return [
             ScoredResult(item=episode_from_result(r), score=float(r["text_rank"])) for r in rows
         ]
+
+    async def match_entity_names(
+        self, text: str, *, limit: int = 10, include_invalidated: bool = False
+    ) -> list[Entity]:
+        """Entities whose lowercased name is a word n-gram of ``text`` (1-4 words).
+
+        One statement (``lower(name) = ANY(:candidates)``); ordered by where the name first
+        appears in ``text``, then id.
+        """
+        candidates = name_candidates(text)
+        if not candidates:
+            return []
+        t = ENTITIES
+        stmt = select(t).where(
+            t.c.tenant_id == self._tenant,
+            func.lower(t.c.name) == any_(bindparam(None, candidates, type_=ARRAY(Text()))),
+        )
+        if not include_invalidated:
+            stmt = stmt.where(t.c.invalidated_at.is_(None), t.c.superseded_by.is_(None))
+        async with self._session() as session:
+            rows = (await session.execute(stmt)).mappings().all()
+        position = {c: i for i, c in enumerate(candidates)}
+        entities = [convert.entity_from_row(r) for r in rows]
+        entities.sort(key=lambda e: (position.get(e.name.lower(), len(position)), str(e.id)))
+        return entities[:limit]

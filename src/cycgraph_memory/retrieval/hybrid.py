@@ -9,7 +9,12 @@ index offers text search). Signals, each one index call:
   cosine similarity; ``min_similarity`` applies to this signal;
 * facts, text: ``index.text_search_facts`` (BM25 in memory, ``ts_rank_cd`` on Postgres),
   tag scope pushed into the index, then the same fact scope;
-* messages, vector and text: ``index.search_messages`` / ``index.text_search_messages``.
+* messages, vector and text: ``index.search_messages`` / ``index.text_search_messages``;
+* graph (text and hybrid modes, when the index has ``match_entity_names``): the entities
+  whose name appears in the question (at most ``entity_match_limit``, of the query's
+  ``entity_types`` when given) -> their facts (``store.get_facts_for_entities``, same fact
+  scope), ordered by their best rank in the other fact signals, then newest first; graph
+  distance 0. Weighted by ``graph_weight``.
 
 Facts are ordered by RRF over their two signals (``RetrievalOptions.rrf_k``), ties by the
 best raw score, then id, and cut to ``limit``; each gets a :class:`FactScore`. Messages
@@ -41,6 +46,7 @@ from cycgraph_memory.retrieval.fusion import rrf_fuse
 from cycgraph_memory.retrieval.pipeline import (
     FactScope,
     cut,
+    merge_unique,
     ordered_ids,
 )
 
@@ -61,6 +67,45 @@ def supports_text_search(index: object) -> bool:
         callable(getattr(index, name, None))
         for name in ("text_search_facts", "text_search_messages")
     )
+
+
+async def _graph_facts(
+    store: MemoryStore,
+    index: MemoryIndex,
+    q: MemoryQuery,
+    opts: RetrievalOptions,
+    scope: FactScope,
+    signals: dict[str, list[tuple[uuid.UUID, float]]],
+) -> list[SemanticFact]:
+    match = getattr(index, "match_entity_names", None)
+    if match is None or q.text is None or opts.entity_match_limit == 0:
+        return []
+    entities = await match(
+        q.text, limit=opts.entity_match_limit, include_invalidated=q.include_invalidated
+    )
+    if q.entity_types is not None:
+        entities = [e for e in entities if e.entity_type in q.entity_types]
+    if not entities:
+        return []
+    by_entity = await store.get_facts_for_entities(
+        [e.id for e in entities],
+        per_entity_limit=opts.text_candidates or min(1000, 4 * q.limit),
+        include_invalidated=scope.include_invalidated,
+        tags=sorted(scope.tags) or None,
+        exclude_tags=sorted(scope.exclude_tags) or None,
+        valid_at=scope.valid_at,
+        changed_since=scope.changed_since,
+    )
+    facts = merge_unique(*(by_entity.get(e.id, []) for e in entities))
+    facts = scope.apply(facts)
+    best: dict[uuid.UUID, int] = {}
+    for ranked in signals.values():
+        for rank, (fact_id, _) in enumerate(ranked):
+            best[fact_id] = min(best.get(fact_id, rank), rank)
+    far = len(best) + 1
+    newest_first = sorted(facts, key=lambda f: str(f.id))
+    newest_first.sort(key=lambda f: f.valid_from, reverse=True)
+    return sorted(newest_first, key=lambda f: best.get(f.id, far))
 
 
 def _message_admitted(message: Message, q: MemoryQuery) -> bool:
@@ -131,7 +176,14 @@ async def hybrid_candidates(
         for fact, _ in admitted:
             facts_by_id.setdefault(fact.id, fact)
 
-    fused = cut(rrf_fuse(fact_signals, k=opts.rrf_k), q.limit)
+    graph = await _graph_facts(store, index, q, opts, scope, fact_signals) if use_text else []
+    if graph:
+        fact_signals["graph"] = [(f.id, 0.0) for f in graph]
+        for fact in graph:
+            facts_by_id.setdefault(fact.id, fact)
+    fused = cut(
+        rrf_fuse(fact_signals, k=opts.rrf_k, weights={"graph": opts.graph_weight}), q.limit
+    )
     facts = [facts_by_id[h.id] for h in fused]
     scores = {
         h.id: FactScore(
@@ -139,6 +191,7 @@ async def hybrid_candidates(
             vector_score=h.scores.get("vector"),
             text_rank=h.ranks.get("text"),
             text_score=h.scores.get("text"),
+            graph_distance=0 if "graph" in h.ranks else None,
             fused_score=h.fused,
         )
         for h in fused
