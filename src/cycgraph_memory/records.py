@@ -686,7 +686,9 @@ class RetrievalOptions(_Model):
             query's ``limit``; 0 = none.
         entity_match_limit: Entities named in the question (text/hybrid modes) whose
             facts join the fusion as the graph signal (0 = off).
-        graph_weight: RRF weight of the graph signal (the other signals weigh 1).
+        graph_weight: RRF weight of the graph signal.
+        text_weight: RRF weight of the text signals (facts and messages); the vector
+            signals and the facts' grounding messages weigh 1.
         native_paths: Use a backend's native fast paths when it has them (Postgres:
             ``hierarchical_candidates`` on the index, ``extract_subgraph_native`` on the
             store); ``False`` forces the generic contract-only algorithms.
@@ -705,4 +707,5 @@ class RetrievalOptions(_Model):
     message_limit: int | None = Field(default=None, ge=0, le=1000)
     entity_match_limit: int = Field(default=5, ge=0, le=100)
     graph_weight: float = Field(default=1.0, ge=0.0, le=10.0)
+    text_weight: float = Field(default=1.0, ge=0.0, le=10.0)
     native_paths: bool = True

@@ -182,7 +182,12 @@ async def hybrid_candidates(
         for fact in graph:
             facts_by_id.setdefault(fact.id, fact)
     fused = cut(
-        rrf_fuse(fact_signals, k=opts.rrf_k, weights={"graph": opts.graph_weight}), q.limit
+        rrf_fuse(
+            fact_signals,
+            k=opts.rrf_k,
+            weights={"graph": opts.graph_weight, "text": opts.text_weight},
+        ),
+        q.limit,
     )
     facts = [facts_by_id[h.id] for h in fused]
     scores = {
@@ -245,7 +250,7 @@ async def message_signals(
         for h in hits:
             records.setdefault(h.item.id, h.item)
     out: list[Message] = []
-    for hit in rrf_fuse(signals, k=opts.rrf_k):
+    for hit in rrf_fuse(signals, k=opts.rrf_k, weights={"text": opts.text_weight}):
         message = records[hit.id]
         if not _message_admitted(message, q):
             continue
