@@ -34,7 +34,7 @@ class FakeEmbedder:
         return [self.table.get(t, unit(EMBED_DIM - 1)) for t in texts]
 
 
-EMBEDDER = FakeEmbedder({"greyhound": unit(0)})
+EMBEDDER = FakeEmbedder({"greyhound": unit(0), "greyhound biscuit": unit(0)})
 
 
 async def _world(store: Any, index: Any) -> dict[str, Any]:
