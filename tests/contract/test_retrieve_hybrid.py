@@ -70,7 +70,7 @@ async def test_hybrid_is_the_default_and_fuses_both_signals(store: Any, index: A
     assert sa.text_rank is not None and sa.text_score is not None and sa.text_score > 0
     assert sb.text_rank is None and sb.vector_rank == 2
     assert sc.vector_rank == 3 and sc.text_rank is not None
-    assert sa.fused_score == pytest.approx(1 / 61 + 1 / (60 + sa.text_rank))
+    assert sa.fused_score == pytest.approx(1 / 61 + 0.5 / (60 + sa.text_rank))  # text 0.5
     assert sa.fused_score > sc.fused_score > sb.fused_score
     assert w["q"].id not in {f.id for f in result.facts}  # quarantined
     assert result.messages[0].id == w["ma"].id
@@ -165,5 +165,4 @@ async def test_entity_named_in_the_question_adds_its_facts(store: Any, index: An
     assert people.facts == []
     hybrid = await retrieve_memory(store, index, _query(text="greyhound biscuit"),
                                    embedder=EMBEDDER)
-    assert sitter.id in {f.id for f in hybrid.facts}
-    assert w["a"].id == hybrid.facts[0].id
+    assert {sitter.id, w["a"].id} <= {f.id for f in hybrid.facts}

@@ -33,7 +33,8 @@ def test_readme_hybrid_block_runs() -> None:
     thread.join(timeout=60)
     assert not errors, errors
     assert out == [
-        "Maya on 2024-01-08: we adopted a retired greyhound from the rescue.",
-        "2 1 0.0325",
         "we adopted a retired greyhound from the rescue. her name is biscuit",
+        "Maya on 2024-01-08: also Maya's unit switched Maya to night shifts, 7pm to 7am"
+        " | 1 2 0.0245",
+        "Maya on 2024-01-08: we adopted a retired greyhound from the rescue. | 2 1 0.0243",
     ]
