@@ -58,7 +58,6 @@ def upgrade() -> None:
         "facts",
         ["source_message_ids"],
         postgresql_using="gin",
-        postgresql_with={"fastupdate": "off"},
     )
     op.add_column(
         "facts",

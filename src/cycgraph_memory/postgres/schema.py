@@ -250,12 +250,8 @@ class FactRow(Base):
         Index(
             "ix_facts_entity_ids_gin", "entity_ids", postgresql_using="gin", postgresql_with=_GIN
         ),
-        Index(
-            "ix_facts_source_message_ids_gin",
-            "source_message_ids",
-            postgresql_using="gin",
-            postgresql_with=_GIN,
-        ),
+        # Default fastupdate (on): written with every fact, read only to trace grounding.
+        Index("ix_facts_source_message_ids_gin", "source_message_ids", postgresql_using="gin"),
         Index("ix_facts_search_tsv_gin", "search_tsv", postgresql_using="gin"),
         _hnsw("facts"),
     )
