@@ -118,3 +118,10 @@ async def test_text_search_messages_and_episodes(store: Any, index: Any) -> None
     assert [m.id for m in eps[0].item.messages] == [b1.id]
     limited = await index.text_search_messages("greyhound", limit=1)
     assert len(limited) == 1
+
+
+async def test_message_embedding_of_wrong_dimension_is_refused(store: Any) -> None:
+    bad = make_episode(messages=[make_message(embedding=[1.0, 0.0, 0.0])])
+    with pytest.raises(EmbeddingDimensionMismatchError):
+        await store.put_episodes([bad])
+    assert await store.get_episode(bad.id) is None

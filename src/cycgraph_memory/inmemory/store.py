@@ -250,7 +250,14 @@ class InMemoryMemoryStore:
         Message embeddings are kept beside the episode: episode reads return messages
         without them (as on Postgres), :meth:`get_messages` returns them.
         """
-        for record in self._prepare_many(Episode, episodes):
+        records = self._prepare_many(Episode, episodes)
+        for record in records:
+            for message in record.messages:
+                if message.embedding is not None:
+                    check_dimension(
+                        self._expected_dimensions, len(message.embedding), f"Message {message.id}"
+                    )
+        for record in records:
             for message in record.messages:
                 if message.embedding is not None:
                     self._message_vectors[message.id] = message.embedding

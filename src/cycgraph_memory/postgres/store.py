@@ -411,9 +411,12 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
         if not items:
             return
         latest = list({e.id: e for e in items}.values())
+        messages = [m for e in latest for m in e.messages]
         self._precheck(latest, "episode")
+        self._precheck(messages, "message")
         async with self._session() as session:
             await self._checked_dim(session, latest, "episode")
+            await self._checked_dim(session, messages, "message")
             await self._upsert(
                 session, EPISODES, [convert.episode_to_row(e, self._tenant) for e in latest]
             )
