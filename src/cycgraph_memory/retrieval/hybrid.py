@@ -16,7 +16,8 @@ index offers text search). Signals, each one index call:
   scope), ordered by their best rank in the other fact signals, then newest first; graph
   distance 0. Weighted by ``graph_weight``.
 
-Facts are ordered by RRF over their two signals (``RetrievalOptions.rrf_k``), ties by the
+Facts are ordered by RRF over their signals (``RetrievalOptions.rrf_k``; text signals
+weigh ``text_weight``, the graph signal ``graph_weight``, vector signals 1), ties by the
 best raw score, then id, and cut to ``limit``; each gets a :class:`FactScore`. Messages
 are ordered by RRF over three lists: the messages grounding the served facts (in fact
 order) and the two message signals; they are cut to ``message_limit``. When the query
