@@ -109,10 +109,45 @@ class Workload:
     embedding_queries: list[tuple[list[float], int]] = field(default_factory=list)
     entity_queries: list[tuple[uuid.UUID, uuid.UUID]] = field(default_factory=list)
     fact_embeddings: np.ndarray | None = None
+    raw: list[tuple[int, int, list[str]]] = field(default_factory=list)
+    t_count: int = 0
+    expired: int = 0
+
+
+def fact_id(i: int) -> uuid.UUID:
+    """Id of fact ``i``."""
+    return uuid_for(3, i)
+
+
+def build_facts(w: Workload, start: int, stop: int) -> list[SemanticFact]:
+    """The ``SemanticFact`` records of facts ``start..stop-1`` (built on demand in batches,
+    so a large workload never holds every fact as Python objects twice)."""
+    assert w.fact_embeddings is not None
+    prov = Provenance(source="system", created_at=BASE)
+    emb_lists = w.fact_embeddings[start:stop].tolist()
+    out = []
+    for k, i in enumerate(range(start, stop)):
+        ea, eb, tags = w.raw[i]
+        t = i % w.t_count
+        out.append(SemanticFact(
+            id=uuid_for(3, i),
+            content=f"Fact {i} in theme {t}: entity-{ea} relates to entity-{eb}.",
+            entity_ids=[uuid_for(1, ea), uuid_for(1, eb)],
+            theme_id=uuid_for(4, t),
+            embedding=emb_lists[k],
+            provenance=prov,
+            valid_from=BASE + timedelta(minutes=i),
+            tags=list(tags),
+        ))
+    return out
 
 
 def generate(n: int, *, records: bool = True) -> Workload:
-    """Generate the workload for ``N = n`` facts (``records=False``: raw values only)."""
+    """Generate the workload for ``N = n`` facts.
+
+    ``records=False`` leaves ``facts`` empty: build them in batches with
+    :func:`build_facts` (entities, themes and relationships are always built).
+    """
     rng = Mulberry32(SEED)
     t_count = max(1, n // 100)
     e_count = n // 10
@@ -121,12 +156,11 @@ def generate(n: int, *, records: bool = True) -> Workload:
     w = Workload(n=n)
 
     centres = [_normalize(rng.gauss_vec()) for _ in range(t_count)]
-    if records:
-        w.entities = [
-            Entity(id=uuid_for(1, e), name=f"entity-{e}", entity_type=ENTITY_TYPES[e % 4],
-                   provenance=prov, created_at=BASE, updated_at=BASE)
-            for e in range(e_count)
-        ]
+    w.entities = [
+        Entity(id=uuid_for(1, e), name=f"entity-{e}", entity_type=ENTITY_TYPES[e % 4],
+               provenance=prov, created_at=BASE, updated_at=BASE)
+        for e in range(e_count)
+    ]
     scale = 0.6 / math.sqrt(DIM)
     embs = np.empty((n, DIM), dtype=np.float64)
     raw: list[tuple[int, int, list[str]]] = []
@@ -147,48 +181,32 @@ def generate(n: int, *, records: bool = True) -> Workload:
             tags.append("verified")
         raw.append((ea, eb, tags))
     w.fact_embeddings = embs
+    w.raw = raw
+    w.t_count = t_count
     if records:
-        emb_lists = embs.tolist()
-        for i, (ea, eb, tags) in enumerate(raw):
-            t = i % t_count
-            w.facts.append(SemanticFact(
-                id=uuid_for(3, i),
-                content=f"Fact {i} in theme {t}: entity-{ea} relates to entity-{eb}.",
-                entity_ids=[uuid_for(1, ea), uuid_for(1, eb)],
-                theme_id=uuid_for(4, t),
-                embedding=emb_lists[i],
-                provenance=prov,
-                valid_from=BASE + timedelta(minutes=i),
-                tags=tags,
-            ))
-    else:
-        w.facts = []
-    w.raw_tags = [tags for _, _, tags in raw]  # type: ignore[attr-defined]
-    w.raw_entities = [(ea, eb) for ea, eb, _ in raw]  # type: ignore[attr-defined]
-    if records:
-        for t in range(t_count):
-            members = list(range(t, n, t_count))
-            w.themes.append(Theme(
-                id=uuid_for(4, t), label=f"theme-{t}",
-                fact_ids=[uuid_for(3, i) for i in members],
-                embedding=_normalize(embs[members].mean(axis=0)).tolist(),
-                provenance=prov,
-            ))
+        w.facts = build_facts(w, 0, n)
+    for t in range(t_count):
+        members = list(range(t, n, t_count))
+        w.themes.append(Theme(
+            id=uuid_for(4, t), label=f"theme-{t}",
+            fact_ids=[uuid_for(3, i) for i in members],
+            embedding=_normalize(embs[members].mean(axis=0)).tolist(),
+            provenance=prov,
+        ))
     expired = 0
     for r in range(r_count):
         s, d = rng.pick_two(e_count)
         kind = RELATION_TYPES[math.floor(rng() * 5)]
         is_expired = rng() < 0.1
         expired += is_expired
-        if records:
-            w.relationships.append(Relationship(
-                id=uuid_for(2, r), source_id=uuid_for(1, s), target_id=uuid_for(1, d),
-                relation_type=kind, weight=1.0,
-                valid_from=REL_BASE + timedelta(days=r % 365),
-                valid_until=EXPIRED_UNTIL if is_expired else None,
-                provenance=prov,
-            ))
-    w.expired = expired  # type: ignore[attr-defined]
+        w.relationships.append(Relationship(
+            id=uuid_for(2, r), source_id=uuid_for(1, s), target_id=uuid_for(1, d),
+            relation_type=kind, weight=1.0,
+            valid_from=REL_BASE + timedelta(days=r % 365),
+            valid_until=EXPIRED_UNTIL if is_expired else None,
+            provenance=prov,
+        ))
+    w.expired = expired
     qscale = 0.3 / math.sqrt(DIM)
     for _ in range(200):
         j = math.floor(rng() * n)

@@ -16,6 +16,13 @@ Usage:
 
 from __future__ import annotations
 
+import os
+
+# One BLAS thread: on a shared 2-core machine a multi-threaded OpenBLAS spin-waits and a
+# 10,000 x 384 scan goes from ~0.5 ms to ~30 ms. Set before numpy is imported.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import argparse
 import asyncio
 import math
@@ -34,7 +41,7 @@ from cycgraph_memory import (
     MemoryQuery,
     retrieve_memory,
 )
-from reference_workload import Workload, generate
+from reference_workload import Workload, build_facts, fact_id, generate
 
 # TypeScript p50 / p95 (ms) from the reference file.
 TS = {
@@ -85,7 +92,7 @@ async def run_strategies(
     store: Any, index: Any, w: Workload, counter: StatementCounter | None
 ) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
-    own = {j: w.facts[j].id for _, j in w.embedding_queries} if w.facts else {}
+    own = {j: fact_id(j) for _, j in w.embedding_queries}
     for strategy in ("embedding", "tags", "entity"):
         qs = queries(w, strategy)
         warm = qs[:WARMUP]
@@ -136,8 +143,8 @@ async def load(store: Any, w: Workload) -> float:
     await store.put_entities(w.entities)
     await store.put_themes(w.themes)
     step = 5_000
-    for i in range(0, len(w.facts), step):
-        await store.put_facts(w.facts[i : i + step])
+    for i in range(0, w.n, step):
+        await store.put_facts(build_facts(w, i, min(w.n, i + step)))
     await store.put_relationships(w.relationships)
     return time.perf_counter() - t0
 
@@ -147,23 +154,25 @@ async def bench_memory(w: Workload) -> tuple[dict[str, dict[str, float]], dict[s
     index = InMemoryMemoryIndex(expected_dimensions=384)
     seconds = await load(store, w)
     await index.rebuild(store)
-    w.entities, w.themes, w.relationships = [], [], []
-    facts_ids = [f.id for f in w.facts]
-    w.facts = [_IdOnly(i) for i in facts_ids]  # type: ignore[misc]
+    w.entities, w.themes, w.relationships, w.raw = [], [], [], []
+    w.fact_embeddings = None  # the generator's matrix; only the store and index remain
     import gc
 
     gc.collect()
-    extra = {"load_s": seconds, "rss_mb": current_rss_mb()}
+    import numpy as np
+
+    matrix = np.random.default_rng(0).standard_normal((w.n, 384)).astype(np.float32)
+    vector = matrix[0].copy()
+    scan = []
+    for _ in range(50):
+        t0 = time.perf_counter()
+        np.argpartition(matrix @ vector, -20)[-20:]
+        scan.append((time.perf_counter() - t0) * 1000)
+    del matrix
+    gc.collect()
+    extra = {"load_s": seconds, "rss_mb": current_rss_mb(),
+             "numpy_scan_floor_p50_ms": nearest_rank(scan, 50)}
     return await run_strategies(store, index, w, None), extra
-
-
-class _IdOnly:
-    """Keeps only a fact's id once the store holds the records (for the hit-rate check)."""
-
-    __slots__ = ("id",)
-
-    def __init__(self, i: Any) -> None:
-        self.id = i
 
 
 async def bench_postgres(
@@ -195,13 +204,32 @@ async def bench_postgres(
             index = PostgresMemoryIndex(engine)
             seconds = await load(store, w)
             await index.rebuild(analyze=True)
+            baseline = await session_baseline(engine)
             counter = StatementCounter()
             event.listen(engine.sync_engine, "before_cursor_execute", counter)
             results = await run_strategies(store, index, w, counter)
             await engine.dispose()
         finally:
             server.stop()
-    return results, {"load_s": seconds}
+    return results, {"load_s": seconds, "one_session_select1_p50_ms": baseline}
+
+
+async def session_baseline(engine: Any) -> float:
+    """p50 (ms) of ``SELECT 1`` in its own session: the floor of one store call here.
+
+    Reported so figures from a loaded, shared machine can be read against it.
+    """
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import async_sessionmaker
+
+    maker = async_sessionmaker(engine, expire_on_commit=False)
+    times = []
+    for _ in range(100):
+        t0 = time.perf_counter()
+        async with maker() as session, session.begin():
+            await session.execute(text("SELECT 1"))
+        times.append((time.perf_counter() - t0) * 1000)
+    return nearest_rank(times, 50)
 
 
 def report(backend: str, n: int, results: dict[str, dict[str, float]],
@@ -230,7 +258,7 @@ def main() -> None:
     parser.add_argument("--pg-data", default=None, help="parent dir for the embedded server")
     args = parser.parse_args()
     t0 = time.perf_counter()
-    w = generate(args.n)
+    w = generate(args.n, records=False)
     print(f"generated N={args.n:,} in {time.perf_counter() - t0:.1f}s")
     if args.backend == "memory":
         results, extra = asyncio.run(bench_memory(w))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import uuid
+from array import array
 from collections.abc import Mapping
 from datetime import date, datetime
 from types import NoneType
@@ -69,6 +70,8 @@ def copy_record(record: M) -> M:
             continue
         if kind is list:
             fields[name] = list(value) if name == "embedding" else _copy_list(value)
+        elif kind is array:  # a packed embedding (see compact_record)
+            fields[name] = list(value)
         elif isinstance(value, BaseModel):
             fields[name] = copy_record(value)
         elif kind is dict and not value:
@@ -85,6 +88,24 @@ def copy_record(record: M) -> M:
     private = record.__pydantic_private__
     setattr_(new, "__pydantic_private__", None if private is None else copy.deepcopy(private))
     return new
+
+
+def pack_embedding(record: M) -> M:
+    """Pack a record's embedding as ``array('d')`` in place (the caller owns the record)."""
+    embedding = record.__dict__.get("embedding")
+    if type(embedding) is list:
+        record.__dict__["embedding"] = array("d", embedding)
+    return record
+
+
+def compact_record(record: M) -> M:
+    """Copy a record for storage, its embedding packed as ``array('d')``.
+
+    A 384-d embedding as a list of Python floats takes ~12 KB; packed it takes 3 KB with
+    the exact same float64 values. :func:`copy_record` hands out lists again, so callers
+    never see the packed form.
+    """
+    return pack_embedding(copy_record(record))
 
 
 def check_dimension(expected: int | None, actual: int, context: str) -> None:

@@ -32,6 +32,7 @@ from cycgraph_memory.inmemory._common import (
     check_dimension,
     copy_record,
     normalize_rows,
+    pack_embedding,
 )
 from cycgraph_memory.inmemory._search_ext import MessageAndTextSearch
 from cycgraph_memory.records import (
@@ -361,7 +362,7 @@ class InMemoryMemoryIndex(MessageAndTextSearch):
             if record.embedding is None:
                 removals.append((slot, record_id))
             else:
-                batches.setdefault(slot, []).append(record)
+                batches.setdefault(slot, []).append(pack_embedding(record))
         self._apply(batches, removals, tables)
         self._ext_upsert(copies)
         self._maybe_warn()
@@ -397,7 +398,7 @@ class InMemoryMemoryIndex(MessageAndTextSearch):
             ents = await store.find_entities(
                 EntityFilter(include_invalidated=True, limit=_REBUILD_PAGE, offset=offset)
             )
-            gathered[0].extend(e for e in ents if e.embedding is not None)
+            gathered[0].extend(pack_embedding(e) for e in ents if e.embedding is not None)
             offset += len(ents)
             if len(ents) < _REBUILD_PAGE:
                 break
@@ -406,7 +407,7 @@ class InMemoryMemoryIndex(MessageAndTextSearch):
             facts = await store.find_facts(
                 FactFilter(include_invalidated=True, limit=_REBUILD_PAGE, offset=offset)
             )
-            gathered[1].extend(f for f in facts if f.embedding is not None)
+            gathered[1].extend(pack_embedding(f) for f in facts if f.embedding is not None)
             offset += len(facts)
             if len(facts) < _REBUILD_PAGE:
                 break
@@ -415,7 +416,7 @@ class InMemoryMemoryIndex(MessageAndTextSearch):
             themes = await store.list_themes(
                 ListOptions(include_invalidated=True, limit=_REBUILD_PAGE, offset=offset)
             )
-            gathered[2].extend(t for t in themes if t.embedding is not None)
+            gathered[2].extend(pack_embedding(t) for t in themes if t.embedding is not None)
             offset += len(themes)
             if len(themes) < _REBUILD_PAGE:
                 break
@@ -424,7 +425,7 @@ class InMemoryMemoryIndex(MessageAndTextSearch):
             episodes = await store.list_episodes(
                 ListOptions(include_invalidated=True, limit=_REBUILD_PAGE, offset=offset)
             )
-            gathered[3].extend(e for e in episodes if e.embedding is not None)
+            gathered[3].extend(pack_embedding(e) for e in episodes if e.embedding is not None)
             offset += len(episodes)
             if len(episodes) < _REBUILD_PAGE:
                 break

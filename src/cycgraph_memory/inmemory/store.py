@@ -9,7 +9,9 @@ correct.
 
 from __future__ import annotations
 
+import heapq
 import uuid
+from array import array
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
@@ -21,6 +23,7 @@ from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.inmemory._common import (
     check_dimension,
     coerce_record,
+    compact_record,
     copy_record,
 )
 from cycgraph_memory.inmemory._lookup import StoreLookups
@@ -55,7 +58,12 @@ _Snapshot = tuple[
 
 
 def _page(matches: list[R], key: Callable[[R], Any], offset: int, limit: int | None) -> list[R]:
-    """Sort every match, then slice ``[offset, offset + limit)`` and copy the slice."""
+    """Order the matches, slice ``[offset, offset + limit)`` and copy the slice.
+
+    A small page of many matches takes a partial sort (``heapq.nsmallest``, same result).
+    """
+    if limit is not None and (offset + limit) * 8 < len(matches):
+        return [copy_record(r) for r in heapq.nsmallest(offset + limit, matches, key=key)[offset:]]
     matches.sort(key=key)
     end = None if limit is None else offset + limit
     return [copy_record(r) for r in matches[offset:end]]
@@ -65,16 +73,17 @@ def _entity_key(e: Entity) -> tuple[datetime, str]:
     return (e.created_at, str(e.id))
 
 
-def _relationship_key(r: Relationship) -> tuple[datetime, str]:
-    return (r.valid_from, str(r.id))
+def _relationship_key(r: Relationship) -> tuple[datetime, uuid.UUID]:
+    return (r.valid_from, r.id)
 
 
 def _episode_key(e: Episode) -> tuple[datetime, str]:
     return (e.started_at, str(e.id))
 
 
-def _fact_key(f: SemanticFact) -> tuple[datetime, str]:
-    return (f.valid_from, str(f.id))
+def _fact_key(f: SemanticFact) -> tuple[datetime, uuid.UUID]:
+    # UUIDs order exactly like their canonical strings (fixed-width hex of ``.int``).
+    return (f.valid_from, f.id)
 
 
 def _theme_key(t: Theme) -> tuple[datetime, str]:
@@ -102,7 +111,7 @@ class InMemoryMemoryStore:
         self._entities: dict[uuid.UUID, Entity] = {}
         self._relationships: dict[uuid.UUID, Relationship] = {}
         self._episodes: dict[uuid.UUID, Episode] = {}
-        self._message_vectors: dict[uuid.UUID, list[float]] = {}
+        self._message_vectors: dict[uuid.UUID, array[float]] = {}
         self._facts: dict[uuid.UUID, SemanticFact] = {}
         self._themes: dict[uuid.UUID, Theme] = {}
         self._lookups = StoreLookups()
@@ -124,7 +133,7 @@ class InMemoryMemoryStore:
                 len(embedding),
                 f"{model.__name__} {record.id}",
             )
-        return copy_record(record)
+        return compact_record(record)
 
     def _prepare_many(self, model: type[R], values: Iterable[object]) -> list[R]:
         if isinstance(values, (model, Mapping, str)):
@@ -260,7 +269,7 @@ class InMemoryMemoryStore:
         for record in records:
             for message in record.messages:
                 if message.embedding is not None:
-                    self._message_vectors[message.id] = message.embedding
+                    self._message_vectors[message.id] = array("d", message.embedding)
                     message.__dict__["embedding"] = None  # a validated copy: no re-check
             self._episodes[record.id] = record
 

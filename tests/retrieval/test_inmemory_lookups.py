@@ -1,0 +1,71 @@
+"""The in-memory store's inverted indexes stay in step with its records."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cycgraph_memory import InMemoryMemoryStore, Provenance, Relationship, SemanticFact
+
+PROV = Provenance(source="agent", created_at=datetime(2025, 1, 1, tzinfo=UTC))
+E = [uuid.UUID(int=i + 1) for i in range(4)]
+TAGS = ["a", "b", "c"]
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("fact"), st.integers(0, 5), st.lists(st.sampled_from(TAGS), max_size=2),
+                  st.lists(st.sampled_from(E), max_size=2), st.sampled_from([None, *E])),
+        st.tuples(st.just("rel"), st.integers(0, 5), st.sampled_from(E), st.sampled_from(E)),
+        st.tuples(st.just("del_fact"), st.integers(0, 5)),
+        st.tuples(st.just("del_rel"), st.integers(0, 5)),
+        st.tuples(st.just("rollback"), st.integers(0, 5), st.sampled_from(TAGS)),
+    ),
+    max_size=25,
+)
+
+
+class Boom(Exception):
+    pass
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=ops)
+async def test_indexed_listings_equal_full_scans(ops: list[tuple[object, ...]]) -> None:
+    store = InMemoryMemoryStore()
+    for op in ops:
+        kind, n = op[0], int(op[1])  # type: ignore[call-overload]
+        fid, rid = uuid.UUID(int=100 + n), uuid.UUID(int=200 + n)
+        if kind == "fact":
+            await store.put_fact(SemanticFact(id=fid, content="x", tags=op[2], entity_ids=op[3],
+                                              theme_id=op[4], provenance=PROV))
+        elif kind == "rel":
+            await store.put_relationship(Relationship(id=rid, source_id=op[2], target_id=op[3],
+                                                      relation_type="r", provenance=PROV))
+        elif kind == "del_fact":
+            await store.delete_fact(fid)
+        elif kind == "del_rel":
+            await store.delete_relationship(rid)
+        else:
+            with pytest.raises(Boom):
+                async with store.transaction():
+                    await store.put_fact(SemanticFact(id=fid, content="y", tags=[op[2]],
+                                                      entity_ids=E[:1], provenance=PROV))
+                    await store.delete_relationship(rid)
+                    raise Boom
+    facts = await store.find_facts()
+    rels = await store.get_relationships(uuid.UUID(int=200 + i) for i in range(6))
+    for tag in TAGS:
+        assert await store.find_facts(tags=[tag]) == [f for f in facts if tag in f.tags]
+    for e in E:
+        assert await store.find_facts(entity_id=e) == [f for f in facts if e in f.entity_ids]
+        assert await store.find_facts(theme_id=e) == [f for f in facts if f.theme_id == e]
+        expected = sorted((r for r in rels.values() if e in (r.source_id, r.target_id)),
+                          key=lambda r: (r.valid_from, str(r.id)))
+        assert await store.get_relationships_for_entity(e) == expected
+    await store.clear()
+    assert await store.find_facts(tags=TAGS) == []
+    assert await store.get_relationships_for_entities(E) == []
