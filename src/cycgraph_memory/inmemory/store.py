@@ -112,6 +112,7 @@ class InMemoryMemoryStore:
         self._relationships: dict[uuid.UUID, Relationship] = {}
         self._episodes: dict[uuid.UUID, Episode] = {}
         self._message_vectors: dict[uuid.UUID, array[float]] = {}
+        self._message_homes: dict[uuid.UUID, set[uuid.UUID]] = {}  # message -> episodes
         self._facts: dict[uuid.UUID, SemanticFact] = {}
         self._themes: dict[uuid.UUID, Theme] = {}
         self._lookups = StoreLookups()
@@ -268,6 +269,7 @@ class InMemoryMemoryStore:
                     )
         for record in records:
             for message in record.messages:
+                self._message_homes.setdefault(message.id, set()).add(record.id)
                 if message.embedding is not None:
                     self._message_vectors[message.id] = array("d", message.embedding)
                     message.__dict__["embedding"] = None  # a validated copy: no re-check
@@ -297,17 +299,22 @@ class InMemoryMemoryStore:
         Invalidated episodes count too (like every ``get_*``). A message id stored in
         several episodes is returned once, from the episode with the smallest id.
         """
-        wanted = set(parse_ids(ids))
         found: dict[uuid.UUID, Message] = {}
-        if not wanted:
-            return found
-        for episode in sorted(self._episodes.values(), key=lambda e: str(e.id)):
-            for message in episode.messages:
-                if message.id in wanted and message.id not in found:
-                    found[message.id] = copy_record(message)
-                    vector = self._message_vectors.get(message.id)
-                    if vector is not None:
-                        found[message.id].__dict__["embedding"] = list(vector)
+        for message_id in dict.fromkeys(parse_ids(ids)):
+            # Candidate episodes from the message -> episodes map (entries may be stale
+            # after a delete or a replace, so each is checked).
+            for episode_id in sorted(self._message_homes.get(message_id, ()), key=str):
+                episode = self._episodes.get(episode_id)
+                if episode is None:
+                    continue
+                message = next((m for m in episode.messages if m.id == message_id), None)
+                if message is None:
+                    continue
+                found[message_id] = copy_record(message)
+                vector = self._message_vectors.get(message_id)
+                if vector is not None:
+                    found[message_id].__dict__["embedding"] = list(vector)
+                break
         return found
 
     async def delete_episode(self, episode_id: uuid.UUID | str) -> bool:
@@ -578,5 +585,6 @@ class InMemoryMemoryStore:
         self._facts = {}
         self._themes = {}
         self._message_vectors = {}
+        self._message_homes = {}
         self._lookups.rebuild(self._relationships, self._facts)
         self._idempotency = {}
