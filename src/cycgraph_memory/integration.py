@@ -117,11 +117,13 @@ def memory_retriever(
     if not isinstance(default_max_facts, int) or not 1 <= default_max_facts <= 100:
         raise InvalidInputError(f"default_max_facts must be 1-100, got {default_max_facts!r}")
 
+    retrieval_options = options
+
     async def retrieve(
-        query: Mapping[str, Any] | None = None, options_: Mapping[str, Any] | None = None
+        query: Mapping[str, Any] | None = None, options: Mapping[str, Any] | None = None
     ) -> dict[str, list[dict[str, Any]]]:
         q = dict(query or {})
-        extra = dict(options_ or {})
+        extra = dict(options or {})
         unknown = set(q) - _QUERY_KEYS
         if unknown:
             raise InvalidInputError(f"unknown memory query keys: {sorted(unknown)}")
@@ -130,7 +132,7 @@ def memory_retriever(
             q["text"] = extra["goal"]
         memory_query = MemoryQuery.model_validate({**q, "limit": max_facts})
         result = await retrieve_memory(
-            store, index, memory_query, embedder=embedder, options=options
+            store, index, memory_query, embedder=embedder, options=retrieval_options
         )
         return memory_result_to_dicts(result)
 

@@ -132,7 +132,7 @@ async def test_retriever_query_shapes(store: Any, index: Any) -> None:
     assert [f["id"] for f in by_text["facts"]] == [str(lesson.id)]
     assert by_text["entities"] == [{"id": str(acme.id), "name": "Acme", "type": "organization"}]
     assert by_text["themes"] == [{"id": str(theme.id), "label": "debugging"}]
-    by_goal = await retrieve({}, {"goal": "abcd"})
+    by_goal = await retrieve({}, options={"goal": "abcd"})
     assert [f["id"] for f in by_goal["facts"]] == [str(lesson.id)]
     by_entity = await retrieve({"entity_ids": [str(acme.id)]})
     assert [f["id"] for f in by_entity["facts"]] == [str(lesson.id)]

@@ -9,7 +9,8 @@ fact write used by ``memory_writer`` (``put_facts_once``, backed by ``writer_key
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -148,6 +149,20 @@ class RetrievalQueries(PostgresBackend):
         async def _upsert(
             self, session: AsyncSession, table: Table, rows: list[dict[str, Any]]
         ) -> None: ...
+
+    @asynccontextmanager
+    async def read_scope(self) -> AsyncIterator[None]:
+        """Share one session (one transaction) between the store calls of the block.
+
+        ``retrieve_memory`` reads through several store calls; inside this scope they
+        take one connection checkout, one ``BEGIN`` and one ``COMMIT`` instead of one of
+        each per call. Inside an open :meth:`transaction` it simply joins it.
+        """
+        if self._active.get() is not None:
+            yield
+            return
+        async with self.transaction():  # type: ignore[attr-defined]
+            yield
 
     async def get_relationships_for_entities(
         self,

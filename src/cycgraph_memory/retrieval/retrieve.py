@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 from pydantic import ValidationError
@@ -140,28 +141,32 @@ async def retrieve_memory(
     opts = _coerce_options(options)
     if mode is not None and mode not in ("vector", "text", "hybrid"):
         raise InvalidInputError(f"mode must be 'vector', 'text' or 'hybrid', got {mode!r}")
-    if q.entity_ids:
-        return await _subgraph_path(store, q, opts)
-    if mode == "text" and q.text is not None:
-        return await _fused_path(store, index, q, opts, "text")
-    if q.embedding is None and q.text is not None:
+    text_only = mode == "text" and q.text is not None and not q.entity_ids
+    if not text_only and not q.entity_ids and q.embedding is None and q.text is not None:
         if embedder is None:
             raise InvalidInputError(
                 "query has text but no embedding: pass embedder=... to retrieve_memory "
                 "(or give the query an embedding)"
             )
         q = await _embed_query(q, embedder)
-    if q.embedding is not None:
-        if mode is None:
-            both = q.text is not None and supports_text_search(index)
-            mode = "hybrid" if both else "vector"
-        if mode == "vector":
-            result = await _hierarchical_path(store, index, q, opts)
-            return await _with_messages(store, index, q, opts, result)
-        return await _fused_path(store, index, q, opts, mode)
-    if q.tags:
+    if not (q.entity_ids or q.embedding is not None or q.tags or text_only):
+        return MemoryResult()
+    # Optional store capability: consecutive store calls share one session.
+    read_scope = getattr(store, "read_scope", None)
+    async with read_scope() if read_scope is not None else nullcontext():
+        if q.entity_ids:
+            return await _subgraph_path(store, q, opts)
+        if text_only:
+            return await _fused_path(store, index, q, opts, "text")
+        if q.embedding is not None:
+            if mode is None:
+                both = q.text is not None and supports_text_search(index)
+                mode = "hybrid" if both else "vector"
+            if mode == "vector":
+                result = await _hierarchical_path(store, index, q, opts)
+                return await _with_messages(store, index, q, opts, result)
+            return await _fused_path(store, index, q, opts, mode)
         return await _tag_path(store, q, opts)
-    return MemoryResult()
 
 
 async def _embed_query(q: MemoryQuery, embedder: EmbeddingProvider) -> MemoryQuery:

@@ -1,0 +1,56 @@
+"""retrieve_memory's store calls share one session on Postgres (read_scope)."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+
+from cycgraph_memory import Entity, Provenance, Relationship, SemanticFact, retrieve_memory
+
+pytestmark = pytest.mark.postgres
+
+
+async def test_store_calls_of_one_retrieval_share_a_session(pg_engine: Any) -> None:
+    from cycgraph_memory.postgres import PostgresMemoryIndex, PostgresMemoryStore
+
+    tenant = f"scope_{secrets.token_hex(4)}"
+    store = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+    index = PostgresMemoryIndex(pg_engine, tenant_id=tenant)
+    prov = Provenance(source="agent")
+    a, b = Entity(name="a", entity_type="t", provenance=prov), Entity(
+        name="b", entity_type="t", provenance=prov
+    )
+    fact = SemanticFact(content="x", entity_ids=[a.id], tags=["lesson"],
+                        embedding=[1.0] + [0.0] * 7, provenance=prov)
+    checkouts: list[int] = []
+
+    def on_checkout(*_: Any) -> None:
+        checkouts.append(1)
+
+    try:
+        await store.put_entities([a, b])
+        await store.put_relationship(
+            Relationship(source_id=a.id, target_id=b.id, relation_type="r", provenance=prov)
+        )
+        await store.put_fact(fact)
+        event.listen(pg_engine.sync_engine.pool, "checkout", on_checkout)
+        for query, sessions in (
+            ({"entity_ids": [a.id]}, 1),  # subgraph, facts, themes, touch: one session
+            ({"tags": ["lesson"]}, 1),  # listing and touch
+            ({"embedding": [1.0] + [0.0] * 7}, 2),  # the index's session + the store's
+        ):
+            checkouts.clear()
+            result = await retrieve_memory(store, index, query)
+            assert [f.id for f in result.facts] == [fact.id]
+            assert len(checkouts) == sessions, query
+        assert (await store.get_fact(fact.id)).access_count == 3
+        # Inside a caller's unit of work the retrieval joins it.
+        async with store.transaction():
+            result = await retrieve_memory(store, index, {"tags": ["lesson"]})
+        assert [f.id for f in result.facts] == [fact.id]
+    finally:
+        event.remove(pg_engine.sync_engine.pool, "checkout", on_checkout)
+        await store.clear()
