@@ -40,7 +40,8 @@ async def test_store_calls_of_one_retrieval_share_a_session(pg_engine: Any) -> N
         for query, sessions in (
             ({"entity_ids": [a.id]}, 1),  # subgraph, facts, themes, touch: one session
             ({"tags": ["lesson"]}, 1),  # listing and touch
-            ({"embedding": [1.0] + [0.0] * 7}, 2),  # the index's session + the store's
+            # the index's session + the store's + the message kNN (issue 9's message signal)
+            ({"embedding": [1.0] + [0.0] * 7}, 3),
         ):
             checkouts.clear()
             result = await retrieve_memory(store, index, query)
