@@ -40,8 +40,11 @@ async def test_indexed_listings_equal_full_scans(ops: list[tuple[object, ...]]) 
         kind, n = op[0], int(op[1])  # type: ignore[call-overload]
         fid, rid = uuid.UUID(int=100 + n), uuid.UUID(int=200 + n)
         if kind == "fact":
-            await store.put_fact(SemanticFact(id=fid, content="x", tags=op[2], entity_ids=op[3],
-                                              theme_id=op[4], provenance=PROV))
+            await store.put_fact(SemanticFact(
+                id=fid, content="x", tags=op[2], entity_ids=op[3], theme_id=op[4],
+                provenance=PROV, valid_from=datetime(2025, 1, 1 + len(op[2]), tzinfo=UTC),
+                invalidated_by="x" if n == 5 else None,
+            ))
         elif kind == "rel":
             await store.put_relationship(Relationship(id=rid, source_id=op[2], target_id=op[3],
                                                       relation_type="r", provenance=PROV))
@@ -56,10 +59,24 @@ async def test_indexed_listings_equal_full_scans(ops: list[tuple[object, ...]]) 
                                                       entity_ids=E[:1], provenance=PROV))
                     await store.delete_relationship(rid)
                     raise Boom
+        # Warm the cached tag orders between writes, so a stale cache would show below.
+        for tag in TAGS:
+            await store.find_facts(tags=[tag], limit=3)
     facts = await store.find_facts()
     rels = await store.get_relationships(uuid.UUID(int=200 + i) for i in range(6))
+    everything = await store.find_facts(include_invalidated=True)
     for tag in TAGS:
         assert await store.find_facts(tags=[tag]) == [f for f in facts if tag in f.tags]
+        for offset, limit in ((0, 1), (1, 2), (0, 50)):
+            tagged = [f for f in facts if tag in f.tags]
+            assert await store.find_facts(tags=[tag], offset=offset, limit=limit) == (
+                tagged[offset : offset + limit]
+            )
+            assert await store.find_facts(
+                tags=[tag, "a"] if tag != "a" else [tag], exclude_tags=["c"],
+                include_invalidated=True, offset=offset, limit=limit,
+            ) == [f for f in everything
+                  if ({tag, "a"} & set(f.tags)) and "c" not in f.tags][offset : offset + limit]
     for e in E:
         assert await store.find_facts(entity_id=e) == [f for f in facts if e in f.entity_ids]
         assert await store.find_facts(theme_id=e) == [f for f in facts if f.theme_id == e]

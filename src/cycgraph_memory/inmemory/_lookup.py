@@ -41,6 +41,10 @@ class StoreLookups:
         self.facts_by_entity: dict[object, set[uuid.UUID]] = {}
         self.facts_by_tag: dict[object, set[uuid.UUID]] = {}
         self.facts_by_theme: dict[object, set[uuid.UUID]] = {}
+        # Fact writes bump the version; a tag set's ids sorted by (valid_from, id) are
+        # cached until then (touches do not change the order, so they keep the cache).
+        self.fact_version = 0
+        self._tag_order: dict[frozenset[str], tuple[int, list[uuid.UUID]]] = {}
 
     # relationships ------------------------------------------------------------
 
@@ -60,6 +64,7 @@ class StoreLookups:
 
     def put_fact(self, old: SemanticFact | None, new: SemanticFact) -> None:
         """Re-index one fact (``old`` is the record it replaces, if any)."""
+        self.fact_version += 1
         if old is not None:
             if (
                 old.entity_ids == new.entity_ids
@@ -77,6 +82,7 @@ class StoreLookups:
 
     def drop_fact(self, old: SemanticFact) -> None:
         """Forget one fact."""
+        self.fact_version += 1
         for eid in old.entity_ids:
             _discard(self.facts_by_entity, eid, old.id)
         for tag in old.tags:
@@ -99,6 +105,21 @@ class StoreLookups:
         for tag in tags:
             out |= self.facts_by_tag.get(tag, set())
         return out
+
+    def tag_order(
+        self, tags: frozenset[str], facts: Mapping[uuid.UUID, SemanticFact]
+    ) -> list[uuid.UUID]:
+        """Ids of facts carrying any of ``tags``, sorted by ``(valid_from, id)`` (cached)."""
+        held = self._tag_order.get(tags)
+        if held is not None and held[0] == self.fact_version:
+            return held[1]
+        ids = sorted(
+            self.facts_with_tags(tags), key=lambda i: (facts[i].valid_from, i)
+        )
+        if len(self._tag_order) > 64:
+            self._tag_order.clear()
+        self._tag_order[tags] = (self.fact_version, ids)
+        return ids
 
     def facts_of_entity(self, entity_id: uuid.UUID) -> set[uuid.UUID]:
         """Ids of facts whose ``entity_ids`` contain the entity."""

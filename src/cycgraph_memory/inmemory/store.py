@@ -354,6 +354,23 @@ class InMemoryMemoryStore:
         f = coerce_options(FactFilter, filter, options)
         wanted = frozenset(f.tags or ())
         unwanted = frozenset(f.exclude_tags or ())
+        if wanted and f.limit is not None and f.entity_id is None and f.theme_id is None:
+            # A page of a tag listing (the reflection loop's hot path): walk the tag
+            # set's cached (valid_from, id) order and stop once the page is full.
+            page: list[SemanticFact] = []
+            skip, need = f.offset, f.limit
+            for fid in self._lookups.tag_order(wanted, self._facts):
+                fact = self._facts[fid]
+                if (f.include_invalidated or fact.invalidated_by is None) and (
+                    not unwanted or unwanted.isdisjoint(fact.tags)
+                ):
+                    if skip:
+                        skip -= 1
+                        continue
+                    page.append(copy_record(fact))
+                    if len(page) == need:
+                        break
+            return page
         matches = [
             fact
             for fact in self._fact_candidates(f)
