@@ -79,7 +79,8 @@ async def test_empty_query_returns_an_empty_result(store: Any, index: Any) -> No
     await load(store, index, make_fact(embedding=unit(0), tags=["lesson"]))
     result = await retrieve_memory(store, index, {})
     assert result.model_dump() == {
-        "themes": [], "facts": [], "episodes": [], "entities": [], "relationships": []
+        "themes": [], "facts": [], "episodes": [], "entities": [], "relationships": [],
+        "messages": [], "fact_scores": {},
     }
 
 

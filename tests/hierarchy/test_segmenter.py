@@ -165,7 +165,7 @@ def test_satisfies_protocol() -> None:
 @settings(max_examples=150, deadline=None)
 def test_segmentation_properties(offsets: list[int], threshold: int) -> None:
     messages = [msg(str(i), off) for i, off in enumerate(offsets)]
-    seg = SimpleEpisodeSegmenter(gap_threshold_ms=threshold)
+    seg = SimpleEpisodeSegmenter(gap_threshold_ms=threshold, max_messages=None)
     episodes = asyncio.run(seg.segment(messages))
     flat = [m.id for e in episodes for m in e.messages]
     expected = [m.id for m in sorted(messages, key=lambda m: m.timestamp)]

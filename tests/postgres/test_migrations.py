@@ -238,7 +238,7 @@ async def test_hnsw_build_parameters_are_a_migration_option(pg_databases: Any) -
         async with engine.connect() as conn:
             defs = [r[0] for r in await conn.execute(text(
                 "SELECT indexdef FROM pg_indexes WHERE indexname LIKE '%embedding_hnsw%'"))]
-        assert len(defs) == 4
+        assert len(defs) == 5  # entities, episodes, facts, themes, episode_messages
         assert all("m='12'" in d and "ef_construction='40'" in d for d in defs), defs
     finally:
         await engine.dispose()

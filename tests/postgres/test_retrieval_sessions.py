@@ -40,7 +40,8 @@ async def test_store_calls_of_one_retrieval_share_a_session(pg_engine: Any) -> N
         for query, sessions in (
             ({"entity_ids": [a.id]}, 1),  # subgraph, facts, themes, touch: one session
             ({"tags": ["lesson"]}, 1),  # listing and touch
-            # the index joins the store's unit of work (same engine): one session too
+            # the index (themes, facts and the message kNN of issue 9) joins the store's
+            # unit of work (same engine): one session too
             ({"embedding": [1.0] + [0.0] * 7}, 1),
         ):
             checkouts.clear()

@@ -3,6 +3,15 @@
 :class:`MemoryPipeline` wires the pluggable stages (segmenter, extractor, embedder,
 clusterer) to a :class:`~cycgraph_memory.contracts.MemoryStore` and writes everything one
 ingest produces in a single ``store.transaction()``: all of it lands, or none of it does.
+
+With an embedder, every message is embedded first (``Message.embedding``, searchable with
+``search_messages``); the default segmenter uses those vectors for topic-shift cuts, and an
+episode's embedding is the normalised mean of its messages' vectors, so it covers all of
+its text. Facts are grounded and made self-contained by
+:mod:`cycgraph_memory.hierarchy.grounding`: each records the message(s) it came from
+(``source_message_ids``), greetings/thanks/fillers are dropped, and the text carries the
+speaker and date with first-person pronouns resolved (``"Maya on 2024-01-08: Maya's dog
+..."``).
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from cycgraph_memory._exclusive import exclusive_pass
@@ -26,6 +36,12 @@ from cycgraph_memory.contracts import (
     ThemeClusterer,
 )
 from cycgraph_memory.errors import EmbeddingDimensionMismatchError
+from cycgraph_memory.hierarchy.grounding import (
+    contextualize,
+    ground_facts,
+    is_filler,
+    speaker_of,
+)
 from cycgraph_memory.hierarchy.ingest_resolution import resolve_ingest_entities
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
@@ -47,6 +63,9 @@ __all__ = ["IngestReport", "MemoryPipeline"]
 logger = logging.getLogger(__name__)
 
 _EPISODE_TEXT_LIMIT = 2_000
+DEFAULT_RULE_MAX_FACTS = 1000
+"""The pipeline's default ``RuleBasedExtractor(max_facts=...)``: effectively no cap (episodes
+are bounded by the segmenter, and fillers are dropped after extraction instead)."""
 
 THEMES_LOCK = "themes"
 """Name of the per-tenant exclusive lock an ingest holds while it assigns and writes themes."""
@@ -130,9 +149,11 @@ class MemoryPipeline:
         index: Optional ``MemoryIndex`` kept in sync after each commit when it offers
             ``upsert_many`` (the in-memory index does; the Postgres index reads the
             store's tables and needs nothing).
-        segmenter: Level 0 -> 1 stage; default ``SimpleEpisodeSegmenter()``.
-        extractor: Level 1 -> 2 stage; default ``ParserExtractor()`` when the ``parser``
-            extra is installed, else ``RuleBasedExtractor()``.
+        segmenter: Level 0 -> 1 stage; default ``SimpleEpisodeSegmenter()`` (bounded
+            episodes, topic cuts on the message vectors).
+        extractor: Level 1 -> 2 stage; default ``ParserExtractor`` when the ``parser``
+            extra is installed, else ``RuleBasedExtractor``, either with
+            ``max_facts=DEFAULT_RULE_MAX_FACTS`` (no cap that silently drops sentences).
         clusterer: Level 2 -> 3 stage; default ``ConsolidatingThemeClusterer()``.
         embed_batch_size: Texts per ``embedder.embed`` call.
         merge_entities: Merge entities of one ingest that share a normalised name and
@@ -144,6 +165,9 @@ class MemoryPipeline:
         retry: How a write that failed on a deadlock, a serialization failure or a lost
             connection is retried (the whole write transaction runs again; default
             :data:`~cycgraph_memory.retry.DEFAULT_RETRY`).
+        ground_facts: Link facts to their messages, drop fillers and prefix speaker and
+            date (:mod:`cycgraph_memory.hierarchy.grounding`); ``False`` keeps the
+            extractor's facts as they are.
 
     Concurrency: any number of pipelines may ingest into one tenant at once. The CPU stages
     run in parallel; the write phase (the "already stored?" check, theme assignment and
@@ -165,6 +189,7 @@ class MemoryPipeline:
         merge_entities: bool = True,
         resolve_entities: bool = True,
         retry: RetryPolicy | None = None,
+        ground_facts: bool = True,
     ) -> None:
         if embed_batch_size < 1:
             raise ValueError("embed_batch_size must be >= 1")
@@ -175,7 +200,7 @@ class MemoryPipeline:
         if extractor is None:
             from cycgraph_memory.hierarchy.extractors.parser import default_extractor
 
-            extractor = default_extractor()
+            extractor = default_extractor(max_facts=DEFAULT_RULE_MAX_FACTS)
         if clusterer is None:
             from cycgraph_memory.hierarchy.clustering import ConsolidatingThemeClusterer
 
@@ -190,6 +215,7 @@ class MemoryPipeline:
         self.merge_entities = merge_entities
         self.resolve_entities = resolve_entities
         self.retry = retry
+        self.ground_facts = ground_facts
 
     async def ingest(
         self,
@@ -291,7 +317,10 @@ class MemoryPipeline:
         in_flight: frozenset[uuid.UUID],
     ) -> _Prepared:
         """Validate, de-duplicate, segment, extract and embed (no writes)."""
-        batch = [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
+        batch = [
+            m.model_copy() if isinstance(m, Message) else Message.model_validate(m)
+            for m in messages
+        ]
         prepared = _Prepared(received=len(batch))
         unique: dict[uuid.UUID, Message] = {}
         for message in batch:
@@ -302,10 +331,13 @@ class MemoryPipeline:
         if not fresh:
             return prepared
 
+        await self._embed_messages(fresh)
         episodes = await self.segmenter.segment(fresh)
         for episode in episodes:
             self._stamp(episode, opts)
             result = await self.extractor.extract(episode)
+            if self.ground_facts:
+                result.facts = _ground(episode, result.facts)
             prepared.facts.extend(result.facts)
             prepared.entities.extend(result.entities)
             prepared.relationships.extend(result.relationships)
@@ -417,7 +449,8 @@ class MemoryPipeline:
         if self.embedder is None:
             return
         texts: list[str] = [f.content for f in facts]
-        texts += [_episode_text(e) for e in episodes]
+        unvectored = [e for e in episodes if _mean_vector(e) is None]
+        texts += [_episode_text(e) for e in unvectored]
         texts += [e.name for e in entities]
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.embed_batch_size):
@@ -435,10 +468,37 @@ class MemoryPipeline:
         it = iter(vectors)
         for fact in facts:
             fact.embedding = next(it)
-        for episode in episodes:
+        for episode in unvectored:
             episode.embedding = next(it)
         for entity in entities:
             entity.embedding = next(it)
+        for episode in episodes:
+            if episode.embedding is None:
+                episode.embedding = _mean_vector(episode)
+
+    async def _embed_messages(self, messages: list[Message]) -> None:
+        """Give every message without an embedding one (in place; they are copies)."""
+        if self.embedder is None:
+            return
+        missing = [m for m in messages if m.embedding is None]
+        expected = self.embedder.dimensions
+        for start in range(0, len(missing), self.embed_batch_size):
+            chunk = missing[start : start + self.embed_batch_size]
+            out = await self.embedder.embed([m.content for m in chunk])
+            if len(out) != len(chunk):
+                raise ValueError(f"embedder returned {len(out)} vectors for {len(chunk)} texts")
+            for message, vector in zip(chunk, out, strict=True):
+                if len(vector) != expected:
+                    raise EmbeddingDimensionMismatchError(
+                        expected, len(vector), f"message {message.id}"
+                    )
+                message.embedding = vector
+        for message in messages:
+            assert message.embedding is not None
+            if len(message.embedding) != expected:
+                raise EmbeddingDimensionMismatchError(
+                    expected, len(message.embedding), f"message {message.id}"
+                )
 
     async def _remap_merged(
         self, merged_away: list[Theme], themes: list[Theme]
@@ -480,6 +540,50 @@ class MemoryPipeline:
         if remove is not None:
             for theme in removed:
                 remove(theme.id)
+
+
+def _mean_vector(episode: Episode) -> list[float] | None:
+    """Normalised mean of the messages' unit vectors (``None`` unless all have one)."""
+    vectors = [m.embedding for m in episode.messages]
+    if not vectors or any(v is None for v in vectors):
+        return None
+    m = np.asarray(vectors, dtype=np.float64)
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    mean = (m / np.where(norms == 0.0, 1.0, norms)).mean(axis=0)
+    length = float(np.linalg.norm(mean))
+    if length == 0.0:
+        return None
+    out: list[float] = (mean / length).tolist()
+    return out
+
+
+def _ground(episode: Episode, facts: list[SemanticFact]) -> list[SemanticFact]:
+    """Link facts to messages, drop fillers, add speaker and date (see grounding)."""
+    names = sorted({speaker_of(m) for m in episode.messages})
+    # The free extractor tiers write "Speaker: sentence"; the speaker and date prefix
+    # below replaces that (one prefix, not two), and grounding matches the bare sentence.
+    prefixes = tuple(f"{name}: " for name in names)
+    original = {f.id: f.content for f in facts}
+    for fact in facts:
+        if fact.content.startswith(prefixes):
+            fact.content = fact.content.split(": ", 1)[1]
+    ground_facts(episode, facts)
+    by_id = {m.id: m for m in episode.messages}
+    kept: list[SemanticFact] = []
+    for fact in facts:
+        if is_filler(fact.content, names):
+            continue
+        source = next((by_id[i] for i in fact.source_message_ids if i in by_id), None)
+        if source is not None:
+            fact.content = contextualize(fact, source)
+            if fact.valid_until is None:
+                fact.valid_from = source.timestamp  # valid from when it was said
+        else:
+            fact.content = original[fact.id]  # ungrounded: keep who said it
+        kept.append(fact)
+    if len(kept) != len(facts):
+        episode.fact_ids = [f.id for f in kept]
+    return kept
 
 
 def _episode_text(episode: Episode) -> str:

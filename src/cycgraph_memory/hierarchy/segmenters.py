@@ -1,11 +1,23 @@
-"""Episode segmentation (hierarchy level 0 -> 1): group messages into episodes by time gap.
+"""Episode segmentation (hierarchy level 0 -> 1): bounded episodes from time gaps, size and topic.
 
-:class:`SimpleEpisodeSegmenter` is the spec's rule-based segmenter. Its exact behaviour:
+:class:`SimpleEpisodeSegmenter` is the spec's rule-based segmenter, with bounds. Its exact
+behaviour:
 
 * Messages are sorted by ``timestamp``; messages with equal timestamps keep their input
   order (the sort is stable).
 * A new episode starts when the gap between two consecutive messages is *strictly longer*
   than ``gap_threshold_ms``. A gap exactly equal to the threshold stays in the same episode.
+* Topic shifts (only when message vectors are available: each message's ``embedding``, or
+  an ``embedder`` given to the segmenter): at every position ``i`` of a time-gap group the
+  similarity between the mean vector of the ``topic_window`` messages before ``i`` and of
+  the ``topic_window`` messages from ``i`` on is computed. A position is a cut when its
+  similarity is a local minimum that lies more than ``topic_shift_z`` standard deviations
+  below the group's mean similarity (so the rule adapts to each embedder's similarity
+  scale), and both sides keep at least ``min_messages`` messages.
+* Size bounds: a group longer than ``max_messages`` messages is split into the fewest
+  equal parts that fit (default 8, ``None`` = unbounded); then a part whose text exceeds
+  ``max_characters`` (default 2,000, ``None`` = unbounded) is cut greedily before the
+  message that would overflow it (a single longer message stays whole).
 * The topic is the content of the episode's first message with non-blank content, with
   every run of whitespace collapsed to one space, truncated to its first
   ``max_topic_length`` characters (a plain cut, as the spec says).
@@ -17,17 +29,23 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
+import math
 import re
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from cycgraph_memory.contracts import EmbeddingProvider
 from cycgraph_memory.records import Episode, Message, Provenance, utc_now
 
 __all__ = [
+    "DEFAULT_MAX_EPISODE_CHARACTERS",
+    "DEFAULT_MAX_EPISODE_MESSAGES",
     "EPISODE_ID_NAMESPACE",
     "SimpleEpisodeSegmenter",
     "episode_id_for",
@@ -39,6 +57,12 @@ EPISODE_ID_NAMESPACE = uuid.UUID("6f1c8f0e-3b7a-5d2e-9c41-2a8e7d4b9f10")
 
 _WHITESPACE = re.compile(r"\s+")
 
+DEFAULT_MAX_EPISODE_MESSAGES = 8
+"""Default most messages per episode: small enough that an episode is one or two topics."""
+
+DEFAULT_MAX_EPISODE_CHARACTERS = 2_000
+"""Default most characters of message text per episode."""
+
 
 class _SegmenterOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -46,6 +70,11 @@ class _SegmenterOptions(BaseModel):
     gap_threshold_ms: int = Field(default=300_000, gt=0)
     max_topic_length: int = Field(default=100, gt=0)
     deterministic_ids: bool = True
+    max_messages: int | None = Field(default=DEFAULT_MAX_EPISODE_MESSAGES, ge=1)
+    max_characters: int | None = Field(default=DEFAULT_MAX_EPISODE_CHARACTERS, ge=1)
+    topic_window: int = Field(default=2, ge=1)
+    topic_shift_z: float = Field(default=1.0, ge=0.0)
+    min_messages: int = Field(default=3, ge=1)
 
 
 def truncate_topic(text: str, max_length: int) -> str:
@@ -91,9 +120,19 @@ class SimpleEpisodeSegmenter:
         deterministic_ids: Derive episode ids from the message ids (default) instead of
             generating random ones.
         clock: Returns "now" for provenance timestamps (inject for deterministic tests).
+        max_messages: Most messages per episode (default 8; ``None`` = unbounded).
+        max_characters: Most characters of message text per episode (default 2,000;
+            ``None`` = unbounded).
+        embedder: Embeds messages that carry no ``embedding`` for the topic-shift cut.
+            Without it, only messages with embeddings take part in topic cuts (a group
+            with any message lacking one is not cut by topic).
+        topic_window: Messages on each side compared at a candidate cut (default 2).
+        topic_shift_z: A cut needs a similarity this many standard deviations below the
+            group's mean adjacent-window similarity (default 1.0).
+        min_messages: Fewest messages on each side of a topic cut (default 3).
 
     Raises:
-        pydantic.ValidationError: If an option is not a positive integer / boolean.
+        pydantic.ValidationError: If an option is out of range.
     """
 
     def __init__(
@@ -104,12 +143,24 @@ class SimpleEpisodeSegmenter:
         provenance: Provenance | None = None,
         deterministic_ids: bool = True,
         clock: Callable[[], datetime] = utc_now,
+        max_messages: int | None = DEFAULT_MAX_EPISODE_MESSAGES,
+        max_characters: int | None = DEFAULT_MAX_EPISODE_CHARACTERS,
+        embedder: EmbeddingProvider | None = None,
+        topic_window: int = 2,
+        topic_shift_z: float = 1.0,
+        min_messages: int = 3,
     ) -> None:
         self._options = _SegmenterOptions(
             gap_threshold_ms=gap_threshold_ms,
             max_topic_length=max_topic_length,
             deterministic_ids=deterministic_ids,
+            max_messages=max_messages,
+            max_characters=max_characters,
+            topic_window=topic_window,
+            topic_shift_z=topic_shift_z,
+            min_messages=min_messages,
         )
+        self._embedder = embedder
         self._provenance = (
             provenance.model_copy() if provenance is not None else Provenance(source="system")
         )
@@ -124,6 +175,16 @@ class SimpleEpisodeSegmenter:
     def max_topic_length(self) -> int:
         """Maximum topic length in characters."""
         return self._options.max_topic_length
+
+    @property
+    def max_messages(self) -> int | None:
+        """Most messages per episode (``None`` = unbounded)."""
+        return self._options.max_messages
+
+    @property
+    def max_characters(self) -> int | None:
+        """Most characters of message text per episode (``None`` = unbounded)."""
+        return self._options.max_characters
 
     async def segment(self, messages: Sequence[Message]) -> list[Episode]:
         """Group messages into episodes, in time order.
@@ -144,7 +205,38 @@ class SimpleEpisodeSegmenter:
                 groups.append([current])
             else:
                 groups[-1].append(current)
-        return [self._episode(group) for group in groups]
+        vectors = await self._vectors(ordered)
+        bounded: list[list[Message]] = []
+        for group in groups:
+            for part in self._topic_parts(group, vectors):
+                for sized in _split_count(part, self._options.max_messages):
+                    bounded.extend(_split_chars(sized, self._options.max_characters))
+        return [self._episode(group) for group in bounded]
+
+    async def _vectors(self, ordered: list[Message]) -> dict[uuid.UUID, list[float]]:
+        """Message vectors for topic cuts: stored embeddings, else the embedder's."""
+        out = {m.id: m.embedding for m in ordered if m.embedding is not None}
+        if self._embedder is not None:
+            missing = [m for m in ordered if m.id not in out]
+            if missing:
+                embedded = await self._embedder.embed([m.content for m in missing])
+                out.update({m.id: v for m, v in zip(missing, embedded, strict=True)})
+        return out
+
+    def _topic_parts(
+        self, group: list[Message], vectors: dict[uuid.UUID, list[float]]
+    ) -> list[list[Message]]:
+        opts = self._options
+        if len(group) < 2 * opts.min_messages or any(m.id not in vectors for m in group):
+            return [group]
+        cuts = topic_cuts(
+            np.asarray([vectors[m.id] for m in group], dtype=np.float64),
+            window=opts.topic_window,
+            z=opts.topic_shift_z,
+            min_size=opts.min_messages,
+        )
+        bounds = [0, *cuts, len(group)]
+        return [group[a:b] for a, b in itertools.pairwise(bounds)]
 
     def _episode(self, group: list[Message]) -> Episode:
         first_text = next((m.content for m in group if m.content.strip()), "")
@@ -153,8 +245,99 @@ class SimpleEpisodeSegmenter:
         return Episode(
             id=episode_id,
             topic=truncate_topic(first_text, self._options.max_topic_length),
-            messages=[m.model_copy(deep=True) for m in group],
+            messages=[_copy_message(m) for m in group],
             started_at=group[0].timestamp,
             ended_at=group[-1].timestamp,
             provenance=provenance,
         )
+
+
+def _copy_message(message: Message) -> Message:
+    """An independent copy of ``message``, cheaper than a generic deep copy.
+
+    The metadata is deep-copied and the embedding list copied (its floats are immutable).
+    """
+    update: dict[str, object] = {"metadata": copy.deepcopy(message.metadata)}
+    if message.embedding is not None:
+        update["embedding"] = list(message.embedding)
+    return message.model_copy(update=update)
+
+
+def topic_cuts(vectors: np.ndarray, *, window: int, z: float, min_size: int) -> list[int]:
+    """Positions where the topic shifts in a sequence of message vectors.
+
+    The score at position ``i`` is the cosine similarity between the mean of the ``window``
+    vectors before ``i`` and the mean of the ``window`` vectors from ``i`` on. A position is
+    a cut when its score is a local minimum (not above either neighbour), lies more than
+    ``z`` standard deviations below the mean score of the sequence, and leaves at least
+    ``min_size`` vectors in every part. Deeper minima are taken first.
+
+    Args:
+        vectors: ``(n, d)`` array, one row per message, in order.
+        window: Messages on each side of a candidate cut.
+        z: Standard deviations below the mean a cut must reach.
+        min_size: Fewest vectors per part.
+
+    Returns:
+        Sorted cut positions (each ``i`` starts a new part).
+    """
+    n = len(vectors)
+    if n < 2 * min_size:
+        return []
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    unit = vectors / np.where(norms == 0.0, 1.0, norms)
+    positions = list(range(1, n))
+    scores = np.empty(len(positions))
+    for k, i in enumerate(positions):
+        left = unit[max(0, i - window) : i].mean(axis=0)
+        right = unit[i : i + window].mean(axis=0)
+        denom = float(np.linalg.norm(left) * np.linalg.norm(right))
+        scores[k] = float(left @ right) / denom if denom > 0.0 else 1.0
+    mean, std = float(scores.mean()), float(scores.std())
+    if std == 0.0 or not math.isfinite(std):
+        return []
+    threshold = mean - z * std
+    candidates: list[tuple[float, int]] = []
+    for k, i in enumerate(positions):
+        low = scores[k] < threshold
+        left_ok = k == 0 or scores[k] <= scores[k - 1]
+        right_ok = k == len(positions) - 1 or scores[k] <= scores[k + 1]
+        if low and left_ok and right_ok:
+            candidates.append((float(scores[k]), i))
+    cuts: list[int] = []
+    for _, i in sorted(candidates):
+        bounds = sorted([0, *cuts, i, n])
+        if all(b - a >= min_size for a, b in itertools.pairwise(bounds)):
+            cuts.append(i)
+    return sorted(cuts)
+
+
+def _split_count(group: list[Message], limit: int | None) -> list[list[Message]]:
+    """Split into the fewest near-equal parts of at most ``limit`` messages."""
+    if limit is None or len(group) <= limit:
+        return [group]
+    parts = math.ceil(len(group) / limit)
+    size, extra = divmod(len(group), parts)
+    out: list[list[Message]] = []
+    start = 0
+    for p in range(parts):
+        end = start + size + (1 if p < extra else 0)
+        out.append(group[start:end])
+        start = end
+    return out
+
+
+def _split_chars(group: list[Message], limit: int | None) -> list[list[Message]]:
+    """Cut before the message that would push a part's text past ``limit`` characters."""
+    if limit is None:
+        return [group]
+    out: list[list[Message]] = [[]]
+    used = 0
+    for message in group:
+        size = len(message.content)
+        if out[-1] and used + size > limit:
+            out.append([])
+            used = 0
+        out[-1].append(message)
+        used += size
+    return out

@@ -31,11 +31,11 @@ from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.inmemory._common import (
     check_dimension,
     coerce_record,
-    compact_record,
     copy_record,
     normalize_rows,
     pack_embedding,
 )
+from cycgraph_memory.inmemory._search_ext import MessageAndTextSearch
 from cycgraph_memory.records import (
     Entity,
     EntityFilter,
@@ -232,8 +232,13 @@ class _Table(Generic[R]):
         return out
 
 
-class InMemoryMemoryIndex:
-    """Brute-force (exact) cosine search over entities, facts, themes and episodes.
+class InMemoryMemoryIndex(MessageAndTextSearch):
+    """Brute-force (exact) cosine search over entities, facts, themes, episodes and messages.
+
+    Besides the vector searches it offers ``search_messages`` (message embeddings) and
+    BM25 text search over facts, messages and episodes (``text_search_facts``,
+    ``text_search_messages``, ``text_search_episodes``); facts and episodes without an
+    embedding are text-searchable too.
 
     Keep it in sync with a store through :meth:`rebuild` (full re-read) or, cheaper,
     through :meth:`upsert` / :meth:`upsert_many` / :meth:`remove` after writes. Records
@@ -262,6 +267,7 @@ class InMemoryMemoryIndex:
         self._facts: _Table[SemanticFact] = _Table("fact", tagged=True)
         self._themes: _Table[Theme] = _Table("theme", tagged=False)
         self._episodes: _Table[Episode] = _Table("episode", tagged=False)
+        self._ext_init()
 
     @property
     def expected_dimensions(self) -> int | None:
@@ -352,14 +358,17 @@ class InMemoryMemoryIndex:
         for record in records:
             slot = tables.index(self._table_for(record))
             latest[(slot, record.id)] = coerce_record(type(record), record)
+        self._dim = self._ext_check(latest.values())
         batches: dict[int, list[IndexedRecord]] = {}
         removals: list[tuple[int, uuid.UUID]] = []
-        for (slot, record_id), record in latest.items():
+        copies = [copy_record(record) for record in latest.values()]
+        for (slot, record_id), record in zip(latest, copies, strict=True):
             if record.embedding is None:
                 removals.append((slot, record_id))
             else:
-                batches.setdefault(slot, []).append(compact_record(record))
+                batches.setdefault(slot, []).append(pack_embedding(record))
         self._apply(batches, removals, tables)
+        self._ext_upsert(copies)
         self._maybe_warn()
 
     def remove(self, record_id: uuid.UUID | str) -> bool:
@@ -368,7 +377,7 @@ class InMemoryMemoryIndex:
         removed = False
         for table in self._tables():
             removed = table.remove(rid) or removed
-        return removed
+        return self._ext_remove(rid) or removed
 
     def clear(self) -> None:
         """Drop every entry (a learned dimension is forgotten)."""
@@ -377,6 +386,7 @@ class InMemoryMemoryIndex:
         self._themes = _Table("theme", tagged=False)
         self._episodes = _Table("episode", tagged=False)
         self._dim = self._expected_dimensions
+        self._ext_init()
 
     async def rebuild(self, store: MemoryStore) -> None:
         """Replace the whole index with every record of ``store`` (invalidated included).
@@ -439,6 +449,7 @@ class InMemoryMemoryIndex:
             self._dim = saved_dim
             raise
         self._entities, self._facts, self._themes, self._episodes = fresh
+        await self._ext_rebuild(store)
         self._maybe_warn()
 
     def _maybe_warn(self) -> None:

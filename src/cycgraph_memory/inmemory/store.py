@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import uuid
+from array import array
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
@@ -62,6 +63,8 @@ _Snapshot = tuple[
     dict[uuid.UUID, SemanticFact],
     dict[uuid.UUID, Theme],
     dict[str, list[uuid.UUID]],
+    dict[uuid.UUID, "array[float]"],
+    dict[uuid.UUID, set[uuid.UUID]],
 ]
 
 
@@ -119,6 +122,8 @@ class InMemoryMemoryStore:
         self._entities: dict[uuid.UUID, Entity] = {}
         self._relationships: dict[uuid.UUID, Relationship] = {}
         self._episodes: dict[uuid.UUID, Episode] = {}
+        self._message_vectors: dict[uuid.UUID, array[float]] = {}
+        self._message_homes: dict[uuid.UUID, set[uuid.UUID]] = {}  # message -> episodes
         self._facts: dict[uuid.UUID, SemanticFact] = {}
         self._themes: dict[uuid.UUID, Theme] = {}
         self._exclusive_locks: dict[str, asyncio.Lock] = {}
@@ -305,22 +310,48 @@ class InMemoryMemoryStore:
     async def put_episodes(self, episodes: Iterable[Episode]) -> None:
         """Insert or replace many episodes; nothing is written if any is invalid.
 
+        Message embeddings are kept beside the episode: episode reads return messages
+        without them (as on Postgres), :meth:`get_messages` returns them.
+
         Raises:
             DuplicateRecordError: A message id would be stored in two episodes (like the
                 Postgres ``UNIQUE (tenant_id, id)`` on messages); nothing is written.
         """
         records = self._prepare_many(Episode, episodes)
         latest = {r.id: r for r in records}
-        owner = {
-            m.id: e.id for e in self._episodes.values() if e.id not in latest for m in e.messages
-        }
+        owner: dict[uuid.UUID, uuid.UUID] = {}
         for record in latest.values():
             for message in record.messages:
+                if message.embedding is not None:
+                    check_dimension(
+                        self._expected_dimensions, len(message.embedding), f"Message {message.id}"
+                    )
                 if owner.setdefault(message.id, record.id) != record.id:
                     raise DuplicateRecordError(
-                        f"message {message.id} is already stored in episode {owner[message.id]}"
+                        f"message {message.id} appears in episodes {owner[message.id]} and "
+                        f"{record.id} of one write"
                     )
+                # Stored elsewhere? (the message -> episodes map may hold stale entries)
+                for home in self._message_homes.get(message.id, ()):
+                    stored = self._episodes.get(home)
+                    if (
+                        home not in latest
+                        and stored is not None
+                        and any(m.id == message.id for m in stored.messages)
+                    ):
+                        raise DuplicateRecordError(
+                            f"message {message.id} is already stored in episode {home}"
+                        )
         for record in records:
+            for message in record.messages:
+                # Replace the set, never mutate it: transaction snapshots share the old one.
+                self._message_homes[message.id] = {
+                    *self._message_homes.get(message.id, ()),
+                    record.id,
+                }
+                if message.embedding is not None:
+                    self._message_vectors[message.id] = array("d", message.embedding)
+                    message.__dict__["embedding"] = None  # a validated copy: no re-check
             self._episodes[record.id] = record
 
     async def get_episode(self, episode_id: uuid.UUID | str) -> Episode | None:
@@ -346,14 +377,22 @@ class InMemoryMemoryStore:
 
         Invalidated episodes count too (like every ``get_*``).
         """
-        wanted = set(parse_ids(ids))
         found: dict[uuid.UUID, Message] = {}
-        if not wanted:
-            return found
-        for episode in sorted(self._episodes.values(), key=lambda e: str(e.id)):
-            for message in episode.messages:
-                if message.id in wanted and message.id not in found:
-                    found[message.id] = copy_record(message)
+        for message_id in dict.fromkeys(parse_ids(ids)):
+            # Candidate episodes from the message -> episodes map (entries may be stale
+            # after a delete or a replace, so each is checked).
+            for episode_id in sorted(self._message_homes.get(message_id, ()), key=str):
+                episode = self._episodes.get(episode_id)
+                if episode is None:
+                    continue
+                message = next((m for m in episode.messages if m.id == message_id), None)
+                if message is None:
+                    continue
+                found[message_id] = copy_record(message)
+                vector = self._message_vectors.get(message_id)
+                if vector is not None:
+                    found[message_id].__dict__["embedding"] = list(vector)
+                break
         return found
 
     async def delete_episode(self, episode_id: uuid.UUID | str) -> bool:
@@ -631,6 +670,8 @@ class InMemoryMemoryStore:
             dict(self._facts),
             dict(self._themes),
             dict(self._idempotency),
+            dict(self._message_vectors),
+            dict(self._message_homes),
         )
 
     def _restore(self, snapshot: _Snapshot) -> None:
@@ -641,6 +682,8 @@ class InMemoryMemoryStore:
             self._facts,
             self._themes,
             self._idempotency,
+            self._message_vectors,
+            self._message_homes,
         ) = snapshot
         self._lookups.rebuild(self._relationships, self._facts)
 
@@ -651,6 +694,8 @@ class InMemoryMemoryStore:
         self._episodes = {}
         self._facts = {}
         self._themes = {}
+        self._message_vectors = {}
+        self._message_homes = {}
         self._lookups.rebuild(self._relationships, self._facts)
         self._idempotency = {}
 

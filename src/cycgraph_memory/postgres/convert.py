@@ -160,6 +160,7 @@ def messages_to_rows(episode: Episode, tenant_id: str) -> list[dict[str, Any]]:
             "content": m.content,
             "timestamp": m.timestamp,
             "metadata": m.metadata,
+            "embedding": m.embedding,
         }
         for i, m in enumerate(episode.messages)
     ]
@@ -173,6 +174,7 @@ def message_from_row(row: Row) -> Message:
         content=row["content"],
         timestamp=row["timestamp"],
         metadata=row["metadata"],
+        embedding=_vector(row.get("embedding")),
     )
 
 
@@ -208,6 +210,7 @@ def fact_to_row(fact: SemanticFact, tenant_id: str) -> dict[str, Any]:
         "access_count": fact.access_count,
         "last_accessed_at": fact.last_accessed_at,
         "tags": list(fact.tags),
+        "source_message_ids": list(fact.source_message_ids),
     }
 
 
@@ -227,6 +230,7 @@ def fact_from_row(row: Row) -> SemanticFact:
         access_count=row["access_count"],
         last_accessed_at=row["last_accessed_at"],
         tags=list(row["tags"] or []),
+        source_message_ids=_uuids(row.get("source_message_ids")),
     )
 
 

@@ -40,6 +40,7 @@ from cycgraph_memory.postgres import convert
 from cycgraph_memory.postgres._base import DEFAULT_TENANT, Bind, PostgresBackend
 from cycgraph_memory.postgres.hierarchical import HierarchicalCandidates
 from cycgraph_memory.postgres.schema import MAX_VECTOR_HNSW_DIM, EmbeddingVector
+from cycgraph_memory.postgres.search import PostgresSearchMixin
 from cycgraph_memory.postgres.store import (
     ENTITIES,
     EPISODES,
@@ -87,8 +88,11 @@ def distance_expr(table: Table, query: Sequence[float], dim: int) -> ColumnEleme
     return result
 
 
-class PostgresMemoryIndex(HierarchicalCandidates, PostgresBackend):
+class PostgresMemoryIndex(HierarchicalCandidates, PostgresSearchMixin, PostgresBackend):
     """``MemoryIndex`` on pgvector HNSW indexes, scoped to one tenant.
+
+    Also searches messages by embedding (``search_messages``) and facts, messages and
+    episodes by text (``text_search_*``; see :mod:`cycgraph_memory.postgres.search`).
 
     Args:
         bind: An ``AsyncEngine`` or an injected ``async_sessionmaker``.

@@ -36,6 +36,7 @@ import numpy as np
 from pgvector.sqlalchemy import VECTOR
 from sqlalchemy import (
     BigInteger,
+    Computed,
     DateTime,
     Double,
     ForeignKeyConstraint,
@@ -47,7 +48,7 @@ from sqlalchemy import (
     UniqueConstraint,
     Uuid,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -67,6 +68,7 @@ __all__ = [
     "OutcomeRunRow",
     "RelationshipRow",
     "SchemaMetadataRow",
+    "TEXT_SEARCH_CONFIG",
     "ThemeRow",
     "WriterKeyRow",
 ]
@@ -130,6 +132,18 @@ class EmbeddingVector(VECTOR):
             return [float(x) for x in value]
 
         return process
+
+
+TEXT_SEARCH_CONFIG = "english"
+"""Postgres text-search configuration of the generated ``search_tsv`` columns."""
+
+
+def _tsv(column: str) -> Any:
+    """A stored generated ``tsvector`` over ``column`` (full-text search, GIN-indexed)."""
+    return mapped_column(
+        TSVECTOR, Computed(f"to_tsvector('{TEXT_SEARCH_CONFIG}'::regconfig, {column})",
+                           persisted=True)
+    )
 
 
 _TZ = DateTime(timezone=True)
@@ -252,6 +266,9 @@ class MessageRow(Base):
             ["episodes.tenant_id", "episodes.id"],
             ondelete="CASCADE",
         ),
+        Index(None, "tenant_id", "id"),
+        Index("ix_episode_messages_search_tsv_gin", "search_tsv", postgresql_using="gin"),
+        _hnsw("episode_messages"),
     )
 
     tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
@@ -262,6 +279,8 @@ class MessageRow(Base):
     content: Mapped[str] = mapped_column(Text)
     timestamp: Mapped[datetime] = mapped_column(_TZ)
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB)
+    embedding: Mapped[list[float] | None] = mapped_column(EmbeddingVector())
+    search_tsv: Mapped[str] = _tsv("content")
 
 
 class FactRow(Base):
@@ -275,6 +294,9 @@ class FactRow(Base):
         Index(
             "ix_facts_entity_ids_gin", "entity_ids", postgresql_using="gin", postgresql_with=_GIN
         ),
+        # Default fastupdate (on): written with every fact, read only to trace grounding.
+        Index("ix_facts_source_message_ids_gin", "source_message_ids", postgresql_using="gin"),
+        Index("ix_facts_search_tsv_gin", "search_tsv", postgresql_using="gin"),
         _hnsw("facts"),
     )
 
@@ -292,6 +314,8 @@ class FactRow(Base):
     access_count: Mapped[int] = mapped_column(Integer)
     last_accessed_at: Mapped[datetime | None] = mapped_column(_TZ)
     tags: Mapped[list[str]] = mapped_column(ARRAY(Text))
+    source_message_ids: Mapped[list[uuid.UUID]] = mapped_column(_UUID_ARRAY)
+    search_tsv: Mapped[str] = _tsv("content")
 
 
 class ThemeRow(Base):

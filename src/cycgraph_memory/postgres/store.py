@@ -215,7 +215,11 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
         stmt = pg_insert(table)
         stmt = stmt.on_conflict_do_update(
             index_elements=[table.c.tenant_id, table.c.id],
-            set_={c.name: stmt.excluded[c.name] for c in table.c if c.name not in _KEY},
+            set_={
+                c.name: stmt.excluded[c.name]
+                for c in table.c
+                if c.name not in _KEY and c.computed is None
+            },
         )
         # executemany: SQLAlchemy compiles the statement once (cached) and the driver sends
         # the rows in batches, well under the 32,767 bind-parameter limit per statement.
@@ -423,10 +427,13 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
         if not items:
             return
         latest = sorted({e.id: e for e in items}.values(), key=lambda e: e.id)
+        messages = [m for e in latest for m in e.messages]
         self._precheck(latest, "episode")
+        self._precheck(messages, "message")
 
         async def work(session: AsyncSession) -> None:
             await self._checked_dim(session, latest, "episode")
+            await self._checked_dim(session, messages, "message")
             await self._upsert(
                 session, EPISODES, [convert.episode_to_row(e, self._tenant) for e in latest]
             )

@@ -11,6 +11,13 @@ Strategy, checked in this order (the spec's):
 3. ``tags`` only -> tag listing (facts only, store order ``(valid_from, id)``);
 4. otherwise an empty result.
 
+Path 2 has three modes (``mode=``): ``"vector"`` (the hierarchical path above),
+``"text"`` (lexical search only, no embedder needed) and ``"hybrid"`` (vector and text
+signals fused by reciprocal rank, see :mod:`cycgraph_memory.retrieval.hybrid`). The
+default is ``"hybrid"`` when the query has text, a vector (or an embedder) and the index
+offers text search, else ``"vector"``. Every mode also returns ``messages`` (the turns
+behind the served facts and the directly matched turns) and ``fact_scores``.
+
 Every path applies the query's tag scope, ``valid_at`` / ``changed_since``,
 ``include_invalidated``, ``entity_types`` / ``relation_types`` and ``limit`` (per record
 type); quarantined facts are excluded unless the query's tags name ``quarantined``; the
@@ -34,6 +41,7 @@ from cycgraph_memory.records import (
     DEFAULT_MAX_SUBGRAPH_ENTITIES,
     Entity,
     Episode,
+    FactScore,
     MemoryQuery,
     MemoryResult,
     Relationship,
@@ -41,9 +49,16 @@ from cycgraph_memory.records import (
     SemanticFact,
     Theme,
 )
+from cycgraph_memory.retrieval.hybrid import (
+    RetrievalMode,
+    hybrid_candidates,
+    message_signals,
+    supports_text_search,
+)
 from cycgraph_memory.retrieval.pipeline import (
     FactScope,
     by_citation,
+    cosine_scores,
     cut,
     filter_entities,
     filter_relationships,
@@ -97,6 +112,7 @@ async def retrieve_memory(
     *,
     embedder: EmbeddingProvider | None = None,
     options: RetrievalOptions | Mapping[str, Any] | None = None,
+    mode: RetrievalMode | None = None,
 ) -> MemoryResult:
     """Retrieve memory for one query (strategy by query shape; see the module docstring).
 
@@ -107,6 +123,9 @@ async def retrieve_memory(
         embedder: Embeds ``text`` when the query carries text but no embedding.
         options: Bounds of the paths (:class:`RetrievalOptions`); defaults documented
             there.
+        mode: ``"vector"``, ``"text"`` or ``"hybrid"`` for queries with text or an
+            embedding (see the module docstring); ``None`` picks hybrid when both signals
+            exist.
 
     Returns:
         Themes, facts, episodes, entities and relationships, each at most ``limit`` long
@@ -120,22 +139,33 @@ async def retrieve_memory(
     """
     q = coerce_query(query)
     opts = _coerce_options(options)
-    if not q.entity_ids and q.embedding is None and q.text is not None:
+    if mode is not None and mode not in ("vector", "text", "hybrid"):
+        raise InvalidInputError(f"mode must be 'vector', 'text' or 'hybrid', got {mode!r}")
+    text_only = mode == "text" and q.text is not None and not q.entity_ids
+    if not text_only and not q.entity_ids and q.embedding is None and q.text is not None:
         if embedder is None:
             raise InvalidInputError(
                 "query has text but no embedding: pass embedder=... to retrieve_memory "
                 "(or give the query an embedding)"
             )
         q = await _embed_query(q, embedder)
-    if not (q.entity_ids or q.embedding is not None or q.tags):
+    if not (q.entity_ids or q.embedding is not None or q.tags or text_only):
         return MemoryResult()
     # Optional store capability: consecutive store calls share one session.
     read_scope = getattr(store, "read_scope", None)
     async with read_scope() if read_scope is not None else nullcontext():
         if q.entity_ids:
             return await _subgraph_path(store, q, opts)
+        if text_only:
+            return await _fused_path(store, index, q, opts, "text")
         if q.embedding is not None:
-            return await _hierarchical_path(store, index, q, opts)
+            if mode is None:
+                both = q.text is not None and supports_text_search(index)
+                mode = "hybrid" if both else "vector"
+            if mode == "vector":
+                result = await _hierarchical_path(store, index, q, opts)
+                return await _with_messages(store, index, q, opts, result)
+            return await _fused_path(store, index, q, opts, mode)
         return await _tag_path(store, q, opts)
 
 
@@ -162,6 +192,17 @@ async def _touch(store: MemoryStore, facts: Sequence[SemanticFact]) -> None:
 async def _hierarchical_path(
     store: MemoryStore, index: MemoryIndex, q: MemoryQuery, opts: RetrievalOptions
 ) -> MemoryResult:
+    ranked, themes = await _vector_ranking(store, index, q, opts)
+    facts = cut([f for f, _ in ranked], q.limit)
+    result = await _expand(store, q, facts, themes=cut(themes, q.limit))
+    await _touch(store, facts)
+    return result
+
+
+async def _vector_ranking(
+    store: MemoryStore, index: MemoryIndex, q: MemoryQuery, opts: RetrievalOptions
+) -> tuple[list[tuple[SemanticFact, float]], list[Theme]]:
+    """The hierarchical path's candidates ranked by similarity, and the matched themes."""
     assert q.embedding is not None
     vector = q.embedding
     scope = FactScope.for_query(q)
@@ -183,10 +224,7 @@ async def _hierarchical_path(
     # One similarity ranking over every candidate, then the cut.
     candidates = merge_unique(direct, theme_facts)
     ranked = rank_by_similarity(scope.apply(candidates), vector, q.min_similarity)
-    facts = cut([f for f, _ in ranked], q.limit)
-    result = await _expand(store, q, facts, themes=cut(themes, q.limit))
-    await _touch(store, facts)
-    return result
+    return ranked, themes
 
 
 async def _candidates(
@@ -223,6 +261,46 @@ async def _candidates(
     theme_fact_ids = [i for i in theme_fact_ids if i not in direct_ids]
     found = await store.get_facts(theme_fact_ids) if theme_fact_ids else {}
     return themes, [h.item for h in direct], by_citation(found, theme_fact_ids)
+
+
+async def _fused_path(
+    store: MemoryStore,
+    index: MemoryIndex,
+    q: MemoryQuery,
+    opts: RetrievalOptions,
+    mode: RetrievalMode,
+) -> MemoryResult:
+    vector: tuple[list[tuple[SemanticFact, float]], list[Theme]] | None = None
+    if mode == "hybrid":
+        vector = await _vector_ranking(store, index, q, opts)
+    facts, scores, messages, themes = await hybrid_candidates(
+        store, index, q, opts, mode, vector=vector
+    )
+    result = await _expand(store, q, facts, themes=themes)
+    result.messages = messages
+    result.fact_scores = scores
+    await _touch(store, facts)
+    return result
+
+
+async def _with_messages(
+    store: MemoryStore,
+    index: MemoryIndex,
+    q: MemoryQuery,
+    opts: RetrievalOptions,
+    result: MemoryResult,
+) -> MemoryResult:
+    """Add the vector mode's messages and score breakdowns to a hierarchical result."""
+    assert q.embedding is not None
+    sims = cosine_scores([f.embedding for f in result.facts], q.embedding)
+    result.fact_scores = {
+        f.id: FactScore(vector_rank=i + 1, vector_score=s, fused_score=1.0 / (opts.rrf_k + i + 1))
+        for i, (f, s) in enumerate(zip(result.facts, sims, strict=True))
+    }
+    result.messages = await message_signals(
+        store, index, q, opts, result.facts, use_vector=True, use_text=False
+    )
+    return result
 
 
 async def _expand(

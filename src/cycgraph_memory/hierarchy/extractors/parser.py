@@ -103,8 +103,11 @@ def parser_available(pipeline: str = DEFAULT_PARSER_PIPELINE) -> bool:
     )
 
 
-def default_extractor() -> SemanticExtractor:
+def default_extractor(*, max_facts: int = 10) -> SemanticExtractor:
     """The best free extractor installed.
+
+    Args:
+        max_facts: Most facts per episode, passed to whichever tier is chosen.
 
     Returns:
         :class:`ParserExtractor` when the ``parser`` extra (spaCy and its default pipeline)
@@ -112,10 +115,10 @@ def default_extractor() -> SemanticExtractor:
         :class:`~cycgraph_memory.hierarchy.extractors.rules.RuleBasedExtractor`.
     """
     if parser_available():
-        return ParserExtractor()
+        return ParserExtractor(max_facts=max_facts)
     from cycgraph_memory.hierarchy.extractors.rules import RuleBasedExtractor
 
-    return RuleBasedExtractor()
+    return RuleBasedExtractor(max_facts=max_facts)
 
 
 class _ParserOptions(BaseModel):

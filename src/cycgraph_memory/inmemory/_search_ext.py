@@ -1,0 +1,355 @@
+"""Message vectors and lexical (BM25) search for :class:`InMemoryMemoryIndex`.
+
+Kept apart from the vector tables of ``index.py``: messages are searchable by embedding
+(exact cosine, like every other record type) and facts, messages and episodes by text
+(:class:`~cycgraph_memory.textsearch.BM25Index`). Facts and episodes without an embedding
+are still text-searchable.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from cycgraph_memory._options import coerce_options
+from cycgraph_memory.contracts import MemoryStore
+from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.inmemory._common import check_dimension, copy_record, normalize_rows
+from cycgraph_memory.normalize import normalize_entity_name
+from cycgraph_memory.records import (
+    Entity,
+    EntityFilter,
+    Episode,
+    FactFilter,
+    ListOptions,
+    Message,
+    ScoredResult,
+    SearchOptions,
+    SemanticFact,
+)
+from cycgraph_memory.textsearch import BM25Index, name_candidates, tokenize
+
+__all__ = ["MessageAndTextSearch", "episode_search_text"]
+
+_PAGE = 1000
+
+
+def episode_search_text(episode: Episode) -> str:
+    """The text an episode is searched by: its topic and every message."""
+    return " ".join([episode.topic, *(m.content for m in episode.messages)])
+
+
+class _Vectors:
+    """Unit rows keyed by id; the matrix is rebuilt lazily after changes."""
+
+    def __init__(self) -> None:
+        self.rows: dict[uuid.UUID, NDArray[np.float32]] = {}
+        self._matrix: NDArray[np.float32] | None = None
+        self._ids: list[uuid.UUID] = []
+        self._id_keys: list[str] = []
+
+    def put(self, item_id: uuid.UUID, row: NDArray[np.float32]) -> None:
+        self.rows[item_id] = row
+        self._matrix = None
+
+    def remove(self, item_id: uuid.UUID) -> bool:
+        if self.rows.pop(item_id, None) is None:
+            return False
+        self._matrix = None
+        return True
+
+    def search(self, query: NDArray[np.float32], limit: int) -> list[tuple[uuid.UUID, float]]:
+        if not self.rows:
+            return []
+        if self._matrix is None:
+            self._ids = list(self.rows)
+            self._id_keys = [str(i) for i in self._ids]
+            self._matrix = np.vstack([self.rows[i] for i in self._ids])
+        scores = self._matrix @ query
+        n = len(self._ids)
+        k = min(limit, n)
+        if k < n:
+            top = np.argpartition(scores, n - k)[n - k :]
+            candidates = np.flatnonzero(scores >= scores[top].min())
+        else:
+            candidates = np.arange(n)
+        ranked = sorted(
+            candidates.tolist(), key=lambda r: (-float(scores[r]), self._id_keys[r])
+        )[:k]
+        return [(self._ids[r], min(1.0, max(-1.0, float(scores[r])))) for r in ranked]
+
+
+class MessageAndTextSearch:
+    """Mixin state and methods; the index calls the ``_ext_*`` hooks on every change."""
+
+    _dim: int | None
+
+    def _ext_init(self) -> None:
+        self._message_vectors = _Vectors()
+        self._message_records: dict[uuid.UUID, Message] = {}
+        self._message_episode: dict[uuid.UUID, uuid.UUID] = {}
+        self._episode_messages: dict[uuid.UUID, list[uuid.UUID]] = {}
+        self._text_facts: dict[uuid.UUID, SemanticFact] = {}
+        self._text_episodes: dict[uuid.UUID, Episode] = {}
+        self._bm25_facts = BM25Index()
+        self._bm25_messages = BM25Index()
+        self._bm25_episodes = BM25Index()
+        self._entity_records: dict[uuid.UUID, Entity] = {}
+        self._entity_keys: dict[str, set[uuid.UUID]] = {}
+
+    # ------------------------------------------------------------------ maintenance
+
+    def _ext_check(self, records: Iterable[object]) -> int | None:
+        """Validate message vectors (dimension) before anything is written."""
+        dim = self._dim
+        for record in records:
+            if isinstance(record, Episode):
+                for m in record.messages:
+                    if m.embedding is not None:
+                        if dim is None:
+                            dim = len(m.embedding)
+                        check_dimension(dim, len(m.embedding), f"Message {m.id}")
+        return dim
+
+    def _ext_upsert(self, records: Iterable[object]) -> None:
+        """Index facts and episodes for text search; ``records`` are the index's copies."""
+        for record in records:
+            if isinstance(record, SemanticFact):
+                self._text_facts[record.id] = record
+                self._bm25_facts.add(record.id, record.content)
+            elif isinstance(record, Episode):
+                self._ext_put_episode(record)
+            elif isinstance(record, Entity):
+                self._ext_drop_entity(record.id)
+                self._entity_records[record.id] = record
+                self._entity_keys.setdefault(normalize_entity_name(record.name), set()).add(
+                    record.id
+                )
+
+    def _ext_drop_entity(self, entity_id: uuid.UUID) -> bool:
+        old = self._entity_records.pop(entity_id, None)
+        if old is None:
+            return False
+        key = normalize_entity_name(old.name)
+        ids = self._entity_keys.get(key)
+        if ids is not None:
+            ids.discard(entity_id)
+            if not ids:
+                del self._entity_keys[key]
+        return True
+
+    def _ext_put_episode(self, stored: Episode) -> None:
+        self._ext_drop_episode_messages(stored.id)
+        vectors = [(m.id, m.embedding) for m in stored.messages if m.embedding is not None]
+        total: Counter[str] = Counter(tokenize(stored.topic))
+        for message in stored.messages:
+            message.__dict__["embedding"] = None  # results carry no vectors
+            self._message_records[message.id] = message
+            self._message_episode[message.id] = stored.id
+            total.update(self._bm25_messages.add(message.id, message.content))
+        self._episode_messages[stored.id] = [m.id for m in stored.messages]
+        if vectors:
+            rows = normalize_rows(np.asarray([v for _, v in vectors], dtype=np.float64))
+            for (message_id, _), row in zip(vectors, rows, strict=True):
+                self._message_vectors.put(message_id, row)
+        self._text_episodes[stored.id] = stored
+        self._bm25_episodes.add_counts(stored.id, total)
+
+    def _ext_drop_episode_messages(self, episode_id: uuid.UUID) -> None:
+        for message_id in self._episode_messages.pop(episode_id, []):
+            if self._message_episode.get(message_id) == episode_id:
+                self._message_episode.pop(message_id, None)
+                self._message_records.pop(message_id, None)
+                self._message_vectors.remove(message_id)
+                self._bm25_messages.remove(message_id)
+
+    def _ext_remove(self, record_id: uuid.UUID) -> bool:
+        removed = self._ext_drop_entity(record_id)
+        if self._text_facts.pop(record_id, None) is not None:
+            self._bm25_facts.remove(record_id)
+            removed = True
+        if self._text_episodes.pop(record_id, None) is not None:
+            self._bm25_episodes.remove(record_id)
+            self._ext_drop_episode_messages(record_id)
+            removed = True
+        return removed
+
+    async def _ext_rebuild(self, store: MemoryStore) -> None:
+        self._ext_init()
+        offset = 0
+        while True:
+            entities = await store.find_entities(
+                EntityFilter(include_invalidated=True, limit=_PAGE, offset=offset)
+            )
+            self._ext_upsert(entities)
+            offset += len(entities)
+            if len(entities) < _PAGE:
+                break
+        offset = 0
+        while True:
+            facts = await store.find_facts(
+                FactFilter(include_invalidated=True, limit=_PAGE, offset=offset)
+            )
+            self._ext_upsert(facts)
+            offset += len(facts)
+            if len(facts) < _PAGE:
+                break
+        offset = 0
+        while True:
+            episodes = await store.list_episodes(
+                ListOptions(include_invalidated=True, limit=_PAGE, offset=offset)
+            )
+            ids = [m.id for e in episodes for m in e.messages]
+            stored = await store.get_messages(ids) if ids else {}
+            for episode in episodes:
+                for message in episode.messages:
+                    full = stored.get(message.id)
+                    if full is not None and full.embedding is not None:
+                        message.__dict__["embedding"] = full.embedding
+            self._ext_check(episodes)
+            self._ext_upsert(episodes)  # store pages are copies already
+            offset += len(episodes)
+            if len(episodes) < _PAGE:
+                break
+
+    # ------------------------------------------------------------------ search
+
+    async def search_messages(
+        self,
+        embedding: Sequence[float],
+        options: SearchOptions | Mapping[str, Any] | None = None,
+        /,
+        **kwargs: Any,
+    ) -> list[ScoredResult[Message]]:
+        """Nearest messages by cosine similarity, best first (ties by id).
+
+        Messages of invalidated episodes are skipped unless ``include_invalidated``.
+        Results carry the message without its embedding.
+        """
+        opts = coerce_options(SearchOptions, options, kwargs)
+        q = np.asarray(embedding, dtype=np.float64)
+        if q.ndim != 1 or q.size == 0 or not np.all(np.isfinite(q)):
+            raise InvalidInputError("search_messages query must be a non-empty finite vector")
+        if self._dim is None:
+            return []
+        check_dimension(self._dim, q.shape[0], "search_messages query")
+        unit = normalize_rows(q[np.newaxis, :])[0]
+        extra = 0 if opts.include_invalidated else len(self._message_records)
+        hits = self._message_vectors.search(unit, opts.limit + extra)
+        out: list[ScoredResult[Message]] = []
+        for message_id, score in hits:
+            if opts.min_similarity is not None and score < opts.min_similarity:
+                break
+            if not opts.include_invalidated and not self._message_live(message_id):
+                continue
+            out.append(ScoredResult(item=copy_record(self._message_records[message_id]),
+                                    score=score))
+            if len(out) == opts.limit:
+                break
+        return out
+
+    def _message_live(self, message_id: uuid.UUID) -> bool:
+        episode = self._text_episodes.get(self._message_episode.get(message_id, uuid.UUID(int=0)))
+        return episode is None or episode.invalidated_at is None
+
+    def message_episode_ids(self, message_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID]:
+        """The episode each known message belongs to."""
+        return {m: self._message_episode[m] for m in message_ids if m in self._message_episode}
+
+    async def text_search_facts(
+        self,
+        text: str,
+        options: SearchOptions | Mapping[str, Any] | None = None,
+        /,
+        **kwargs: Any,
+    ) -> list[ScoredResult[SemanticFact]]:
+        """Facts sharing words with ``text``, by BM25 (best first, ties by id).
+
+        ``tags`` / ``exclude_tags`` / ``include_invalidated`` apply as in
+        ``search_facts``; ``min_similarity`` does not (BM25 scores are not similarities).
+        """
+        opts = coerce_options(SearchOptions, options, kwargs)
+        tags = set(opts.tags or ())
+        exclude = set(opts.exclude_tags or ())
+        out: list[ScoredResult[SemanticFact]] = []
+        for fact_id, score in self._bm25_facts.search(text, len(self._bm25_facts)):
+            fact = self._text_facts[fact_id]
+            if not opts.include_invalidated and fact.invalidated_by is not None:
+                continue
+            if tags and tags.isdisjoint(fact.tags):
+                continue
+            if exclude and not exclude.isdisjoint(fact.tags):
+                continue
+            out.append(ScoredResult(item=copy_record(fact), score=score))
+            if len(out) == opts.limit:
+                break
+        return out
+
+    async def text_search_messages(
+        self,
+        text: str,
+        options: SearchOptions | Mapping[str, Any] | None = None,
+        /,
+        **kwargs: Any,
+    ) -> list[ScoredResult[Message]]:
+        """Messages sharing words with ``text``, by BM25 (best first, ties by id)."""
+        opts = coerce_options(SearchOptions, options, kwargs)
+        out: list[ScoredResult[Message]] = []
+        for message_id, score in self._bm25_messages.search(text, len(self._bm25_messages)):
+            if not opts.include_invalidated and not self._message_live(message_id):
+                continue
+            out.append(
+                ScoredResult(item=copy_record(self._message_records[message_id]), score=score)
+            )
+            if len(out) == opts.limit:
+                break
+        return out
+
+    async def text_search_episodes(
+        self,
+        text: str,
+        options: SearchOptions | Mapping[str, Any] | None = None,
+        /,
+        **kwargs: Any,
+    ) -> list[ScoredResult[Episode]]:
+        """Episodes (topic and messages) sharing words with ``text``, by BM25."""
+        opts = coerce_options(SearchOptions, options, kwargs)
+        out: list[ScoredResult[Episode]] = []
+        for episode_id, score in self._bm25_episodes.search(text, len(self._bm25_episodes)):
+            episode = self._text_episodes[episode_id]
+            if not opts.include_invalidated and episode.invalidated_at is not None:
+                continue
+            out.append(ScoredResult(item=copy_record(episode), score=score))
+            if len(out) == opts.limit:
+                break
+        return out
+
+    async def match_entity_names(
+        self, text: str, *, limit: int = 10, include_invalidated: bool = False
+    ) -> list[Entity]:
+        """Entities whose normalised name is a word n-gram of ``text`` (1-4 words).
+
+        Ordered by where the name first appears in ``text``, then id; superseded and
+        invalidated entities are skipped unless ``include_invalidated``.
+        """
+        out: list[Entity] = []
+        seen: set[uuid.UUID] = set()
+        for candidate in name_candidates(text):
+            ids = self._entity_keys.get(normalize_entity_name(candidate), set())
+            for entity_id in sorted(ids, key=str):
+                entity = self._entity_records[entity_id]
+                if entity_id in seen:
+                    continue
+                live = entity.invalidated_at is None and entity.superseded_by is None
+                if not live and not include_invalidated:
+                    continue
+                seen.add(entity_id)
+                out.append(copy_record(entity))
+                if len(out) == limit:
+                    return out
+        return out

@@ -1,0 +1,263 @@
+"""Hybrid retrieval: vector and text signals fused by reciprocal rank (the text/hybrid modes).
+
+``retrieve_memory(..., mode=...)`` runs this path for ``mode="text"`` and
+``mode="hybrid"`` (the default when the query has text, a vector is available and the
+index offers text search). Signals, each one index call:
+
+* facts, vector: themes by similarity -> their facts, plus a direct kNN (exactly the
+  hierarchical path's candidates), filtered by the query's fact scope and ranked by
+  cosine similarity; ``min_similarity`` applies to this signal;
+* facts, text: ``index.text_search_facts`` (BM25 in memory, ``ts_rank_cd`` on Postgres),
+  tag scope pushed into the index, then the same fact scope;
+* messages, vector and text: ``index.search_messages`` / ``index.text_search_messages``;
+* graph (text and hybrid modes, when the index has ``match_entity_names``): the entities
+  whose name appears in the question (at most ``entity_match_limit``, of the query's
+  ``entity_types`` when given) -> their facts (``store.get_facts_for_entities``, same fact
+  scope), ordered by their best rank in the other fact signals, then newest first; graph
+  distance 0. Weighted by ``graph_weight``.
+
+Facts are ordered by RRF over their signals (``RetrievalOptions.rrf_k``; text signals
+weigh ``text_weight``, the graph signal ``graph_weight``, vector signals 1), ties by the
+best raw score, then id, and cut to ``limit``; each gets a :class:`FactScore`. Messages
+are ordered by RRF over three lists: the messages grounding the served facts (in fact
+order) and the two message signals; they are cut to ``message_limit``. When the query
+has tags, messages come only from the served facts (a direct message hit cannot be
+scoped by tags); ``valid_at`` / ``changed_since`` drop messages sent after ``valid_at`` /
+not after ``changed_since``. Served facts are touched once; episodes, entities and
+relationships are those of the served facts, as on the hierarchical path.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from cycgraph_memory.contracts import MemoryIndex, MemoryStore
+from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.records import (
+    FactScore,
+    MemoryQuery,
+    Message,
+    RetrievalOptions,
+    SemanticFact,
+    Theme,
+)
+from cycgraph_memory.retrieval.fusion import rrf_fuse
+from cycgraph_memory.retrieval.pipeline import (
+    FactScope,
+    cut,
+    merge_unique,
+    ordered_ids,
+)
+
+__all__ = [
+    "RetrievalMode",
+    "hybrid_candidates",
+    "message_signals",
+    "supports_text_search",
+]
+
+RetrievalMode = Literal["vector", "text", "hybrid"]
+"""``retrieve_memory`` modes: dense only, lexical only, or both fused."""
+
+
+def supports_text_search(index: object) -> bool:
+    """Whether the index offers the text-search methods the text/hybrid modes need."""
+    return all(
+        callable(getattr(index, name, None))
+        for name in ("text_search_facts", "text_search_messages")
+    )
+
+
+async def _graph_facts(
+    store: MemoryStore,
+    index: MemoryIndex,
+    q: MemoryQuery,
+    opts: RetrievalOptions,
+    scope: FactScope,
+    signals: dict[str, list[tuple[uuid.UUID, float]]],
+) -> list[SemanticFact]:
+    match = getattr(index, "match_entity_names", None)
+    if match is None or q.text is None or opts.entity_match_limit == 0:
+        return []
+    entities = await match(
+        q.text, limit=opts.entity_match_limit, include_invalidated=q.include_invalidated
+    )
+    if q.entity_types is not None:
+        entities = [e for e in entities if e.entity_type in q.entity_types]
+    if not entities:
+        return []
+    by_entity = await store.get_facts_for_entities(
+        [e.id for e in entities],
+        per_entity_limit=opts.text_candidates or min(1000, 4 * q.limit),
+        include_invalidated=scope.include_invalidated,
+        tags=sorted(scope.tags) or None,
+        exclude_tags=sorted(scope.exclude_tags) or None,
+        valid_at=scope.valid_at,
+        changed_since=scope.changed_since,
+    )
+    facts = merge_unique(*(by_entity.get(e.id, []) for e in entities))
+    facts = scope.apply(facts)
+    best: dict[uuid.UUID, int] = {}
+    for ranked in signals.values():
+        for rank, (fact_id, _) in enumerate(ranked):
+            best[fact_id] = min(best.get(fact_id, rank), rank)
+    far = len(best) + 1
+    newest_first = sorted(facts, key=lambda f: str(f.id))
+    newest_first.sort(key=lambda f: f.valid_from, reverse=True)
+    return sorted(newest_first, key=lambda f: best.get(f.id, far))
+
+
+def _message_admitted(message: Message, q: MemoryQuery) -> bool:
+    if q.valid_at is not None and message.timestamp > q.valid_at:
+        return False
+    return q.changed_since is None or message.timestamp > q.changed_since
+
+
+async def hybrid_candidates(
+    store: MemoryStore,
+    index: MemoryIndex,
+    q: MemoryQuery,
+    opts: RetrievalOptions,
+    mode: RetrievalMode,
+    *,
+    vector: tuple[list[tuple[SemanticFact, float]], list[Theme]] | None = None,
+) -> tuple[list[SemanticFact], dict[uuid.UUID, FactScore], list[Message], list[Theme]]:
+    """Run the signals of ``mode`` and fuse them (see the module docstring).
+
+    Args:
+        store: The store.
+        index: The index (text search needed for the text signal).
+        q: The validated query (with its embedding for the vector signal).
+        opts: Retrieval options.
+        mode: Which signals to use.
+        vector: The vector signal already computed by the hierarchical path: facts
+            ranked by similarity and the matched themes (required for vector signals).
+
+    Returns:
+        The served facts (cut to ``limit``), their score breakdowns, the messages (cut to
+        ``message_limit``) and the matched themes (cut to ``limit``).
+
+    Raises:
+        InvalidInputError: A text signal is needed but the query has no text or the index
+            has no text search; a vector signal is needed but the query has no vector.
+    """
+    scope = FactScope.for_query(q)
+    text_index: Any = index
+    use_vector = mode in ("vector", "hybrid")
+    use_text = mode in ("text", "hybrid")
+    if use_text and (q.text is None or not supports_text_search(index)):
+        raise InvalidInputError(
+            f"mode={mode!r} needs query text and an index with text search "
+            "(text_search_facts / text_search_messages)"
+        )
+    if use_vector and (q.embedding is None or vector is None):
+        raise InvalidInputError(f"mode={mode!r} needs a query embedding or an embedder")
+
+    fact_signals: dict[str, list[tuple[uuid.UUID, float]]] = {}
+    facts_by_id: dict[uuid.UUID, SemanticFact] = {}
+    themes: list[Theme] = []
+    if use_vector:
+        assert vector is not None
+        ranked, themes = vector
+        fact_signals["vector"] = [(f.id, s) for f, s in ranked]
+        facts_by_id.update((f.id, f) for f, _ in ranked)
+    if use_text:
+        assert q.text is not None
+        hits = await text_index.text_search_facts(
+            q.text,
+            limit=opts.text_candidates or min(1000, 4 * q.limit),
+            include_invalidated=q.include_invalidated,
+            tags=sorted(scope.tags) or None,
+            exclude_tags=sorted(scope.exclude_tags) or None,
+        )
+        admitted = [(h.item, h.score) for h in hits if scope.admits(h.item)]
+        fact_signals["text"] = [(f.id, s) for f, s in admitted]
+        for fact, _ in admitted:
+            facts_by_id.setdefault(fact.id, fact)
+
+    graph = await _graph_facts(store, index, q, opts, scope, fact_signals) if use_text else []
+    if graph:
+        fact_signals["graph"] = [(f.id, 0.0) for f in graph]
+        for fact in graph:
+            facts_by_id.setdefault(fact.id, fact)
+    fused = cut(
+        rrf_fuse(
+            fact_signals,
+            k=opts.rrf_k,
+            weights={"graph": opts.graph_weight, "text": opts.text_weight},
+        ),
+        q.limit,
+    )
+    facts = [facts_by_id[h.id] for h in fused]
+    scores = {
+        h.id: FactScore(
+            vector_rank=h.ranks.get("vector"),
+            vector_score=h.scores.get("vector"),
+            text_rank=h.ranks.get("text"),
+            text_score=h.scores.get("text"),
+            graph_distance=0 if "graph" in h.ranks else None,
+            fused_score=h.fused,
+        )
+        for h in fused
+    }
+    messages = await message_signals(
+        store, index, q, opts, facts, use_vector=use_vector, use_text=use_text
+    )
+    return facts, scores, messages, cut(themes, q.limit)
+
+
+async def message_signals(
+    store: MemoryStore,
+    index: MemoryIndex,
+    q: MemoryQuery,
+    opts: RetrievalOptions,
+    facts: Sequence[SemanticFact],
+    *,
+    use_vector: bool,
+    use_text: bool,
+) -> list[Message]:
+    """The messages of a result: grounding of ``facts`` fused with direct message hits."""
+    limit = q.limit if opts.message_limit is None else opts.message_limit
+    if limit == 0:
+        return []
+    grounding = ordered_ids(f.source_message_ids for f in facts)
+    signals: dict[str, list[tuple[uuid.UUID, float]]] = {}
+    records: dict[uuid.UUID, Message] = {}
+    if grounding:
+        found = await store.get_messages(grounding)
+        signals["facts"] = [(i, 0.0) for i in grounding if i in found]
+        records.update(found)
+    direct = not q.tags
+    candidates = opts.message_candidates or min(1000, 2 * q.limit)
+    search_messages = getattr(index, "search_messages", None)
+    if direct and use_vector and q.embedding is not None and search_messages is not None:
+        hits = await search_messages(
+            q.embedding,
+            limit=candidates,
+            min_similarity=q.min_similarity,
+            include_invalidated=q.include_invalidated,
+        )
+        signals["vector"] = [(h.item.id, h.score) for h in hits]
+        for h in hits:
+            records.setdefault(h.item.id, h.item)
+    if direct and use_text and q.text is not None:
+        text_index: Any = index
+        hits = await text_index.text_search_messages(
+            q.text, limit=candidates, include_invalidated=q.include_invalidated
+        )
+        signals["text"] = [(h.item.id, h.score) for h in hits]
+        for h in hits:
+            records.setdefault(h.item.id, h.item)
+    out: list[Message] = []
+    for hit in rrf_fuse(signals, k=opts.rrf_k, weights={"text": opts.text_weight}):
+        message = records[hit.id]
+        if not _message_admitted(message, q):
+            continue
+        if message.embedding is not None:
+            message = message.model_copy(update={"embedding": None})
+        out.append(message)
+        if len(out) == limit:
+            break
+    return out
