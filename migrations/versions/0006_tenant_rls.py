@@ -1,7 +1,7 @@
 """Row-level tenant security on every tenant table; messages unique per tenant.
 
 Revision ID: 0006
-Revises: 0004
+Revises: 0005
 Create Date: 2026-12-02
 
 * Every table of the current schema that has a ``tenant_id`` column, found in the catalog
@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0006"
-down_revision: str | None = "0004"
+down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

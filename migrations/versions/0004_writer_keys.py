@@ -1,7 +1,7 @@
 """writer_keys: idempotency keys of memory_writer calls; facts fillfactor 80.
 
-Revision ID: 0003
-Revises: 0005
+Revision ID: 0004
+Revises: 0003
 Create Date: 2026-12-02
 
 One row per ``(tenant_id, idempotency_key)`` with the ids of the facts that write stored;
@@ -22,8 +22,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql as pg
 
-revision: str = "0003"
-down_revision: str | None = "0005"
+revision: str = "0004"
+down_revision: str | None = "0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

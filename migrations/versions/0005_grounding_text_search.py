@@ -1,7 +1,7 @@
 """Grounded facts, searchable messages, full-text search.
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0005
+Revises: 0004
 Create Date: 2026-12-02
 
 * ``facts.source_message_ids uuid[]`` (the messages a fact was extracted from) with a GIN
@@ -21,8 +21,8 @@ from alembic import op
 from pgvector.sqlalchemy import VECTOR
 from sqlalchemy.dialects import postgresql as pg
 
-revision: str = "0004"
-down_revision: str | None = "0003"
+revision: str = "0005"
+down_revision: str | None = "0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

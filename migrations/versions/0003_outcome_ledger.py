@@ -1,6 +1,6 @@
 """Outcome ledger (runs + run/fact links) and the append-only gate audit log.
 
-Revision ID: 0005
+Revision ID: 0003
 Revises: 0002
 Create Date: 2026-12-02
 
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql as pg
 
-revision: str = "0005"
+revision: str = "0003"
 down_revision: str | None = "0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
