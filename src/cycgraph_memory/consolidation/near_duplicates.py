@@ -95,7 +95,12 @@ def collision_probability(cosine: float, bits: int, tables: int) -> float:
     Returns:
         ``1 - (1 - p**bits) ** tables`` with ``p = sign_agreement(cosine)``.
     """
-    return 1.0 - (1.0 - sign_agreement(cosine) ** bits) ** tables
+    return _collide(sign_agreement(cosine) ** bits, tables)
+
+
+def _collide(p_bits: float, tables: int) -> float:
+    """``1 - (1 - p_bits) ** tables``, computed without cancellation for tiny ``p_bits``."""
+    return -math.expm1(tables * math.log1p(-p_bits)) if p_bits < 1.0 else 1.0
 
 
 @dataclass(frozen=True)
@@ -123,8 +128,10 @@ def _tables_for(p_bits: float, recall: float) -> int:
         return 1
     tables = max(1, math.ceil(math.log1p(-recall) / math.log1p(-p_bits)))
     # guard the last ulp of the logarithms
-    while 1.0 - (1.0 - p_bits) ** tables < recall:
+    while _collide(p_bits, tables) < recall:
         tables += 1
+    while tables > 1 and _collide(p_bits, tables - 1) >= recall:
+        tables -= 1
     return tables
 
 
@@ -182,7 +189,7 @@ def choose_lsh_parameters(
             best = LshParameters(
                 bits=bits,
                 tables=tables,
-                threshold_collision=1.0 - (1.0 - p_bits) ** tables,
+                threshold_collision=_collide(p_bits, tables),
                 estimated_cost=cost,
                 exact_cost=exact_cost,
             )
@@ -192,7 +199,8 @@ def choose_lsh_parameters(
 
 def _cos64(vectors: FloatMatrix, a: IndexArray, b: IndexArray) -> NDArray[np.float64]:
     """Float64 dot products of the float32 rows ``a[i]`` and ``b[i]``."""
-    return (vectors[a].astype(np.float64) * vectors[b].astype(np.float64)).sum(axis=1)
+    product: NDArray[np.float64] = vectors[a].astype(np.float64) * vectors[b].astype(np.float64)
+    return product.sum(axis=1)  # type: ignore[no-any-return]
 
 
 def _confirm(
@@ -325,16 +333,20 @@ def lsh_near_duplicate_pairs(
     background = _sample_cosines(vectors, live, rng)
     if params is None:
         params = choose_lsh_parameters(m, dim, threshold, recall=recall, background=background)
-    weights = np.left_shift(np.int64(1), np.arange(params.bits, dtype=np.int64))
+    k, tables = params.bits, params.tables
+    shifts = np.arange(k, dtype=np.int64)
+    planes = rng.standard_normal((dim, tables * k)).astype(np.float32)
+    # codes of every row in every table, computed one row block at a time (tile: block x kL)
+    all_codes = np.empty((tables, m), dtype=np.int64)
+    dense = m == n
+    for s in range(0, m, block):
+        rows = vectors[s : s + block] if dense else vectors[live[s : s + block]]
+        signs = (rows @ planes > 0).reshape(len(rows), tables, k).astype(np.int64)
+        all_codes[:, s : s + block] = (signs << shifts).sum(axis=2).T
     chunk = max(1024, block * block // max(1, 2 * dim))
-    codes = np.empty(m, dtype=np.int64)
     found: list[IndexArray] = []
     scanned: set[bytes] = set()
-    for _ in range(params.tables):
-        planes = rng.standard_normal((dim, params.bits)).astype(np.float32)
-        for s in range(0, m, block):
-            bits = (vectors[live[s : s + block]] @ planes) > 0
-            codes[s : s + block] = bits.astype(np.int64) @ weights
+    for codes in all_codes:
         order = np.argsort(codes, kind="stable")
         sorted_codes = codes[order]
         starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
