@@ -213,8 +213,12 @@ async def _plans(
     lsh = MemoryConsolidator(store, None, dedup_method="lsh", seed=seed, batch_size=16,
                              clock=clock)
     vectors = (await exact._load_facts()).vectors
-    exact_pairs = {p for a, b in exact._pairs(vectors) for p in zip(a.tolist(), b.tolist())}
-    lsh_pairs = {p for a, b in lsh._pairs(vectors) for p in zip(a.tolist(), b.tolist())}
+    exact_pairs = {
+        p for a, b in exact._pairs(vectors) for p in zip(a.tolist(), b.tolist(), strict=True)
+    }
+    lsh_pairs = {
+        p for a, b in lsh._pairs(vectors) for p in zip(a.tolist(), b.tolist(), strict=True)
+    }
     assert lsh_pairs <= exact_pairs
     p1, p2 = await exact.plan(), await lsh.plan()
     assert p1.report is not None and p2.report is not None
@@ -224,7 +228,7 @@ async def _plans(
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(
-    n=st.integers(4, 50),
+    n=st.integers(5, 50),
     dups=st.integers(1, 25),
     dim=st.integers(4, 16),
     seed=st.integers(0, 2**16),
@@ -234,8 +238,7 @@ def test_lsh_plan_equals_exact_plan_when_every_pair_is_a_candidate(
     n: int, dups: int, dim: int, seed: int, data: st.DataObject
 ) -> None:
     x = planted(n, dim, dups, seed, low=0.85)  # some planted pairs fall below 0.9
-    if n > 4:  # chains: a third row near the first of a planted pair
-        x[4] = unit_rows(x[0][None, :] + x[1][None, :] + 0.05)[0]
+    x[4] = unit_rows(x[0][None, :] + x[1][None, :] + 0.05)[0]  # a chain: near rows 0 and 1
     verified = data.draw(st.lists(st.booleans(), min_size=n, max_size=n))
     days = data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))  # ties too
     same, exact_plan, lsh_plan = asyncio.run(_plans(x, verified, days, seed))
@@ -250,9 +253,14 @@ def test_auto_method_and_options() -> None:
     assert c.dedup_method == "auto" and c.seed == 0
     small = unit_rows(np.random.default_rng(0).normal(size=(10, 8)))
     assert not c._lsh_pays(small)
-    big = np.zeros((EXACT_MAX_ROWS + 1, 128), dtype=np.float32)
+    rng = np.random.default_rng(1)
+    big = unit_rows(rng.normal(size=(EXACT_MAX_ROWS + 1, 32)))
     assert c._lsh_pays(big)
+    assert not c._lsh_pays(big[:EXACT_MAX_ROWS])
     assert not MemoryConsolidator(store, dedup_threshold=0.0)._lsh_pays(big)
+    # every row within ~0.95 of one direction: the background sample makes LSH too costly
+    clustered = unit_rows(np.ones((EXACT_MAX_ROWS + 1, 32)) + 0.2 * big)
+    assert not c._lsh_pays(clustered)
     for kw in ({"dedup_method": "fast"}, {"seed": -1}, {"seed": 1.5},
                {"dedup_method": "lsh", "dedup_threshold": 0.0}):
         with pytest.raises(InvalidInputError):

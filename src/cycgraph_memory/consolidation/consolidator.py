@@ -13,10 +13,10 @@ of seeded random-hyperplane LSH tables, chosen so a pair at the threshold is a c
 with probability >= 0.99 (see :mod:`~cycgraph_memory.consolidation.near_duplicates`);
 ``"auto"`` (default) is exact up to ``EXACT_MAX_ROWS`` (20,000) embedded facts and LSH
 above when its estimated cost is lower. Pairs at or above ``dedup_threshold`` (within
-1e-6; float32 products near the cut re-decided in float64) form a similarity graph. Keepers are chosen
-greedily in priority order: facts tagged ``verified_tag`` first, then the most recent
-``valid_from``, then the smallest id. Each fact not yet absorbed becomes a keeper and
-absorbs its not-yet-absorbed neighbours, so every absorbed fact is itself similar to its
+1e-6; float32 products near the cut re-decided in float64) form a similarity graph.
+Keepers are chosen greedily in priority order: facts tagged ``verified_tag`` first, then
+the most recent ``valid_from``, then the smallest id. Each fact not yet absorbed becomes a
+keeper and absorbs its not-yet-absorbed neighbours, so every absorbed fact is itself similar to its
 keeper (no chaining) and a verified fact is never absorbed by an unverified one.
 
 A keeper keeps the evidence of everything it absorbed: ``access_count`` summed,
@@ -64,8 +64,8 @@ from cycgraph_memory.consolidation.near_duplicates import (
     EXACT_MAX_ROWS,
     LSH_RECALL,
     SIM_TOLERANCE,
-    choose_lsh_parameters,
     lsh_near_duplicate_pairs,
+    lsh_parameters_for,
     near_duplicate_pairs,
 )
 from cycgraph_memory.consolidation.plan import (
@@ -378,10 +378,12 @@ class MemoryConsolidator:
 
     def _lsh_pays(self, vectors: FloatMatrix) -> bool:
         """Whether ``dedup_method="auto"`` should use LSH for these rows."""
-        n, dim = vectors.shape
+        n = vectors.shape[0]
         if n <= EXACT_MAX_ROWS or not self.dedup_threshold > SIM_TOLERANCE:
             return False
-        params = choose_lsh_parameters(n, dim, self.dedup_threshold, recall=LSH_RECALL)
+        params = lsh_parameters_for(
+            vectors, self.dedup_threshold, seed=self.seed, recall=LSH_RECALL
+        )
         return params.estimated_cost < params.exact_cost
 
     def _pairs(

@@ -46,6 +46,7 @@ __all__ = [
     "choose_lsh_parameters",
     "collision_probability",
     "lsh_near_duplicate_pairs",
+    "lsh_parameters_for",
     "near_duplicate_pairs",
     "sign_agreement",
 ]
@@ -291,6 +292,30 @@ def _verify(
         gi, gj = _confirm(vectors, lo, hi, sims, cut)
         if gi.size:
             yield gi.astype(np.int64) * n + gj
+
+
+def lsh_parameters_for(
+    vectors: FloatMatrix, threshold: float, *, seed: int = 0, recall: float = LSH_RECALL
+) -> LshParameters:
+    """The parameters :func:`lsh_near_duplicate_pairs` would choose for these rows.
+
+    The background cosines are sampled exactly as the scan samples them (same seed, same
+    rows), so the estimate is the one the scan uses.
+
+    Args:
+        vectors: Unit (or zero) float32 rows.
+        threshold: Duplicate cosine, > 1e-6.
+        seed: Seed of the scan.
+        recall: Collision probability required at the threshold.
+
+    Returns:
+        The chosen parameters (with their cost estimate and the exact scan's).
+    """
+    live = np.flatnonzero(np.any(vectors != 0, axis=1))
+    background = _sample_cosines(vectors, live, np.random.default_rng(seed))
+    return choose_lsh_parameters(
+        max(len(live), 2), vectors.shape[1], threshold, recall=recall, background=background
+    )
 
 
 def lsh_near_duplicate_pairs(
