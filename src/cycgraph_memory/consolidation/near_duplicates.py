@@ -26,8 +26,9 @@ unit vectors at angle ``theta`` one sign bit agrees with probability ``p = 1 - t
 probability. ``k`` minimises an estimated cost (hashing, sorting, verifying the expected
 background candidates, estimated from a seeded sample of row pairs) under that constraint.
 A bucket holding more than ``block`` rows is scanned with exact blocked products instead
-of pair by pair (same bucket membership seen again in a later table is skipped), so memory
-stays a few ``block``-sized tiles whatever the data.
+of pair by pair (same bucket membership seen again in a later table is skipped). Tables
+are hashed 16 at a time, so memory stays a few ``block``-sized tiles plus 16 int64 codes
+per row, whatever the data.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ CPU at 128 dimensions), and with LSH above it when LSH is estimated to be cheape
 _BAND = 1e-3  # float32 products this close to the cut are re-decided in float64
 _MAX_BITS = 62  # codes are int64
 _SAMPLE_PAIRS = 2000
+_TABLE_GROUP = 16  # tables hashed together: codes take 8 bytes x 16 per row
 # Relative costs (one unit ~ one float32 multiply-add inside BLAS), measured roughly here.
 _COST_SORT = 40.0  # per row per table: code, argsort, run bookkeeping
 _COST_PAIR = 40.0  # per candidate pair: index bookkeeping
@@ -294,6 +296,45 @@ def _verify(
             yield gi.astype(np.int64) * n + gj
 
 
+def _scan_table(
+    vectors: FloatMatrix,
+    live: IndexArray,
+    codes: NDArray[np.int64],
+    cut: float,
+    block: int,
+    chunk: int,
+    scanned: set[bytes],
+    found: list[IndexArray],
+) -> None:
+    """Append the verified pair codes of one table's buckets to ``found``."""
+    n = vectors.shape[0]
+    m = len(live)
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
+    sizes = np.diff(np.r_[starts, m])
+    for start, size in zip(starts[sizes > block].tolist(), sizes[sizes > block].tolist(),
+                           strict=True):
+        members = np.sort(live[order[start : start + size]])
+        key = members.tobytes()
+        if key in scanned:
+            continue
+        scanned.add(key)
+        for gi, gj in _blocked(vectors, cut, block, members):
+            found.append(gi.astype(np.int64) * n + gj)
+    small = (sizes > 1) & (sizes <= block)
+    ends = np.repeat(starts + sizes, sizes)
+    active = np.flatnonzero(np.repeat(small, sizes))
+    step = 1
+    active = active[ends[active] - active > step]
+    while active.size:
+        a = live[order[active]]
+        b = live[order[active + step]]
+        found.extend(_verify(vectors, a, b, cut, chunk))
+        step += 1
+        active = active[ends[active] - active > step]
+
+
 def lsh_parameters_for(
     vectors: FloatMatrix, threshold: float, *, seed: int = 0, recall: float = LSH_RECALL
 ) -> LshParameters:
@@ -347,12 +388,12 @@ def lsh_near_duplicate_pairs(
     """
     n, dim = vectors.shape
     cut = threshold - SIM_TOLERANCE
+    if not cut > 0.0:
+        raise ValueError(f"LSH needs a positive threshold, got {threshold!r}")
     empty = np.zeros(0, dtype=np.intp)
     live = np.flatnonzero(np.any(vectors != 0, axis=1))
     m = len(live)
     if m < 2:
-        if not cut > 0.0:
-            raise ValueError(f"LSH needs a positive threshold, got {threshold!r}")
         return empty, empty.copy()
     rng = np.random.default_rng(seed)
     background = _sample_cosines(vectors, live, rng)
@@ -361,41 +402,21 @@ def lsh_near_duplicate_pairs(
     k, tables = params.bits, params.tables
     shifts = np.arange(k, dtype=np.int64)
     planes = rng.standard_normal((dim, tables * k)).astype(np.float32)
-    # codes of every row in every table, computed one row block at a time (tile: block x kL)
-    all_codes = np.empty((tables, m), dtype=np.int64)
-    dense = m == n
-    for s in range(0, m, block):
-        rows = vectors[s : s + block] if dense else vectors[live[s : s + block]]
-        signs = (rows @ planes > 0).reshape(len(rows), tables, k).astype(np.int64)
-        all_codes[:, s : s + block] = (signs << shifts).sum(axis=2).T
     chunk = max(1024, block * block // max(1, 2 * dim))
     found: list[IndexArray] = []
     scanned: set[bytes] = set()
-    for codes in all_codes:
-        order = np.argsort(codes, kind="stable")
-        sorted_codes = codes[order]
-        starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
-        sizes = np.diff(np.r_[starts, m])
-        for start, size in zip(starts[sizes > block].tolist(), sizes[sizes > block].tolist(),
-                               strict=True):
-            members = np.sort(live[order[start : start + size]])
-            key = members.tobytes()
-            if key in scanned:
-                continue
-            scanned.add(key)
-            for gi, gj in _blocked(vectors, cut, block, members):
-                found.append(gi.astype(np.int64) * n + gj)
-        small = (sizes > 1) & (sizes <= block)
-        ends = np.repeat(starts + sizes, sizes)
-        active = np.flatnonzero(np.repeat(small, sizes))
-        step = 1
-        active = active[ends[active] - active > step]
-        while active.size:
-            a = live[order[active]]
-            b = live[order[active + step]]
-            found.extend(_verify(vectors, a, b, cut, chunk))
-            step += 1
-            active = active[ends[active] - active > step]
+    dense = m == n
+    for g0 in range(0, tables, _TABLE_GROUP):
+        group = min(_TABLE_GROUP, tables - g0)
+        cols = planes[:, g0 * k : (g0 + group) * k]
+        # codes of every row in this group of tables, one row block at a time
+        group_codes = np.empty((group, m), dtype=np.int64)
+        for s in range(0, m, block):
+            rows = vectors[s : s + block] if dense else vectors[live[s : s + block]]
+            signs = (rows @ cols > 0).reshape(len(rows), group, k).astype(np.int64)
+            group_codes[:, s : s + block] = (signs << shifts).sum(axis=2).T
+        for codes in group_codes:
+            _scan_table(vectors, live, codes, cut, block, chunk, scanned, found)
     if not found:
         return empty, empty.copy()
     unique = np.unique(np.concatenate(found))
