@@ -18,6 +18,7 @@ machine the CPU time is the steadier figure.
 Usage:
     python bench/consolidation.py --backend memory --facts 10000 100000 --entities 50000
     python bench/consolidation.py --backend postgres --facts 10000 --entities 50000
+    python bench/consolidation.py --facts 10000 --dedup-method lsh
 """
 
 from __future__ import annotations
@@ -115,12 +116,16 @@ async def load_facts(store: Any, x: np.ndarray) -> list[uuid.UUID]:
     return ids
 
 
-async def bench_consolidation(store: Any, n: int, dim: int, batch: int) -> dict[str, Any]:
+async def bench_consolidation(
+    store: Any, n: int, dim: int, batch: int, method: str = "auto"
+) -> dict[str, Any]:
     x, planted, misses = make_facts(n, dim, seed=n)
     t0 = time.perf_counter()
     ids = await load_facts(store, x)
     load_s = time.perf_counter() - t0
-    consolidator = MemoryConsolidator(store, None, batch_size=batch)
+    consolidator = MemoryConsolidator(
+        store, None, batch_size=batch, dedup_method=method  # type: ignore[arg-type]
+    )
     with PeakRss() as mem:
         t0, c0 = time.perf_counter(), time.process_time()
         report = await consolidator.consolidate()
@@ -146,7 +151,7 @@ async def bench_consolidation(store: Any, n: int, dim: int, batch: int) -> dict[
     misses_merged = sum(1 for a, b in misses if root(a) == root(b))
     second = await consolidator.plan()
     return {
-        "n": n, "dim": dim, "load_s": load_s, "wall_s": wall, "cpu_s": cpu,
+        "n": n, "dim": dim, "method": method, "load_s": load_s, "wall_s": wall, "cpu_s": cpu,
         "rss_growth_mb": mem.growth_mb,
         "planted": len(planted), "found": found, "recall": found / max(len(planted), 1),
         "merged": report.facts_deduped, "below_threshold": below,
@@ -203,7 +208,9 @@ async def run(args: argparse.Namespace) -> None:
     if args.backend == "memory":
         for n in args.facts:
             for rep in range(args.repeat):
-                r = await bench_consolidation(InMemoryMemoryStore(), n, args.dim, args.batch)
+                r = await bench_consolidation(
+                    InMemoryMemoryStore(), n, args.dim, args.batch, args.dedup_method
+                )
                 print({"backend": "memory", "rep": rep, **r}, flush=True)
         if args.entities:
             for rep in range(args.repeat):
@@ -231,7 +238,7 @@ async def run(args: argparse.Namespace) -> None:
             for n in args.facts:
                 for rep in range(args.repeat):
                     store = PostgresMemoryStore(engine, tenant_id=f"c{n}_{rep}")
-                    r = await bench_consolidation(store, n, args.dim, args.batch)
+                    r = await bench_consolidation(store, n, args.dim, args.batch, args.dedup_method)
                     print({"backend": "postgres", "rep": rep, **r}, flush=True)
                     await store.clear()
             if args.entities:
@@ -253,6 +260,7 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--dedup-method", choices=["auto", "exact", "lsh"], default="auto")
     args = parser.parse_args()
     asyncio.run(run(args))
 

@@ -5,13 +5,18 @@ them in one exclusive unit of work. Quarantined facts are invisible to the pass:
 merged, never pruned, never counted against ``max_facts``.
 
 **Near duplicates.** Every live, non-quarantined fact with an embedding is compared with
-every other by cosine similarity, in blocked numpy matrix products of ``batch_size`` x
-``batch_size`` tiles over one float32 matrix of unit rows (memory: that matrix, 4 bytes
-per dimension per fact, plus one tile; no per-record objects are kept). Pairs at or above
-``dedup_threshold`` (float32, within 1e-6) form a similarity graph. Keepers are chosen
-greedily in priority order: facts tagged ``verified_tag`` first, then the most recent
-``valid_from``, then the smallest id. Each fact not yet absorbed becomes a keeper and
-absorbs its not-yet-absorbed neighbours, so every absorbed fact is itself similar to its
+every other by cosine similarity over one float32 matrix of unit rows (memory: that
+matrix, 4 bytes per dimension per fact, plus ``batch_size``-sized tiles; no per-record
+objects are kept). ``dedup_method="exact"`` scans all pairs in blocked numpy matrix
+products of ``batch_size`` x ``batch_size`` tiles; ``"lsh"`` verifies only the candidates
+of seeded random-hyperplane LSH tables, chosen so a pair at the threshold is a candidate
+with probability >= 0.99 (see :mod:`~cycgraph_memory.consolidation.near_duplicates`);
+``"auto"`` (default) is exact up to ``EXACT_MAX_ROWS`` (20,000) embedded facts and LSH
+above when its estimated cost is lower. Pairs at or above ``dedup_threshold`` (within
+1e-6; float32 products near the cut re-decided in float64) form a similarity graph.
+Keepers are chosen greedily in priority order: facts tagged ``verified_tag`` first, then
+the most recent ``valid_from``, then the smallest id. Each fact not yet absorbed becomes a
+keeper and absorbs its not-yet-absorbed neighbours, so every absorbed fact is itself similar to its
 keeper (no chaining) and a verified fact is never absorbed by an unverified one.
 
 A keeper keeps the evidence of everything it absorbed: ``access_count`` summed,
@@ -55,6 +60,14 @@ from cycgraph_memory.consolidation._common import (
     check_unit_interval,
     scan,
 )
+from cycgraph_memory.consolidation.near_duplicates import (
+    EXACT_MAX_ROWS,
+    LSH_RECALL,
+    SIM_TOLERANCE,
+    lsh_near_duplicate_pairs,
+    lsh_parameters_for,
+    near_duplicate_pairs,
+)
 from cycgraph_memory.consolidation.plan import (
     Delete,
     Mutation,
@@ -86,13 +99,14 @@ _log = logging.getLogger(__name__)
 DECAY_REASON = "consolidation:decay"
 """``invalidated_by`` of facts pruned for a low decay score (soft mode)."""
 
-_SIM_TOLERANCE = 1e-6
 _DAY = 86_400.0
 
 ConsolidationPlan = MutationPlan[ConsolidationReport]
 """The plan of one consolidation pass."""
 
 FloatMatrix = NDArray[np.float32]
+DedupMethod = Literal["auto", "exact", "lsh"]
+"""How near-duplicate pairs are found (see the module docs)."""
 
 
 class ConsolidationThresholds(BaseModel):
@@ -118,28 +132,6 @@ def decay_score(age_days: float, access_count: int, half_life_days: float) -> fl
         half_life_days: Days after which the age factor halves.
     """
     return float(0.5 ** (max(age_days, 0.0) / half_life_days) * (1.0 + math.log1p(access_count)))
-
-
-def near_duplicate_pairs(
-    vectors: FloatMatrix, threshold: float, block: int
-) -> Iterator[tuple[NDArray[np.intp], NDArray[np.intp]]]:
-    """Index pairs ``(i < j)`` of unit rows with cosine >= ``threshold``, tile by tile.
-
-    Each step multiplies a ``block`` x dim slab by a dim x ``block`` slab, so the extra
-    memory is one ``block`` x ``block`` float32 tile whatever the number of rows.
-    """
-    n = vectors.shape[0]
-    cut = np.float32(threshold - _SIM_TOLERANCE)
-    for i0 in range(0, n, block):
-        left = vectors[i0 : i0 + block]
-        for j0 in range(i0, n, block):
-            tile = left @ vectors[j0 : j0 + block].T
-            rows, cols = np.nonzero(tile >= cut)
-            gi = rows + i0
-            gj = cols + j0
-            keep = gi < gj
-            if keep.any():
-                yield gi[keep], gj[keep]
 
 
 @dataclass
@@ -173,6 +165,9 @@ class MemoryConsolidator:
         verified_tag: A fact with this tag is never absorbed by one without it.
         candidate_tag: Dropped from a verified keeper that absorbs duplicates.
         clock: Returns "now" (aware UTC) for decay ages and invalidation timestamps.
+        dedup_method: ``"auto"`` (exact up to 20,000 embedded facts, LSH above when
+            cheaper), ``"exact"`` (all pairs) or ``"lsh"`` (LSH candidates, each verified).
+        seed: Seed of the LSH hyperplanes (same seed and data, same plan).
     """
 
     def __init__(
@@ -191,6 +186,8 @@ class MemoryConsolidator:
         verified_tag: str = "verified",
         candidate_tag: str = "candidate",
         clock: Callable[[], datetime] | None = None,
+        dedup_method: DedupMethod = "auto",
+        seed: int = 0,
     ) -> None:
         for name, value in (("max_facts", max_facts), ("max_episodes", max_episodes)):
             if value is not None and (
@@ -204,6 +201,12 @@ class MemoryConsolidator:
             or not math.isfinite(decay_half_life_days)
         ):
             raise InvalidInputError("decay_half_life_days must be a positive number")
+        if dedup_method not in ("auto", "exact", "lsh"):
+            raise InvalidInputError(
+                f"dedup_method must be 'auto', 'exact' or 'lsh', got {dedup_method!r}"
+            )
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise InvalidInputError(f"seed must be a non-negative integer, got {seed!r}")
         if not verified_tag or not candidate_tag:
             raise InvalidInputError("verified_tag and candidate_tag must be non-empty")
         self.store = store
@@ -219,6 +222,10 @@ class MemoryConsolidator:
         self.verified_tag = verified_tag
         self.candidate_tag = candidate_tag
         self.clock = clock or utc_now
+        self.dedup_method: DedupMethod = dedup_method
+        self.seed = seed
+        if dedup_method == "lsh" and not self.dedup_threshold > SIM_TOLERANCE:
+            raise InvalidInputError("dedup_method='lsh' needs a positive dedup_threshold")
 
     # ------------------------------------------------------------------ public API
 
@@ -369,10 +376,34 @@ class MemoryConsolidator:
             key=lambda i: (not facts.verified[i], -facts.valid_from[i], str(facts.ids[i])),
         )
 
+    def _lsh_pays(self, vectors: FloatMatrix) -> bool:
+        """Whether ``dedup_method="auto"`` should use LSH for these rows."""
+        n = vectors.shape[0]
+        if n <= EXACT_MAX_ROWS or not self.dedup_threshold > SIM_TOLERANCE:
+            return False
+        params = lsh_parameters_for(
+            vectors, self.dedup_threshold, seed=self.seed, recall=LSH_RECALL
+        )
+        return params.estimated_cost < params.exact_cost
+
+    def _pairs(
+        self, vectors: FloatMatrix
+    ) -> Iterator[tuple[NDArray[np.intp], NDArray[np.intp]]]:
+        """Near-duplicate row pairs ``(i < j)`` by the configured method, each once."""
+        method = self.dedup_method
+        if method == "auto":
+            method = "lsh" if self._lsh_pays(vectors) else "exact"
+        if method == "exact":
+            yield from near_duplicate_pairs(vectors, self.dedup_threshold, self.batch_size)
+            return
+        yield lsh_near_duplicate_pairs(
+            vectors, self.dedup_threshold, self.batch_size, seed=self.seed, recall=LSH_RECALL
+        )
+
     def _dedup_groups(self, facts: _Facts) -> dict[int, list[int]]:
         """Keeper fact index -> absorbed fact indexes (greedy, see the module docs)."""
         neighbours: dict[int, list[int]] = {}
-        for a, b in near_duplicate_pairs(facts.vectors, self.dedup_threshold, self.batch_size):
+        for a, b in self._pairs(facts.vectors):
             fa = facts.emb_rows[a]
             fb = facts.emb_rows[b]
             for x, y in zip(fa.tolist(), fb.tolist(), strict=True):
