@@ -6,7 +6,15 @@
   question's words (``to_tsquery('english', 'w1 | w2 | ...')``, so a document needs only
   one shared word) and ranked by ``ts_rank_cd(search_tsv, query, 1)`` (cover density,
   divided by ``1 + log(length)``), ties by id.
-* ``text_search_episodes``: the same message match, summed per episode.
+* Bounded candidates: only a bounded candidate set is ranked, so the cost does not grow
+  with the number of matching rows. The candidates are the union of at most
+  ``TEXT_CANDIDATES`` rows matching every word (AND) and, per word, at most
+  ``TEXT_CANDIDATES`` rows containing that word (all ``LIMIT`` branches of one statement
+  through the GIN index). A rare word (document frequency <= the cap) brings all of its
+  rows; a word found in more rows than the cap brings an arbitrary sample, like the ~0
+  weight BM25's IDF gives it. When no more than the cap match, the result equals ranking
+  every match.
+* ``text_search_episodes``: the same bounded message match, summed per episode.
 
 Messages of invalidated episodes are skipped unless ``include_invalidated``. Returned
 messages carry no embedding (as from the in-memory index).
@@ -18,7 +26,17 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, Table, any_, bindparam, exists, func, not_, select
+from sqlalchemy import (
+    ColumnElement,
+    Table,
+    any_,
+    bindparam,
+    exists,
+    func,
+    not_,
+    select,
+    union,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.types import Text
@@ -44,7 +62,12 @@ from cycgraph_memory.records import (
 )
 from cycgraph_memory.textsearch import name_candidates
 
-__all__ = ["PostgresSearchMixin", "or_tsquery_text"]
+__all__ = ["TEXT_CANDIDATES", "PostgresSearchMixin", "or_tsquery_text"]
+
+TEXT_CANDIDATES = 200
+"""Rows per candidate branch (the AND branch and each word's branch) of a text search."""
+MAX_QUERY_WORDS = 32
+"""Words of a question used by a text search (the first ones, in order)."""
 
 Options = Mapping[str, Any]
 R = TypeVar("R")
@@ -53,8 +76,27 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 def or_tsquery_text(text: str) -> str:
     """``to_tsquery`` input matching any word of ``text`` (letters and digits only)."""
+    return " | ".join(_query_words(text))
+
+
+def _query_words(text: str) -> list[str]:
     words = dict.fromkeys(w for w in _WORD.findall(text.lower().replace("'", "")) if len(w) > 1)
-    return " | ".join(words)
+    return list(words)[:MAX_QUERY_WORDS]
+
+
+def _candidate_ids(
+    table: Table, tenant: str, words: Sequence[str], filters: Sequence[ColumnElement[bool]]
+) -> Any:
+    """Ids of the bounded candidates (AND branch plus one branch per word), one subquery."""
+    branches = []
+    for query_text in (" & ".join(words), *words):
+        query = func.to_tsquery(TEXT_SEARCH_CONFIG, query_text)
+        branches.append(
+            select(table.c.id)
+            .where(table.c.tenant_id == tenant, table.c.search_tsv.op("@@")(query), *filters)
+            .limit(TEXT_CANDIDATES)
+        )
+    return union(*branches).subquery("candidates")
 
 
 def message_without_vector(row: Mapping[Any, Any]) -> Message:
@@ -106,15 +148,16 @@ class PostgresSearchMixin:
         from_row: Callable[[Any], R],
         filters: Sequence[ColumnElement[bool]],
     ) -> list[ScoredResult[R]]:
-        words = or_tsquery_text(text)
+        words = _query_words(text)
         if not words:
             return []
-        query = func.to_tsquery(TEXT_SEARCH_CONFIG, words)
+        query = func.to_tsquery(TEXT_SEARCH_CONFIG, " | ".join(words))
         rank = func.ts_rank_cd(table.c.search_tsv, query, 1).label("text_rank")
+        candidates = _candidate_ids(table, self._tenant, words, filters)
         stmt = (
             select(table, rank)
-            .where(table.c.tenant_id == self._tenant, table.c.search_tsv.op("@@")(query),
-                   *filters)
+            .join(candidates, candidates.c.id == table.c.id)
+            .where(table.c.tenant_id == self._tenant)
             .order_by(rank.desc(), table.c.id)
             .limit(opts.limit)
         )
@@ -150,17 +193,19 @@ class PostgresSearchMixin:
     ) -> list[ScoredResult[Episode]]:
         """Episodes whose messages share words with ``text`` (summed ``ts_rank_cd``)."""
         opts = coerce_options(SearchOptions, options, kwargs)
-        words = or_tsquery_text(text)
+        words = _query_words(text)
         if not words:
             return []
         m, e = MESSAGES, EPISODES
-        query = func.to_tsquery(TEXT_SEARCH_CONFIG, words)
+        query = func.to_tsquery(TEXT_SEARCH_CONFIG, " | ".join(words))
+        candidates = _candidate_ids(m, self._tenant, words, [])
         per_episode = (
             select(
                 m.c.episode_id.label("episode_id"),
                 func.sum(func.ts_rank_cd(m.c.search_tsv, query, 1)).label("text_rank"),
             )
-            .where(m.c.tenant_id == self._tenant, m.c.search_tsv.op("@@")(query))
+            .join(candidates, candidates.c.id == m.c.id)
+            .where(m.c.tenant_id == self._tenant)
             .group_by(m.c.episode_id)
             .subquery("hits")
         )
