@@ -12,10 +12,14 @@ case), each through the public API with the default retry policy:
 * retrieval: ``search_facts`` (HNSW kNN), ``search_episodes``, ``find_facts(tags=...)``
   (GIN), ``get_facts`` (batch), ``list_themes``.
 
-Consolidation, the retention gate and ``retrieve_memory`` are not exercised by this version
-of the soak: they were built in parallel with it. The report says whether their modules
-(``cycgraph_memory.consolidation``, ``cycgraph_memory.retention``,
-``cycgraph_memory.retrieval``) are importable, and that they were skipped.
+* ``retrieve_memory`` by every strategy: entity (``entity_ids`` of stored entities),
+  hybrid (text + embedding), tags; ``retrieve_gated_lessons``;
+* ``record_outcome``: a ``PostgresOutcomeLedger`` run outcome naming 3 pool facts.
+
+A maintenance task runs a consolidation pass (``MemoryConsolidator.consolidate``) and a
+retention-gate pass (``evaluate_retention``) every ``--pass-every`` seconds (default 20),
+both through their exclusive passes. Consolidation legitimately invalidates duplicates, so
+acknowledged facts are reconciled as present (live or invalidated), never lost.
 
 At the end the run is reconciled against the database: every acknowledged message is
 stored exactly once, every acknowledged fact upsert is present, every fact's
@@ -29,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import logging
 import random
@@ -43,17 +46,21 @@ from typing import Any
 
 from sqlalchemy import text
 
-from cycgraph_memory import Message, Provenance, SemanticFact
+from cycgraph_memory import Message, Provenance, RunOutcome, SemanticFact
+from cycgraph_memory.consolidation import MemoryConsolidator
 from cycgraph_memory.demo import load_sample_messages
 from cycgraph_memory.embeddings.hashing import HashingEmbeddingProvider
 from cycgraph_memory.hierarchy.pipeline import MemoryPipeline
 from cycgraph_memory.postgres import (
     PostgresMemoryIndex,
     PostgresMemoryStore,
+    PostgresOutcomeLedger,
     create_engine_from_dsn,
     start_embedded_server,
     upgrade,
 )
+from cycgraph_memory.retention import evaluate_retention
+from cycgraph_memory.retrieval import retrieve_gated_lessons, retrieve_memory
 
 DIM = 64
 TENANT = "soak"
@@ -68,11 +75,11 @@ WEIGHTS = {
     "find_facts_tags": 10,
     "get_facts": 10,
     "list_themes": 7,
-}
-OPTIONAL = {
-    "consolidation": "cycgraph_memory.consolidation",
-    "retention gate": "cycgraph_memory.retention",
-    "retrieve_memory": "cycgraph_memory.retrieval",
+    "retrieve_entity": 6,
+    "retrieve_hybrid": 8,
+    "retrieve_tags": 6,
+    "gated_lessons": 4,
+    "record_outcome": 6,
 }
 TAGS = ["lesson", "ops", "billing", "infra", "people"]
 
@@ -99,6 +106,8 @@ class Ledger:
         self.touches: Counter[uuid.UUID] = Counter()
         self.latency: dict[str, list[float]] = defaultdict(list)
         self.errors: Counter[str] = Counter()
+        self.outcomes: set[str] = set()
+        self.passes: Counter[str] = Counter()
 
 
 def _fresh_batch(rng: random.Random, serial: int) -> list[Message]:
@@ -133,6 +142,7 @@ async def client(
     embedder = HashingEmbeddingProvider(dimensions=DIM)
     pool = [uuid.UUID(int=i + 1) for i in range(POOL)]
     touch_pool = [uuid.UUID(int=100_000 + i) for i in range(TOUCH_POOL)]
+    outcomes = PostgresOutcomeLedger(engine, tenant_id=TENANT)
     ops, weights = zip(*WEIGHTS.items(), strict=True)
     while time.perf_counter() < deadline:
         op = rng.choices(ops, weights)[0]
@@ -167,10 +177,53 @@ async def client(
                 await store.get_facts(rng.sample(pool, 50))
             elif op == "list_themes":
                 await store.list_themes(limit=50)
+            elif op == "retrieve_entity":
+                entities = await store.find_entities(limit=20)
+                ids = [e.id for e in rng.sample(entities, min(2, len(entities)))]
+                if ids:
+                    await retrieve_memory(store, index, {"entity_ids": ids, "limit": 10})
+            elif op == "retrieve_hybrid":
+                await retrieve_memory(
+                    store,
+                    index,
+                    {"text": rng.choice(["billing", "redis cache", "oncall"]), "limit": 10},
+                    embedder=embedder,
+                    mode="hybrid",
+                )
+            elif op == "retrieve_tags":
+                await retrieve_memory(store, index, {"tags": [rng.choice(TAGS)], "limit": 10})
+            elif op == "gated_lessons":
+                await retrieve_gated_lessons(store, tags=[rng.choice(TAGS)])
+            elif op == "record_outcome":
+                run_id = f"run-{cid}-{rng.getrandbits(64):x}"
+                await outcomes.record_outcome(
+                    RunOutcome(run_id=run_id, score=rng.random(), fact_ids=rng.sample(pool, 3))
+                )
+                ledger.outcomes.add(run_id)
         except Exception as exc:  # the soak counts every failure by type
             ledger.errors[f"{op}: {type(exc).__name__}"] += 1
             continue
         ledger.latency[op].append(time.perf_counter() - started)
+
+
+async def maintenance(engine: Any, ledger: Ledger, deadline: float, every: float) -> None:
+    """A consolidation pass and a retention-gate pass every ``every`` seconds."""
+    store = PostgresMemoryStore(engine, tenant_id=TENANT)
+    index = PostgresMemoryIndex(engine, tenant_id=TENANT)
+    outcomes = PostgresOutcomeLedger(engine, tenant_id=TENANT)
+    while time.perf_counter() + every < deadline:
+        await asyncio.sleep(every)
+        for op in ("consolidation_pass", "gate_pass"):
+            started = time.perf_counter()
+            try:
+                if op == "consolidation_pass":
+                    await MemoryConsolidator(store, index).consolidate()
+                else:
+                    await evaluate_retention(store, outcomes)
+            except Exception as exc:  # counted like the clients' failures
+                ledger.errors[f"{op}: {type(exc).__name__}"] += 1
+                continue
+            ledger.latency[op].append(time.perf_counter() - started)
 
 
 async def reconcile(engine: Any, ledger: Ledger) -> dict[str, int]:
@@ -181,6 +234,12 @@ async def reconcile(engine: Any, ledger: Ledger) -> dict[str, int]:
             for row in await conn.execute(
                 text("SELECT id, count(*) FROM episode_messages WHERE tenant_id = :t GROUP BY id"),
                 {"t": TENANT},
+            )
+        )
+        runs = Counter(
+            row[0]
+            for row in await conn.execute(
+                text("SELECT run_id FROM outcome_runs WHERE tenant_id = :t"), {"t": TENANT}
             )
         )
     facts = await store.find_facts(include_invalidated=True)
@@ -210,6 +269,10 @@ async def reconcile(engine: Any, ledger: Ledger) -> dict[str, int]:
             for i in (uuid.UUID(int=100_000 + k) for k in range(TOUCH_POOL))
             if i not in by_id or by_id[i].access_count != ledger.touches[i]
         ),
+        "facts_invalidated": sum(1 for f in facts if f.invalidated_by is not None),
+        "acked_outcomes": len(ledger.outcomes),
+        "outcomes_missing": sum(1 for r in ledger.outcomes if r not in runs),
+        "outcomes_duplicated": sum(1 for c in runs.values() if c > 1),
         "facts_total": len(facts),
         "live_themes": len(live_themes),
         "theme_inconsistencies": theme_problems,
@@ -226,9 +289,6 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     retry_log = logging.getLogger("cycgraph_memory.retry")
     retry_log.addHandler(retries)
     retry_log.propagate = False
-    optional = {
-        name: importlib.util.find_spec(module) is not None for name, module in OPTIONAL.items()
-    }
     with tempfile.TemporaryDirectory(prefix="cycgraph-soak-") as tmp:
         server = start_embedded_server(tmp)
         try:
@@ -250,8 +310,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             started = time.perf_counter()
             deadline = started + args.seconds
             await asyncio.gather(
+                maintenance(engine, ledger, deadline, args.pass_every),
                 *(client(c, engine, ledger, deadline, args.seed, serials)
-                  for c in range(args.clients))
+                  for c in range(args.clients)),
             )
             elapsed = time.perf_counter() - started
             report = await reconcile(engine, ledger)
@@ -276,10 +337,6 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "errors": dict(ledger.errors),
         "retries": dict(retries.retries),
         "reconciliation": report,
-        "optional_operations": {
-            k: "skipped (" + ("module importable" if v else "module not installed") + ")"
-            for k, v in optional.items()
-        },
     }
     return result
 
@@ -289,6 +346,7 @@ if __name__ == "__main__":
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pass-every", type=float, default=20.0)
     parser.add_argument("--json", type=str, default=None)
     cli = parser.parse_args()
     out = asyncio.run(main(cli))

@@ -235,7 +235,12 @@ class MemoryConsolidator:
         Two workers consolidating at once end in the state of one run; a failure while
         writing leaves the store unchanged. A second run right after reports zeros.
         """
-        async with exclusive_pass(self.store, "consolidation"):
+        # "themes" is the ingest's THEMES_LOCK (hierarchy.pipeline): the pass rewrites themes,
+        # so it must not interleave with ingest's theme assignment. Lock order is always
+        # consolidation -> themes; ingest takes only themes, so no cycle.
+        async with exclusive_pass(self.store, "consolidation"), exclusive_pass(
+            self.store, "themes"
+        ):
             plan = await self.plan()
             await apply_mutations(self.store, plan.mutations)
         sync_index(self.index, plan.mutations)
