@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from pgvector.sqlalchemy import VECTOR
 from sqlalchemy import (
+    REAL,
     BigInteger,
     Computed,
     DateTime,
@@ -47,6 +48,8 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     Uuid,
+    cast,
+    type_coerce,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 from sqlalchemy.engine import Dialect
@@ -115,8 +118,19 @@ class EmbeddingVector(VECTOR):
 
         return process
 
+    def column_expression(self, colexpr: Any) -> Any:
+        """Select the vector as ``real[]``: asyncpg decodes that binary, without text.
+
+        ``vector`` has no binary codec registered on a plain asyncpg connection, so it
+        would arrive as text (``"[0.1,0.2,...]"``) and be parsed in Python; the cast to
+        ``real[]`` (pgvector's own ``vector_to_float4``) arrives as single-precision
+        floats, exactly the stored values, decoded in C. Applied to every column of this
+        type in a SELECT list (SQLAlchemy calls it for result columns only).
+        """
+        return type_coerce(cast(colexpr, ARRAY(REAL)), self)
+
     def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
-        """Return a converter from pgvector's text form to a list of floats.
+        """Return a converter from ``real[]`` (or pgvector's text form) to a list of floats.
 
         pgvector prints the shortest decimal that identifies each float32; parsing it as a
         float64 (``float("9.501899e+07")``) would not give the stored float32 back, so the
@@ -129,6 +143,8 @@ class EmbeddingVector(VECTOR):
             if isinstance(value, str):
                 parsed: list[float] = np.array(value[1:-1].split(","), dtype=np.float32).tolist()
                 return parsed
+            if type(value) is list:
+                return value  # real[] decoded by asyncpg: a fresh list of floats
             return [float(x) for x in value]
 
         return process
