@@ -52,6 +52,7 @@ TENANT_SETTING = "cycgraph.tenant_id"
 """Transaction-local setting naming the current tenant (read by the row-level security policies)."""
 
 _TENANT_INFO_KEY = "cycgraph_tenant"  # session.info: tenant last set in this session's transaction
+SEARCH_GUCS_INFO_KEY = "cycgraph_search_gucs"  # session.info: HNSW settings last set in it
 _SET_TENANT = text(f"SELECT set_config('{TENANT_SETTING}', :tenant, true)")
 
 T = TypeVar("T")
@@ -152,6 +153,7 @@ class PostgresBackend:
             except BaseException:
                 # A rolled-back savepoint also reverts a set_config made inside it.
                 active.info.pop(_TENANT_INFO_KEY, None)
+                active.info.pop(SEARCH_GUCS_INFO_KEY, None)
                 with translate_errors():
                     if nested.is_active:
                         await nested.rollback()

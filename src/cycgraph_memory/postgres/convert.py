@@ -40,9 +40,23 @@ __all__ = [
 Row = Mapping[Any, Any]
 
 
+_new = object.__new__
+_set = object.__setattr__
+_SAFE_UNKNOWN = uuid.SafeUUID.unknown
+
+
 def _uuid(value: Any) -> uuid.UUID:
-    # asyncpg returns its own UUID class; records hold plain uuid.UUID objects.
-    return value if type(value) is uuid.UUID else uuid.UUID(str(value))
+    # asyncpg returns its own UUID class (a uuid.UUID subclass); records hold plain
+    # uuid.UUID objects. Copying the 128-bit int is ~4x faster than parsing str(value),
+    # and retrieval converts several hundred ids per query (themes' fact_ids included).
+    if type(value) is uuid.UUID:
+        return value
+    if isinstance(value, uuid.UUID):
+        out = _new(uuid.UUID)
+        _set(out, "int", value.int)
+        _set(out, "is_safe", _SAFE_UNKNOWN)
+        return out
+    return uuid.UUID(str(value))
 
 
 def _uuid_opt(value: Any) -> uuid.UUID | None:

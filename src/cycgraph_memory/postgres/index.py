@@ -37,7 +37,12 @@ from cycgraph_memory._validate import check_query_vector
 from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInputError
 from cycgraph_memory.postgres import convert
-from cycgraph_memory.postgres._base import DEFAULT_TENANT, Bind, PostgresBackend
+from cycgraph_memory.postgres._base import (
+    DEFAULT_TENANT,
+    SEARCH_GUCS_INFO_KEY,
+    Bind,
+    PostgresBackend,
+)
 from cycgraph_memory.postgres.hierarchical import HierarchicalCandidates
 from cycgraph_memory.postgres.schema import MAX_VECTOR_HNSW_DIM, EmbeddingVector
 from cycgraph_memory.postgres.search import PostgresSearchMixin
@@ -202,12 +207,18 @@ class PostgresMemoryIndex(HierarchicalCandidates, PostgresSearchMixin, PostgresB
         return values
 
     async def _set_search_gucs(self, session: AsyncSession, ef: int) -> None:
+        # Transaction-local settings: skipped when this transaction already has them (a
+        # retrieval searches facts, themes and messages in one unit of work).
+        wanted = (ef, self._iterative_scan)
+        if session.info.get(SEARCH_GUCS_INFO_KEY) == wanted:
+            return
         await session.execute(
             select(
                 func.set_config("hnsw.ef_search", str(ef), True),
                 func.set_config("hnsw.iterative_scan", self._iterative_scan, True),
             )
         )
+        session.info[SEARCH_GUCS_INFO_KEY] = wanted
 
     async def _search(
         self,

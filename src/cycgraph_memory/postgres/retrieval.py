@@ -239,7 +239,13 @@ class RetrievalQueries(PostgresBackend):
                     and_(t.c.valid_until.is_not(None), t.c.valid_until > f.changed_since),
                 )
             )
-        inner = select(t).where(*conds).order_by(t.c.valid_from.desc(), t.c.id)
+        # OFFSET 0 keeps the matching rows a separate subquery, found through the
+        # ``entity_ids`` GIN index and then sorted: the planner cannot estimate ``@>`` on
+        # a lateral reference, and with the ORDER BY ... LIMIT in the same query it walked
+        # the (tenant, valid_from) index backwards filtering every fact of the tenant
+        # (86,000 rows, 48 ms per call at 100,000 facts, instead of ~1 ms).
+        matching = select(t).where(*conds).correlate(e).offset(0).subquery("m")
+        inner = select(matching).order_by(matching.c.valid_from.desc(), matching.c.id)
         if f.per_entity_limit is not None:
             inner = inner.limit(f.per_entity_limit)
         lat = inner.lateral("f")
