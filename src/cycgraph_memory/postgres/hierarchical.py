@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, Integer, Table, literal, not_, select
+from sqlalchemy import ColumnElement, Integer, Table, literal, not_, or_, select, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cycgraph_memory.postgres import convert
 from cycgraph_memory.postgres._base import PostgresBackend
-from cycgraph_memory.postgres.schema import FactRow, ThemeRow
+from cycgraph_memory.postgres.schema import MAX_VECTOR_HNSW_DIM, FactRow, ThemeRow
 from cycgraph_memory.records import SearchOptions, SemanticFact, Theme
 
 __all__ = ["HierarchicalCandidates"]
@@ -51,7 +52,8 @@ class HierarchicalCandidates(PostgresBackend):
             """Default ``hnsw.ef_search`` (the index's)."""
 
         def _query_vector(
-            self, embedding: Sequence[float], dim: int | None, where: str
+            self, embedding: Sequence[float], dim: int | None, where: str, *,
+            checked: bool = False,
         ) -> list[float]: ...
 
         async def _set_search_gucs(self, session: AsyncSession, ef: int) -> None: ...
@@ -79,23 +81,48 @@ class HierarchicalCandidates(PostgresBackend):
         include_invalidated: bool,
         tags: Sequence[str] | None,
         exclude_tags: Sequence[str] | None,
+        theme_fact_limit: int | None = None,
+        valid_at: datetime | None = None,
+        changed_since: datetime | None = None,
     ) -> tuple[list[Theme], list[SemanticFact], list[SemanticFact]]:
         """Matched themes, direct fact hits and the themes' other facts, in one session.
+
+        Args:
+            embedding: The query vector.
+            theme_limit: Themes matched by similarity.
+            max_facts_per_theme: Facts taken from each matched theme (citation order).
+            fact_limit: Facts fetched by the direct kNN.
+            min_similarity: Lowest similarity of a theme or fact.
+            include_invalidated: Keep soft-deleted records.
+            tags: Facts must carry one of these (``None``: no restriction).
+            exclude_tags: Facts must carry none of these.
+            valid_at: With ``theme_fact_limit``, theme facts valid at this instant.
+            changed_since: With ``theme_fact_limit``, theme facts that changed after it.
+            theme_fact_limit: When given, only the themes' facts that pass the query's
+                conditions (``include_invalidated``, ``tags``, ``exclude_tags``,
+                ``valid_at``, ``changed_since``, ``min_similarity`` with a 1e-6 margin for
+                rounding) are read, the ``theme_fact_limit`` nearest of them (plus any
+                that cannot be scored when ``min_similarity`` is 0). A caller that cuts
+                the merged ranking at ``k`` facts loses nothing with ``theme_fact_limit
+                >= k``: a theme fact among the best ``k`` overall is among the best ``k``
+                theme facts. Reading ~40 instead of ~100 rows with their 384-d vectors
+                is most of this path's cost. ``None``: every theme fact, unfiltered.
 
         Returns:
             ``(themes, direct, theme_facts)``: the ``theme_limit`` nearest themes and the
             ``fact_limit`` nearest facts, both at least ``min_similarity`` similar and
             ordered by ``(distance, id)`` (what ``search_themes`` / ``search_facts``
             return), and the facts listed by those themes (the first
-            ``max_facts_per_theme`` of each) that are not direct hits, unfiltered, in
-            citation order.
+            ``max_facts_per_theme`` of each) that are not direct hits, in citation order
+            (unfiltered unless ``theme_fact_limit`` is given).
         """
         from cycgraph_memory.postgres.index import distance_expr
+        from cycgraph_memory.postgres.retrieval import temporal_conditions
 
         query = self._query_vector(embedding, self._known_dim(), "hierarchical_candidates")
         async with self._session() as session:
             dim = await self._dim(session)
-            query = self._query_vector(query, dim, "hierarchical_candidates")
+            query = self._query_vector(query, dim, "hierarchical_candidates", checked=True)
             ef = min(1000, max(self.ef_search, fact_limit + 1, theme_limit + 1))
             await self._set_search_gucs(session, ef)
             themes: list[Theme] = []
@@ -123,15 +150,14 @@ class HierarchicalCandidates(PostgresBackend):
             )
             f = FACTS
             fdist = distance_expr(f, query, dim).label("distance")
-            conds: list[ColumnElement[bool]] = [
-                f.c.tenant_id == self._tenant, f.c.embedding.is_not(None)
-            ]
+            filters: list[ColumnElement[bool]] = [f.c.tenant_id == self._tenant]
             if not include_invalidated:
-                conds.append(f.c.invalidated_by.is_(None))
+                filters.append(f.c.invalidated_by.is_(None))
             if tags:
-                conds.append(f.c.tags.overlap(list(tags)))
+                filters.append(f.c.tags.overlap(list(tags)))
             if exclude_tags:
-                conds.append(not_(f.c.tags.overlap(list(exclude_tags))))
+                filters.append(not_(f.c.tags.overlap(list(exclude_tags))))
+            conds = [*filters, f.c.embedding.is_not(None)]
             direct_q = (
                 select(f, fdist, literal(0, Integer()).label("src"))
                 .where(*conds)
@@ -140,13 +166,44 @@ class HierarchicalCandidates(PostgresBackend):
                 .cte("direct")
             )
             direct_sel = select(direct_q).where(1 - direct_q.c.distance >= min_similarity)
-            if wanted:
+            # The cut needs distances comparable with the Python ranking: not for the
+            # halfvec expression index of wide schemas.
+            cut_themes = theme_fact_limit is not None and dim <= MAX_VECTOR_HNSW_DIM
+            if wanted and cut_themes:
+                assert theme_fact_limit is not None
+                from cycgraph_memory.postgres.retrieval import _in
+
+                served = select(direct_q.c.id).where(
+                    1 - direct_q.c.distance >= min_similarity
+                )
+                scope = [
+                    *filters,
+                    *temporal_conditions(f, valid_at, changed_since),
+                    _in(f.c.id, wanted),
+                    f.c.id.not_in(served),  # direct hits are not read twice
+                ]
+                unscored = or_(fdist.is_(None), fdist == literal(float("nan")))
+                nearest = (
+                    select(f, fdist, literal(1, Integer()).label("src"))
+                    .where(*scope, 1 - fdist >= min_similarity - 1e-6)
+                    .order_by(fdist, f.c.id)
+                    .limit(theme_fact_limit)
+                )
+                parts: list[Any] = [direct_sel, nearest]
+                if min_similarity <= 0:  # an unscorable fact scores 0 and is kept
+                    parts.append(
+                        select(f, fdist, literal(1, Integer()).label("src")).where(
+                            *scope, unscored
+                        )
+                    )
+                stmt2: Any = union_all(*parts)
+            elif wanted:
                 from cycgraph_memory.postgres.retrieval import _in
 
                 theme_sel = select(f, fdist, literal(1, Integer()).label("src")).where(
                     f.c.tenant_id == self._tenant, _in(f.c.id, wanted)
                 )
-                stmt2: Any = direct_sel.union_all(theme_sel)
+                stmt2 = direct_sel.union_all(theme_sel)
             else:
                 stmt2 = direct_sel
             rows = (await session.execute(stmt2)).mappings().all()
@@ -163,6 +220,14 @@ class HierarchicalCandidates(PostgresBackend):
             direct = [convert.fact_from_row(r) for _, _, r in direct_ranked[:fact_limit]]
         direct_ids = {d.id for d in direct}
         by_id = {convert._uuid(r["id"]): r for r in rows if r["src"] == 1}
+        if cut_themes:
+            # Direct rows beyond the final direct list (the kNN's extra row, or a tie
+            # fallback that chose differently) were excluded above: keep them as theme
+            # facts when a theme lists them.
+            for r in rows:
+                i = convert._uuid(r["id"])
+                if r["src"] == 0 and i not in direct_ids:
+                    by_id.setdefault(i, r)
         theme_facts = [
             convert.fact_from_row(by_id[i]) for i in wanted if i in by_id and i not in direct_ids
         ]

@@ -200,8 +200,11 @@ class PostgresMemoryIndex(HierarchicalCandidates, PostgresSearchMixin, PostgresB
 
     # ------------------------------------------------------------------ internals
 
-    def _query_vector(self, embedding: Sequence[float], dim: int | None, where: str) -> list[float]:
-        values = check_query_vector(embedding, where)
+    def _query_vector(
+        self, embedding: Sequence[float], dim: int | None, where: str, *, checked: bool = False
+    ) -> list[float]:
+        # checked: ``embedding`` is this method's own earlier result (only the length left).
+        values = list(embedding) if checked else check_query_vector(embedding, where)
         if dim is not None and len(values) != dim:
             raise EmbeddingDimensionMismatchError(dim, len(values), f"{where} query")
         return values
@@ -237,7 +240,7 @@ class PostgresMemoryIndex(HierarchicalCandidates, PostgresSearchMixin, PostgresB
         limit = opts.limit
         async with self._session() as session:
             dim = await self._dim(session)
-            query = self._query_vector(query, dim, where)
+            query = self._query_vector(query, dim, where, checked=True)
             distance = distance_expr(table, query, dim).label("distance")
             inner = select(table, *extra, distance).where(
                 table.c.tenant_id == self._tenant, table.c.embedding.is_not(None), *filters

@@ -131,6 +131,25 @@ FROM visits v JOIN entities e ON e.tenant_id = :tenant AND e.id = v.id
 """
 
 
+def temporal_conditions(
+    table: Table, valid_at: datetime | None, changed_since: datetime | None
+) -> list[ColumnElement[bool]]:
+    """SQL of ``is_valid_at`` / ``is_changed_since`` on a table with a validity window."""
+    conds: list[ColumnElement[bool]] = []
+    t = table
+    if valid_at is not None:
+        conds.append(t.c.valid_from <= valid_at)
+        conds.append(or_(t.c.valid_until.is_(None), t.c.valid_until > valid_at))
+    if changed_since is not None:
+        conds.append(
+            or_(
+                t.c.valid_from > changed_since,
+                and_(t.c.valid_until.is_not(None), t.c.valid_until > changed_since),
+            )
+        )
+    return conds
+
+
 def _in(column: ColumnElement[Any], ids: Sequence[uuid.UUID]) -> ColumnElement[bool]:
     return column == bindparam(None, list(ids), type_=_UUIDS).any_()
 
@@ -229,16 +248,7 @@ class RetrievalQueries(PostgresBackend):
             conds.append(t.c.tags.overlap(list(f.tags)))
         if f.exclude_tags:
             conds.append(not_(t.c.tags.overlap(list(f.exclude_tags))))
-        if f.valid_at is not None:
-            conds.append(t.c.valid_from <= f.valid_at)
-            conds.append(or_(t.c.valid_until.is_(None), t.c.valid_until > f.valid_at))
-        if f.changed_since is not None:
-            conds.append(
-                or_(
-                    t.c.valid_from > f.changed_since,
-                    and_(t.c.valid_until.is_not(None), t.c.valid_until > f.changed_since),
-                )
-            )
+        conds.extend(temporal_conditions(t, f.valid_at, f.changed_since))
         # OFFSET 0 keeps the matching rows a separate subquery, found through the
         # ``entity_ids`` GIN index and then sorted: the planner cannot estimate ``@>`` on
         # a lateral reference, and with the ORDER BY ... LIMIT in the same query it walked

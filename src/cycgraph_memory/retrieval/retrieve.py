@@ -192,7 +192,7 @@ async def _touch(store: MemoryStore, facts: Sequence[SemanticFact]) -> None:
 async def _hierarchical_path(
     store: MemoryStore, index: MemoryIndex, q: MemoryQuery, opts: RetrievalOptions
 ) -> MemoryResult:
-    ranked, themes = await _vector_ranking(store, index, q, opts)
+    ranked, themes = await _vector_ranking(store, index, q, opts, depth=q.limit)
     facts = cut([f for f, _ in ranked], q.limit)
     result = await _expand(store, q, facts, themes=cut(themes, q.limit))
     await _touch(store, facts)
@@ -200,9 +200,20 @@ async def _hierarchical_path(
 
 
 async def _vector_ranking(
-    store: MemoryStore, index: MemoryIndex, q: MemoryQuery, opts: RetrievalOptions
+    store: MemoryStore,
+    index: MemoryIndex,
+    q: MemoryQuery,
+    opts: RetrievalOptions,
+    *,
+    depth: int | None = None,
 ) -> tuple[list[tuple[SemanticFact, float]], list[Theme]]:
-    """The hierarchical path's candidates ranked by similarity, and the matched themes."""
+    """The hierarchical path's candidates ranked by similarity, and the matched themes.
+
+    ``depth``: the caller keeps only the first ``depth`` facts of the ranking, so a
+    native backend may read only the best theme facts (twice ``depth``, a margin for
+    rounding between its distances and this ranking); ``None`` ranks every candidate
+    (the hybrid mode fuses the whole ranking).
+    """
     assert q.embedding is not None
     vector = q.embedding
     scope = FactScope.for_query(q)
@@ -217,6 +228,15 @@ async def _vector_ranking(
             include_invalidated=q.include_invalidated,
             tags=sorted(scope.tags) or None,
             exclude_tags=sorted(scope.exclude_tags) or None,
+            **(
+                {}
+                if depth is None
+                else {
+                    "theme_fact_limit": 2 * depth,
+                    "valid_at": scope.valid_at,
+                    "changed_since": scope.changed_since,
+                }
+            ),
         )
         themes = rank_themes(found_themes, vector, q.min_similarity)
     else:
