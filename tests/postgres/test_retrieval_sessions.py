@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import secrets
 from typing import Any
 
@@ -55,4 +56,51 @@ async def test_store_calls_of_one_retrieval_share_a_session(pg_engine: Any) -> N
         assert [f.id for f in result.facts] == [fact.id]
     finally:
         event.remove(pg_engine.sync_engine.pool, "checkout", on_checkout)
+        await store.clear()
+
+
+async def test_round_trips_per_retrieval(pg_engine: Any) -> None:
+    """Statements per call (the bench's figures): fixed, whatever the graph's depth."""
+    from cycgraph_memory import extract_subgraph
+    from cycgraph_memory.postgres import PostgresMemoryIndex, PostgresMemoryStore
+
+    tenant = f"trips_{secrets.token_hex(4)}"
+    store = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+    index = PostgresMemoryIndex(pg_engine, tenant_id=tenant)
+    prov = Provenance(source="agent")
+    chain = [Entity(name=f"e{i}", entity_type="t", provenance=prov) for i in range(8)]
+    facts = [
+        SemanticFact(content=f"fact {i}", entity_ids=[e.id], tags=["lesson"],
+                     embedding=[1.0, 0.1 * i] + [0.0] * 6, provenance=prov)
+        for i, e in enumerate(chain)
+    ]
+    statements: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    try:
+        await store.put_entities(chain)
+        await store.put_relationships([
+            Relationship(source_id=x.id, target_id=y.id, relation_type="next", provenance=prov)
+            for x, y in itertools.pairwise(chain)
+        ])
+        await store.put_facts(facts)
+        await retrieve_memory(store, index, {"embedding": [1.0] + [0.0] * 7})  # warm caches
+        event.listen(pg_engine.sync_engine, "before_cursor_execute", count)
+        for hops in range(6):
+            statements.clear()
+            sub = await extract_subgraph(store, [chain[0].id], max_hops=hops)
+            assert len(sub.entities) == hops + 1
+            # tenant setting, recursive CTE, edges
+            assert len(statements) <= 3, (hops, statements)
+        statements.clear()
+        result = await retrieve_memory(store, index, {"embedding": [1.0] + [0.0] * 7})
+        assert len(result.facts) == len(facts)
+        # settings + tenant, themes, facts (direct and theme facts), entities,
+        # relationships, touch, message kNN
+        assert len(statements) <= 7, statements
+        assert sum("set_config" in s for s in statements) == 1, statements
+    finally:
+        event.remove(pg_engine.sync_engine, "before_cursor_execute", count)
         await store.clear()

@@ -21,7 +21,7 @@ from contextvars import ContextVar
 from types import MappingProxyType
 from typing import TypeVar
 
-from sqlalchemy import select, text
+from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from cycgraph_memory._ids import parse_id, parse_ids
@@ -167,8 +167,9 @@ class PostgresBackend:
         token = _UNITS_OF_WORK.set(MappingProxyType(units))
         try:
             with translate_errors():
+                # The tenant is set by the first statement's _session() (with any other
+                # transaction-local settings it needs, in one round trip).
                 await session.begin()
-                await self._set_tenant(session)
             try:
                 yield
             except BaseException:
@@ -201,24 +202,43 @@ class PostgresBackend:
             yield
 
     @asynccontextmanager
-    async def _session(self) -> AsyncIterator[AsyncSession]:
-        """Yield the active unit-of-work session, or a fresh session in its own transaction."""
+    async def _session(
+        self, settings: tuple[tuple[str, str], ...] = ()
+    ) -> AsyncIterator[AsyncSession]:
+        """Yield the active unit-of-work session, or a fresh session in its own transaction.
+
+        The tenant (and ``settings``, transaction-local ``(name, value)`` pairs such as the
+        HNSW search settings) are set before the first statement, in one round trip, and
+        not again while the transaction already has them.
+        """
         active = self._active_session()
         if active is not None:
             with translate_errors():
-                await self._set_tenant(active)
+                await self._set_tenant(active, settings)
                 yield active
             return
         with translate_errors():
             async with self._sessionmaker() as session, session.begin():
-                await self._set_tenant(session)
+                await self._set_tenant(session, settings)
                 yield session
 
-    async def _set_tenant(self, session: AsyncSession) -> None:
-        """Make ``cycgraph.tenant_id`` name this object's tenant for the session's transaction."""
-        if session.info.get(_TENANT_INFO_KEY) == self._tenant:
+    async def _set_tenant(
+        self, session: AsyncSession, settings: tuple[tuple[str, str], ...] = ()
+    ) -> None:
+        """Make ``cycgraph.tenant_id`` name this object's tenant for the session's transaction.
+
+        ``settings`` are set in the same statement (``SEARCH_GUCS_INFO_KEY`` remembers them).
+        """
+        tenant_set = session.info.get(_TENANT_INFO_KEY) == self._tenant
+        settings_set = not settings or session.info.get(SEARCH_GUCS_INFO_KEY) == settings
+        if tenant_set and settings_set:
             return
-        await session.execute(_SET_TENANT, {"tenant": self._tenant})
+        if not settings or settings_set:
+            await session.execute(_SET_TENANT, {"tenant": self._tenant})
+        else:
+            pairs = settings if tenant_set else ((TENANT_SETTING, self._tenant), *settings)
+            await session.execute(select(*(func.set_config(k, v, True) for k, v in pairs)))
+            session.info[SEARCH_GUCS_INFO_KEY] = settings
         session.info[_TENANT_INFO_KEY] = self._tenant
 
     async def _run(self, work: Callable[[AsyncSession], Awaitable[T]], name: str) -> T:

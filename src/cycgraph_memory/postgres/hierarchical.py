@@ -17,7 +17,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import ColumnElement, Integer, Table, literal, not_, or_, select, union_all
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from cycgraph_memory.postgres import convert
 from cycgraph_memory.postgres._base import PostgresBackend
@@ -56,7 +55,7 @@ class HierarchicalCandidates(PostgresBackend):
             checked: bool = False,
         ) -> list[float]: ...
 
-        async def _set_search_gucs(self, session: AsyncSession, ef: int) -> None: ...
+        def _search_settings(self, ef: int) -> tuple[tuple[str, str], ...]: ...
 
         async def search_facts(
             self, embedding: Sequence[float], options: SearchOptions | None = None, /,
@@ -120,11 +119,10 @@ class HierarchicalCandidates(PostgresBackend):
         from cycgraph_memory.postgres.retrieval import temporal_conditions
 
         query = self._query_vector(embedding, self._known_dim(), "hierarchical_candidates")
-        async with self._session() as session:
+        ef = min(1000, max(self.ef_search, fact_limit + 1, theme_limit + 1))
+        async with self._session(self._search_settings(ef)) as session:
             dim = await self._dim(session)
             query = self._query_vector(query, dim, "hierarchical_candidates", checked=True)
-            ef = min(1000, max(self.ef_search, fact_limit + 1, theme_limit + 1))
-            await self._set_search_gucs(session, ef)
             themes: list[Theme] = []
             if theme_limit:
                 t = THEMES

@@ -39,7 +39,6 @@ from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInput
 from cycgraph_memory.postgres import convert
 from cycgraph_memory.postgres._base import (
     DEFAULT_TENANT,
-    SEARCH_GUCS_INFO_KEY,
     Bind,
     PostgresBackend,
 )
@@ -209,19 +208,14 @@ class PostgresMemoryIndex(HierarchicalCandidates, PostgresSearchMixin, PostgresB
             raise EmbeddingDimensionMismatchError(dim, len(values), f"{where} query")
         return values
 
+    def _search_settings(self, ef: int) -> tuple[tuple[str, str], ...]:
+        """Transaction-local HNSW settings of a search with candidate list ``ef``."""
+        return (("hnsw.ef_search", str(ef)), ("hnsw.iterative_scan", self._iterative_scan))
+
     async def _set_search_gucs(self, session: AsyncSession, ef: int) -> None:
-        # Transaction-local settings: skipped when this transaction already has them (a
-        # retrieval searches facts, themes and messages in one unit of work).
-        wanted = (ef, self._iterative_scan)
-        if session.info.get(SEARCH_GUCS_INFO_KEY) == wanted:
-            return
-        await session.execute(
-            select(
-                func.set_config("hnsw.ef_search", str(ef), True),
-                func.set_config("hnsw.iterative_scan", self._iterative_scan, True),
-            )
-        )
-        session.info[SEARCH_GUCS_INFO_KEY] = wanted
+        # Skipped when this transaction already has them (a retrieval searches themes,
+        # facts and messages in one unit of work); set with the tenant when it is not yet.
+        await self._set_tenant(session, self._search_settings(ef))
 
     async def _search(
         self,
@@ -238,7 +232,8 @@ class PostgresMemoryIndex(HierarchicalCandidates, PostgresSearchMixin, PostgresB
         # Reject a wrong dimension before any SQL when the dimension is already known.
         query = self._query_vector(embedding, self._known_dim(), where)
         limit = opts.limit
-        async with self._session() as session:
+        first_ef = min(1000, max(opts.ef_search or self._ef_search, limit + 1))
+        async with self._session(self._search_settings(first_ef)) as session:
             dim = await self._dim(session)
             query = self._query_vector(query, dim, where, checked=True)
             distance = distance_expr(table, query, dim).label("distance")

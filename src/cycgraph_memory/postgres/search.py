@@ -125,7 +125,7 @@ class PostgresSearchMixin:
     """Message and text search methods; mixed into ``PostgresMemoryIndex``."""
 
     _tenant: str
-    _session: Callable[[], Any]
+    _session: Callable[..., Any]
     _search: Callable[..., Any]
 
     async def search_messages(
