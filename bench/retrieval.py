@@ -204,9 +204,8 @@ async def bench_postgres(
             index = PostgresMemoryIndex(engine)
             seconds = await load(store, w)
             await index.rebuild(analyze=True)
-            # A settled database, as in service: right after a bulk load autovacuum and
-            # first-read hint-bit writes compete with the timed queries (p50 55 ms instead
-            # of ~35 ms at 100,000 facts on this machine).
+            # A settled database, as in service: right after a bulk load, autovacuum and
+            # first-read hint-bit writes would compete with the timed queries.
             vac = create_engine_from_dsn(
                 server.dsn_for("cycgraph_retrieval"), isolation_level="AUTOCOMMIT"
             )
