@@ -57,6 +57,7 @@ IN_MEMORY_INDEX_WARN_THRESHOLD = 10_000
 _REBUILD_PAGE = 1000
 
 R = TypeVar("R", Entity, SemanticFact, Theme, Episode)
+_S = TypeVar("_S", Entity, SemanticFact)
 IndexedRecord = Entity | SemanticFact | Theme | Episode
 """Any record type the index holds."""
 
@@ -387,6 +388,15 @@ class InMemoryMemoryIndex(MessageAndTextSearch):
         self._episodes = _Table("episode", tagged=False)
         self._dim = self._expected_dimensions
         self._ext_init()
+
+    def _ext_shared(self, record: _S) -> _S:
+        """The vector table's copy of ``record`` when it has one (see the mixin)."""
+        table: _Table[Any] = self._facts if isinstance(record, SemanticFact) else self._entities
+        row = table.pos.get(record.id)
+        if row is not None:
+            held: _S = table.records[row]
+            return held
+        return pack_embedding(record)
 
     async def rebuild(self, store: MemoryStore) -> None:
         """Replace the whole index with every record of ``store`` (invalidated included).
