@@ -61,6 +61,13 @@ async def main(n: int) -> None:
             index = PostgresMemoryIndex(engine)
             seconds = await load(store, w)
             await index.rebuild(analyze=True)
+            # A settled database (as bench/retrieval.py): no autovacuum during the timing.
+            vac = create_engine_from_dsn(
+                server.dsn_for("cycgraph_hybrid"), isolation_level="AUTOCOMMIT"
+            )
+            async with vac.connect() as conn:
+                await conn.execute(text("VACUUM (ANALYZE)"))
+            await vac.dispose()
             counter = StatementCounter()
             event.listen(engine.sync_engine, "before_cursor_execute", counter)
             print(f"N={n} facts loaded in {seconds:.0f} s")
