@@ -116,7 +116,7 @@ class HierarchicalCandidates(PostgresBackend):
             (unfiltered unless ``theme_fact_limit`` is given).
         """
         from cycgraph_memory.postgres.index import distance_expr
-        from cycgraph_memory.postgres.retrieval import temporal_conditions
+        from cycgraph_memory.postgres.retrieval import _in, temporal_conditions
 
         query = self._query_vector(embedding, self._known_dim(), "hierarchical_candidates")
         ef = min(1000, max(self.ef_search, fact_limit + 1, theme_limit + 1))
@@ -164,16 +164,13 @@ class HierarchicalCandidates(PostgresBackend):
                 .cte("direct")
             )
             direct_sel = select(direct_q).where(1 - direct_q.c.distance >= min_similarity)
+            theme_base = select(f, fdist, literal(1, Integer()).label("src"))
             # The cut needs distances comparable with the Python ranking: not for the
             # halfvec expression index of wide schemas.
             cut_themes = theme_fact_limit is not None and dim <= MAX_VECTOR_HNSW_DIM
             if wanted and cut_themes:
                 assert theme_fact_limit is not None
-                from cycgraph_memory.postgres.retrieval import _in
-
-                served = select(direct_q.c.id).where(
-                    1 - direct_q.c.distance >= min_similarity
-                )
+                served = direct_sel.with_only_columns(direct_q.c.id)
                 scope = [
                     *filters,
                     *temporal_conditions(f, valid_at, changed_since),
@@ -182,25 +179,16 @@ class HierarchicalCandidates(PostgresBackend):
                 ]
                 unscored = or_(fdist.is_(None), fdist == literal(float("nan")))
                 nearest = (
-                    select(f, fdist, literal(1, Integer()).label("src"))
-                    .where(*scope, 1 - fdist >= min_similarity - 1e-6)
+                    theme_base.where(*scope, 1 - fdist >= min_similarity - 1e-6)
                     .order_by(fdist, f.c.id)
                     .limit(theme_fact_limit)
                 )
                 parts: list[Any] = [direct_sel, nearest]
                 if min_similarity <= 0:  # an unscorable fact scores 0 and is kept
-                    parts.append(
-                        select(f, fdist, literal(1, Integer()).label("src")).where(
-                            *scope, unscored
-                        )
-                    )
+                    parts.append(theme_base.where(*scope, unscored))
                 stmt2: Any = union_all(*parts)
             elif wanted:
-                from cycgraph_memory.postgres.retrieval import _in
-
-                theme_sel = select(f, fdist, literal(1, Integer()).label("src")).where(
-                    f.c.tenant_id == self._tenant, _in(f.c.id, wanted)
-                )
+                theme_sel = theme_base.where(f.c.tenant_id == self._tenant, _in(f.c.id, wanted))
                 stmt2 = direct_sel.union_all(theme_sel)
             else:
                 stmt2 = direct_sel
@@ -217,13 +205,13 @@ class HierarchicalCandidates(PostgresBackend):
         else:
             direct = [convert.fact_from_row(r) for _, _, r in direct_ranked[:fact_limit]]
         direct_ids = {d.id for d in direct}
-        by_id = {convert._uuid(r["id"]): r for r in rows if r["src"] == 1}
+        ids = [convert._uuid(r["id"]) for r in rows]
+        by_id = {i: r for i, r in zip(ids, rows, strict=True) if r["src"] == 1}
         if cut_themes:
             # Direct rows beyond the final direct list (the kNN's extra row, or a tie
             # fallback that chose differently) were excluded above: keep them as theme
             # facts when a theme lists them.
-            for r in rows:
-                i = convert._uuid(r["id"])
+            for i, r in zip(ids, rows, strict=True):
                 if r["src"] == 0 and i not in direct_ids:
                     by_id.setdefault(i, r)
         theme_facts = [

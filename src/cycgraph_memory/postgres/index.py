@@ -37,11 +37,7 @@ from cycgraph_memory._validate import check_query_vector
 from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInputError
 from cycgraph_memory.postgres import convert
-from cycgraph_memory.postgres._base import (
-    DEFAULT_TENANT,
-    Bind,
-    PostgresBackend,
-)
+from cycgraph_memory.postgres._base import DEFAULT_TENANT, Bind, PostgresBackend
 from cycgraph_memory.postgres.hierarchical import HierarchicalCandidates
 from cycgraph_memory.postgres.schema import MAX_VECTOR_HNSW_DIM, EmbeddingVector
 from cycgraph_memory.postgres.search import PostgresSearchMixin

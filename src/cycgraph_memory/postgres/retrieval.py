@@ -136,7 +136,7 @@ def temporal_conditions(
 ) -> list[ColumnElement[bool]]:
     """SQL of ``is_valid_at`` / ``is_changed_since`` on a table with a validity window."""
     conds: list[ColumnElement[bool]] = []
-    t = table
+    t = table  # short name, as in the queries below
     if valid_at is not None:
         conds.append(t.c.valid_from <= valid_at)
         conds.append(or_(t.c.valid_until.is_(None), t.c.valid_until > valid_at))

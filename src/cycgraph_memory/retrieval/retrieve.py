@@ -219,6 +219,12 @@ async def _vector_ranking(
     scope = FactScope.for_query(q)
     native = getattr(index, "hierarchical_candidates", None) if opts.native_paths else None
     if native is not None:
+        # The cut arguments are passed only when wanted, so an index written against the
+        # earlier signature keeps working.
+        cut_args: dict[str, Any] = {}
+        if depth is not None:
+            cut_args = {"theme_fact_limit": 2 * depth, "valid_at": scope.valid_at,
+                   "changed_since": scope.changed_since}
         found_themes, direct, theme_facts = await native(
             vector,
             theme_limit=opts.theme_limit,
@@ -228,15 +234,7 @@ async def _vector_ranking(
             include_invalidated=q.include_invalidated,
             tags=sorted(scope.tags) or None,
             exclude_tags=sorted(scope.exclude_tags) or None,
-            **(
-                {}
-                if depth is None
-                else {
-                    "theme_fact_limit": 2 * depth,
-                    "valid_at": scope.valid_at,
-                    "changed_since": scope.changed_since,
-                }
-            ),
+            **cut_args,
         )
         themes = rank_themes(found_themes, vector, q.min_similarity)
     else:
