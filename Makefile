@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.stamp-install
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test lint typecheck pytest docs bench clean
 
 # (Re)install only when the venv is new or pyproject.toml changed.
 $(STAMP): pyproject.toml
@@ -25,7 +25,11 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest
 
-test: lint typecheck pytest
+# The documentation site (MkDocs Material + mkdocstrings); warnings are errors.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+test: lint typecheck docs pytest
 
 bench: $(STAMP)
 	$(BIN)/python bench/index_search.py
@@ -34,4 +38,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/extraction_quality.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .pgdata .demo-pgdata
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .pgdata .demo-pgdata site

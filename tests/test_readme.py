@@ -1,4 +1,4 @@
-"""Every ```python block of README.md runs as written (so the README cannot drift again).
+"""Every ```python block of README.md and of the docs site runs as written (no drift).
 
 Each block is executed on its own, in a fresh namespace, in a thread with its own event loop
 (blocks call ``asyncio.run``). A block that uses ``cycgraph_memory.postgres`` gets a fresh,
@@ -17,17 +17,23 @@ from typing import Any
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 # Also blocks indented inside list items ("  ```python"), which are dedented before running.
 _FENCE = re.compile(r"^([ \t]*)```(?:python|py)[ \t]*\n(.*?)^\1```[ \t]*$", re.S | re.M)
 
 
-def _blocks() -> list[tuple[int, str]]:
-    text = README.read_text(encoding="utf-8")
+def _blocks(page: Path = README) -> list[tuple[int, str]]:
+    text = page.read_text(encoding="utf-8")
     return [
         (text.count("\n", 0, m.start()) + 1, textwrap.dedent(m.group(2)))
         for m in _FENCE.finditer(text)
     ]
+
+
+def _where(page: Path, line: int) -> str:
+    return f"{page.relative_to(ROOT)}:{line}"
 
 
 def _needs_postgres(code: str) -> bool:
@@ -36,13 +42,14 @@ def _needs_postgres(code: str) -> bool:
 
 def _params(postgres: bool) -> list[Any]:
     return [
-        pytest.param(line, code, id=f"README.md:{line}")
-        for line, code in _blocks()
+        pytest.param(_where(page, line), code, id=_where(page, line))
+        for page in PAGES
+        for line, code in _blocks(page)
         if _needs_postgres(code) == postgres
     ]
 
 
-def _run_block(line: int, code: str, timeout: float = 300.0) -> list[str]:
+def _run_block(line: int | str, code: str, timeout: float = 300.0) -> list[str]:
     out: list[str] = []
     errors: list[BaseException] = []
 
@@ -52,41 +59,42 @@ def _run_block(line: int, code: str, timeout: float = 300.0) -> list[str]:
                 "__name__": "__readme__",
                 "print": lambda *a, **_: out.append(" ".join(map(str, a))),
             }
-            exec(compile(code, f"README.md:{line}", "exec"), namespace)
+            exec(compile(code, str(line), "exec"), namespace)
         except BaseException as exc:  # reported below
             errors.append(exc)
 
     thread = threading.Thread(target=run, name=f"readme-{line}")
     thread.start()
     thread.join(timeout=timeout)
-    assert not thread.is_alive(), f"README.md:{line} did not finish in {timeout:.0f} s"
+    assert not thread.is_alive(), f"{line} did not finish in {timeout:.0f} s"
     if errors:
         raise errors[0]
     return out
 
 
 def test_readme_has_python_blocks() -> None:
-    blocks = _blocks()
+    assert len(_blocks()) >= 1
+    blocks = [b for page in PAGES for b in _blocks(page)]
     assert len(blocks) >= 4
     assert any(_needs_postgres(code) for _, code in blocks)
 
 
 @pytest.mark.parametrize(("line", "code"), _params(postgres=False))
-def test_readme_block_runs(line: int, code: str) -> None:
+def test_readme_block_runs(line: str, code: str) -> None:
     _run_block(line, code)
 
 
 @pytest.mark.postgres
 @pytest.mark.parametrize(("line", "code"), _params(postgres=True))
 async def test_readme_postgres_block_runs(
-    line: int, code: str, pg_databases: Any, monkeypatch: pytest.MonkeyPatch
+    line: str, code: str, pg_databases: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CYCGRAPH_MEMORY_DSN", await pg_databases.create("cycgraph_readme"))
     await asyncio.to_thread(_run_block, line, code)
 
 
 def test_readme_quick_start_output() -> None:
-    text = README.read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
     section = text.split("## Quick start (in-memory)", 1)[1]
     first = _FENCE.search(section)
     assert first is not None
@@ -97,7 +105,7 @@ def test_readme_quick_start_output() -> None:
 async def test_readme_postgres_quick_start_output(
     pg_databases: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    text = README.read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
     section = text.split("## Quick start (Postgres)", 1)[1]
     first = _FENCE.search(section)
     assert first is not None

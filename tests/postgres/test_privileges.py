@@ -21,11 +21,11 @@ from ._records import entity, fact, relationship, unit
 
 pytestmark = pytest.mark.postgres
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "backends.md"
 
 
 def _sql_blocks() -> list[str]:
-    section = README.read_text(encoding="utf-8").split("### Database privileges", 1)[1]
+    section = PAGE.read_text(encoding="utf-8").split("### Database privileges", 1)[1]
     section = re.split(r"^#{2,3} ", section, maxsplit=1, flags=re.M)[0]
     return re.findall(r"^```sql\n(.*?)^```", section, re.S | re.M)
 

@@ -1,4 +1,4 @@
-"""The README's "Eval-gated retention" examples run as written and print what it says."""
+"""The "Eval-gated retention" page's examples run as written and print what it says."""
 
 from __future__ import annotations
 
@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "retention.md"
 
 
 def _blocks() -> list[str]:
-    text = README.read_text(encoding="utf-8")
-    section = text.split("## Eval-gated retention", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", section, re.S)
+    text = PAGE.read_text(encoding="utf-8")
+    return re.findall(r"```python\n(.*?)```", text, re.S)
 
 
 def _run(code: str) -> list[str]:
@@ -24,7 +23,7 @@ def _run(code: str) -> list[str]:
     def run() -> None:  # asyncio.run needs a thread without a running loop
         try:
             sink = {"print": lambda *a: out.append(" ".join(map(str, a)))}
-            exec(compile(code, "README.md", "exec"), sink)
+            exec(compile(code, "docs/retention.md", "exec"), sink)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 

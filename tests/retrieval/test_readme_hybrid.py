@@ -1,4 +1,4 @@
-"""The README's "Grounded memory and hybrid retrieval" section: its python block runs."""
+"""The Retrieval page's "Grounded memory and hybrid retrieval" section: its python block runs."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import re
 import threading
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "retrieval.md"
 
 
 def _blocks() -> list[str]:
-    text = README.read_text(encoding="utf-8")
+    text = PAGE.read_text(encoding="utf-8")
     section = text.split("\n## Grounded memory and hybrid retrieval\n", 1)[1]
     section = section.split("\n## ", 1)[0]
     return re.findall(r"```python\n(.*?)```", section, re.S)
@@ -24,7 +24,7 @@ def test_readme_hybrid_block_runs() -> None:
     def run() -> None:  # asyncio.run needs a thread without a running loop
         try:
             sink = {"print": lambda *a: out.append(" ".join(map(str, a)))}
-            exec(compile(code, "README.md", "exec"), sink)
+            exec(compile(code, "docs/retrieval.md", "exec"), sink)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 

@@ -1,4 +1,4 @@
-"""The README's Retrieval section: every python block runs as written."""
+"""The Retrieval page's first section: every python block runs as written."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "retrieval.md"
 
 
 def _blocks() -> list[str]:
-    text = README.read_text(encoding="utf-8")
-    section = text.split("\n## Retrieval\n", 1)[1].split("\n## ", 1)[0]
+    text = PAGE.read_text(encoding="utf-8")
+    section = text.split("\n## Grounded memory and hybrid retrieval\n", 1)[0]
     return re.findall(r"```python\n(.*?)```", section, re.S)
 
 
@@ -24,7 +24,7 @@ def _run(code: str) -> list[str]:
     def run() -> None:  # asyncio.run needs a thread without a running loop
         try:
             sink = {"print": lambda *a: out.append(" ".join(map(str, a)))}
-            exec(compile(code, "README.md", "exec"), sink)
+            exec(compile(code, "docs/retrieval.md", "exec"), sink)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 

@@ -23,7 +23,7 @@ def test_docker_compose_matches_the_embedded_server_and_keeps_secrets_out() -> N
     password = re.search(r"^\s+POSTGRES_PASSWORD:\s*(.+)$", body, re.M)
     assert password is not None
     assert password.group(1).startswith("${CYCGRAPH_PG_PASSWORD:?"), password.group(1)
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "backends.md").read_text(encoding="utf-8")
     assert "docker compose up --wait" in readme
     assert "CYCGRAPH_PG_PASSWORD=cycgraph-local" in readme
 
