@@ -114,8 +114,11 @@ class RetentionPolicy(BaseModel):
             ``"margin"`` (point estimate against the margins, no statistical guarantee).
         promote_confidence: Required P(lift > promote_margin) to promote (inference).
         evict_confidence: Required P(lift < -evict_margin) to evict (inference).
-        noise_floor_sd: Per-group SD floor applied before the Welch test; set it to your
-            judge's per-run SD.
+        noise_floor_sd: Lower bound of the per-run noise SD; set it to your judge's per-run
+            SD. The test uses the larger of the floor and the observed noise (the pooled SD
+            of both groups; a group's own SD once it has 11 runs), so a floor set too low
+            cannot make a few runs look certain. Candidates are decided only once they
+            have ``min_trials`` trials and ``max(2, min_trials)`` baseline runs.
         multiple_comparison: ``"bh"``: Benjamini-Hochberg across the candidates tested in
             one pass; ``"none"``.
         sequential_control: ``"always_valid"`` (default): every test is a normal-mixture
@@ -380,11 +383,21 @@ def _upper_tail(z: float, df: float) -> float:
     return student_t_cdf(-z, df)
 
 
-def _z_equivalent(z: float, df: float) -> float:
-    """The normal z with the same upper tail as ``z`` under Student's t with ``df``."""
-    if math.isinf(df) or math.isinf(z):
-        return z
-    tail = _upper_tail(z, df)
+def _t_sides(z: float, df: float) -> tuple[float, float]:
+    """``(P(T <= z), P(T > z))`` from one CDF evaluation, the smaller one computed directly."""
+    small = student_t_cdf(-abs(z), df)
+    return (1.0 - small, small) if z > 0 else (small, 1.0 - small)
+
+
+def _z_equivalent(z: float, df: float, tail: float | None = None) -> float:
+    """The normal z with the same upper tail as ``z`` under Student's t with ``df``.
+
+    ``tail`` is P(T > z) when the caller already has it.
+    """
+    if math.isinf(df) or math.isinf(z) or z <= 0.0:
+        return z  # a non-positive z keeps its sign, and the mixture p-value is then 1
+    if tail is None:
+        tail = _upper_tail(z, df)
     if tail <= 0.0:
         return math.inf
     if tail >= 1.0:
@@ -419,8 +432,8 @@ def _inference_decisions(rows: list[_Row], policy: RetentionPolicy) -> list[Gate
         if t.se > 0.0:
             z_up = (t.lift - policy.promote_margin) / t.se
             z_down = (-policy.evict_margin - t.lift) / t.se
-            p_promote = _upper_tail(-z_up, t.df)
-            p_evict = _upper_tail(-z_down, t.df)
+            p_promote, tail_up = _t_sides(z_up, t.df)
+            p_evict, tail_down = _t_sides(z_down, t.df)
         else:
             z_up = math.inf if t.lift > policy.promote_margin else -math.inf
             z_down = math.inf if t.lift < -policy.evict_margin else -math.inf
@@ -433,11 +446,16 @@ def _inference_decisions(rows: list[_Row], policy: RetentionPolicy) -> list[Gate
                 # The floor bounds the noise from below but does not make it known: a
                 # floor set below the real noise must not turn a few runs into certainty,
                 # so the z statistics are read at the df of the observed variance.
+                same = t.data_df == t.df  # the per-look tails above are the ones needed
                 seq_promote = mixture_p_value(
-                    _z_equivalent(z_up, t.data_df), t.information, precision
+                    _z_equivalent(z_up, t.data_df, tail_up if same else None),
+                    t.information,
+                    precision,
                 )
                 seq_evict = mixture_p_value(
-                    _z_equivalent(z_down, t.data_df), t.information, precision
+                    _z_equivalent(z_down, t.data_df, tail_down if same else None),
+                    t.information,
+                    precision,
                 )
             else:  # no noise at all (floor 0 and identical scores): the estimate is exact
                 seq_promote = 0.0 if z_up > 0 else 1.0
