@@ -484,3 +484,43 @@ def test_no_decision_before_the_minimum_baseline() -> None:
     assert two.evidence is not None  # evidence is reported, the verdict waits
     three = plan_retention([a], stats, _baseline([*with_a, 0.1, 0.12, 0.11]))[0]
     assert three.verdict == "promoted"
+
+
+@pytest.mark.postgres
+async def test_a_nan_score_written_by_raw_sql_holds_the_pass_with_a_reason(
+    pg_sessionmaker: Any, pg_tenant: str
+) -> None:
+    """A row no validated write can produce (score NaN, inserted by SQL) poisons every
+    mean it enters; the pass holds the candidates with the reason instead of failing."""
+    from sqlalchemy import text
+
+    from cycgraph_memory.postgres import PostgresMemoryStore, PostgresOutcomeLedger
+
+    store = PostgresMemoryStore(pg_sessionmaker, tenant_id=pg_tenant)
+    ledger = PostgresOutcomeLedger(pg_sessionmaker, tenant_id=pg_tenant)
+    good, other = candidate(seconds=1), candidate(seconds=2)
+    await store.put_facts([good, other])
+    await record(ledger, [0.9, 0.92, 0.88], [good.id])
+    await record(ledger, BASELINE6)
+    async with pg_sessionmaker() as session, session.begin():
+        await session.execute(text("SELECT set_config('cycgraph.tenant_id', :t, true)"),
+                              {"t": pg_tenant})
+        await session.execute(
+            text("INSERT INTO outcome_runs (tenant_id, run_id, score, recorded_at) "
+                 "VALUES (:t, 'raw-nan', 'NaN'::float8, now())"),
+            {"t": pg_tenant},
+        )
+        await session.execute(
+            text("INSERT INTO outcome_run_facts (tenant_id, fact_id, run_id) "
+                 "VALUES (:t, :f, 'raw-nan')"),
+            {"t": pg_tenant, "f": other.id},
+        )
+    stats = await ledger.get_fact_stats(other.id)
+    assert stats is not None and math.isnan(stats.mean_score)
+    report = await evaluate_retention(store, ledger)
+    assert report.promoted == [] and report.evicted == []
+    audit = await ledger.list_gate_audit(pass_id=report.pass_id)
+    assert [(e.fact_id, e.verdict) for e in audit] == [(good.id, "held"), (other.id, "held")]
+    assert all(e.reason == "malformed_stats: all-runs baseline mean nan outside [0, 1]"
+               for e in audit)
+    assert (await store.get_fact(good.id)).tags == ["lesson", "candidate"]
