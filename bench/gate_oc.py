@@ -397,7 +397,8 @@ async def main() -> None:
     cells = collect(rows)
     n_runs = len(seeds) * reps * len(EFFECTS) * sum(RUN_COUNTS)
     print(f"seeds {list(seeds)}, {reps} replicates per seed and cell "
-          f"({n_runs:,} simulated runs in {elapsed:.1f} s)\n")
+          f"(cells x runs = {n_runs:,}; the cells of an effect share their replicates, "
+          f"each simulated once until decided; {elapsed:.1f} s)\n")
     print(per_seed_table(cells, seeds, reps))
     print()
     print(cell_table(cells, seeds, reps))
@@ -413,8 +414,8 @@ async def main() -> None:
     if args.repeat:
         med, lo, hi, cpu = await spec_grid_time(args.repeat)
         print(
-            f"spec grid (20 replicates x 15 cells = {20 * len(EFFECTS) * sum(RUN_COUNTS):,} "
-            f"simulated runs) in memory: median {med:.2f} s wall over {args.repeat} "
+            f"spec grid (20 replicates x 15 cells, {20 * len(EFFECTS) * sum(RUN_COUNTS):,} "
+            f"cell-runs) in memory: median {med:.2f} s wall over {args.repeat} "
             f"(min {lo:.2f}, max {hi:.2f}), median CPU {cpu:.2f} s; target <= 2 s"
         )
     if args.postgres:
