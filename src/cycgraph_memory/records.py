@@ -565,7 +565,24 @@ class OutcomeBaseline(_Model):
 
 
 class RetentionEvidence(_Model):
-    """Statistical evidence behind one gate decision (inference rule)."""
+    """Statistical evidence behind one gate decision (inference rule).
+
+    Attributes:
+        lift: ``mean(runs with) - mean(leave-one-out baseline)``.
+        se: Standard error of the lift (variances never below the floor or the observed).
+        df: Welch-Satterthwaite degrees of freedom (``inf``: every variance from the floor).
+        p_promote: P(true lift > promote_margin) at this look alone.
+        p_evict: P(true lift < -evict_margin) at this look alone.
+        trials: Runs containing the lesson.
+        baseline_runs: Leave-one-out baseline runs.
+        alpha_bracket: Sequential-control bracket (``sequential_control="doubling"``).
+        noise_sd: Per-run noise SD the test used: the floor, or the pooled observed SD when
+            larger.
+        sequential_p_promote: Always-valid p-value against "lift <= promote_margin"
+            (``sequential_control="always_valid"``); promotion needs it (after
+            Benjamini-Hochberg) at or below ``1 - promote_confidence``.
+        sequential_p_evict: The same against "lift >= -evict_margin", for eviction.
+    """
 
     lift: float
     se: float
@@ -575,6 +592,9 @@ class RetentionEvidence(_Model):
     trials: int
     baseline_runs: int
     alpha_bracket: float | None = None
+    noise_sd: float | None = None
+    sequential_p_promote: float | None = None
+    sequential_p_evict: float | None = None
 
 
 class PromotedLesson(_Model):

@@ -4,6 +4,9 @@ Pure Python (no numpy needed), exported for advanced composition:
 
 * :func:`welch_lift` - Welch-style inference on the difference of two group means,
 * :func:`benjamini_hochberg` - Benjamini-Hochberg false-discovery-rate control,
+* :func:`mixture_p_value` - the always-valid p-value of a one-sided normal-mixture
+  sequential probability ratio test (valid however often the data are looked at),
+* :func:`pooled_variance` - the pooled sample variance of two groups,
 * :func:`student_t_cdf` - the Student-t CDF via the regularized incomplete beta function,
 * :func:`normal_quantile` - the standard-normal quantile function,
 * :func:`mulberry32` - the standard 32-bit Mulberry32 PRNG (same stream as the usual
@@ -26,8 +29,10 @@ __all__ = [
     "WelchResult",
     "benjamini_hochberg",
     "gaussian",
+    "mixture_p_value",
     "mulberry32",
     "normal_quantile",
+    "pooled_variance",
     "regularized_incomplete_beta",
     "required_trials",
     "student_t_cdf",
@@ -166,6 +171,78 @@ def welch_lift(
     else:
         p = student_t_cdf((lift - threshold) / se, df)
     return WelchResult(lift, se, df, p)
+
+
+def pooled_variance(a: SampleSummary, b: SampleSummary) -> tuple[float, int] | None:
+    """Pooled sample variance of two groups and its degrees of freedom.
+
+    ``(sum of squared deviations of a and of b) / (n_a + n_b - 2)``: under the hypothesis
+    of no effect both groups carry the same run noise, and this estimates it with the df of
+    both groups (three runs of a lesson alone cannot). A group of one run adds no squared
+    deviation but does not count against the df either.
+
+    Returns:
+        ``(variance, df)``, or ``None`` when no group has a variance (``df < 1``).
+    """
+    m2 = 0.0
+    df = 0
+    for g in (a, b):
+        if g.n >= 2 and g.variance is not None:
+            m2 += g.variance * (g.n - 1)
+            df += g.n - 1
+    if df < 1:
+        return None
+    return m2 / df, df
+
+
+def mixture_p_value(z: float, information: float, precision: float) -> float:
+    """Always-valid p-value of a one-sided normal-mixture SPRT (Robbins' mixture).
+
+    ``z`` is the usual z statistic ``(estimate - null value) / se`` and ``information`` the
+    sample size in the units of the mixture, so ``S = z * sqrt(information)`` is, under the
+    null, a standard Brownian motion in ``information`` as data accrue (true for a
+    difference of two means whenever each look's data contain the previous look's). Mixing
+    the likelihood ratio ``exp(d S - d^2 n / 2)`` over a half-normal prior on the drift
+    ``d > 0`` with precision ``precision`` gives the martingale
+
+    ``M = 2 sqrt(rho / (n + rho)) exp(S^2 / (2 (n + rho))) Phi(S / sqrt(n + rho))``
+
+    (``n = information``, ``rho = precision``), which starts at 1. By Ville's inequality
+    ``P(M >= 1/alpha at any look) <= alpha``, so ``p = min(1, 1/M)`` may be compared with
+    ``alpha`` after every new run without inflating the error: the test is *always valid*.
+    A larger ``precision`` tightens the boundary at large samples and loosens it at small
+    ones.
+
+    Args:
+        z: The z statistic (positive: evidence against the null in the tested direction).
+        information: Sample size in mixture units, ``> 0``.
+        precision: Prior precision ``rho`` of the mixture, ``> 0``.
+
+    Returns:
+        The always-valid p-value in ``(0, 1]``.
+
+    Raises:
+        InvalidInputError: A non-finite ``z`` or a non-positive ``information``/``precision``.
+    """
+    if math.isnan(z):
+        raise InvalidInputError("z must be a number, got nan")
+    if not (math.isfinite(information) and information > 0):
+        raise InvalidInputError(f"information must be a finite number > 0, got {information!r}")
+    if not (math.isfinite(precision) and precision > 0):
+        raise InvalidInputError(f"precision must be a finite number > 0, got {precision!r}")
+    if z <= 0.0:
+        return 1.0  # the likelihood ratio is < 1 for every positive drift
+    if math.isinf(z):
+        return 0.0
+    s = z * math.sqrt(information)
+    v = information + precision
+    log_m = (
+        math.log(2.0)
+        + 0.5 * math.log(precision / v)
+        + s * s / (2.0 * v)
+        + math.log(_STANDARD_NORMAL.cdf(s / math.sqrt(v)))
+    )
+    return 1.0 if log_m <= 0.0 else math.exp(-log_m)
 
 
 def benjamini_hochberg(p_values: Sequence[float], q: float) -> list[bool]:

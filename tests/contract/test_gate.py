@@ -26,7 +26,13 @@ from cycgraph_memory.retention import (
     evaluate_retention,
     plan_retention,
 )
-from cycgraph_memory.statistics import summarize, welch_lift
+from cycgraph_memory.statistics import (
+    mixture_p_value,
+    normal_quantile,
+    student_t_cdf,
+    summarize,
+    welch_lift,
+)
 
 from .factories import at, make_fact
 
@@ -76,7 +82,14 @@ async def test_promotes_a_lesson_that_lifts_outcomes(store: Any, ledger: Any) ->
     assert ev.se == pytest.approx(want_up.se) and ev.df == want_up.df == math.inf
     assert ev.p_promote == pytest.approx(want_up.p_exceeds)
     assert ev.p_evict == pytest.approx(1 - want_down.p_exceeds)
-    assert (ev.trials, ev.baseline_runs, ev.alpha_bracket) == (3, 6, 0.0)
+    assert (ev.trials, ev.baseline_runs, ev.alpha_bracket, ev.noise_sd) == (3, 6, None, 0.1)
+    # The decision is the always-valid test: z read at the pooled df (3 + 6 - 2 = 7),
+    # mixed over effective runs (0.1^2 / se^2) with precision min_trials / 6.
+    z = (ev.lift - 0.05) / ev.se
+    z_eq = -normal_quantile(student_t_cdf(-z, 7))
+    want = mixture_p_value(z_eq, 0.01 / ev.se**2, 0.5)
+    assert ev.sequential_p_promote == pytest.approx(want) and want <= 0.1
+    assert ev.sequential_p_evict == 1.0
 
 
 async def test_evicts_a_harmful_lesson_as_a_soft_delete(store: Any, ledger: Any) -> None:
@@ -284,7 +297,7 @@ def test_benjamini_hochberg_across_the_pass() -> None:
     rest = [0.5, 0.45, 0.55, 0.5, 0.48, 0.52, 0.5, 0.5, 0.47, 0.53]
     all_runs = with_a + with_b + rest
     loo_a = [*with_b, *rest]
-    policy = RetentionPolicy(sequential_control="none", noise_floor_sd=0.1)
+    policy = RetentionPolicy(sequential_control="none", noise_floor_sd=0.1, min_trials=3)
     p_a = 1 - welch_lift(with_a, loo_a, threshold=0.05, sd_floor=0.1).p_exceeds
     assert 0.05 < p_a <= 0.1  # significant alone at alpha = 0.1, not as rank 1 of 2
     stats = {a.id: _stats(a.id, with_a), b.id: _stats(b.id, with_b)}
@@ -307,14 +320,15 @@ def test_doubling_spends_less_alpha_in_later_brackets() -> None:
     stats = {a.id: _stats(a.id, with_a)}
     base = _baseline(with_a + rest)
     once = RetentionPolicy(sequential_control="none")
+    doubling = RetentionPolicy(sequential_control="doubling")
     assert plan_retention([a], stats, base, once)[0].verdict == "promoted"
-    decision = plan_retention([a], stats, base, RetentionPolicy())[0]
+    decision = plan_retention([a], stats, base, doubling)[0]
     assert decision.verdict == "held" and decision.reason == "no_verdict"
     assert decision.evidence is not None and decision.evidence.alpha_bracket == 2.0
     assert plan_retention([a], stats, base, once)[0].evidence.alpha_bracket is None
     # A baseline of 10 runs is still in bracket 0 (alpha / 2).
     early = _baseline(with_a + rest[:10])
-    assert plan_retention([a], stats, early, RetentionPolicy())[0].evidence.alpha_bracket == 0
+    assert plan_retention([a], stats, early, doubling)[0].evidence.alpha_bracket == 0
 
 
 def test_noise_floor_stops_tiny_samples_faking_certainty() -> None:
@@ -327,3 +341,186 @@ def test_noise_floor_stops_tiny_samples_faking_certainty() -> None:
     assert plan_retention([a], stats, base, unfloored)[0].verdict == "promoted"
     floored = plan_retention([a], stats, base, RetentionPolicy(noise_floor_sd=0.1))[0]
     assert floored.verdict == "held"
+
+
+# --------------------------------------------------------------------------- robustness
+
+
+class _OneMalformedRow:
+    """A ledger whose statistics for one fact report trials but no variance (issue 22.6)."""
+
+    def __init__(self, inner: Any, bad: uuid.UUID) -> None:
+        self._inner, self._bad = inner, bad
+
+    def _spoil(self, stats: FactStats) -> FactStats:
+        return stats.model_copy(update={"trials": 5, "variance": None})
+
+    async def record_outcome(self, outcome: Any) -> None:
+        await self._inner.record_outcome(outcome)
+
+    async def get_fact_stats(self, fact_id: Any) -> Any:
+        stats = await self._inner.get_fact_stats(fact_id)
+        return self._spoil(stats) if stats is not None and stats.fact_id == self._bad else stats
+
+    async def get_fact_stats_batch(self, ids: Any) -> Any:
+        found = await self._inner.get_fact_stats_batch(ids)
+        return {k: self._spoil(v) if k == self._bad else v for k, v in found.items()}
+
+    async def list_fact_stats(self) -> Any:
+        return [self._spoil(s) if s.fact_id == self._bad else s
+                for s in await self._inner.list_fact_stats()]
+
+    async def get_baseline(self, exclude_fact_id: Any = None) -> Any:
+        return await self._inner.get_baseline(exclude_fact_id)
+
+    async def clear(self) -> None:
+        await self._inner.clear()
+
+    async def append_gate_audit(self, entries: Any) -> None:
+        await self._inner.append_gate_audit(entries)
+
+    async def list_gate_audit(self, **kw: Any) -> Any:
+        return await self._inner.list_gate_audit(**kw)
+
+
+async def test_a_malformed_ledger_row_holds_that_candidate_only(store: Any, ledger: Any) -> None:
+    good, bad, broken = candidate(seconds=1), candidate(seconds=2), candidate(seconds=3)
+    await store.put_facts([good, bad, broken])
+    await record(ledger, [0.9, 0.92, 0.88], [good.id])
+    await record(ledger, [0.1, 0.12, 0.08], [bad.id])
+    await record(ledger, [0.5, 0.55, 0.45, 0.5, 0.52], [broken.id])
+    await record(ledger, BASELINE6)
+    spoiled = _OneMalformedRow(ledger, broken.id)
+    assert (await spoiled.get_fact_stats(broken.id)).variance is None
+    # Today's code aborted the whole pass: "welch_lift needs n >= 2 in group a, got 5".
+    report = await evaluate_retention(store, spoiled)
+    assert [p.fact_id for p in report.promoted] == [good.id]
+    assert [(e.fact_id, e.reason) for e in report.evicted] == [(bad.id, "eval-gate:harmful")]
+    assert [(h.fact_id, h.trials, h.evidence) for h in report.held] == [(broken.id, 5, None)]
+    assert (await store.get_fact(broken.id)).tags == ["lesson", "candidate"]
+    audit = await ledger.list_gate_audit(fact_id=broken.id)
+    assert [(e.verdict, e.trials) for e in audit] == [("held", 5)]
+    assert audit[0].reason == "malformed_stats: fact has 5 runs but no variance"
+    # The broken row never retires the candidate, whatever the decision window.
+    again = await evaluate_retention(store, spoiled, {"max_baseline_runs": 2, "max_trials": 3})
+    assert [h.fact_id for h in again.held] == [broken.id]
+
+
+@pytest.mark.parametrize(
+    ("update", "why"),
+    [
+        ({"mean_score": math.nan}, "fact mean nan outside [0, 1]"),
+        ({"mean_score": 1.5}, "fact mean 1.5 outside [0, 1]"),
+        ({"variance": -0.01}, "fact variance -0.01 impossible for scores in [0, 1]"),
+        ({"variance": math.inf}, "fact variance inf impossible for scores in [0, 1]"),
+        ({"trials": 40}, "40 trials but 9 runs in the ledger"),
+    ],
+)
+def test_every_kind_of_malformed_row_is_held_with_its_reason(
+    update: dict[str, Any], why: str
+) -> None:
+    a, b = make_fact(tags=["candidate"]), make_fact(tags=["candidate"])
+    with_a = [0.9, 0.92, 0.88]
+    stats = {a.id: _stats(a.id, with_a).model_copy(update=update),
+             b.id: _stats(b.id, with_a)}
+    decisions = plan_retention([a, b], stats, _baseline(with_a + BASELINE6))
+    assert (decisions[0].verdict, decisions[0].reason) == ("held", f"malformed_stats: {why}")
+    assert decisions[1].verdict == "promoted"  # the sound candidate is still decided
+
+
+def test_a_malformed_baseline_holds_every_candidate_with_a_reason() -> None:
+    a = make_fact(tags=["candidate"])
+    stats = {a.id: _stats(a.id, [0.9, 0.92, 0.88])}
+    broken = OutcomeBaseline(runs=9, mean_score=0.6, variance=None)
+    [decision] = plan_retention([a], stats, broken)
+    assert decision.verdict == "held"
+    assert decision.reason == "malformed_stats: all-runs baseline has 9 runs but no variance"
+
+
+def test_the_observed_noise_is_used_when_it_exceeds_the_floor() -> None:
+    a = make_fact(tags=["candidate"])
+    with_a = [0.55, 0.95, 0.75]  # mean 0.75, SD 0.2
+    rest = [0.3, 0.7, 0.5, 0.65, 0.35, 0.55, 0.45, 0.5]  # mean 0.5, SD ~0.13
+    stats = {a.id: _stats(a.id, with_a)}
+    base = _baseline(with_a + rest)
+    [d] = plan_retention([a], stats, base, RetentionPolicy(noise_floor_sd=0.05))
+    pooled = math.sqrt((0.04 * 2 + summarize(rest).variance * 7) / 9)
+    assert d.evidence is not None and d.evidence.noise_sd == pytest.approx(pooled)
+    assert d.evidence.se == pytest.approx(pooled * math.sqrt(1 / 3 + 1 / 8))
+    assert d.evidence.df == 9  # one pooled variance: Student's t on both groups' df
+    assert d.verdict == "held"
+    # A floor above the observed noise wins, and counts as known (no df).
+    [high] = plan_retention([a], stats, base, RetentionPolicy(noise_floor_sd=0.3))
+    assert high.evidence is not None and high.evidence.noise_sd == 0.3
+    assert high.evidence.df == math.inf
+    assert high.evidence.se == pytest.approx(0.3 * math.sqrt(1 / 3 + 1 / 8))
+
+
+def test_repeated_looks_do_not_add_up_under_the_always_valid_rule() -> None:
+    """A per-look test promotes on a lucky streak the always-valid test does not trust."""
+    a = make_fact(tags=["candidate"])
+    with_a = [0.75, 0.72, 0.78]  # three lucky runs of a lesson
+    rest = [0.5, 0.55, 0.45, 0.5]
+    stats = {a.id: _stats(a.id, with_a)}
+    base = _baseline(with_a + rest)
+    per_look = plan_retention([a], stats, base, RetentionPolicy(sequential_control="none"))[0]
+    assert per_look.verdict == "promoted"
+    [d] = plan_retention([a], stats, base)
+    assert d.verdict == "held" and d.reason == "no_verdict"
+    assert d.evidence is not None and d.evidence.p_promote > 0.9
+    assert d.evidence.sequential_p_promote > 0.1
+    # With more evidence of the same lift the sequential test decides.
+    stronger = {a.id: _stats(a.id, with_a * 3)}
+    bigger = _baseline(with_a * 3 + rest * 5)
+    assert plan_retention([a], stronger, bigger)[0].verdict == "promoted"
+
+
+def test_no_decision_before_the_minimum_baseline() -> None:
+    a = make_fact(tags=["candidate"])
+    with_a = [0.95, 0.96, 0.94]
+    stats = {a.id: _stats(a.id, with_a)}
+    two = plan_retention([a], stats, _baseline([*with_a, 0.1, 0.12]))[0]
+    assert (two.verdict, two.reason) == ("held", "insufficient_baseline")
+    assert two.evidence is not None  # evidence is reported, the verdict waits
+    three = plan_retention([a], stats, _baseline([*with_a, 0.1, 0.12, 0.11]))[0]
+    assert three.verdict == "promoted"
+
+
+@pytest.mark.postgres
+async def test_a_nan_score_written_by_raw_sql_holds_the_pass_with_a_reason(
+    pg_sessionmaker: Any, pg_tenant: str
+) -> None:
+    """A row no validated write can produce (score NaN, inserted by SQL) poisons every
+    mean it enters; the pass holds the candidates with the reason instead of failing."""
+    from sqlalchemy import text
+
+    from cycgraph_memory.postgres import PostgresMemoryStore, PostgresOutcomeLedger
+
+    store = PostgresMemoryStore(pg_sessionmaker, tenant_id=pg_tenant)
+    ledger = PostgresOutcomeLedger(pg_sessionmaker, tenant_id=pg_tenant)
+    good, other = candidate(seconds=1), candidate(seconds=2)
+    await store.put_facts([good, other])
+    await record(ledger, [0.9, 0.92, 0.88], [good.id])
+    await record(ledger, BASELINE6)
+    async with pg_sessionmaker() as session, session.begin():
+        await session.execute(text("SELECT set_config('cycgraph.tenant_id', :t, true)"),
+                              {"t": pg_tenant})
+        await session.execute(
+            text("INSERT INTO outcome_runs (tenant_id, run_id, score, recorded_at) "
+                 "VALUES (:t, 'raw-nan', 'NaN'::float8, now())"),
+            {"t": pg_tenant},
+        )
+        await session.execute(
+            text("INSERT INTO outcome_run_facts (tenant_id, fact_id, run_id) "
+                 "VALUES (:t, :f, 'raw-nan')"),
+            {"t": pg_tenant, "f": other.id},
+        )
+    stats = await ledger.get_fact_stats(other.id)
+    assert stats is not None and math.isnan(stats.mean_score)
+    report = await evaluate_retention(store, ledger)
+    assert report.promoted == [] and report.evicted == []
+    audit = await ledger.list_gate_audit(pass_id=report.pass_id)
+    assert [(e.fact_id, e.verdict) for e in audit] == [(good.id, "held"), (other.id, "held")]
+    assert all(e.reason == "malformed_stats: all-runs baseline mean nan outside [0, 1]"
+               for e in audit)
+    assert (await store.get_fact(good.id)).tags == ["lesson", "candidate"]

@@ -123,6 +123,47 @@ async def test_operating_characteristics_rows_and_null_false_decision_rate() -> 
     assert helpful.mean_decision_run is not None
 
 
+async def test_operating_characteristics_equal_one_simulation_per_cell() -> None:
+    """The grid simulates each replicate once and reads every run count off it: the rows
+    must equal separate simulations of each cell."""
+    config = {
+        "effects": [-0.3, 0.0, 0.1, 0.3],
+        "run_counts": [8, 30, 70],
+        "noise_sds": [0.1, 0.2],
+        "replicates": 3,
+        "seed": 5,
+        "policy": SPEC_POLICY,
+        "retrieval": SPEC_RETRIEVAL,
+    }
+    rows = await gate_operating_characteristics(config)
+    want = []
+    for noise in config["noise_sds"]:
+        for effect in config["effects"]:
+            for runs in config["run_counts"]:
+                outcomes = []
+                for r in range(3):
+                    sim = await simulate_gate({
+                        "lessons": [{"id": "lesson", "true_effect": effect}],
+                        "runs": runs, "noise_sd": noise,
+                        "seed": (5 * 0x9E3779B1 + r * 0x85EBCA77 + 1) & 0xFFFFFFFF,
+                        "policy": SPEC_POLICY, "retrieval": SPEC_RETRIEVAL,
+                    })
+                    outcomes.append(sim.lessons[0])
+                runs_at = [o.decided_at_run for o in outcomes if o.decided_at_run is not None]
+                want.append((
+                    effect, runs, noise,
+                    sum(o.outcome == "promoted" for o in outcomes) / 3,
+                    sum(o.reason == "eval-gate:harmful" for o in outcomes) / 3,
+                    sum(o.reason == "eval-gate:no_lift" for o in outcomes) / 3,
+                    sum(o.outcome == "held" for o in outcomes) / 3,
+                    sum(runs_at) / len(runs_at) if runs_at else None,
+                ))
+    got = [(r.effect, r.runs, r.noise_sd, r.promote_rate, r.harmful_evict_rate,
+            r.no_lift_rate, r.held_rate, r.mean_decision_run) for r in rows]
+    assert got == want
+    assert any(w[6] not in (0.0, 1.0) or w[5] > 0 for w in want)  # the cells differ
+
+
 @pytest.mark.postgres
 @pytest.mark.slow
 async def test_simulation_runs_on_postgres_with_the_same_result(pg_engine: Any) -> None:

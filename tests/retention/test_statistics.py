@@ -14,8 +14,10 @@ from cycgraph_memory.statistics import (
     SampleSummary,
     benjamini_hochberg,
     gaussian,
+    mixture_p_value,
     mulberry32,
     normal_quantile,
+    pooled_variance,
     regularized_incomplete_beta,
     required_trials,
     student_t_cdf,
@@ -231,3 +233,56 @@ def test_subtract_summary_equals_summary_of_the_rest(
         assert got.variance is None
     else:
         assert got.variance == pytest.approx(want.variance, abs=1e-9)
+
+
+def test_pooled_variance_pools_squared_deviations_and_df() -> None:
+    a, b = [0.1, 0.4, 0.7], [0.5, 0.52, 0.48, 0.55]
+    sa, sb = summarize(a), summarize(b)
+    m2 = sum((x - sa.mean) ** 2 for x in a) + sum((x - sb.mean) ** 2 for x in b)
+    var, df = pooled_variance(sa, sb)
+    assert df == 5 and var == pytest.approx(m2 / 5)
+    # A single run adds neither squared deviations nor df; no variance at all: None.
+    assert pooled_variance(summarize([0.3]), sb) == (pytest.approx(sb.variance), 3)
+    assert pooled_variance(summarize([0.3]), summarize([0.4])) is None
+    assert pooled_variance(summarize([]), summarize([])) is None
+
+
+def test_mixture_p_value_is_one_over_the_mixture_likelihood_ratio() -> None:
+    # M = integral over d > 0 of exp(d S - d^2 n / 2) times a half-normal(precision) density.
+    for z, n, rho in [(2.0, 3.0, 0.5), (3.1, 1.5, 0.5), (1.0, 50.0, 2.0), (4.0, 10.0, 0.1)]:
+        s = z * math.sqrt(n)
+        h = 1e-4
+        grid = [h * (i + 0.5) for i in range(200_000)]  # d in (0, 20)
+        m = sum(
+            math.exp(d * s - d * d * n / 2) * 2 * math.sqrt(rho / (2 * math.pi))
+            * math.exp(-rho * d * d / 2)
+            for d in grid
+        ) * h
+        assert mixture_p_value(z, n, rho) == pytest.approx(min(1.0, 1 / m), rel=1e-6)
+    assert mixture_p_value(0.0, 3.0, 0.5) == 1.0
+    assert mixture_p_value(-2.0, 3.0, 0.5) == 1.0
+    assert mixture_p_value(math.inf, 3.0, 0.5) == 0.0
+    for bad in [(math.nan, 3.0, 0.5), (1.0, 0.0, 0.5), (1.0, 3.0, 0.0), (1.0, math.inf, 1.0)]:
+        with pytest.raises(InvalidInputError):
+            mixture_p_value(*bad)
+
+
+def test_mixture_p_value_stays_valid_under_continuous_monitoring() -> None:
+    """Looking after every observation: P(p <= alpha at any look) <= alpha (Ville)."""
+    rng = random.Random(20261203)
+    paths, looks, alpha = 2000, 100, 0.1
+    z_once = normal_quantile(1 - alpha)
+    ever_mixture = ever_fixed = 0
+    for _ in range(paths):
+        s = 0.0
+        hit_mixture = hit_fixed = False
+        for n in range(1, looks + 1):
+            s += rng.gauss(0.0, 1.0)  # a null effect: S is a standard random walk
+            z = s / math.sqrt(n)
+            hit_fixed = hit_fixed or z > z_once
+            if not hit_mixture and mixture_p_value(z, n, 0.5) <= alpha:
+                hit_mixture = True
+        ever_mixture += hit_mixture
+        ever_fixed += hit_fixed
+    assert ever_mixture / paths <= alpha  # the budget holds over all 100 looks
+    assert ever_fixed / paths > 3 * alpha  # a per-look test at alpha does not

@@ -27,7 +27,8 @@ def test_trusted_equals_validated() -> None:
 
 def test_trusted_nested_report_round_trips() -> None:
     ev = trusted(RetentionEvidence, lift=0.1, se=0.05, df=float("inf"), p_promote=0.9,
-                 p_evict=0.0, trials=3, baseline_runs=8, alpha_bracket=2.0)
+                 p_evict=0.0, trials=3, baseline_runs=8, alpha_bracket=2.0, noise_sd=0.1,
+                 sequential_p_promote=0.05, sequential_p_evict=1.0)
     report = trusted(RetentionReport, promoted=[], evicted=[], held=[], pass_id=None)
     assert RetentionEvidence.model_validate(ev.model_dump()) == ev
     assert RetentionReport.model_validate_json(report.model_dump_json()) == report

@@ -4,10 +4,13 @@ from cycgraph_memory.retention.gate import (
     DEFAULT_RETENTION_POLICY,
     EVICT_HARMFUL,
     EVICT_NO_LIFT,
+    MALFORMED_STATS,
     GateDecision,
     RetentionPolicy,
     doubling_bracket,
     evaluate_retention,
+    min_baseline_runs,
+    mixture_precision,
     plan_retention,
 )
 from cycgraph_memory.retention.simulator import (
@@ -28,6 +31,7 @@ __all__ = [
     "DEFAULT_RETENTION_POLICY",
     "EVICT_HARMFUL",
     "EVICT_NO_LIFT",
+    "MALFORMED_STATS",
     "GateDecision",
     "GateReportEntry",
     "GateSimulationConfig",
@@ -42,6 +46,8 @@ __all__ = [
     "doubling_bracket",
     "evaluate_retention",
     "gate_operating_characteristics",
+    "min_baseline_runs",
+    "mixture_precision",
     "plan_retention",
     "simulate_gate",
 ]

@@ -16,6 +16,8 @@ Everything lands or nothing does, and two concurrent passes end in the state of 
 
 from __future__ import annotations
 
+import logging
+import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,9 +54,11 @@ from cycgraph_memory.records import (
 from cycgraph_memory.statistics import (
     SampleSummary,
     benjamini_hochberg,
+    mixture_p_value,
+    normal_quantile,
+    pooled_variance,
     student_t_cdf,
     subtract_summary,
-    welch_lift,
 )
 
 __all__ = [
@@ -62,12 +66,17 @@ __all__ = [
     "EVICT_HARMFUL",
     "EVICT_NO_LIFT",
     "GATE_PASS_NAME",
+    "MALFORMED_STATS",
     "GateDecision",
     "RetentionPolicy",
     "doubling_bracket",
     "evaluate_retention",
+    "min_baseline_runs",
+    "mixture_precision",
     "plan_retention",
 ]
+
+_log = logging.getLogger(__name__)
 
 EVICT_HARMFUL: Final = "eval-gate:harmful"
 """``invalidated_by`` of a lesson evicted because it hurts outcomes."""
@@ -75,6 +84,9 @@ EVICT_HARMFUL: Final = "eval-gate:harmful"
 EVICT_NO_LIFT: Final = "eval-gate:no_lift"
 """``invalidated_by`` of a lesson retired without a verdict (``max_trials`` /
 ``max_baseline_runs``)."""
+
+MALFORMED_STATS: Final = "malformed_stats"
+"""Hold reason (prefix) of a candidate whose ledger statistics cannot be sound."""
 
 GATE_PASS_NAME = "retention-gate"
 """Name of the exclusive maintenance pass (one gate pass at a time per store/tenant)."""
@@ -102,13 +114,21 @@ class RetentionPolicy(BaseModel):
             ``"margin"`` (point estimate against the margins, no statistical guarantee).
         promote_confidence: Required P(lift > promote_margin) to promote (inference).
         evict_confidence: Required P(lift < -evict_margin) to evict (inference).
-        noise_floor_sd: Per-group SD floor applied before the Welch test; set it to your
-            judge's per-run SD.
+        noise_floor_sd: Lower bound of the per-run noise SD; set it to your judge's per-run
+            SD. The test uses the larger of the floor and the observed noise (the pooled SD
+            of both groups; a group's own SD once it has 11 runs), so a floor set too low
+            cannot make a few runs look certain. Candidates are decided only once they
+            have ``min_trials`` trials and ``max(2, min_trials)`` baseline runs.
         multiple_comparison: ``"bh"``: Benjamini-Hochberg across the candidates tested in
             one pass; ``"none"``.
-        sequential_control: ``"doubling"``: alpha spending over doubling baseline-size
-            brackets, so gating after every run does not inflate false positives;
-            ``"none"`` is only sound if you gate once.
+        sequential_control: ``"always_valid"`` (default): every test is a normal-mixture
+            sequential probability ratio test whose p-value stays valid however often the
+            gate looks, so the chance that a lesson whose true lift is at most the margin is
+            *ever* promoted is at most ``1 - promote_confidence`` (likewise for eviction).
+            ``"doubling"``: the spec's alpha spending over doubling baseline-size brackets
+            (looks within one bracket are not corrected for, so gating after every run
+            exceeds the budget: see docs/retention-gate.md); ``"none"``: one fixed-sample
+            test per look, only sound if you gate once.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -125,7 +145,7 @@ class RetentionPolicy(BaseModel):
     evict_confidence: float = Field(default=0.9, gt=0.0, lt=1.0)
     noise_floor_sd: float = Field(default=0.1, ge=0.0, le=1.0)
     multiple_comparison: Literal["bh", "none"] = "bh"
-    sequential_control: Literal["doubling", "none"] = "doubling"
+    sequential_control: Literal["always_valid", "doubling", "none"] = "always_valid"
 
     @model_validator(mode="after")
     def _consistent(self) -> RetentionPolicy:
@@ -192,6 +212,29 @@ def _baseline_summary(baseline: OutcomeBaseline) -> SampleSummary:
     return SampleSummary(baseline.runs, baseline.mean_score, baseline.variance)
 
 
+_SCORE_SLACK = 1e-9  # rounding of SQL aggregates around the [0, 1] score range
+
+
+def _malformed(summary: SampleSummary, what: str) -> str | None:
+    """Why a ledger summary cannot be tested (``None`` when it is usable).
+
+    Scores are normalised to [0, 1], so a mean outside it, a non-finite or negative
+    variance, or two or more runs without a variance cannot come from a sound ledger.
+    """
+    n, mean, var = summary
+    if n == 0:
+        return None
+    if not math.isfinite(mean) or not -_SCORE_SLACK <= mean <= 1.0 + _SCORE_SLACK:
+        return f"{MALFORMED_STATS}: {what} mean {mean!r} outside [0, 1]"
+    if n >= 2 and var is None:
+        return f"{MALFORMED_STATS}: {what} has {n} runs but no variance"
+    # The largest sample variance of n scores in [0, 1] is n / (4 (n - 1)).
+    top = n / (4.0 * (n - 1)) if n >= 2 else 0.0
+    if var is not None and (not math.isfinite(var) or var < 0.0 or var > top + _SCORE_SLACK):
+        return f"{MALFORMED_STATS}: {what} variance {var!r} impossible for scores in [0, 1]"
+    return None
+
+
 def plan_retention(
     candidates: Sequence[SemanticFact],
     stats: Mapping[uuid.UUID, FactStats],
@@ -199,6 +242,11 @@ def plan_retention(
     policy: RetentionPolicy = DEFAULT_RETENTION_POLICY,
 ) -> list[GateDecision]:
     """Decide every candidate (pure: no I/O). Quarantined candidates are skipped.
+
+    A candidate whose ledger statistics cannot be sound (two or more trials but no
+    variance, a mean outside [0, 1], more trials than the ledger has runs, ...) is held
+    with a ``malformed_stats: ...`` reason, and so is every candidate when the all-runs
+    baseline itself is malformed; the other candidates are decided as usual.
 
     Args:
         candidates: Active candidate lessons.
@@ -211,25 +259,50 @@ def plan_retention(
         One decision per non-quarantined candidate, in the order given.
     """
     total = _baseline_summary(baseline)
-    rows: list[tuple[SemanticFact, SampleSummary, SampleSummary]] = []
+    total_problem = _malformed(total, "all-runs baseline")
+    rows: list[_Row] = []
     for fact in candidates:
         if QUARANTINE_TAG in fact.tags:
             continue
         mine = _summary_of_fact(stats.get(fact.id))
-        rows.append((fact, mine, subtract_summary(total, mine)))
+        problem = total_problem or _malformed(mine, "fact")
+        if problem is None and mine.n > total.n:
+            problem = f"{MALFORMED_STATS}: {mine.n} trials but {total.n} runs in the ledger"
+        if problem is not None:
+            _log.warning("retention gate holds candidate %s: %s", fact.id, problem)
+            rows.append(_Row(fact, mine, SampleSummary(0, 0.0, None), problem))
+            continue
+        rows.append(_Row(fact, mine, subtract_summary(total, mine), None))
     if policy.decision_rule == "margin":
-        return [_margin_decision(fact, mine, rest, policy) for fact, mine, rest in rows]
+        return [_margin_decision(row, policy) for row in rows]
     return _inference_decisions(rows, policy)
 
 
+@dataclass(frozen=True, slots=True)
+class _Row:
+    fact: SemanticFact
+    mine: SampleSummary
+    rest: SampleSummary
+    problem: str | None
+
+
+def min_baseline_runs(policy: RetentionPolicy) -> int:
+    """Leave-one-out baseline runs a candidate needs before the gate may decide it.
+
+    ``max(2, min_trials)``: together with ``min_trials`` this is the minimum sample per arm,
+    so the pooled noise estimate has at least ``2 * min_trials - 2`` degrees of freedom
+    before any verdict.
+    """
+    return max(2, policy.min_trials)
+
+
 def _retire_or_hold(
-    fact: SemanticFact,
-    mine: SampleSummary,
-    rest: SampleSummary,
+    row: _Row,
     evidence: RetentionEvidence | None,
     policy: RetentionPolicy,
     hold_reason: str,
 ) -> GateDecision:
+    fact, mine, rest = row.fact, row.mine, row.rest
     if mine.n >= policy.min_trials and (
         (policy.max_trials is not None and mine.n >= policy.max_trials)
         or (policy.max_baseline_runs is not None and rest.n >= policy.max_baseline_runs)
@@ -238,61 +311,182 @@ def _retire_or_hold(
     return GateDecision(fact, "held", hold_reason, mine.n, evidence)
 
 
-def _margin_decision(
-    fact: SemanticFact, mine: SampleSummary, rest: SampleSummary, policy: RetentionPolicy
-) -> GateDecision:
+def _margin_decision(row: _Row, policy: RetentionPolicy) -> GateDecision:
+    fact, mine, rest = row.fact, row.mine, row.rest
+    if row.problem is not None:
+        return GateDecision(fact, "held", row.problem, mine.n, None)
     if mine.n < policy.min_trials:
         return GateDecision(fact, "held", "insufficient_trials", mine.n, None)
     if rest.n < 1:
-        return _retire_or_hold(fact, mine, rest, None, policy, "insufficient_baseline")
+        return _retire_or_hold(row, None, policy, "insufficient_baseline")
     lift = mine.mean - rest.mean
     if lift > policy.promote_margin:
         return GateDecision(fact, "promoted", None, mine.n, None)
     if lift < -policy.evict_margin:
         return GateDecision(fact, "evicted", EVICT_HARMFUL, mine.n, None)
-    return _retire_or_hold(fact, mine, rest, None, policy, "no_verdict")
+    return _retire_or_hold(row, None, policy, "no_verdict")
 
 
-def _inference_decisions(
-    rows: list[tuple[SemanticFact, SampleSummary, SampleSummary]], policy: RetentionPolicy
-) -> list[GateDecision]:
+@dataclass(frozen=True, slots=True)
+class _LiftTest:
+    lift: float
+    se: float
+    df: float
+    noise_sd: float  # the per-run SD the test used (floor or observed, whichever is larger)
+    information: float  # effective sample size: noise_sd^2 / se^2
+    data_df: float  # df of the observed (pooled) variance, whether or not the floor won
+
+
+_OWN_VARIANCE_MIN_DF = 10
+"""A group's own sample variance is trusted (Welch) once it has this many df."""
+
+
+def _lift_test(mine: SampleSummary, rest: SampleSummary, floor_sd: float) -> _LiftTest:
+    """The lift, its standard error and df, with a variance never below the observed one.
+
+    The run noise is ``max(floor^2, pooled variance of both groups)``: a lesson without an
+    effect leaves the noise of its runs unchanged, so under the null both groups estimate
+    the same variance and pooling gives the test the df of both (three trials alone give a
+    useless two). A group with at least ``_OWN_VARIANCE_MIN_DF + 1`` runs uses its own
+    variance when that is larger (Welch: a lesson may widen the spread of its runs). A
+    variance set by the floor counts as known (no df); an observed one brings its df to
+    the Welch-Satterthwaite degrees of freedom.
+    """
+    floor_var = floor_sd * floor_sd
+    pooled = pooled_variance(mine, rest)
+    noise_var, noise_df = floor_var, math.inf
+    data_df = math.inf if pooled is None else float(pooled[1])
+    if pooled is not None and pooled[0] > floor_var:
+        noise_var, noise_df = pooled[0], data_df
+    parts: list[tuple[float, float]] = []  # (variance / n, df of that variance)
+    for g in (mine, rest):
+        own = g.variance if g.variance is not None else 0.0
+        if g.n - 1 >= _OWN_VARIANCE_MIN_DF and own > noise_var:
+            parts.append((own / g.n, float(g.n - 1)))
+        else:
+            parts.append((noise_var / g.n, noise_df))
+    total = parts[0][0] + parts[1][0]
+    if parts[0][1] == parts[1][1]:  # one shared variance: its own df (Student's t)
+        df = parts[0][1]
+    else:
+        denom = sum(w * w / df for w, df in parts if math.isfinite(df))
+        df = math.inf if denom == 0.0 else total * total / denom
+    se = math.sqrt(total)
+    information = noise_var / total if total > 0.0 else math.inf
+    return _LiftTest(
+        mine.mean - rest.mean, se, df, math.sqrt(noise_var), information, min(df, data_df)
+    )
+
+
+def _upper_tail(z: float, df: float) -> float:
+    """P(T > z) for Student's t with ``df`` (normal when infinite)."""
+    return student_t_cdf(-z, df)
+
+
+def _t_sides(z: float, df: float) -> tuple[float, float]:
+    """``(P(T <= z), P(T > z))`` from one CDF evaluation, the smaller one computed directly."""
+    small = student_t_cdf(-abs(z), df)
+    return (1.0 - small, small) if z > 0 else (small, 1.0 - small)
+
+
+def _z_equivalent(z: float, df: float, tail: float | None = None) -> float:
+    """The normal z with the same upper tail as ``z`` under Student's t with ``df``.
+
+    ``tail`` is P(T > z) when the caller already has it.
+    """
+    if math.isinf(df) or math.isinf(z) or z <= 0.0:
+        return z  # a non-positive z keeps its sign, and the mixture p-value is then 1
+    if tail is None:
+        tail = _upper_tail(z, df)
+    if tail <= 0.0:
+        return math.inf
+    if tail >= 1.0:
+        return -math.inf
+    return -normal_quantile(tail)
+
+
+def mixture_precision(policy: RetentionPolicy) -> float:
+    """Prior precision of the always-valid test's mixture, in effective runs.
+
+    ``min_trials / 6``: the mixture boundary is tightest (closest to a fixed-sample test)
+    around an effective sample of about six times the precision, i.e. about ``min_trials``
+    runs, where a candidate benched after ``min_trials`` trials spends its decision window.
+    """
+    return policy.min_trials / 6.0
+
+
+def _inference_decisions(rows: list[_Row], policy: RetentionPolicy) -> list[GateDecision]:
     evidence: list[RetentionEvidence | None] = []
     tested: list[int] = []  # rows that enter the tests of this pass
     promote_p: list[float] = []
     evict_p: list[float] = []
-    doubling = policy.sequential_control == "doubling"
-    for i, (_, mine, rest) in enumerate(rows):
-        if mine.n < 2 or rest.n < 2:
+    control = policy.sequential_control
+    min_rest = min_baseline_runs(policy)
+    precision = mixture_precision(policy)
+    for i, row in enumerate(rows):
+        mine, rest = row.mine, row.rest
+        if row.problem is not None or mine.n < 2 or rest.n < 2:
             evidence.append(None)
             continue
-        up = welch_lift(mine, rest, threshold=policy.promote_margin,
-                        sd_floor=policy.noise_floor_sd)
-        # P(true lift < -evict_margin) from the same lift, se and df.
-        if up.se > 0.0:
-            p_evict = student_t_cdf((-policy.evict_margin - up.lift) / up.se, up.df)
+        t = _lift_test(mine, rest, policy.noise_floor_sd)
+        if t.se > 0.0:
+            z_up = (t.lift - policy.promote_margin) / t.se
+            z_down = (-policy.evict_margin - t.lift) / t.se
+            p_promote, tail_up = _t_sides(z_up, t.df)
+            p_evict, tail_down = _t_sides(z_down, t.df)
         else:
-            p_evict = 1.0 if up.lift < -policy.evict_margin else 0.0
-        bracket = doubling_bracket(rest.n, 2 * policy.min_trials) if doubling else None
+            z_up = math.inf if t.lift > policy.promote_margin else -math.inf
+            z_down = math.inf if t.lift < -policy.evict_margin else -math.inf
+            p_promote = 1.0 if z_up > 0 else 0.0
+            p_evict = 1.0 if z_down > 0 else 0.0
+        bracket = doubling_bracket(rest.n, 2 * policy.min_trials) if control == "doubling" else None
+        seq_promote = seq_evict = None
+        if control == "always_valid":
+            if t.se > 0.0 and math.isfinite(t.information):
+                # The floor bounds the noise from below but does not make it known: a
+                # floor set below the real noise must not turn a few runs into certainty,
+                # so the z statistics are read at the df of the observed variance.
+                same = t.data_df == t.df  # the per-look tails above are the ones needed
+                seq_promote = mixture_p_value(
+                    _z_equivalent(z_up, t.data_df, tail_up if same else None),
+                    t.information,
+                    precision,
+                )
+                seq_evict = mixture_p_value(
+                    _z_equivalent(z_down, t.data_df, tail_down if same else None),
+                    t.information,
+                    precision,
+                )
+            else:  # no noise at all (floor 0 and identical scores): the estimate is exact
+                seq_promote = 0.0 if z_up > 0 else 1.0
+                seq_evict = 0.0 if z_down > 0 else 1.0
         evidence.append(
             trusted(
                 RetentionEvidence,
-                lift=up.lift,
-                se=up.se,
-                df=up.df,
-                p_promote=up.p_exceeds,
+                lift=t.lift,
+                se=t.se,
+                df=t.df,
+                p_promote=p_promote,
                 p_evict=p_evict,
                 trials=mine.n,
                 baseline_runs=rest.n,
                 alpha_bracket=None if bracket is None else float(bracket),
+                noise_sd=t.noise_sd,
+                sequential_p_promote=seq_promote,
+                sequential_p_evict=seq_evict,
             )
         )
-        if mine.n >= policy.min_trials:
-            # Alpha spending: bracket k tests at alpha / 2^(k+1), i.e. its p-values are
-            # weighted by 2^(k+1) before the (possibly BH) comparison with alpha.
-            weight = 2.0 ** (bracket + 1) if bracket is not None else 1.0
+        if mine.n >= policy.min_trials and rest.n >= min_rest:
             tested.append(i)
-            promote_p.append(min(1.0, (1.0 - up.p_exceeds) * weight))
-            evict_p.append(min(1.0, (1.0 - p_evict) * weight))
+            if seq_promote is not None and seq_evict is not None:
+                promote_p.append(seq_promote)
+                evict_p.append(seq_evict)
+            else:
+                # Alpha spending: bracket k tests at alpha / 2^(k+1), i.e. its p-values are
+                # weighted by 2^(k+1) before the (possibly BH) comparison with alpha.
+                weight = 2.0 ** (bracket + 1) if bracket is not None else 1.0
+                promote_p.append(min(1.0, (1.0 - p_promote) * weight))
+                evict_p.append(min(1.0, (1.0 - p_evict) * weight))
 
     promote_ok = _rejections(promote_p, 1.0 - policy.promote_confidence, policy)
     evict_ok = _rejections(evict_p, 1.0 - policy.evict_confidence, policy)
@@ -304,21 +498,22 @@ def _inference_decisions(
             verdict_of[i] = "evicted"
 
     decisions: list[GateDecision] = []
-    for i, (fact, mine, rest) in enumerate(rows):
+    for i, row in enumerate(rows):
+        fact, mine, rest = row.fact, row.mine, row.rest
         ev = evidence[i]
         verdict = verdict_of.get(i)
-        if verdict == "promoted":
+        if row.problem is not None:
+            decisions.append(GateDecision(fact, "held", row.problem, mine.n, None))
+        elif verdict == "promoted":
             decisions.append(GateDecision(fact, "promoted", None, mine.n, ev))
         elif verdict == "evicted":
             decisions.append(GateDecision(fact, "evicted", EVICT_HARMFUL, mine.n, ev))
         elif mine.n < policy.min_trials or mine.n < 2:
             decisions.append(GateDecision(fact, "held", "insufficient_trials", mine.n, ev))
-        elif rest.n < 2:
-            decisions.append(
-                _retire_or_hold(fact, mine, rest, ev, policy, "insufficient_baseline")
-            )
+        elif rest.n < min_rest:
+            decisions.append(_retire_or_hold(row, ev, policy, "insufficient_baseline"))
         else:
-            decisions.append(_retire_or_hold(fact, mine, rest, ev, policy, "no_verdict"))
+            decisions.append(_retire_or_hold(row, ev, policy, "no_verdict"))
     return decisions
 
 

@@ -214,6 +214,18 @@ async def simulate_gate(
         Per-lesson outcomes, every run's score and every gate pass's report.
     """
     cfg: GateSimulationConfig = _coerce(GateSimulationConfig, config)
+    return await _simulate(cfg, backend, settle=False)
+
+
+async def _simulate(
+    cfg: GateSimulationConfig, backend: SimulationBackend | None, *, settle: bool
+) -> GateSimulationResult:
+    """Run the simulation loop.
+
+    With ``settle`` it stops once every lesson has arrived and been decided (nothing later
+    can change a decided lesson's outcome) and keeps no gate reports: what
+    :func:`gate_operating_characteristics` needs, and no more.
+    """
     store, ledger = await (backend or _in_memory_backend)()
     policy = cfg.policy
     retrieval = cfg.retrieval or SimulationRetrieval()
@@ -230,6 +242,7 @@ async def simulate_gate(
     run_scores: list[float] = []
     gate_reports: list[GateReportEntry] = []
     base, noise_sd = cfg.base_score, cfg.noise_sd
+    last_arrival = max((lesson.arrives_at_run for lesson in cfg.lessons), default=0)
 
     for run in range(cfg.runs):
         now = _EPOCH + timedelta(minutes=run)
@@ -264,11 +277,14 @@ async def simulate_gate(
                 pass_id=uuid.UUID(int=seed_bits | run),
                 clock=_fixed_clock(now),
             )
-            gate_reports.append(trusted(GateReportEntry, after_run=run, report=report))
+            if not settle:
+                gate_reports.append(trusted(GateReportEntry, after_run=run, report=report))
             for p in report.promoted:
                 decided.setdefault(p.fact_id, ("promoted", None, run))
             for e in report.evicted:
                 decided.setdefault(e.fact_id, ("evicted", e.reason, run))
+            if settle and run >= last_arrival and len(decided) == len(lesson_of):
+                break
 
     outcomes = []
     for fid, lesson in lesson_of.items():
@@ -303,7 +319,11 @@ async def gate_operating_characteristics(
     """Decision rates over a grid of (effect x run volume x noise) cells.
 
     Every replicate of a cell simulates one lesson with ``true_effect = effect`` arriving
-    at run 0 (:func:`simulate_gate`, seeded per replicate).
+    at run 0 (the :func:`simulate_gate` loop, seeded per replicate; the seed does not
+    depend on the run count). The cells of one effect share their replicates: each is
+    simulated once, up to the largest run count or until its lesson is decided, and a
+    cell of ``R`` runs counts the decisions taken before run ``R`` - exactly what
+    separate simulations of ``R`` runs would give, in a fraction of the time.
 
     Args:
         config: An :class:`OperatingCharacteristicsConfig` or a dict of its fields.
@@ -314,48 +334,59 @@ async def gate_operating_characteristics(
     """
     cfg: OperatingCharacteristicsConfig = _coerce(OperatingCharacteristicsConfig, config)
     rows: list[OperatingCharacteristicsRow] = []
+    horizon = max(cfg.run_counts)
     for noise_sd in cfg.noise_sds:
         for effect in cfg.effects:
-            for runs in cfg.run_counts:
-                counts = {"promoted": 0, EVICT_HARMFUL: 0, EVICT_NO_LIFT: 0, "held": 0}
-                decision_runs: list[int] = []
-                for replicate in range(cfg.replicates):
-                    sim = GateSimulationConfig(
-                        lessons=[SimulatedLesson(id="lesson", true_effect=effect)],
-                        runs=runs,
-                        base_score=cfg.base_score,
-                        noise_sd=noise_sd,
-                        seed=_replicate_seed(cfg.seed, replicate),
-                        retrieval=cfg.retrieval,
-                        policy=cfg.policy,
-                        gate_every=cfg.gate_every,
-                    )
-                    result = await simulate_gate(sim, backend=backend)
-                    lesson = result.lessons[0]
-                    key = lesson.reason if lesson.outcome == "evicted" else lesson.outcome
-                    counts[key or "held"] += 1
-                    if lesson.decided_at_run is not None:
-                        decision_runs.append(lesson.decided_at_run)
-                n = cfg.replicates
-                promote = counts["promoted"] / n
-                harmful = counts[EVICT_HARMFUL] / n
-                no_lift = counts[EVICT_NO_LIFT] / n
-                rows.append(
-                    OperatingCharacteristicsRow(
-                        effect=effect,
-                        runs=runs,
-                        noise_sd=noise_sd,
-                        replicates=n,
-                        promote_rate=promote,
-                        evict_rate=harmful + no_lift,
-                        harmful_evict_rate=harmful,
-                        no_lift_rate=no_lift,
-                        held_rate=counts["held"] / n,
-                        false_promote_rate=promote if effect <= 0 else 0.0,
-                        false_evict_rate=harmful if effect >= 0 else 0.0,
-                        mean_decision_run=(
-                            sum(decision_runs) / len(decision_runs) if decision_runs else None
-                        ),
-                    )
+            # A replicate's seed does not depend on the run count, so a simulation of R runs
+            # is the first R runs of the longest one: simulate that once (until the lesson
+            # is decided) and read every run count off its decision run.
+            finals: list[tuple[str, int]] = []
+            for replicate in range(cfg.replicates):
+                sim = GateSimulationConfig(
+                    lessons=[SimulatedLesson(id="lesson", true_effect=effect)],
+                    runs=horizon,
+                    base_score=cfg.base_score,
+                    noise_sd=noise_sd,
+                    seed=_replicate_seed(cfg.seed, replicate),
+                    retrieval=cfg.retrieval,
+                    policy=cfg.policy,
+                    gate_every=cfg.gate_every,
                 )
+                lesson = (await _simulate(sim, backend, settle=True)).lessons[0]
+                key = lesson.reason if lesson.outcome == "evicted" else lesson.outcome
+                at = -1 if lesson.decided_at_run is None else lesson.decided_at_run
+                finals.append((key or "held", at))
+            for runs in cfg.run_counts:
+                rows.append(_cell_row(effect, runs, noise_sd, finals))
     return rows
+
+
+def _cell_row(
+    effect: float, runs: int, noise_sd: float, finals: list[tuple[str, int]]
+) -> OperatingCharacteristicsRow:
+    counts = {"promoted": 0, EVICT_HARMFUL: 0, EVICT_NO_LIFT: 0, "held": 0}
+    decision_runs: list[int] = []
+    for key, at in finals:
+        if 0 <= at < runs:
+            counts[key] += 1
+            decision_runs.append(at)
+        else:
+            counts["held"] += 1
+    n = len(finals)
+    promote = counts["promoted"] / n
+    harmful = counts[EVICT_HARMFUL] / n
+    no_lift = counts[EVICT_NO_LIFT] / n
+    return OperatingCharacteristicsRow(
+        effect=effect,
+        runs=runs,
+        noise_sd=noise_sd,
+        replicates=n,
+        promote_rate=promote,
+        evict_rate=harmful + no_lift,
+        harmful_evict_rate=harmful,
+        no_lift_rate=no_lift,
+        held_rate=counts["held"] / n,
+        false_promote_rate=promote if effect <= 0 else 0.0,
+        false_evict_rate=harmful if effect >= 0 else 0.0,
+        mean_decision_run=sum(decision_runs) / len(decision_runs) if decision_runs else None,
+    )
