@@ -99,7 +99,9 @@ def make_extractor(tier: str, corpus: dict[str, Any] | None = None) -> Any:
     if tier == "llm":
         from cycgraph_memory.hierarchy.extractors.llm import LLMExtractor
 
-        return LLMExtractor(OverAssertingProvider(corpus or {"conversations": []}), max_facts_per_episode=50)
+        return LLMExtractor(
+            OverAssertingProvider(corpus or {"conversations": []}), max_facts_per_episode=50
+        )
     if tier == "rule":
         return RuleBasedExtractor()
     if tier == "simple":
@@ -172,9 +174,7 @@ def _part(conv: dict[str, Any]) -> str:
     return "conversation" if conv.get("kind") == "conversation" else "prose"
 
 
-async def evaluate(
-    corpus: dict[str, Any], verbose: bool, tier: str = "rule"
-) -> dict[str, Tally]:
+async def evaluate(corpus: dict[str, Any], verbose: bool, tier: str = "rule") -> dict[str, Tally]:
     """Tallies per part of the corpus: ``prose`` and (corpus v3) ``conversation``."""
     extractor = make_extractor(tier, corpus)
     tallies: dict[str, Tally] = {}
