@@ -42,6 +42,8 @@ class RawEdge:
     relation: str
     object: Any
     confidence: float
+    ended: bool = False
+    """The clause says the relation has stopped ("no longer works at")."""
 
 
 def _children(tok: Any, *deps: str) -> list[Any]:

@@ -70,6 +70,7 @@ from cycgraph_memory.hierarchy.extractors._parse_state import (
     build_result,
     merge_aliases,
 )
+from cycgraph_memory.hierarchy.extractors._polarity import ended_in, stretch_of
 from cycgraph_memory.hierarchy.extractors._relations import is_question
 from cycgraph_memory.hierarchy.extractors.rules import _ROLE_CUES, _Acc, _Edge
 from cycgraph_memory.normalize import normalize_entity_name
@@ -306,8 +307,11 @@ class ParserExtractor:
                 relation = _adjust(raw.relation, target_acc.type, target_acc.name.islower())
                 if relation is None:
                     continue
-                raw = type(raw)(raw.subject, relation, raw.object, raw.confidence)
-                state.edges.append(_Edge(source, raw.relation, target, raw.confidence, index))
+                raw = type(raw)(raw.subject, relation, raw.object, raw.confidence, raw.ended)
+                ended = raw.ended or ended_in(_stretch(sent, raw), relation)
+                state.edges.append(
+                    _Edge(source, raw.relation, target, raw.confidence, index, ended)
+                )
                 keys.extend(k for k in (source, target) if k not in keys)
                 cues = _ROLE_CUES.get(raw.relation) or tab.EXTRA_ROLE_CUES.get(raw.relation)
                 subject_cue, object_cue = cues or (None, None)
@@ -548,6 +552,21 @@ class ParserExtractor:
         key = self._add(state, name, cues, len(words))
         state.history.append(((index, tok.i), key))
         return key
+
+
+def _stretch(sent: Any, raw: Any) -> str:
+    """The text linking an edge's two tokens (see ``_polarity.stretch_of``)."""
+    base = sent.start_char
+
+    def span(tok: Any) -> tuple[int, int]:
+        start = tok.idx - base
+        return start, start + len(tok.text)
+
+    obj = span(raw.object)
+    subj = obj if raw.subject is SPEAKER else span(raw.subject)
+    if subj == obj:
+        return stretch_of(sent.text, (max(0, obj[0] - 60), max(0, obj[0] - 60)), obj)
+    return stretch_of(sent.text, subj, obj)
 
 
 def _adjust(relation: str, target_type: str, common_noun: bool) -> str | None:

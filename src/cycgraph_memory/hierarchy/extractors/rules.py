@@ -59,6 +59,7 @@ from cycgraph_memory.hierarchy.extractors._conversation import (
     fact_text,
     turns_of,
 )
+from cycgraph_memory.hierarchy.extractors._edges import relationships_of
 from cycgraph_memory.hierarchy.extractors._entities import (
     CustomPattern,
     Mention,
@@ -66,6 +67,7 @@ from cycgraph_memory.hierarchy.extractors._entities import (
     detect_mentions,
     masked_tokens,
 )
+from cycgraph_memory.hierarchy.extractors._polarity import ended_in, stretch_of
 from cycgraph_memory.hierarchy.extractors._relations import (
     PRONOUNS,
     Arg,
@@ -90,7 +92,6 @@ from cycgraph_memory.records import (
     Episode,
     ExtractedEntity,
     ExtractionResult,
-    Relationship,
     SemanticFact,
     utc_now,
 )
@@ -188,6 +189,7 @@ class _Edge:
     target: str
     confidence: float
     sentence: int
+    ended: bool = False
 
 
 @dataclass(slots=True)
@@ -350,7 +352,13 @@ class RuleBasedExtractor:
                 confidence = raw.confidence
                 if raw.subject.pronoun or raw.object.pronoun:
                     confidence -= 0.1
-                result.edges.append(_Edge(source, relation, target, confidence, index))
+                stretch = stretch_of(
+                    sentence,
+                    (raw.subject.start, raw.subject.end),
+                    (raw.object.start, raw.object.end),
+                )
+                ended = ended_in(stretch, relation)
+                result.edges.append(_Edge(source, relation, target, confidence, index, ended))
                 keys.extend(k for k in (source, target) if k not in keys)
                 # Type cues from the relation apply at once, so later pronouns see them.
                 subject_cue, object_cue = _ROLE_CUES.get(relation, (None, None))
@@ -411,9 +419,7 @@ class RuleBasedExtractor:
 
     @staticmethod
     def _merge_aliases(result: _Analysis) -> None:
-        people = [
-            a for a in result.entities.values() if 2 <= a.words < 99 and a.type == "person"
-        ]
+        people = [a for a in result.entities.values() if 2 <= a.words < 99 and a.type == "person"]
         remap: dict[str, str] = {}
         others = [a for a in result.entities.values() if 2 <= a.words < 99 and a.type != "person"]
         for acc in list(result.entities.values()):
@@ -444,6 +450,7 @@ class RuleBasedExtractor:
                 remap.get(e.target, e.target),
                 e.confidence,
                 e.sentence,
+                e.ended,
             )
             for e in result.edges
         ]
@@ -502,33 +509,20 @@ class RuleBasedExtractor:
             for acc in sorted(analysis.entities.values(), key=lambda a: a.order)
         ]
 
-        relationships: dict[tuple[str, str, str], Relationship] = {}
-        for edge in analysis.edges:
-            triple = (edge.source, edge.relation, edge.target)
-            if triple in relationships:
-                continue
-            relationships[triple] = Relationship(
-                id=fact_id_for(episode.id, "rules-relationship", "|".join(triple)),
-                source_id=entity_ids[edge.source],
-                target_id=entity_ids[edge.target],
-                relation_type=edge.relation,
-                weight=1.0,
-                attributes={
-                    "evidence": analysis.sentences[edge.sentence],
-                    "message_id": str(turns[analysis.turn_of[edge.sentence]].message_id),
-                    "speaker": turns[analysis.turn_of[edge.sentence]].speaker,
-                },
-                valid_from=episode.started_at,
-                provenance=derived_provenance(
-                    episode, confidence=max(0.3, min(edge.confidence, 0.9)), created_at=now
-                ),
-            )
+        relationships = relationships_of(
+            episode,
+            turns,
+            analysis.turn_of,
+            analysis.sentences,
+            analysis.edges,
+            entity_ids,
+            "rules-relationship",
+            now,
+        )
 
         facts = self._facts(episode, analysis, entity_ids, now, turns)
         episode.fact_ids = [f.id for f in facts]
-        return ExtractionResult(
-            facts=facts, entities=entities, relationships=list(relationships.values())
-        )
+        return ExtractionResult(facts=facts, entities=entities, relationships=relationships)
 
     def _facts(
         self,
