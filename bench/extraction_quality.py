@@ -191,6 +191,8 @@ async def evaluate(corpus: dict[str, Any], verbose: bool, tier: str = "rule") ->
         # A relation the text says has ENDED: asserted with a closed window it is neither a
         # hit nor a false positive; asserted open it is a negation failure.
         predicted: list[tuple[str, str, str]] = []
+        # An ended relation (closed window) does not assert the present claim.
+        ended = {(a, r, b) for a, r, b, rec in predicted_rels if rec.valid_until is not None}
         open_pred: list[tuple[str, str, str]] = []
         for src, rel, dst, record in predicted_rels:
             triple = (src, rel, dst)
@@ -236,7 +238,7 @@ async def evaluate(corpus: dict[str, Any], verbose: bool, tier: str = "rule") ->
             tally.negated += 1
             # A wildcard claim ("nobody pushed Tate out": * -> Tate) is not violated by a
             # relation the passage states elsewhere (Kapoor replaces Tate: gold).
-            if any(_claim_match(claim, p) for p in predicted if p not in hits):
+            if any(_claim_match(claim, p) for p in predicted if p not in hits and p not in ended):
                 tally.negated_asserted += 1
                 tally.misses.append(f"[{conv['id']}] NEGATED ASSERTED {claim}")
         tally.gold_rels += len(gold)

@@ -24,10 +24,9 @@ __all__ = [
     "ENDED_ATTRIBUTE",
     "STATIVE_RELATIONS",
     "Polarity",
-    "claim_polarity",
     "ended_in",
-    "gap_polarity",
     "is_ended_marker",
+    "locate_claim",
     "negated_in",
     "stretch_of",
 ]
@@ -76,7 +75,7 @@ _ENDED = re.compile(
     r"\bno\s+longer\b|\bnot\b[^.;]*\b(?:anymore|any\s+more)\b|\bn['\u2019]t\b[^.;]*\b"
     r"(?:anymore|any\s+more)\b|\bformer(?:ly)?\b|\bex-|\bpreviously\b|\bused\s+to\b|"
     r"\b(?:left|quit|quits|sacked|fired|dismissed|ousted|departed|stepped\s+down|"
-    r"resigned|retired)\b",
+    r"resigned|retired)\b|\bhad\s+(?:owned|worked|been|lived|led|run|used|managed)\b",
     re.IGNORECASE,
 )
 _NEGATED = re.compile(
@@ -84,24 +83,47 @@ _NEGATED = re.compile(
     r"den(?:y|ied|ies|ying)|refus(?:e|ed|es|ing)|reject(?:ed|s)?|against|"
     r"might|may|could|would|should|if|whether|unless|"
     r"hop(?:e|es|ed|ing)\s+to|plan(?:s|ned|ning)?\s+to|consider(?:s|ed|ing)?|"
-    r"rumou?r(?:s|ed)?|reportedly|linked\s+with)\b|n['\u2019]t\b|\bcan['\u2019]?t\b",
+    r"rumou?r(?:s|ed)?|reportedly|linked\s+with|didnt|dont|doesnt|isnt|wasnt|wont|"
+    r"cant|havent|hasnt|arent|werent|aint)\b|n['\u2019]t\b",
     re.IGNORECASE,
 )
 _WORD = re.compile(r"\S+")
 
 
 def _lead_in(sentence: str, start: int, words: int) -> int:
-    """Offset of the ``words``-th word before ``start`` (clause-bounded by , ; :)."""
+    """Offset of the ``words``-th word before ``start`` (clause-bounded by ; and :)."""
     head = sentence[:start]
     cut = max(head.rfind(";"), head.rfind(":"))
     spans = [m.start() for m in _WORD.finditer(head) if m.start() > cut]
     return spans[-words] if len(spans) >= words else (spans[0] if spans else start)
 
 
-def stretch_of(sentence: str, first: tuple[int, int], second: tuple[int, int]) -> str:
-    """The text linking two mentions: the gap plus the three words before the first."""
-    (a_start, a_end), (b_start, _) = sorted([first, second])
-    return sentence[_lead_in(sentence, a_start, 3) : a_start] + " " + sentence[a_end:b_start]
+def _follow(sentence: str, end: int, words: int) -> str:
+    """Up to ``words`` words after ``end``, stopping at punctuation."""
+    tail = sentence[end:]
+    stop = re.search(r"[,;:.!?()]", tail)
+    tail = tail[: stop.start()] if stop else tail
+    return " ".join(tail.split()[:words])
+
+
+def stretch_of(
+    sentence: str,
+    source: tuple[int, int],
+    target: tuple[int, int],
+    *,
+    lead: int = 3,
+) -> str:
+    """The text that links a claim's two mentions (character spans of ``sentence``).
+
+    The gap between the mentions, the ``lead`` words before the first one ("former Visa
+    executive Carmen Ruiz", "denied that X ..."), and when the source comes second, the
+    verb phrase right after it ("Tidewater said co-founder Helen Marsh no longer works").
+    """
+    (a_start, a_end), (b_start, _) = sorted([source, target])
+    parts = [sentence[_lead_in(sentence, a_start, lead) : a_start], sentence[a_end:b_start]]
+    if source[0] > target[0]:
+        parts.append(_follow(sentence, source[1], 4))
+    return " ".join(parts)
 
 
 def ended_in(stretch: str, relation: str) -> bool:
@@ -112,22 +134,6 @@ def ended_in(stretch: str, relation: str) -> bool:
 def negated_in(stretch: str) -> bool:
     """True when ``stretch`` negates, doubts or conditions the claim."""
     return _NEGATED.search(stretch) is not None
-
-
-def gap_polarity(
-    sentence: str, first: tuple[int, int], second: tuple[int, int], relation: str
-) -> Polarity:
-    """Polarity of a ``relation`` claim between two mentions of ``sentence`` (char spans).
-
-    The stretch read is the text between the mentions plus the three words before the
-    first one ("former Visa executive Carmen Ruiz", "denied that X ...").
-    """
-    stretch = stretch_of(sentence, first, second)
-    if ended_in(stretch, relation):
-        return "ended"
-    if negated_in(stretch):
-        return "negated"
-    return "asserted"
 
 
 def _find(sentence_lower: str, names: list[str]) -> tuple[int, int] | None:
@@ -149,28 +155,69 @@ def _forms(name: str) -> list[str]:
     return forms
 
 
-def claim_polarity(
-    sentences: list[str], source: str, target: str, relation: str
-) -> Polarity | None:
-    """Polarity of ``source -> target`` in the first sentence that names both.
+def _after(sentence: str, a: tuple[int, int], b: tuple[int, int]) -> str:
+    """The predicate after the later mention (after an apposition: after its comma).
 
-    Names match whole words, case-insensitively, by the full name, else its last or first
-    word ("Ruiz" for "Carmen Ruiz"). ``None`` when no sentence names both.
+    "Jorge Alvarez, the co-founder of Pebble Labs, is no longer ..."
+    """
+    first, second = sorted([a, b])
+    rest = sentence[second[1] :]
+    if rest.lstrip().startswith(",") and sentence[first[1] : second[0]].lstrip().startswith(","):
+        return _follow(sentence, second[1] + rest.index(",") + 1, 4)
+    return _follow(sentence, second[1], 4)
+
+
+_THIRD_PERSON = re.compile(r"\b(?:he|she|they|it|his|her|their|its)\b", re.IGNORECASE)
+
+
+def locate_claim(
+    sentences: list[tuple[str, str | None]], source: str, target: str, relation: str
+) -> tuple[Polarity, int] | None:
+    """Polarity of ``source -> target`` and the index of the sentence that states it.
+
+    ``sentences`` are ``(text, speaker)`` pairs in order. A sentence supports the claim when
+    it is not a question and names the target and either names the source, is said by the
+    source (first person), or holds a third-person pronoun. Names match whole words,
+    case-insensitively, by the full name, else its last or first word ("Ruiz" for "Carmen
+    Ruiz"). The stretch read is the gap between the mentions with the eight words before the
+    first and the phrase after the second (up to punctuation): "voted against a proposal
+    to sell X to Y", "Eklund did not sign".
+
+    Returns:
+        ``(polarity, index)`` of the first supporting sentence; ``("negated", i)`` when
+        the target is named only in questions or in sentences that do not support the claim
+        (asked, or said about someone else); ``None`` when no sentence names the target.
     """
     source_forms, target_forms = _forms(source), _forms(target)
-    for sentence in sentences:
+    first_mention: int | None = None
+    for index, (sentence, speaker) in enumerate(sentences):
         low = sentence.lower()
+        b = _find(low, target_forms)
+        if b is None:
+            continue
+        if first_mention is None:
+            first_mention = index
+        if sentence.rstrip().endswith("?"):
+            continue
         a = _find(low, source_forms)
-        b = _find(low, target_forms)
-        if a is not None and b is not None and a != b:
-            return gap_polarity(sentence, a, b, relation)
-    # Only the target is named (the source was a pronoun or "I"): read the words before it.
-    for sentence in sentences:
-        low = sentence.lower()
-        b = _find(low, target_forms)
-        if b is not None:
+        if a is not None and not (a[1] <= b[0] or b[1] <= a[0]):
+            continue  # "Marlow" of "Marlow Dairy" is not the source "Marlow family"
+        if a is not None:
+            stretch = stretch_of(sentence, a, b, lead=8) + " " + _after(sentence, a, b)
+        elif (speaker is not None and speaker.lower() == source.lower()) or _THIRD_PERSON.search(
+            sentence[: b[0]]
+        ):
             start = _lead_in(sentence, b[0], 8)
-            return gap_polarity(sentence, (start, start), b, relation)
+            stretch = sentence[start : b[0]] + " " + _follow(sentence, b[1], 4)
+        else:
+            continue
+        if ended_in(stretch, relation):
+            return "ended", index
+        if negated_in(stretch):
+            return "negated", index
+        return "asserted", index
+    if first_mention is not None:
+        return "negated", first_mention
     return None
 
 
