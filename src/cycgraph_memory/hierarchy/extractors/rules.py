@@ -51,6 +51,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cycgraph_memory.hierarchy.extractors._chat_graph import chat_edges
 from cycgraph_memory.hierarchy.extractors._conversation import (
     FIRST_PERSON,
     SECOND_PERSON,
@@ -106,7 +107,7 @@ __all__ = ["ENTITY_TYPES", "OFFLOAD_CHARS", "RELATION_TYPES", "RuleBasedExtracto
 OFFLOAD_CHARS = 4_000
 """Episodes with more text than this (characters read) are analysed in a worker thread."""
 
-ENTITY_TYPES = ("person", "organization", "tool", "location", "concept")
+ENTITY_TYPES = ("person", "organization", "tool", "location", "concept", "animal", "event")
 """Entity types the rule-based extractor assigns (custom patterns may add others)."""
 
 RELATION_TYPES = tuple(BUILTIN_RELATIONS)
@@ -370,6 +371,24 @@ class RuleBasedExtractor:
             if speaker is not None and turns[result.turn_of[index]].named:
                 keys.append(speaker)
             result.sentence_keys.append(list(dict.fromkeys(keys)))
+        if speakers:
+            for chat in chat_edges(turns, result.sentences, result.turn_of):
+                pair = []
+                for name, entity_type, words in (
+                    (chat.source, chat.source_type, 99),
+                    (chat.target, chat.target_type, len(chat.target.split())),
+                ):
+                    key = normalize_entity_name(name)
+                    acc = result.entities.get(key)
+                    if acc is None:
+                        acc = result.entities[key] = _Acc(
+                            key, name, len(result.entities), words=words
+                        )
+                    acc.add({entity_type: 150})
+                    pair.append(key)
+                result.edges.append(_Edge(pair[0], chat.relation, pair[1], 0.7, chat.sentence))
+                keys = result.sentence_keys[chat.sentence]
+                keys.extend(k for k in pair if k not in keys)
         # A role ("user") is an entity only when a first/second-person claim names it.
         used = {k for e in result.edges for k in (e.source, e.target)}
         for key in result.role_speakers - used:
