@@ -36,10 +36,12 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import multiprocessing
 import re
 import threading
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime
 from typing import Any, Literal
 
@@ -131,6 +133,25 @@ class _ParserOptions(BaseModel):
     max_facts: int = Field(default=10, ge=1, le=1000, strict=True)
     roles: tuple[Literal["user", "assistant", "system", "tool"], ...] = ("user", "assistant")
     batch_size: int = Field(default=64, ge=1, le=10_000, strict=True)
+    processes: int = Field(default=1, ge=1, le=64, strict=True)
+    process_min_messages: int = Field(default=2_000, ge=1, strict=True)
+
+
+_WORKER: dict[str, ParserExtractor] = {}
+
+
+def _extract_chunk(
+    spec: tuple[str, dict[str, Any], datetime], episodes: list[Episode]
+) -> list[ExtractionResult]:
+    """Worker-process entry point: one extractor per process, built on first use."""
+    name, options, now = spec
+    key = repr((name, sorted(options.items())))
+    extractor = _WORKER.get(key)
+    if extractor is None:
+        kwargs = {k: v for k, v in options.items() if k not in {"processes"}}
+        extractor = _WORKER[key] = ParserExtractor(name, **kwargs)
+    extractor._clock = lambda: now
+    return extractor.extract_batch_sync(episodes)
 
 
 class ParserExtractor:
@@ -146,6 +167,8 @@ class ParserExtractor:
         max_facts: Most facts per episode (default 10).
         roles: Message roles to read (default user and assistant).
         batch_size: ``nlp.pipe`` batch size.
+        processes: Worker processes for :meth:`extract_batch` (default 1: none).
+        process_min_messages: Smallest batch (messages) worth the worker processes.
         clock: Returns "now" for provenance and entity timestamps.
 
     Raises:
@@ -162,6 +185,8 @@ class ParserExtractor:
         max_facts: int = 10,
         roles: Sequence[Literal["user", "assistant", "system", "tool"]] = ("user", "assistant"),
         batch_size: int = 64,
+        processes: int = 1,
+        process_min_messages: int = 2_000,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self._options = _ParserOptions(
@@ -169,7 +194,10 @@ class ParserExtractor:
             max_facts=max_facts,
             roles=tuple(roles),
             batch_size=batch_size,
+            processes=processes,
+            process_min_messages=process_min_messages,
         )
+        self._pool: ProcessPoolExecutor | None = None
         if importlib.util.find_spec("spacy") is None:
             raise MissingExtraError("parser", "spacy")
         if not isinstance(nlp, str) and not callable(getattr(nlp, "pipe", None)):
@@ -223,6 +251,74 @@ class ParserExtractor:
             self._options.max_facts,
         )
 
+    async def extract_batch(self, episodes: Sequence[Episode]) -> list[ExtractionResult]:
+        """Extract from many episodes with one ``nlp.pipe`` over all their messages.
+
+        Same records as :meth:`extract` per episode (each episode's ``fact_ids`` is set).
+        With ``processes > 1`` a batch of at least ``process_min_messages`` messages is
+        split over a pool of worker processes (started on first use, each loading the
+        pipeline once; :meth:`close` stops them); otherwise it runs in a worker thread.
+        """
+        episodes = list(episodes)
+        messages = sum(len(e.messages) for e in episodes)
+        if (
+            self._options.processes > 1
+            and len(episodes) > 1
+            and messages >= self._options.process_min_messages
+            and isinstance(self._nlp_spec, str)
+        ):
+            return await self._extract_in_processes(episodes)
+        return await asyncio.to_thread(self.extract_batch_sync, episodes)
+
+    def extract_batch_sync(self, episodes: Sequence[Episode]) -> list[ExtractionResult]:
+        """Blocking twin of :meth:`extract_batch` (always in this process)."""
+        per_episode = [turns_of(e, self._options.roles) for e in episodes]
+        texts = [t.text for turns in per_episode for t in turns]
+        docs = iter(list(self.nlp.pipe(texts, batch_size=self._options.batch_size)))
+        now = self._clock()
+        results: list[ExtractionResult] = []
+        for episode, turns in zip(episodes, per_episode, strict=True):
+            state = self._analyze(turns, docs=[next(docs) for _ in turns])
+            results.append(
+                build_result(
+                    episode,
+                    turns,
+                    state,
+                    now,
+                    self._options.min_sentence_length,
+                    self._options.max_facts,
+                )
+            )
+        return results
+
+    async def _extract_in_processes(self, episodes: list[Episode]) -> list[ExtractionResult]:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(
+                    max_workers=self._options.processes,
+                    mp_context=multiprocessing.get_context("spawn"),
+                )
+            pool = self._pool
+        n = self._options.processes
+        size = -(-len(episodes) // n)
+        chunks = [episodes[i : i + size] for i in range(0, len(episodes), size)]
+        loop = asyncio.get_running_loop()
+        spec = (str(self._nlp_spec), self._options.model_dump(), self._clock())
+        parts = await asyncio.gather(
+            *(loop.run_in_executor(pool, _extract_chunk, spec, chunk) for chunk in chunks)
+        )
+        results = [r for part in parts for r in part]
+        for episode, result in zip(episodes, results, strict=True):
+            episode.fact_ids = [f.id for f in result.facts]
+        return results
+
+    def close(self) -> None:
+        """Stop the worker processes of :meth:`extract_batch` (if any were started)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
     def extract_entities(self, text: str) -> list[ExtractedEntity]:
         """Detect and type the entities of a text.
 
@@ -239,7 +335,9 @@ class ParserExtractor:
 
     # ------------------------------------------------------------------ analysis
 
-    def _analyze(self, turns: list[Turn], *, speakers: bool = True) -> ParseState:
+    def _analyze(
+        self, turns: list[Turn], *, speakers: bool = True, docs: Sequence[Any] | None = None
+    ) -> ParseState:
         state = ParseState()
         if speakers:
             for turn in turns:
@@ -249,7 +347,8 @@ class ParserExtractor:
                         state.speakers.add(key)
                         if not turn.named:
                             state.role_speakers.add(key)
-        docs = self.nlp.pipe([t.text for t in turns], batch_size=self._options.batch_size)
+        if docs is None:
+            docs = list(self.nlp.pipe([t.text for t in turns], batch_size=self._options.batch_size))
         for turn_index, (turn, doc) in enumerate(zip(turns, docs, strict=True)):
             for sent in doc.sents:
                 text = sent.text.strip()
@@ -613,6 +712,10 @@ def _load(name: str) -> Any:
     except ImportError as exc:  # pragma: no cover - checked at construction
         raise MissingExtraError("parser", "spacy") from exc
     try:
-        return spacy.load(name)
+        # Only the components the rules read: the tagger, parser, attribute ruler and
+        # lemmatizer. The statistical NER is left out: it was half the parse time and the
+        # lexicon, name shapes and relation cues type names as well on the corpora
+        # (bench/extraction_quality.py). A loaded pipeline passed in keeps its NER.
+        return spacy.load(name, exclude=["ner"])
     except OSError as exc:
         raise MissingExtraError("parser", f"the spaCy pipeline {name!r}") from exc
