@@ -67,7 +67,11 @@ from cycgraph_memory.hierarchy.extractors._entities import (
     is_filler,
 )
 from cycgraph_memory.hierarchy.extractors._parse_names import CommonWords, is_weak_name
-from cycgraph_memory.hierarchy.extractors._parse_rules import SPEAKER, edges_for_sentence
+from cycgraph_memory.hierarchy.extractors._parse_rules import (
+    SPEAKER,
+    OrgBefore,
+    edges_for_sentence,
+)
 from cycgraph_memory.hierarchy.extractors._parse_state import (
     ParseState,
     build_result,
@@ -97,6 +101,9 @@ _PERSON_PRONOUNS = frozenset({"he", "she", "him", "her", "his", "hers", "himself
 _THING_PRONOUNS = frozenset({"it", "its", "they", "them", "their", "itself"})
 _RELATIVE = frozenset({"who", "which", "that", "whom", "whose"})
 _INDEFINITE = frozenset({"a", "an", "another", "some", "any"})
+_DEAL_NOUNS = frozenset(
+    {"contract", "deal", "agreement", "partnership", "signed", "partnered", "merger"}
+)
 _SKIP_LABELS = frozenset({"DATE", "TIME", "MONEY", "PERCENT", "QUANTITY", "ORDINAL", "CARDINAL"})
 
 
@@ -412,6 +419,14 @@ class ParserExtractor:
         def ref(tok: Any) -> str | None:
             if tok is SPEAKER:
                 return speaker_key
+            if isinstance(tok, OrgBefore):
+                for (sentence, start), key in reversed(state.history):
+                    acc = state.entities[key]
+                    if sentence < index:
+                        return None
+                    if start < tok.before and acc.type == "organization" and acc.name[:1].isupper():
+                        return key
+                return None
             return self._ref(state, tok, token_keys, index, speaker_key, addressee_key, 0)
 
         if not question:
@@ -550,8 +565,16 @@ class ParserExtractor:
                     mention.cue("tool", _NP_CUE)
             if span.start > 0 and doc[span.start - 1].lower_.rstrip(".") in lex.PERSON_TITLES:
                 mention.cue("person", 80)
+            before = [t.lower_ for t in doc[max(sent.start, span.start - 2) : span.start]]
+            if len(before) == 2 and before[1] in {"with", "from"} and before[0] in _DEAL_NOUNS:
+                mention.cue("organization", 60)  # "the contract with Northwind"
+            introduced = before[-1:] in (["named"], ["called"]) or before == ["name", "is"]
             self._add(state, name, mention.cues, len(words))
-            if label != "SPEAKER" and is_weak_name(span, name, key, self._common_words()):
+            if (
+                label != "SPEAKER"
+                and not introduced
+                and is_weak_name(span, name, key, self._common_words())
+            ):
                 state.weak.add(key)
             else:
                 state.backed.add(key)
@@ -679,6 +702,9 @@ def _stretch(sent: Any, raw: Any) -> str:
         start = tok.idx - base
         return start, start + len(tok.text)
 
+    if isinstance(raw.object, OrgBefore):
+        subj = span(raw.subject)
+        return stretch_of(sent.text, subj, subj)
     obj = span(raw.object)
     subj = obj if raw.subject is SPEAKER else span(raw.subject)
     if subj == obj:
@@ -700,6 +726,11 @@ def _adjust(relation: str, target_type: str, common_noun: bool) -> str | None:
 def _is_name_token(tok: Any, run: list[Any]) -> bool:
     if tok.pos_ == "PROPN" and tok.text[:1].isupper() and tok.lower_ not in FIRST_PERSON:
         return True
+    if not run and tok.text[:1].isupper() and tok.i >= 2 and tok.i > tok.sent.start:
+        # "her name is Biscuit", "a greyhound named Biscuit": tagged NOUN, still a name.
+        before = (tok.doc[tok.i - 2].lower_, tok.doc[tok.i - 1].lower_)
+        if before == ("name", "is") or before[1] in {"named", "called"}:
+            return True
     # "&" / "of" inside a name ("Salt & Ember", "Bank of Leeds") when a name continues.
     if not run or tok.lower_ not in {"&", "of"} or tok.i + 1 >= len(tok.doc):
         return False
