@@ -13,6 +13,19 @@ after the rules were frozen and never used for tuning) and ``extraction_corpus_v
 frozen before the parser tier and the rule-tier changes were tuned; chat messages carry the
 speaker's name, and ``negated`` lists claims that must not be asserted).
 
+``extraction_corpus_v3.json`` (issue 21, frozen before the extractor changes): 20 news,
+business and technical passages (negations, appositive roles, short forms, typing traps)
+and 8 timestamped chat transcripts annotated with speaker relations; ``closed`` lists
+relations the text says have ended. Figures are reported per part (prose, conversation).
+
+Scoring rules added with v3: an ended relation stored closed (``valid_until`` set) is
+neither a hit nor a false positive, stored open it is a negation failure; a closed relation
+does not violate a negated present-tense claim; a wildcard negated claim is not violated by
+a relation the passage states elsewhere; relation types outside a corpus's declared
+``relation_types`` (v2) are counted apart, not scored. The ``llm`` tier runs
+:class:`LLMExtractor` on a scripted provider that asserts every annotated claim, negated and
+ended ones included: it measures the post-check.
+
 Each conversation becomes one episode. Gold relationships and entities are the union of the
 sentence annotations of a conversation. Names match after ``normalize_entity_name`` when
 equal or when one name's words are a subset of the other's ("Dana" ~ "Dana Whitfield"),

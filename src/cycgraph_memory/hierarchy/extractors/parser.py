@@ -10,10 +10,11 @@ spaCy pipeline (``pip install 'cycgraph-memory[parser]'``, which installs spaCy 
   when known (the other speaker of a two-party episode); facts from a named speaker read
   ``"Speaker: sentence"`` and link the speaker entity; each relationship records the
   ``message_id`` and ``speaker`` it came from in its attributes.
-* **Entities.** NER spans and proper-noun runs (titles and role words such as "Dr.",
-  "Chef" stripped), typed by summed cues: the rule tier's lexicon (organisation suffixes
-  such as Grocers / United / FC / Partners, gazetteers, titles, identifier shape) outranks
-  the NER label, which outranks relation-argument cues. Lowercase noun phrases become
+* **Entities.** Proper-noun runs (and NER spans when the pipeline passed in has NER; the
+  default load leaves NER out), titles and role words such as "Dr.", "Chef" stripped,
+  typed by summed cues over the episode: the rule tier's lexicon (organisation suffixes
+  such as Grocers / United / FC / Rovers, gazetteers, titles, identifier shape) outranks
+  an NER label, which outranks relation-argument and context cues. Lowercase noun phrases become
   entities when they are relation endpoints, normalised to their head phrase ("the
   payments gateway" -> "payments gateway"; tool / organisation / concept from the head
   noun). "the company" / "the gateway" corefer with the latest matching entity; he/she
@@ -23,9 +24,14 @@ spaCy pipeline (``pip install 'cycgraph-memory[parser]'``, which installs spaCy 
   and role nouns, nominalised events. Canonical relation names are shared with
   :class:`~cycgraph_memory.hierarchy.extractors.rules.RuleBasedExtractor`. Negated, modal,
   conditional, questioned and reported-doubt claims are never asserted.
-* **Cost.** The pipeline loads lazily once per extractor; messages of an episode are parsed
-  in one ``nlp.pipe`` batch; :meth:`ParserExtractor.extract` runs in a worker thread
-  (``asyncio.to_thread``) so the event loop never blocks. Work caps: the first
+* **Validity and endings.** Relationships are valid from their message; an ended claim
+  ("no longer works at") closes the open edge or becomes an ended marker (``_polarity``).
+  The speaker's ties, pets and events come from ``_chat_graph``.
+* **Cost.** The pipeline loads lazily once per extractor (tagger, parser, attribute ruler
+  and lemmatizer only); messages of an episode are parsed in one ``nlp.pipe`` batch, and
+  :meth:`ParserExtractor.extract_batch` parses a whole ingest batch at once;
+  :meth:`ParserExtractor.extract` runs in a worker thread (``asyncio.to_thread``) so the
+  event loop never blocks. Work caps: the first
   ``MAX_MESSAGE_CHARS`` characters of a message and the first ``MAX_SENTENCE_WORDS``
   tokens of a sentence are analysed (``cycgraph_memory.hierarchy.extractors._conversation``).
 * **Ids.** Deterministic, as in the rule tier (``uuid5`` of the episode id and the
