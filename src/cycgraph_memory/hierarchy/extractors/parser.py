@@ -737,6 +737,16 @@ def _is_name_token(tok: Any, run: list[Any]) -> bool:
         before = (tok.doc[tok.i - 2].lower_, tok.doc[tok.i - 1].lower_)
         if before == ("name", "is") or before[1] in {"named", "called"}:
             return True
+    if (
+        tok.pos_ == "NOUN"
+        and tok.text[:1].isupper()
+        and not tok.text.isupper()
+        and tok.i > tok.sent.start
+        and tok.doc[tok.i - 1].text not in {":", '"', "\u201c", "-", "\u2014"}
+    ):
+        # A capitalised word inside a sentence the tagger calls a common noun ("starting
+        # at Spotify"); a common word among them is dropped later unless an edge uses it.
+        return True
     # "&" / "of" inside a name ("Salt & Ember", "Bank of Leeds") when a name continues.
     if not run or tok.lower_ not in {"&", "of"} or tok.i + 1 >= len(tok.doc):
         return False
