@@ -9,6 +9,10 @@ the embedded Postgres server (default) and the in-memory store for comparison.
 Target: >= 1,000 messages/s on Postgres at 10,000 messages.
 
     python bench/ingest.py [--messages 10000] [--batch 500] [--backend postgres|memory|both]
+    python bench/ingest.py --tiers [--messages 2000] [--batch 500] [--processes 2]
+
+``--tiers`` (issue 21) times the rule and the parser extractor tiers side by side through
+``MemoryPipeline.ingest`` in memory with the hashing embedder (target: parser >= 500 msg/s).
 """
 
 from __future__ import annotations
@@ -126,6 +130,39 @@ async def _drive(
     return len(messages) / (time.perf_counter() - start), statistics.median(per_batch)
 
 
+def tiers(messages: list[Message], batch: int, processes: int) -> None:
+    """Issue 21: the rule and parser tiers side by side, in memory, hashing embedder."""
+    from cycgraph_memory.hierarchy.extractors.parser import ParserExtractor
+
+    print(f"\nextractor tiers: {len(messages)} messages in batches of {batch}, in memory")
+    print(f"{'tier':<34}{'msg/s':>8}{'median batch':>14}{'vs 500/s':>10}{'msg/CPU-s':>12}")
+    for label, make in (
+        ("rule", RuleBasedExtractor),
+        ("parser", ParserExtractor),
+        (f"parser, {processes} processes", lambda: ParserExtractor(processes=processes,
+                                                                   process_min_messages=batch)),
+    ):
+        if label.startswith("parser, ") and processes <= 1:
+            continue
+        extractor = make()
+        warm = MemoryPipeline(InMemoryMemoryStore(),
+                              embedder=HashingEmbeddingProvider(dimensions=384),
+                              extractor=extractor)
+        asyncio.run(warm.ingest(make_messages(batch, seed=99)))  # loads spaCy / workers
+        store = InMemoryMemoryStore()
+        index = InMemoryMemoryIndex(expected_dimensions=384, silence_scale_warning=True)
+        pipeline = MemoryPipeline(store, embedder=HashingEmbeddingProvider(dimensions=384),
+                                  index=index, extractor=extractor)
+        c0 = time.process_time()
+        rate, median = asyncio.run(_drive(pipeline, messages, batch, False))
+        cpu = len(messages) / max(time.process_time() - c0, 1e-9)
+        close = getattr(extractor, "close", None)
+        if close is not None:
+            close()
+        cpu_text = "-" if "processes" in label else f"{cpu:.0f}"
+        print(f"{label:<34}{rate:>8.0f}{median:>14.0f}{rate / 500:>9.2f}x{cpu_text:>12}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=10_000)
@@ -133,7 +170,14 @@ def main() -> None:
     parser.add_argument("--backend", choices=["postgres", "memory", "both"], default="both")
     parser.add_argument("--hnsw-m", type=int, default=16)
     parser.add_argument("--hnsw-ef-construction", type=int, default=64)
+    parser.add_argument("--tiers", action="store_true",
+                        help="only compare the rule and parser extractor tiers (in memory)")
+    parser.add_argument("--processes", type=int, default=2,
+                        help="worker processes of the parser tier row (with --tiers)")
     args = parser.parse_args()
+    if args.tiers:
+        tiers(make_messages(args.messages), args.batch, args.processes)
+        return
     global HNSW
     HNSW = (args.hnsw_m, args.hnsw_ef_construction)
     messages = make_messages(args.messages)

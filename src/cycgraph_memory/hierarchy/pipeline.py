@@ -36,6 +36,10 @@ from cycgraph_memory.contracts import (
     ThemeClusterer,
 )
 from cycgraph_memory.errors import EmbeddingDimensionMismatchError
+from cycgraph_memory.hierarchy.extractors.closing import (
+    close_ended_relationships,
+    split_ended_markers,
+)
 from cycgraph_memory.hierarchy.grounding import (
     contextualize,
     ground_facts,
@@ -335,7 +339,11 @@ class MemoryPipeline:
         episodes = await self.segmenter.segment(fresh)
         for episode in episodes:
             self._stamp(episode, opts)
-            result = await self.extractor.extract(episode)
+        # An extractor with extract_batch (the parser tier) reads the whole batch at once.
+        batch_extract = getattr(self.extractor, "extract_batch", None)
+        batched = await batch_extract(episodes) if batch_extract is not None else None
+        for i, episode in enumerate(episodes):
+            result = batched[i] if batched is not None else await self.extractor.extract(episode)
             if self.ground_facts:
                 result.facts = _ground(episode, result.facts)
             prepared.facts.extend(result.facts)
@@ -397,12 +405,19 @@ class MemoryPipeline:
             remapped = await self._remap_merged(merged_away, themes)
             touched = _touched_themes(themes, existing)
             new_entity_ids = [e.id for e in entities]
+            relationships, ended = split_ended_markers(relationships)
+            matched: dict[uuid.UUID, uuid.UUID] = {}
             if self.resolve_entities:
                 resolved = await resolve_ingest_entities(
                     self.store, entities, facts, relationships
                 )
                 entities, relationships = resolved.entities, resolved.relationships
                 new_entity_ids = [i for i in new_entity_ids if i not in resolved.matched]
+                matched = resolved.matched
+            # "no longer works at": close the open edge (batch or store), store no marker.
+            relationships = await close_ended_relationships(
+                self.store, relationships, ended, matched
+            )
             await self.store.put_episodes(episodes)
             await self.store.put_entities(entities)
             await self.store.put_relationships(relationships)

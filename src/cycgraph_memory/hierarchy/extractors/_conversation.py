@@ -22,6 +22,7 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from cycgraph_memory.records import Episode
 
@@ -62,6 +63,8 @@ class Turn:
     addressee: str | None
     named: bool
     """True when the speaker came from metadata (a real name), not from the role."""
+    timestamp: datetime | None = None
+    """When the message was sent (relations it states are valid from then)."""
 
 
 def _speaker(metadata: dict[str, object], role: str) -> tuple[str, bool]:
@@ -90,7 +93,16 @@ def turns_of(episode: Episode, roles: Sequence[str]) -> list[Turn]:
         addressee = None
         if len(distinct) == 2:
             addressee = distinct[1] if name == distinct[0] else distinct[0]
-        turns.append(Turn(message.id, message.content[:MAX_MESSAGE_CHARS], name, addressee, named))
+        turns.append(
+            Turn(
+                message.id,
+                message.content[:MAX_MESSAGE_CHARS],
+                name,
+                addressee,
+                named,
+                message.timestamp,
+            )
+        )
     return turns
 
 

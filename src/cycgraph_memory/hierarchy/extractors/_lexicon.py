@@ -91,7 +91,8 @@ ORG_SUFFIXES = _words(
     grocers grocery market markets united fc afc kitchen bakery cafe restaurant bistro
     diner brewery physio pharmacy center centre health medical logistics freight retail
     grid power post times gazette herald tribune partnership elementary museum gallery
-    theatre theater hotel airways rail railways analytics
+    theatre theater hotel airways rail railways analytics homes rovers rangers athletic
+    wanderers albion dairy organics games primary
     """
 )
 

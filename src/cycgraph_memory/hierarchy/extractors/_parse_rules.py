@@ -23,11 +23,21 @@ from typing import Any
 from cycgraph_memory.hierarchy.extractors import _parse_tables as tab
 from cycgraph_memory.hierarchy.extractors._parse_names import verb_like_conjunct
 
-__all__ = ["SPEAKER", "RawEdge", "asserted", "edges_for_sentence"]
+__all__ = ["SPEAKER", "OrgBefore", "RawEdge", "asserted", "edges_for_sentence"]
 
 SPEAKER: Any = object()
 """Stands for the speaker as the implicit subject of a subjectless chat clause
 ("starting at Spotify in March", "been going to Iron Temple")."""
+
+@dataclass(frozen=True, slots=True)
+class OrgBefore:
+    """The organisation named last before token ``before`` in its sentence.
+
+    The organisation of an unattached role noun: "Northwind's board said ... chief
+    executive Olga Brandt".
+    """
+
+    before: int
 
 _MAX_DEPTH = 12  # ancestor walks are bounded: work per token stays constant
 _SUBJ = frozenset({"nsubj", "csubj", "expl"})
@@ -42,6 +52,8 @@ class RawEdge:
     relation: str
     object: Any
     confidence: float
+    ended: bool = False
+    """The clause says the relation has stopped ("no longer works at")."""
 
 
 def _children(tok: Any, *deps: str) -> list[Any]:
@@ -294,13 +306,21 @@ def _role_edges(
             if child.lower_ in {"of", "at"}:
                 orgs.extend(_children(child, "pobj"))
     if roles:
-        relation = tab.ROLE_RELATIONS[
-            roles[0].lower_ if roles[0].lower_ in tab.ROLE_RELATIONS else roles[0].lemma_.lower()
-        ]
+        # The role noun nearest the name is the head ("Helix's chief executive, X").
+        role = roles[-1] if roles[-1].i < person.i else roles[0]
+        word = role.lower_ if role.lower_ in tab.ROLE_RELATIONS else role.lemma_.lower()
+        relation = tab.ROLE_RELATIONS[word]
+        if word == "executive" and (role.i == 0 or doc[role.i - 1].lower_ != "chief"):
+            relation = "work_at"  # "a Visa executive" works there; a chief executive leads
         for org in orgs:
             if ref(org) is not None:
                 yield person, relation, org, 0.65
                 break
+        else:
+            if relation in {"found", "lead"}:
+                # "Tidewater said that co-founder Helen Marsh": the organisation named last
+                # before the role in the sentence (resolved by the caller).
+                yield person, relation, OrgBefore(span_start), 0.6
     # "Chef Rosa Delgado, formerly of Copper Kettle" / "Priya at Stripe"
     for child in _children(person, "prep"):
         if child.lower_ in {"of", "at"}:
@@ -348,7 +368,7 @@ def edges_for_sentence(
     out: list[RawEdge] = []
     for subject, relation, obj, confidence in found:
         for s in [subject] if subject is SPEAKER else _conjuncts(subject):
-            for o in _conjuncts(obj):
+            for o in [obj] if isinstance(obj, OrgBefore) else _conjuncts(obj):
                 if o is obj or not verb_like_conjunct(o, tab.VERB_RELATIONS):
                     out.append(RawEdge(s, relation, o, confidence))
     return out

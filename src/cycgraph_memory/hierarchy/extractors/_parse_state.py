@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from cycgraph_memory.hierarchy.extractors._conversation import Turn, fact_text
+from cycgraph_memory.hierarchy.extractors._edges import relationships_of
 from cycgraph_memory.hierarchy.extractors.rules import _Acc, _Edge
 from cycgraph_memory.hierarchy.extractors.simple import derived_provenance, fact_id_for
 from cycgraph_memory.records import (
     Entity,
     Episode,
     ExtractionResult,
-    Relationship,
     SemanticFact,
 )
 
@@ -67,6 +67,7 @@ def merge_aliases(state: ParseState) -> None:
             remap.get(e.target, e.target),
             e.confidence,
             e.sentence,
+            e.ended,
         )
         for e in state.edges
     ]
@@ -97,33 +98,19 @@ def build_result(
         )
         for acc in sorted(state.entities.values(), key=lambda a: a.order)
     ]
-    relationships: dict[tuple[str, str, str], Relationship] = {}
-    for edge in state.edges:
-        triple = (edge.source, edge.relation, edge.target)
-        if triple in relationships or edge.source == edge.target:
-            continue
-        turn = turns[state.turn_of[edge.sentence]]
-        relationships[triple] = Relationship(
-            id=fact_id_for(episode.id, "parser-relationship", "|".join(triple)),
-            source_id=entity_ids[edge.source],
-            target_id=entity_ids[edge.target],
-            relation_type=edge.relation,
-            weight=1.0,
-            attributes={
-                "evidence": state.sentences[edge.sentence],
-                "message_id": str(turn.message_id),
-                "speaker": turn.speaker,
-            },
-            valid_from=episode.started_at,
-            provenance=derived_provenance(
-                episode, confidence=max(0.3, min(edge.confidence, 0.9)), created_at=now
-            ),
-        )
+    relationships = relationships_of(
+        episode,
+        turns,
+        state.turn_of,
+        state.sentences,
+        state.edges,
+        entity_ids,
+        "parser-relationship",
+        now,
+    )
     facts = _facts(episode, turns, state, entity_ids, now, min_sentence_length, max_facts)
     episode.fact_ids = [f.id for f in facts]
-    return ExtractionResult(
-        facts=facts, entities=entities, relationships=list(relationships.values())
-    )
+    return ExtractionResult(facts=facts, entities=entities, relationships=relationships)
 
 
 def _facts(

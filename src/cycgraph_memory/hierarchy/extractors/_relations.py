@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from cycgraph_memory.hierarchy.extractors._entities import Mention
+from cycgraph_memory.hierarchy.extractors._polarity import STATIVE_RELATIONS
 from cycgraph_memory.hierarchy.extractors._verbs import RelationPattern
 
 
@@ -144,6 +145,16 @@ def _words(text: str) -> list[str]:
 def _negated(words: list[str]) -> bool:
     return any(w in {"not", "never"} or w.endswith(("n't", "n\u2019t")) for w in words) or (
         " ".join(words).find("no longer") >= 0
+    )
+
+
+def _ended_only(words: list[str], relation: str) -> bool:
+    """True for "no longer" alone on a stative relation: ended, not denied."""
+    rest = [w for w in words if w not in {"no", "longer"}]
+    return (
+        relation in STATIVE_RELATIONS
+        and " ".join(words).find("no longer") >= 0
+        and not _negated(rest)
     )
 
 
@@ -307,9 +318,10 @@ def match_relations(
         if subject is not None:
             subject = _skip_relative_clause(args, subject, sentence)
             gap = _words(sentence[subject.end : match.start()])
-            if not _subject_gap_ok(gap):
+            ended = _ended_only(gap, pattern.relation)
+            if not _subject_gap_ok([w for w in gap if w not in {"no", "longer"}] if ended else gap):
                 subject = None
-            elif _negated(gap):
+            elif _negated(gap) and not ended:
                 continue
         if subject is None and previous is not None:
             bridge = sentence[previous[1] : match.start()]

@@ -48,6 +48,7 @@ from typing import Literal
 
 from cycgraph_memory.contracts import LLMProvider, SemanticExtractor
 from cycgraph_memory.errors import InvalidInputError, ProviderError, ProviderTimeoutError
+from cycgraph_memory.hierarchy.extractors._conversation import turns_of
 from cycgraph_memory.hierarchy.extractors._llm_parse import (
     LLMPayload,
     ReplyError,
@@ -59,6 +60,8 @@ from cycgraph_memory.hierarchy.extractors._llm_parse import (
     normalize_relation,
     parse_reply,
 )
+from cycgraph_memory.hierarchy.extractors._polarity import ENDED_ATTRIBUTE, locate_claim
+from cycgraph_memory.hierarchy.extractors._sentences import split_sentences
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
     Entity,
@@ -97,6 +100,8 @@ class LLMExtractorStats:
         skipped_by_breaker: Episodes sent to the fallback without calling the provider.
         fallbacks: Episodes whose result came from the fallback extractor.
         breaker_trips: Times the breaker opened (including re-opens after a failed trial).
+        negated_dropped: Relationships of valid replies dropped because the text they
+            came from negates, doubts or conditions them ("did not sign", "denied").
     """
 
     episodes: int = 0
@@ -108,6 +113,7 @@ class LLMExtractorStats:
     skipped_by_breaker: int = 0
     fallbacks: int = 0
     breaker_trips: int = 0
+    negated_dropped: int = 0
 
 
 _STAT_NAMES = tuple(f.name for f in fields(LLMExtractorStats))
@@ -373,6 +379,13 @@ class LLMExtractor:
                 updated_at=now,
             )
 
+        sentences: list[tuple[str, str | None]] = []
+        said_at: list[datetime] = []
+        for turn in turns_of(episode, ("user", "assistant", "system", "tool")):
+            for sentence in split_sentences(turn.text):
+                sentences.append((sentence, turn.speaker if turn.named else None))
+                said_at.append(turn.timestamp or episode.started_at)
+
         relationships: dict[tuple[str, str, str], Relationship] = {}
         for raw_rel in payload.relationships:
             source_key = normalize_entity_name(raw_rel.source)
@@ -388,13 +401,27 @@ class LLMExtractor:
             ):
                 logger.debug("dropping relationship %r", raw_rel)
                 continue
+            # Post-check against the text: the model must not assert what the text denies.
+            located = locate_claim(
+                sentences, entities[source_key].name, entities[target_key].name, relation
+            )
+            polarity, when = "asserted", episode.started_at
+            if located is not None:
+                polarity, when = located[0], said_at[located[1]]
+            if polarity == "negated":
+                self._bump(negated_dropped=1)
+                logger.debug("dropping relationship the text negates: %r", raw_rel)
+                continue
+            ended = polarity == "ended"
             relationships[key3] = Relationship(
                 id=mint("relationship", *key3),
                 source_id=entities[source_key].id,
                 target_id=entities[target_key].id,
                 relation_type=relation,
                 weight=clamp_weight(raw_rel.weight),
-                valid_from=episode.started_at,
+                attributes={ENDED_ATTRIBUTE: True} if ended else {},
+                valid_from=when,
+                valid_until=when if ended else None,
                 provenance=provenance.model_copy(),
             )
 

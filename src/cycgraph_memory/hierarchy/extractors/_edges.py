@@ -1,0 +1,85 @@
+"""Private: relationship records from the edges of an analysed episode (rule and parser).
+
+Each relationship is valid from the time of the message that stated it. An *ended* edge
+("no longer works at") closes the open edge of the same triple stated earlier in the
+episode (``valid_until`` = the ended message's time); when there is none it becomes an
+ended marker (empty window ``[t, t]``, ``attributes["ended"] = True``) that the ingest
+pipeline uses to close a stored edge and never stores itself.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+from cycgraph_memory.hierarchy.extractors._conversation import Turn
+from cycgraph_memory.hierarchy.extractors._polarity import ENDED_ATTRIBUTE
+from cycgraph_memory.hierarchy.extractors.simple import derived_provenance, fact_id_for
+from cycgraph_memory.records import Episode, Relationship
+
+__all__ = ["EdgeLike", "relationships_of"]
+
+
+class EdgeLike(Protocol):
+    """The fields of an edge this module reads."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def relation(self) -> str: ...
+    @property
+    def target(self) -> str: ...
+    @property
+    def confidence(self) -> float: ...
+    @property
+    def sentence(self) -> int: ...
+    @property
+    def ended(self) -> bool: ...
+
+
+def relationships_of(
+    episode: Episode,
+    turns: Sequence[Turn],
+    turn_of: Sequence[int],
+    sentences: Sequence[str],
+    edges: Sequence[EdgeLike],
+    entity_ids: dict[str, uuid.UUID],
+    namespace: str,
+    now: datetime,
+) -> list[Relationship]:
+    """One relationship per distinct (source, relation, target), in edge order."""
+    out: dict[tuple[str, str, str], Relationship] = {}
+    for edge in edges:
+        triple = (edge.source, edge.relation, edge.target)
+        if edge.source == edge.target:
+            continue
+        turn = turns[turn_of[edge.sentence]]
+        when = turn.timestamp or episode.started_at
+        existing = out.get(triple)
+        if existing is not None:
+            if edge.ended and existing.valid_until is None:
+                existing.valid_until = max(when, existing.valid_from)
+            continue
+        attributes: dict[str, object] = {
+            "evidence": sentences[edge.sentence],
+            "message_id": str(turn.message_id),
+            "speaker": turn.speaker,
+        }
+        if edge.ended:
+            attributes[ENDED_ATTRIBUTE] = True
+        out[triple] = Relationship(
+            id=fact_id_for(episode.id, namespace, "|".join(triple)),
+            source_id=entity_ids[edge.source],
+            target_id=entity_ids[edge.target],
+            relation_type=edge.relation,
+            weight=1.0,
+            attributes=attributes,
+            valid_from=when,
+            valid_until=when if edge.ended else None,
+            provenance=derived_provenance(
+                episode, confidence=max(0.3, min(edge.confidence, 0.9)), created_at=now
+            ),
+        )
+    return list(out.values())

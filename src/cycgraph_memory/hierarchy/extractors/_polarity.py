@@ -1,0 +1,226 @@
+"""Private polarity of a claim in text: asserted, negated (or not asserted) or ended.
+
+Shared by every tier. A claim is read in the stretch of its sentence that links its two
+endpoints (the words between the mentions plus a few words before the first one):
+
+* **negated** ("did not sign", "is not joining", "never used", "denied", "refused",
+  "was not caused by", "might move", "if ... will"): the relation is not asserted, no
+  edge is stored;
+* **ended** ("no longer works at", "not ... anymore", "former", "formerly of", "left",
+  "quit", "sacked", "stepped down"): the relation held and has stopped; the extractor
+  closes an open edge of the same triple in the episode (``valid_until`` = the time of
+  the message that said so), or emits an *ended marker* (``attributes["ended"] = True``,
+  an empty window ``[t, t]``) that :func:`~cycgraph_memory.hierarchy.extractors.closing.
+  close_ended_relationships` turns into the closing of a stored edge, never a new one;
+* otherwise **asserted**.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+__all__ = [
+    "ENDED_ATTRIBUTE",
+    "STATIVE_RELATIONS",
+    "Polarity",
+    "ended_in",
+    "is_ended_marker",
+    "locate_claim",
+    "negated_in",
+    "stretch_of",
+]
+
+Polarity = Literal["asserted", "negated", "ended"]
+
+ENDED_ATTRIBUTE = "ended"
+"""Attribute key set to ``True`` on an ended marker relationship."""
+
+STATIVE_RELATIONS = frozenset(
+    [
+        "work_at",
+        "manage",
+        "lead",
+        "use",
+        "depend_on",
+        "own",
+        "live_in",
+        "locate_in",
+        "part_of",
+        "maintain",
+        "report_to",
+        "study_at",
+        "teach_at",
+        "partner_with",
+        "customer_of",
+        "invest_in",
+        "integrate_with",
+        "collaborate_with",
+        "work_on",
+        "mentor",
+        "sibling_of",
+        "spouse_of",
+        "partner_of",
+        "friend_of",
+        "colleague_of",
+        "neighbor_of",
+        "live_with",
+        "member_of",
+    ]
+)
+"""Relations that hold over a period, so a text can say they have ENDED ("no longer
+works at"); an event relation ("retired from", "acquired") cannot end."""
+
+_ENDED = re.compile(
+    r"\bno\s+longer\b|\bnot\b[^.;]*\b(?:anymore|any\s+more)\b|\bn['\u2019]t\b[^.;]*\b"
+    r"(?:anymore|any\s+more)\b|\bformer(?:ly)?\b|\bex-|\bpreviously\b|\bused\s+to\b|"
+    r"\b(?:left|quit|quits|sacked|fired|dismissed|ousted|departed|stepped\s+down|"
+    r"resigned|retired)\b|\bhad\s+(?:owned|worked|been|lived|led|run|used|managed)\b",
+    re.IGNORECASE,
+)
+_NEGATED = re.compile(
+    r"\b(?:not|never|no|nobody|neither|nor|without|instead|contrary|rather\s+than|"
+    r"den(?:y|ied|ies|ying)|refus(?:e|ed|es|ing)|reject(?:ed|s)?|against|"
+    r"might|may|could|would|should|if|whether|unless|"
+    r"hop(?:e|es|ed|ing)\s+to|plan(?:s|ned|ning)?\s+to|consider(?:s|ed|ing)?|"
+    r"rumou?r(?:s|ed)?|reportedly|linked\s+with|didnt|dont|doesnt|isnt|wasnt|wont|"
+    r"cant|havent|hasnt|arent|werent|aint)\b|n['\u2019]t\b",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"\S+")
+
+
+def _lead_in(sentence: str, start: int, words: int) -> int:
+    """Offset of the ``words``-th word before ``start`` (clause-bounded by ; and :)."""
+    head = sentence[:start]
+    cut = max(head.rfind(";"), head.rfind(":"))
+    spans = [m.start() for m in _WORD.finditer(head) if m.start() > cut]
+    return spans[-words] if len(spans) >= words else (spans[0] if spans else start)
+
+
+def _follow(sentence: str, end: int, words: int) -> str:
+    """Up to ``words`` words after ``end``, stopping at punctuation."""
+    tail = sentence[end:]
+    stop = re.search(r"[,;:.!?()]", tail)
+    tail = tail[: stop.start()] if stop else tail
+    return " ".join(tail.split()[:words])
+
+
+def stretch_of(
+    sentence: str,
+    source: tuple[int, int],
+    target: tuple[int, int],
+    *,
+    lead: int = 3,
+) -> str:
+    """The text that links a claim's two mentions (character spans of ``sentence``).
+
+    The gap between the mentions, the ``lead`` words before the first one ("former Visa
+    executive Carmen Ruiz", "denied that X ..."), and when the source comes second, the
+    verb phrase right after it ("Tidewater said co-founder Helen Marsh no longer works").
+    """
+    (a_start, a_end), (b_start, _) = sorted([source, target])
+    parts = [sentence[_lead_in(sentence, a_start, lead) : a_start], sentence[a_end:b_start]]
+    if source[0] > target[0]:
+        parts.append(_follow(sentence, source[1], 4))
+    return " ".join(parts)
+
+
+def ended_in(stretch: str, relation: str) -> bool:
+    """True when ``stretch`` says a stative ``relation`` has ended."""
+    return relation in STATIVE_RELATIONS and _ENDED.search(stretch) is not None
+
+
+def negated_in(stretch: str) -> bool:
+    """True when ``stretch`` negates, doubts or conditions the claim."""
+    return _NEGATED.search(stretch) is not None
+
+
+def _find(sentence_lower: str, names: list[str]) -> tuple[int, int] | None:
+    for name in names:
+        low = name.lower()
+        if not low:
+            continue
+        match = re.search(r"(?<![\w])" + re.escape(low) + r"(?![\w])", sentence_lower)
+        if match is not None:
+            return match.start(), match.end()
+    return None
+
+
+def _forms(name: str) -> list[str]:
+    words = name.split()
+    forms = [name]
+    if len(words) > 1:
+        forms += [words[-1], words[0]]
+    return forms
+
+
+def _after(sentence: str, a: tuple[int, int], b: tuple[int, int]) -> str:
+    """The predicate after the later mention (after an apposition: after its comma).
+
+    "Jorge Alvarez, the co-founder of Pebble Labs, is no longer ..."
+    """
+    first, second = sorted([a, b])
+    rest = sentence[second[1] :]
+    if rest.lstrip().startswith(",") and sentence[first[1] : second[0]].lstrip().startswith(","):
+        return _follow(sentence, second[1] + rest.index(",") + 1, 4)
+    return _follow(sentence, second[1], 4)
+
+
+_THIRD_PERSON = re.compile(r"\b(?:he|she|they|it|his|her|their|its)\b", re.IGNORECASE)
+
+
+def locate_claim(
+    sentences: list[tuple[str, str | None]], source: str, target: str, relation: str
+) -> tuple[Polarity, int] | None:
+    """Polarity of ``source -> target`` and the index of the sentence that states it.
+
+    ``sentences`` are ``(text, speaker)`` pairs in order. A sentence supports the claim when
+    it is not a question and names the target and either names the source, is said by the
+    source (first person), or holds a third-person pronoun. Names match whole words,
+    case-insensitively, by the full name, else its last or first word ("Ruiz" for "Carmen
+    Ruiz"). The stretch read is the gap between the mentions with the eight words before the
+    first and the phrase after the second (up to punctuation): "voted against a proposal
+    to sell X to Y", "Eklund did not sign".
+
+    Returns:
+        ``(polarity, index)`` of the first supporting sentence; ``("negated", i)`` when
+        the target is named only in questions or in sentences that do not support the claim
+        (asked, or said about someone else); ``None`` when no sentence names the target.
+    """
+    source_forms, target_forms = _forms(source), _forms(target)
+    first_mention: int | None = None
+    for index, (sentence, speaker) in enumerate(sentences):
+        low = sentence.lower()
+        b = _find(low, target_forms)
+        if b is None:
+            continue
+        if first_mention is None:
+            first_mention = index
+        if sentence.rstrip().endswith("?"):
+            continue
+        a = _find(low, source_forms)
+        if a is not None and not (a[1] <= b[0] or b[1] <= a[0]):
+            continue  # "Marlow" of "Marlow Dairy" is not the source "Marlow family"
+        if a is not None:
+            stretch = stretch_of(sentence, a, b, lead=8) + " " + _after(sentence, a, b)
+        elif (speaker is not None and speaker.lower() == source.lower()) or _THIRD_PERSON.search(
+            sentence[: b[0]]
+        ):
+            start = _lead_in(sentence, b[0], 8)
+            stretch = sentence[start : b[0]] + " " + _follow(sentence, b[1], 4)
+        else:
+            continue
+        if ended_in(stretch, relation):
+            return "ended", index
+        if negated_in(stretch):
+            return "negated", index
+        return "asserted", index
+    if first_mention is not None:
+        return "negated", first_mention
+    return None
+
+
+def is_ended_marker(attributes: dict[str, object]) -> bool:
+    """True for a relationship that only says an edge has ended."""
+    return attributes.get(ENDED_ATTRIBUTE) is True

@@ -1,0 +1,92 @@
+"""Turn the extractors' ended markers into closed edges (used by the ingest pipeline).
+
+A text that says a relation has ended ("Marsh no longer works at Tidewater") gives an
+*ended marker*: a relationship with ``attributes["ended"] = True`` and the empty window
+``[t, t]`` (``t`` the time of the message). :func:`close_ended_relationships` applies the
+markers of one ingest batch: each closes the open edges with the same source, relation
+and target, in the batch or in the store (``valid_until = t``), and is itself dropped, so
+an ended claim about an edge that was never stored creates nothing.
+
+Work per call depends on the batch only: one ``get_relationships_for_entity`` lookup (by
+source entity and relation type) per marker.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+
+from cycgraph_memory.contracts import MemoryStore
+from cycgraph_memory.hierarchy.extractors._polarity import is_ended_marker
+from cycgraph_memory.records import Relationship, RelationshipFilter
+
+__all__ = ["close_ended_relationships", "split_ended_markers"]
+
+
+def split_ended_markers(
+    relationships: Sequence[Relationship],
+) -> tuple[list[Relationship], list[Relationship]]:
+    """``(edges, ended markers)`` of a batch (take the markers out before de-duplication)."""
+    plain = [r for r in relationships if not is_ended_marker(r.attributes)]
+    return plain, [r for r in relationships if is_ended_marker(r.attributes)]
+
+
+async def close_ended_relationships(
+    store: MemoryStore,
+    relationships: Sequence[Relationship],
+    markers: Sequence[Relationship] = (),
+    remap: Mapping[uuid.UUID, uuid.UUID] | None = None,
+) -> list[Relationship]:
+    """Apply the ended markers of a batch.
+
+    Args:
+        store: Where previously stored edges are looked up (not written).
+        relationships: The batch's relationships to write, endpoints resolved (markers
+            among them are applied too).
+        markers: Ended markers taken out earlier (:func:`split_ended_markers`).
+        remap: New entity id -> stored entity id, applied to the markers' endpoints.
+
+    Returns:
+        The relationships to write: without markers, the batch's own open edges closed by
+        a later marker, plus closed copies of stored open edges.
+    """
+    kept, inline = split_ended_markers(relationships)
+    remap = remap or {}
+    markers = [
+        m.model_copy(
+            update={
+                "source_id": remap.get(m.source_id, m.source_id),
+                "target_id": remap.get(m.target_id, m.target_id),
+            }
+        )
+        for m in [*markers, *inline]
+    ]
+    if not markers:
+        return kept
+    kept = [r.model_copy() for r in kept]
+    closed: dict[uuid.UUID, Relationship] = {}
+    for marker in markers:
+        when = marker.valid_until or marker.valid_from
+        for edge in kept:
+            if (
+                (edge.source_id, edge.relation_type, edge.target_id)
+                == (marker.source_id, marker.relation_type, marker.target_id)
+                and edge.valid_until is None
+                and edge.valid_from <= when
+            ):
+                edge.valid_until = when
+        stored = await store.get_relationships_for_entity(
+            marker.source_id,
+            RelationshipFilter(direction="outgoing", relation_type=marker.relation_type),
+        )
+        for edge in stored:
+            if (
+                edge.target_id == marker.target_id
+                and edge.valid_until is None
+                and edge.invalidated_by is None
+                and edge.valid_from <= when
+                and edge.id not in closed
+            ):
+                closed[edge.id] = edge.model_copy(update={"valid_until": when})
+    kept_ids = {r.id for r in kept}
+    return [*kept, *(r for i, r in closed.items() if i not in kept_ids)]
