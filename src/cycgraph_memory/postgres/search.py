@@ -13,7 +13,8 @@ messages carry no embedding (as from the in-memory index).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -25,14 +26,15 @@ from sqlalchemy import (
     func,
     not_,
     select,
+    true,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import ARRAY, array
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.types import Text
+from sqlalchemy.types import Text, Uuid
 
 from cycgraph_memory._options import coerce_options
 from cycgraph_memory.postgres import convert
-from cycgraph_memory.postgres.bm25 import TEXT_CANDIDATES, bm25_ranked, bm25_terms
+from cycgraph_memory.postgres.bm25 import CORPORA, TEXT_CANDIDATES, bm25_ranked, bm25_terms
 from cycgraph_memory.postgres.store import (
     ENTITIES,
     EPISODES,
@@ -157,6 +159,48 @@ class PostgresSearchMixin:
         filters = [] if opts.include_invalidated else [EPISODES.c.invalidated_at.is_(None)]
         hits = await self._text(EPISODES, text, opts, filters)
         return [ScoredResult(item=episode_from_result(r), score=s) for r, s in hits]
+
+    async def entity_fact_counts(
+        self, entity_ids: Iterable[uuid.UUID], *, cap: int = 1000
+    ) -> tuple[dict[uuid.UUID, int], int]:
+        """How many of the tenant's facts cite each entity, and how many facts there are.
+
+        One statement: per entity, at most ``cap`` facts through the GIN index on
+        ``entity_ids`` (so the cost is bounded by ``cap``), and the tenant's fact count from
+        the BM25 statistics. Every fact counts (invalidated ones too). Entities cited by no
+        fact are absent.
+        """
+        ids = list(dict.fromkeys(entity_ids))
+        if not ids:
+            return {}, 0
+        wanted = (
+            func.unnest(bindparam("entity_ids", ids, type_=ARRAY(Uuid(as_uuid=True))))
+            .table_valued("id")
+            .render_derived(name="wanted")
+        )
+        cited = (
+            select(FACTS.c.id)
+            .where(FACTS.c.tenant_id == self._tenant,
+                   FACTS.c.entity_ids.contains(array([wanted.c.id])))
+            .limit(cap)
+            .lateral("cited")
+        )
+        total = (
+            select(CORPORA.c.documents)
+            .where(CORPORA.c.tenant_id == self._tenant, CORPORA.c.corpus == FACTS.name)
+            .scalar_subquery()
+        )
+        stmt = (
+            select(wanted.c.id, func.count(cited.c.id).label("n"),
+                   func.coalesce(total, 0).label("total"))
+            .select_from(wanted)
+            .outerjoin(cited, true())
+            .group_by(wanted.c.id)
+        )
+        async with self._session() as session:
+            rows = (await session.execute(stmt)).all()
+        counts = {convert._uuid(r[0]): int(r[1]) for r in rows if r[1]}
+        return counts, int(rows[0][2]) if rows else 0
 
     async def match_entity_names(
         self, text: str, *, limit: int = 10, include_invalidated: bool = False
