@@ -465,8 +465,12 @@ class FactScore(_Model):
         vector_rank: 1-based rank in the vector signal (``None``: not reached by it).
         vector_score: Cosine similarity to the query vector.
         text_rank: 1-based rank in the text signal.
-        text_score: The text signal's score (BM25 in memory, ``ts_rank_cd`` on Postgres).
+        text_score: The text signal's BM25 score (the same on both backends).
         graph_distance: Hops from an entity named in the question (0 = mentions it).
+        graph_weight: The RRF weight the graph signal gave this fact: for every entity
+            named in the question that the fact cites, ``graph_weight`` times the entity's
+            specificity (how much it narrows the tenant's facts, 0-1), summed; ``None``
+            when the graph signal did not reach the fact.
         fused_score: The reciprocal-rank-fusion score the facts are ordered by.
     """
 
@@ -475,6 +479,7 @@ class FactScore(_Model):
     text_rank: int | None = None
     text_score: float | None = None
     graph_distance: int | None = None
+    graph_weight: float | None = None
     fused_score: float = 0.0
 
 

@@ -35,6 +35,6 @@ def test_readme_hybrid_block_runs() -> None:
     assert out == [
         "we adopted a retired greyhound from the rescue. her name is biscuit",
         "Maya on 2024-01-08: also Maya's unit switched Maya to night shifts, 7pm to 7am"
-        " | 1 2 0.0409",
-        "Maya on 2024-01-08: we adopted a retired greyhound from the rescue. | 2 1 0.0405",
+        " | 1 2 0.0245",
+        "Maya on 2024-01-08: we adopted a retired greyhound from the rescue. | 2 1 0.0243",
     ]

@@ -109,6 +109,7 @@ class MessageAndTextSearch:
         self._bm25_episodes = BM25Index()
         self._entity_records: dict[uuid.UUID, Entity] = {}
         self._entity_keys: dict[str, set[uuid.UUID]] = {}
+        self._entity_fact_counts: Counter[uuid.UUID] = Counter()
 
     # ------------------------------------------------------------------ maintenance
 
@@ -138,7 +139,9 @@ class MessageAndTextSearch:
         """Index facts and episodes for text search; ``records`` are the index's copies."""
         for record in records:
             if isinstance(record, SemanticFact):
+                self._ext_drop_fact_citations(record.id)
                 self._text_facts[record.id] = record
+                self._entity_fact_counts.update(set(record.entity_ids))
                 self._bm25_facts.add(record.id, record.content)
             elif isinstance(record, Episode):
                 self._ext_put_episode(record)
@@ -148,6 +151,14 @@ class MessageAndTextSearch:
                 self._entity_keys.setdefault(normalize_entity_name(record.name), set()).add(
                     record.id
                 )
+
+    def _ext_drop_fact_citations(self, fact_id: uuid.UUID) -> None:
+        old = self._text_facts.get(fact_id)
+        if old is not None:
+            self._entity_fact_counts.subtract(set(old.entity_ids))
+            for entity_id in set(old.entity_ids):
+                if self._entity_fact_counts[entity_id] <= 0:
+                    del self._entity_fact_counts[entity_id]
 
     def _ext_drop_entity(self, entity_id: uuid.UUID) -> bool:
         old = self._entity_records.pop(entity_id, None)
@@ -188,6 +199,7 @@ class MessageAndTextSearch:
 
     def _ext_remove(self, record_id: uuid.UUID) -> bool:
         removed = self._ext_drop_entity(record_id)
+        self._ext_drop_fact_citations(record_id)
         if self._text_facts.pop(record_id, None) is not None:
             self._bm25_facts.remove(record_id)
             removed = True
@@ -346,6 +358,19 @@ class MessageAndTextSearch:
             if len(out) == opts.limit:
                 break
         return out
+
+    async def entity_fact_counts(
+        self, entity_ids: Iterable[uuid.UUID], *, cap: int = 1000
+    ) -> tuple[dict[uuid.UUID, int], int]:
+        """How many of the tenant's facts cite each entity, and how many facts there are.
+
+        Every fact counts (invalidated ones too, as in the BM25 statistics); a count stops
+        at ``cap``. Entities cited by no fact are absent. Used to weigh the graph signal by
+        specificity (``retrieve_memory``).
+        """
+        counts = {e: min(cap, self._entity_fact_counts[e]) for e in entity_ids
+                  if self._entity_fact_counts.get(e, 0) > 0}
+        return counts, len(self._text_facts)
 
     async def match_entity_names(
         self, text: str, *, limit: int = 10, include_invalidated: bool = False

@@ -1,20 +1,11 @@
 """Message kNN and full-text search for :class:`PostgresMemoryIndex` (one statement each).
 
 * ``search_messages``: pgvector HNSW kNN over ``episode_messages.embedding``.
-* ``text_search_facts`` / ``text_search_messages``: the generated ``search_tsv`` columns
-  (``to_tsvector('english', content)``, GIN-indexed) matched against an OR query of the
-  question's words (``to_tsquery('english', 'w1 | w2 | ...')``, so a document needs only
-  one shared word) and ranked by ``ts_rank_cd(search_tsv, query, 1)`` (cover density,
-  divided by ``1 + log(length)``), ties by id.
-* Bounded candidates: only a bounded candidate set is ranked, so the cost does not grow
-  with the number of matching rows. The candidates are the union of at most
-  ``TEXT_CANDIDATES`` rows matching every word (AND) and, per word, at most
-  ``TEXT_CANDIDATES`` rows containing that word (all ``LIMIT`` branches of one statement
-  through the GIN index). A rare word (document frequency <= the cap) brings all of its
-  rows; a word found in more rows than the cap brings an arbitrary sample, like the ~0
-  weight BM25's IDF gives it. When no more than the cap match, the result equals ranking
-  every match.
-* ``text_search_episodes``: the same bounded message match, summed per episode.
+* ``text_search_facts`` / ``text_search_messages`` / ``text_search_episodes``: BM25 over
+  the stored :func:`~cycgraph_memory.textsearch.tokenize` tokens, the same ranking as the
+  in-memory index (see :mod:`cycgraph_memory.postgres.bm25`: GIN candidates, bounded per
+  query term by ``TEXT_CANDIDATES``, statistics kept by triggers), ties by id. An episode
+  is searched by its topic and every message, as in memory.
 
 Messages of invalidated episodes are skipped unless ``include_invalidated``. Returned
 messages carry no embedding (as from the in-memory index).
@@ -22,9 +13,9 @@ messages carry no embedding (as from the in-memory index).
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -35,15 +26,15 @@ from sqlalchemy import (
     func,
     not_,
     select,
-    union,
+    true,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import ARRAY, array
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.types import Text
+from sqlalchemy.types import Text, Uuid
 
 from cycgraph_memory._options import coerce_options
 from cycgraph_memory.postgres import convert
-from cycgraph_memory.postgres.schema import TEXT_SEARCH_CONFIG
+from cycgraph_memory.postgres.bm25 import CORPORA, TEXT_CANDIDATES, bm25_ranked, bm25_terms
 from cycgraph_memory.postgres.store import (
     ENTITIES,
     EPISODES,
@@ -62,41 +53,9 @@ from cycgraph_memory.records import (
 )
 from cycgraph_memory.textsearch import name_candidates
 
-__all__ = ["TEXT_CANDIDATES", "PostgresSearchMixin", "or_tsquery_text"]
-
-TEXT_CANDIDATES = 200
-"""Rows per candidate branch (the AND branch and each word's branch) of a text search."""
-MAX_QUERY_WORDS = 32
-"""Words of a question used by a text search (the first ones, in order)."""
+__all__ = ["TEXT_CANDIDATES", "PostgresSearchMixin"]
 
 Options = Mapping[str, Any]
-R = TypeVar("R")
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
-
-
-def or_tsquery_text(text: str) -> str:
-    """``to_tsquery`` input matching any word of ``text`` (letters and digits only)."""
-    return " | ".join(_query_words(text))
-
-
-def _query_words(text: str) -> list[str]:
-    words = dict.fromkeys(w for w in _WORD.findall(text.lower().replace("'", "")) if len(w) > 1)
-    return list(words)[:MAX_QUERY_WORDS]
-
-
-def _candidate_ids(
-    table: Table, tenant: str, words: Sequence[str], filters: Sequence[ColumnElement[bool]]
-) -> Any:
-    """Ids of the bounded candidates (AND branch plus one branch per word), one subquery."""
-    branches = []
-    for query_text in (" & ".join(words), *words):
-        query = func.to_tsquery(TEXT_SEARCH_CONFIG, query_text)
-        branches.append(
-            select(table.c.id)
-            .where(table.c.tenant_id == tenant, table.c.search_tsv.op("@@")(query), *filters)
-            .limit(TEXT_CANDIDATES)
-        )
-    return union(*branches).subquery("candidates")
 
 
 def message_without_vector(row: Mapping[Any, Any]) -> Message:
@@ -145,28 +104,20 @@ class PostgresSearchMixin:
         table: Table,
         text: str,
         opts: SearchOptions,
-        from_row: Callable[[Any], R],
         filters: Sequence[ColumnElement[bool]],
-    ) -> list[ScoredResult[R]]:
-        words = _query_words(text)
-        if not words:
+    ) -> list[tuple[Mapping[Any, Any], float]]:
+        terms = bm25_terms(text)
+        if not terms:
             return []
-        query = func.to_tsquery(TEXT_SEARCH_CONFIG, " | ".join(words))
-        rank = func.ts_rank_cd(table.c.search_tsv, query, 1).label("text_rank")
-        candidates = _candidate_ids(table, self._tenant, words, filters)
-        # Rank the candidates on (id, search_tsv) only, then read the whole rows of the
-        # best ``limit``: projecting every column (the vector cast, the tsvector) for all
-        # candidates before the sort cost ~17 ms of a 35 ms statement at 100,000 facts.
-        ranked = (
-            select(table.c.id, rank)
-            .join(candidates, candidates.c.id == table.c.id)
-            .where(table.c.tenant_id == self._tenant)
-            .order_by(rank.desc(), table.c.id)
-            .limit(opts.limit)
-            .subquery("ranked")
-        )
+        # Rank on (id, search_terms) only, then read the whole rows of the best ``limit``.
+        ranked = bm25_ranked(
+            table, self._tenant, terms, filters, opts.limit, candidates=TEXT_CANDIDATES
+        ).subquery("ranked")
+        columns: list[Any] = [table, ranked.c.text_rank]
+        if table is EPISODES:
+            columns.insert(1, episode_messages_column())
         stmt = (
-            select(table, ranked.c.text_rank)
+            select(*columns)
             .join(ranked, ranked.c.id == table.c.id)
             .where(table.c.tenant_id == self._tenant)
             .order_by(ranked.c.text_rank.desc(), table.c.id)
@@ -174,12 +125,12 @@ class PostgresSearchMixin:
         session: AsyncSession
         async with self._session() as session:
             rows = (await session.execute(stmt)).mappings().all()
-        return [ScoredResult(item=from_row(r), score=float(r["text_rank"])) for r in rows]
+        return [(r, float(r["text_rank"])) for r in rows]
 
     async def text_search_facts(
         self, text: str, options: SearchOptions | Options | None = None, /, **kwargs: Any
     ) -> list[ScoredResult[SemanticFact]]:
-        """Facts sharing a word with ``text``, by ``ts_rank_cd``; tag filters apply."""
+        """Facts sharing a word with ``text``, by BM25; tag filters apply."""
         opts = coerce_options(SearchOptions, options, kwargs)
         filters: list[ColumnElement[bool]] = []
         if not opts.include_invalidated:
@@ -188,51 +139,68 @@ class PostgresSearchMixin:
             filters.append(FACTS.c.tags.overlap(list(opts.tags)))
         if opts.exclude_tags:
             filters.append(not_(FACTS.c.tags.overlap(list(opts.exclude_tags))))
-        return await self._text(FACTS, text, opts, convert.fact_from_row, filters)
+        hits = await self._text(FACTS, text, opts, filters)
+        return [ScoredResult(item=convert.fact_from_row(r), score=s) for r, s in hits]
 
     async def text_search_messages(
         self, text: str, options: SearchOptions | Options | None = None, /, **kwargs: Any
     ) -> list[ScoredResult[Message]]:
-        """Messages sharing a word with ``text``, by ``ts_rank_cd``."""
+        """Messages sharing a word with ``text``, by BM25."""
         opts = coerce_options(SearchOptions, options, kwargs)
         filters = [] if opts.include_invalidated else [_episode_live()]
-        return await self._text(MESSAGES, text, opts, message_without_vector, filters)
+        hits = await self._text(MESSAGES, text, opts, filters)
+        return [ScoredResult(item=message_without_vector(r), score=s) for r, s in hits]
 
     async def text_search_episodes(
         self, text: str, options: SearchOptions | Options | None = None, /, **kwargs: Any
     ) -> list[ScoredResult[Episode]]:
-        """Episodes whose messages share words with ``text`` (summed ``ts_rank_cd``)."""
+        """Episodes whose topic or messages share words with ``text``, by BM25."""
         opts = coerce_options(SearchOptions, options, kwargs)
-        words = _query_words(text)
-        if not words:
-            return []
-        m, e = MESSAGES, EPISODES
-        query = func.to_tsquery(TEXT_SEARCH_CONFIG, " | ".join(words))
-        candidates = _candidate_ids(m, self._tenant, words, [])
-        per_episode = (
-            select(
-                m.c.episode_id.label("episode_id"),
-                func.sum(func.ts_rank_cd(m.c.search_tsv, query, 1)).label("text_rank"),
-            )
-            .join(candidates, candidates.c.id == m.c.id)
-            .where(m.c.tenant_id == self._tenant)
-            .group_by(m.c.episode_id)
-            .subquery("hits")
+        filters = [] if opts.include_invalidated else [EPISODES.c.invalidated_at.is_(None)]
+        hits = await self._text(EPISODES, text, opts, filters)
+        return [ScoredResult(item=episode_from_result(r), score=s) for r, s in hits]
+
+    async def entity_fact_counts(
+        self, entity_ids: Iterable[uuid.UUID], *, cap: int = 1000
+    ) -> tuple[dict[uuid.UUID, int], int]:
+        """How many of the tenant's facts cite each entity, and how many facts there are.
+
+        One statement: per entity, at most ``cap`` facts through the GIN index on
+        ``entity_ids`` (so the cost is bounded by ``cap``), and the tenant's fact count from
+        the BM25 statistics. Every fact counts (invalidated ones too). Entities cited by no
+        fact are absent.
+        """
+        ids = list(dict.fromkeys(entity_ids))
+        if not ids:
+            return {}, 0
+        wanted = (
+            func.unnest(bindparam("entity_ids", ids, type_=ARRAY(Uuid(as_uuid=True))))
+            .table_valued("id")
+            .render_derived(name="wanted")
+        )
+        cited = (
+            select(FACTS.c.id)
+            .where(FACTS.c.tenant_id == self._tenant,
+                   FACTS.c.entity_ids.contains(array([wanted.c.id])))
+            .limit(cap)
+            .lateral("cited")
+        )
+        total = (
+            select(CORPORA.c.documents)
+            .where(CORPORA.c.tenant_id == self._tenant, CORPORA.c.corpus == FACTS.name)
+            .scalar_subquery()
         )
         stmt = (
-            select(e, episode_messages_column(), per_episode.c.text_rank)
-            .join(per_episode, per_episode.c.episode_id == e.c.id)
-            .where(e.c.tenant_id == self._tenant)
-            .order_by(per_episode.c.text_rank.desc(), e.c.id)
-            .limit(opts.limit)
+            select(wanted.c.id, func.count(cited.c.id).label("n"),
+                   func.coalesce(total, 0).label("total"))
+            .select_from(wanted)
+            .outerjoin(cited, true())
+            .group_by(wanted.c.id)
         )
-        if not opts.include_invalidated:
-            stmt = stmt.where(e.c.invalidated_at.is_(None))
         async with self._session() as session:
-            rows = (await session.execute(stmt)).mappings().all()
-        return [
-            ScoredResult(item=episode_from_result(r), score=float(r["text_rank"])) for r in rows
-        ]
+            rows = (await session.execute(stmt)).all()
+        counts = {convert._uuid(r[0]): int(r[1]) for r in rows if r[1]}
+        return counts, int(rows[0][2]) if rows else 0
 
     async def match_entity_names(
         self, text: str, *, limit: int = 10, include_invalidated: bool = False
