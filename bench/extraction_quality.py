@@ -328,7 +328,7 @@ def pipe_speed(corpus: dict[str, Any], repeat: int) -> tuple[float, float]:
 
     from cycgraph_memory.hierarchy.extractors.parser import DEFAULT_PARSER_PIPELINE
 
-    nlp = spacy.load(DEFAULT_PARSER_PIPELINE)
+    nlp = spacy.load(DEFAULT_PARSER_PIPELINE, exclude=["ner"])  # as the extractor loads it
     texts = [[s["text"] for s in c["sentences"]] for c in corpus["conversations"]]
     for episode_texts in texts:
         list(nlp.pipe(episode_texts))
