@@ -33,6 +33,7 @@ __all__ = [
     "count_statement",
     "otel_available",
     "span",
+    "tenant_of",
 ]
 
 _log = logging.getLogger(__name__)
@@ -95,6 +96,12 @@ class SpanHandle:
         for key, value in attributes.items():
             if value is not None:
                 self._span.set_attribute(ATTRIBUTE_PREFIX + key, _clean(value))
+
+
+def tenant_of(backend: object) -> str | None:
+    """The ``tenant_id`` of a backend object, or ``None`` (in-memory objects have none)."""
+    tenant = getattr(backend, "tenant_id", None)
+    return tenant if isinstance(tenant, str) else None
 
 
 def count_statement() -> None:

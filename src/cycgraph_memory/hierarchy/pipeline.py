@@ -44,7 +44,7 @@ from cycgraph_memory.hierarchy.grounding import (
 )
 from cycgraph_memory.hierarchy.ingest_resolution import resolve_ingest_entities
 from cycgraph_memory.normalize import normalize_entity_name
-from cycgraph_memory.observability import span
+from cycgraph_memory.observability import span, tenant_of
 from cycgraph_memory.progress import ProgressCallback, report_progress
 from cycgraph_memory.records import (
     Entity,
@@ -261,7 +261,7 @@ class MemoryPipeline:
         opts = _IngestOptions.build(
             tags, provenance, source=source, run_id=run_id, node_id=node_id, agent_id=agent_id
         )
-        with span("cycgraph.ingest", tenant=getattr(self.store, "tenant_id", None)) as sp:
+        with span("cycgraph.ingest", tenant=tenant_of(self.store)) as sp:
             prepared = await self._prepare(messages, opts, in_flight=frozenset(), progress=progress)
             report = await self._commit(prepared, opts)
             sp.set(rows=len(report.fact_ids), messages=report.messages_ingested)

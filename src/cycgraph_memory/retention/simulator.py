@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cycgraph_memory._construct import trusted
 from cycgraph_memory.contracts import MemoryStore, OutcomeLedger
+from cycgraph_memory.progress import ProgressCallback, report_progress
 from cycgraph_memory.records import Provenance, RetentionReport, RunOutcome, SemanticFact
 from cycgraph_memory.retention.gate import (
     DEFAULT_RETENTION_POLICY,
@@ -299,6 +300,7 @@ async def gate_operating_characteristics(
     config: OperatingCharacteristicsConfig | Mapping[str, Any],
     *,
     backend: SimulationBackend | None = None,
+    progress: ProgressCallback | None = None,
 ) -> list[OperatingCharacteristicsRow]:
     """Decision rates over a grid of (effect x run volume x noise) cells.
 
@@ -308,12 +310,14 @@ async def gate_operating_characteristics(
     Args:
         config: An :class:`OperatingCharacteristicsConfig` or a dict of its fields.
         backend: Passed to :func:`simulate_gate` (default in-memory).
+        progress: Called with ``ProgressEvent("simulate", done, total)`` per simulation.
 
     Returns:
         One row per cell, ordered by noise, effect, then run count (as given).
     """
     cfg: OperatingCharacteristicsConfig = _coerce(OperatingCharacteristicsConfig, config)
     rows: list[OperatingCharacteristicsRow] = []
+    total = len(cfg.noise_sds) * len(cfg.effects) * len(cfg.run_counts) * cfg.replicates
     for noise_sd in cfg.noise_sds:
         for effect in cfg.effects:
             for runs in cfg.run_counts:
@@ -331,6 +335,8 @@ async def gate_operating_characteristics(
                         gate_every=cfg.gate_every,
                     )
                     result = await simulate_gate(sim, backend=backend)
+                    report_progress(progress, "simulate", len(rows) * cfg.replicates
+                                    + replicate + 1, total)
                     lesson = result.lessons[0]
                     key = lesson.reason if lesson.outcome == "evicted" else lesson.outcome
                     counts[key or "held"] += 1

@@ -37,6 +37,7 @@ from pydantic import ValidationError
 
 from cycgraph_memory.contracts import EmbeddingProvider, MemoryIndex, MemoryStore
 from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.observability import span, tenant_of
 from cycgraph_memory.records import (
     DEFAULT_MAX_SUBGRAPH_ENTITIES,
     Entity,
@@ -137,6 +138,20 @@ async def retrieve_memory(
             or an embedder that returned no vector.
         EmbeddingDimensionMismatchError: The query vector does not fit the index.
     """
+    with span("cycgraph.retrieve", tenant=tenant_of(store), mode=mode) as sp:
+        result = await _retrieve(store, index, query, embedder, options, mode)
+        sp.set(rows=len(result.facts))
+    return result
+
+
+async def _retrieve(
+    store: MemoryStore,
+    index: MemoryIndex,
+    query: MemoryQuery | Mapping[str, Any],
+    embedder: EmbeddingProvider | None,
+    options: RetrievalOptions | Mapping[str, Any] | None,
+    mode: RetrievalMode | None,
+) -> MemoryResult:
     q = coerce_query(query)
     opts = _coerce_options(options)
     if mode is not None and mode not in ("vector", "text", "hybrid"):
