@@ -93,7 +93,7 @@ def test_cli_session_runs(
     assert len(commands) >= 10
     for argv in commands:
         codes: list[int] = []
-        _in_thread(lambda argv=argv: codes.append(main(argv[1:])))
+        _in_thread(lambda argv=argv, codes=codes: codes.append(main(argv[1:])))
         captured = capsys.readouterr()
         assert codes == [0], f"{' '.join(argv)}: {captured.err}"
         assert captured.out.strip(), f"{' '.join(argv)} printed nothing"
