@@ -42,9 +42,14 @@ class ProgressEvent:
 
     @property
     def fraction(self) -> float | None:
-        """``done / total`` clamped to [0, 1], or ``None`` when the total is unknown."""
-        if not self.total:
+        """``done / total`` clamped to [0, 1] (1 when there was nothing to do), or ``None``.
+
+        ``None`` when the total is unknown.
+        """
+        if self.total is None:
             return None
+        if self.total == 0:
+            return 1.0
         return min(1.0, max(0.0, self.done / self.total))
 
 

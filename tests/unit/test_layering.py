@@ -31,6 +31,8 @@ PURE_MODULES = [
     "cycgraph_memory.inspection",
     "cycgraph_memory.progress",
     "cycgraph_memory.observability",
+    "cycgraph_memory.export",
+    "cycgraph_memory.cli",
 ]
 
 

@@ -146,6 +146,7 @@ class EntityResolver:
             groups_merged=len(groups), entities_absorbed=sum(len(g) - 1 for g in groups)
         )
         if not groups:
+            report_progress(progress, "resolve-entities", 0, 0, "plan")
             return EntityResolutionPlan([], report)
         remap = {loser: g[0] for g in groups for loser in g[1:]}
         now = self.clock()
