@@ -184,3 +184,47 @@ async def test_open_checks_the_schema_and_migrates_only_when_asked(pg_databases:
         await memory.add(_messages())
     current, head, dim = await schema_status(dsn)
     assert current == head and dim == 16
+
+
+class _NoNativeCounts:
+    """Delegates to a store but hides ``record_counts`` (forces the scanning path)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "record_counts":
+            raise AttributeError(name)
+        return getattr(self._store, name)
+
+
+@pytest.mark.postgres
+async def test_postgres_native_counts_equal_the_scan(pg_store: Any, pg_index: Any) -> None:
+    from cycgraph_memory import Entity, Provenance, Relationship, SemanticFact, memory_stats
+
+    memory = Memory(pg_store, pg_index, embedder=HashingEmbeddingProvider(dimensions=TEST_DIM))
+    report = await memory.add(_messages(), tags=["notes"])
+    await memory.forget(report.fact_ids[:1])
+    prov = Provenance(source="system")
+    a = Entity(name="Old Name", entity_type="person", provenance=prov)
+    b = Entity(
+        name="Gone", entity_type="person", provenance=prov, invalidated_at="2026-01-01T00:00:00Z"
+    )
+    await pg_store.put_entities([a, b])
+    await pg_store.put_relationships([
+        Relationship(source_id=a.id, target_id=b.id, relation_type="knows", provenance=prov,
+                     invalidated_by="test"),
+    ])
+    await pg_store.put_facts([
+        SemanticFact(content="Quarantined claim.", tags=["quarantined", "notes"], provenance=prov),
+        SemanticFact(content="On trial.", tags=["lesson", "candidate"], provenance=prov),
+    ])
+    native = await memory_stats(pg_store, index=pg_index)
+    scanned = await memory_stats(_NoNativeCounts(pg_store))  # type: ignore[arg-type]
+    assert native.records == scanned.records
+    assert native.tags == scanned.tags
+    assert native.pending_candidates == scanned.pending_candidates == 1
+    assert native.records["fact"].quarantined == 1
+    assert native.records["relationship"].invalidated == 1
+    assert native.records["entity"].invalidated == 1
+    assert native.index and all(size > 0 for size in native.index.values())

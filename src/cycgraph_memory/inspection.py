@@ -2,8 +2,9 @@
 
 :func:`memory_stats` is written against the contracts, so it runs on every backend. It
 reads the whole tenant page by page (it is an operator's report, not a per-request call);
-a store offering ``record_counts()`` (the Postgres store does, with one aggregate
-statement) is asked for the counts instead of being scanned.
+a store offering ``record_counts()`` (the Postgres store does, with two aggregate
+statements) is asked for the counts instead of being scanned, and an index offering
+``index_sizes()`` reports its on-disk sizes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ __all__ = [
     "RECORD_KINDS",
     "MemoryStats",
     "RecordCounts",
+    "TenantCounts",
     "ThemeSize",
     "memory_stats",
 ]
@@ -49,6 +51,22 @@ class RecordCounts(BaseModel):
     live: int = 0
     invalidated: int = 0
     quarantined: int = 0
+
+
+class TenantCounts(BaseModel):
+    """What a store's optional ``record_counts()`` returns (counted in the database).
+
+    Attributes:
+        records: Counts per record type except themes (``memory_stats`` counts those).
+        tags: Non-invalidated facts per tag, most used first.
+        pending_candidates: Live, non-quarantined facts with the candidate tag.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    records: dict[str, RecordCounts]
+    tags: dict[str, int]
+    pending_candidates: int
 
 
 class ThemeSize(BaseModel):
@@ -177,7 +195,11 @@ async def memory_stats(
     """
     native = getattr(store, "record_counts", None)
     if native is not None:
-        counts, tags, candidates = await native(candidate_tag=candidate_tag)
+        found: TenantCounts = await native(candidate_tag=candidate_tag, top=top)
+        counts = {kind: found.records.get(kind, RecordCounts()) for kind in RECORD_KINDS}
+        counts["theme"] = RecordCounts()
+        tags: Counter[str] = Counter(found.tags)
+        candidates = found.pending_candidates
     else:
         counts, tags, candidates = await _counted(store, candidate_tag, progress)
     themes = await store.list_themes(include_invalidated=True)
