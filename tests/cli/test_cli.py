@@ -144,6 +144,15 @@ def test_embedded_server_start_uri_stop(tmp_path: Path) -> None:
         # Without --dsn the commands use the running embedded server.
         current = runner.invoke(app, [*base, "db", "current", "--json"])
         assert current.exit_code == 0 and json.loads(current.stdout)["current"] is None
+
+        # Memory.open without a DSN uses the embedded server in data_dir too.
+        async def facade() -> int:
+            async with await Memory.open(None, data_dir=data_dir, migrate=True) as memory:
+                await memory.add(MESSAGES)
+                return len((await memory.search("billing", mode="text")).result.facts)
+
+        assert asyncio.run(facade()) >= 1
+        assert runner.invoke(app, [*base, "stats", "--json"]).exit_code == 0
     finally:
         stopped = runner.invoke(app, [*base, "db", "embedded", "stop"])
     assert stopped.exit_code == 0, stopped.output
