@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from cycgraph_memory import (
+    EmbeddingDimensionMismatchError,
     ErasureNotAvailableError,
     HashingEmbeddingProvider,
     InvalidTenantError,
@@ -148,9 +149,24 @@ async def test_stats_counts_records(memory: Memory) -> None:
     assert stats.ledger_runs == 0
 
 
-async def test_open_rejects_a_bad_tenant() -> None:
+async def test_open_rejects_a_bad_tenant_and_a_width_mismatch() -> None:
     with pytest.raises(InvalidTenantError):
         await Memory.open("memory://", tenant="no spaces allowed")
+    with pytest.raises(EmbeddingDimensionMismatchError):
+        await Memory.open(
+            "memory://", embedding_dim=16, embedder=HashingEmbeddingProvider(dimensions=8)
+        )
+
+
+async def test_vector_search_with_a_lower_similarity_floor() -> None:
+    async with await Memory.open("memory://", embedding_dim=64) as memory:
+        await memory.add(_messages())
+        strict = await memory.search("billing service maintainer", mode="vector")
+        loose = await memory.search(
+            "billing service maintainer", mode="vector", min_similarity=0.05
+        )
+    assert len(loose.result.facts) >= max(1, len(strict.result.facts))
+    assert all(s.vector_rank is not None for s in loose.result.fact_scores.values())
 
 
 @pytest.mark.postgres
@@ -168,6 +184,14 @@ async def test_open_on_postgres_commits_and_reads_back(pg_dsn: str) -> None:
         await memory.store.clear()
         await memory.close()
         await memory.close()  # idempotent
+
+
+@pytest.mark.postgres
+async def test_open_refuses_a_width_other_than_the_database(pg_dsn: str) -> None:
+    with pytest.raises(EmbeddingDimensionMismatchError):
+        await Memory.open(pg_dsn, embedding_dim=16)
+    with pytest.raises(EmbeddingDimensionMismatchError):
+        await Memory.open(pg_dsn, embedder=HashingEmbeddingProvider(dimensions=32))
 
 
 @pytest.mark.postgres

@@ -233,6 +233,10 @@ class Memory:
 
             _check_tenant(tenant)
             dim = embedding_dim or (embedder.dimensions if embedder else _DEFAULT_DIM)
+            if embedder is not None and embedder.dimensions != dim:
+                from cycgraph_memory.errors import EmbeddingDimensionMismatchError
+
+                raise EmbeddingDimensionMismatchError(dim, embedder.dimensions, "embedder")
             embedder = _default_embedder(embedder, dim, pipeline_kwargs)
             return cls._assemble(
                 InMemoryMemoryStore(expected_dimensions=dim),
@@ -275,6 +279,14 @@ class Memory:
                 await upgrade(engine, embedding_dim=wanted)
                 _, _, recorded = await schema_status(engine)
             dim = recorded or embedding_dim or _DEFAULT_DIM
+            for wanted, what in (
+                (embedding_dim, "embedding_dim"),
+                (embedder.dimensions if embedder is not None else None, "embedder"),
+            ):
+                if wanted is not None and wanted != dim:
+                    from cycgraph_memory.errors import EmbeddingDimensionMismatchError
+
+                    raise EmbeddingDimensionMismatchError(dim, wanted, f"{what} vs database")
             embedder = _default_embedder(embedder, dim, pipeline_kwargs)
             return cls._assemble(
                 PostgresMemoryStore(engine, tenant_id=tenant, embedding_dim=dim),
@@ -381,6 +393,7 @@ class Memory:
         tags: Sequence[str] | None = None,
         entity: str | None = None,
         max_hops: int = 2,
+        min_similarity: float | None = None,
         valid_at: datetime | None = None,
         include_invalidated: bool = False,
     ) -> SearchResult:
@@ -394,6 +407,8 @@ class Memory:
             entity: An entity name: the subgraph around the entity of that name
                 (case-insensitive) and the facts mentioning it.
             max_hops: Subgraph depth for ``entity`` (0-5).
+            min_similarity: Lowest cosine a vector hit needs (default the query's 0.5;
+                lexical embedders such as the hashing one score lower, try 0.2).
             valid_at: Only records valid at this time.
             include_invalidated: Also serve soft-deleted records.
 
@@ -412,6 +427,8 @@ class Memory:
             "include_invalidated": include_invalidated,
             "tags": list(tags or []),
         }
+        if min_similarity is not None:
+            query["min_similarity"] = min_similarity
         with span("cycgraph.memory.search", tenant=self.tenant, mode=mode) as sp:
             if entity is not None:
                 query["entity_ids"] = [e.id for e in await self._entities_named(entity)]
