@@ -540,7 +540,13 @@ class Memory:
         )
 
     async def _erase(self, ids: list[uuid.UUID]) -> ForgetReport:
-        """Hard erasure: wired to the lifecycle package's ``purge`` once it ships."""
+        """Hard erasure of ``ids`` (the one place ``erase=True`` leads to).
+
+        To wire a hard-erasure function (e.g. a lifecycle ``purge(store, ids, ...)``):
+        call it here inside ``exclusive_pass(self.store, "forget")``, mirror the removals
+        into ``self.index`` with ``sync_index`` (``Delete`` mutations), and return a
+        ``ForgetReport`` of what was erased.
+        """
         raise ErasureNotAvailableError(
             "forget(..., erase=True) needs hard erasure, which this version does not "
             f"provide; {len(ids)} fact(s) left unchanged (forget without erase soft-deletes)"

@@ -106,7 +106,9 @@ def _read_messages(source: str) -> list[dict[str, Any]]:
 def ingest_cmd(
     ctx: typer.Context,
     file: str = typer.Argument(..., help="JSON Lines of messages (role, content, ...); - = stdin."),
-    tags: list[str] = typer.Option([], "--tag", help="Tag added to every new fact (repeatable)."),
+    tags: list[str] = typer.Option(
+        [], "--tag", "--tags", help="Tag added to every new fact (repeatable)."
+    ),
     run_id: str | None = typer.Option(None, "--run-id", help="Run recorded in the provenance."),
     json_output: bool = JSON_OPTION,
 ) -> None:
@@ -241,7 +243,9 @@ def _show_search(state: Settings, payload: dict[str, Any]) -> None:
 def search_cmd(
     ctx: typer.Context,
     text: str | None = typer.Argument(None, help="The question."),
-    tags: list[str] = typer.Option([], "--tag", help="Tag scope (repeatable); alone: a listing."),
+    tags: list[str] = typer.Option(
+        [], "--tag", "--tags", help="Tag scope (repeatable); alone: a listing."
+    ),
     entity: str | None = typer.Option(None, "--entity", help="Entity name: its subgraph."),
     mode: str | None = typer.Option(None, "--mode", help="vector, text or hybrid."),
     limit: int = typer.Option(10, "--limit", "-n", help="Most records per type (1-100)."),
