@@ -44,10 +44,12 @@ from cycgraph_memory._exclusive import exclusive_pass
 from cycgraph_memory.consolidation.plan import Put, sync_index
 from cycgraph_memory.contracts import EmbeddingProvider, MemoryIndex, MemoryStore, OutcomeLedger
 from cycgraph_memory.errors import (
+    EmbeddingDimensionMismatchError,
     ErasureNotAvailableError,
     InvalidInputError,
     InvalidTenantError,
     RecordNotFoundError,
+    SchemaNotReadyError,
 )
 from cycgraph_memory.hierarchy.pipeline import IngestReport, MemoryPipeline
 from cycgraph_memory.inspection import MemoryStats, memory_stats
@@ -234,8 +236,6 @@ class Memory:
             _check_tenant(tenant)
             dim = embedding_dim or (embedder.dimensions if embedder else _DEFAULT_DIM)
             if embedder is not None and embedder.dimensions != dim:
-                from cycgraph_memory.errors import EmbeddingDimensionMismatchError
-
                 raise EmbeddingDimensionMismatchError(dim, embedder.dimensions, "embedder")
             embedder = _default_embedder(embedder, dim, pipeline_kwargs)
             return cls._assemble(
@@ -268,8 +268,6 @@ class Memory:
             current, head, recorded = await schema_status(engine)
             if current != head:
                 if not migrate:
-                    from cycgraph_memory.errors import SchemaNotReadyError
-
                     raise SchemaNotReadyError(
                         f"database schema is at {current or 'no revision'}, the library "
                         f"needs {head}: run `cycgraph-memory db upgrade` or open with "
@@ -284,8 +282,6 @@ class Memory:
                 (embedder.dimensions if embedder is not None else None, "embedder"),
             ):
                 if wanted is not None and wanted != dim:
-                    from cycgraph_memory.errors import EmbeddingDimensionMismatchError
-
                     raise EmbeddingDimensionMismatchError(dim, wanted, f"{what} vs database")
             embedder = _default_embedder(embedder, dim, pipeline_kwargs)
             return cls._assemble(
