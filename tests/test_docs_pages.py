@@ -1,8 +1,9 @@
 """The facade, CLI and observability pages run as written.
 
 Every ```python block of docs/facade.md, docs/cli.md and docs/observability.md runs on its
-own, in a fresh namespace, in a thread (blocks call ``asyncio.run``). A block reading
-``CYCGRAPH_MEMORY_DSN`` gets a fresh, empty database on the test server. Every
+own in a fresh interpreter, as a reader would run it (a block may set process-wide state
+such as OpenTelemetry's tracer provider). A block reading ``CYCGRAPH_MEMORY_DSN`` gets a
+fresh, empty database on the test server. Every
 ``cycgraph-memory ...`` line of a ```bash block runs through ``main(argv)`` against a fresh
 database from the repository root and must exit 0.
 """
@@ -10,9 +11,12 @@ database from the repository root and must exit 0.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import secrets
 import shlex
+import subprocess
+import sys
 import textwrap
 import threading
 from pathlib import Path
@@ -61,20 +65,19 @@ def test_every_page_has_runnable_blocks() -> None:
 
 @pytest.mark.parametrize(("page", "line", "code"), _blocks("python"))
 def test_python_block_runs(
-    page: str, line: int, code: str, request: pytest.FixtureRequest,
-    monkeypatch: pytest.MonkeyPatch,
+    page: str, line: int, code: str, request: pytest.FixtureRequest
 ) -> None:
+    env = dict(os.environ)
+    env.pop("CYCGRAPH_MEMORY_DSN", None)
     if "CYCGRAPH_MEMORY_DSN" in code:
         factory = request.getfixturevalue("pg_databases")
-        dsn = asyncio.run(factory.create("w20_docs"))
-        monkeypatch.setenv("CYCGRAPH_MEMORY_DSN", dsn)
-    out: list[str] = []
-    namespace: dict[str, Any] = {
-        "__name__": "__docs__",
-        "print": lambda *a, **_: out.append(" ".join(map(str, a))),
-    }
-    _in_thread(lambda: exec(compile(code, f"{page}:{line}", "exec"), namespace))
-    assert out or "print(" not in code
+        env["CYCGRAPH_MEMORY_DSN"] = asyncio.run(factory.create("w20_docs"))
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
+        cwd=ROOT, check=False,
+    )
+    assert out.returncode == 0, f"{page}:{line}\n{out.stderr}"
+    assert out.stdout.strip() or "print(" not in code
 
 
 @pytest.mark.postgres
