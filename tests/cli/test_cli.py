@@ -379,6 +379,18 @@ def test_gate_simulate_writes_a_chart(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- main
 
 
+def test_verbose_sends_library_logs_to_stderr(pg_dsn: str, tenant: str, tmp_path: Path) -> None:
+    runner = CliRunner()
+    path = tmp_path / "m.jsonl"
+    path.write_text(json.dumps(MESSAGES[0]) + "\n", encoding="utf-8")
+    base = ["--dsn", pg_dsn, "--tenant", tenant]
+    quiet = runner.invoke(app, [*base, "consolidate"])
+    assert quiet.exit_code == 0 and "INFO" not in quiet.stderr
+    loud = runner.invoke(app, [*base, "-v", "consolidate"])
+    assert loud.exit_code == 0, loud.output
+    assert "INFO cycgraph_memory.consolidation.consolidator: consolidation" in loud.stderr
+
+
 def test_main_returns_exit_codes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["--help"]) == 0
     assert "cycgraph-memory" in capsys.readouterr().out

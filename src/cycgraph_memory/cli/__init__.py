@@ -15,6 +15,8 @@ with ``pip install 'cycgraph-memory[cli]'``.
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -68,9 +70,32 @@ def _root(
         "--data-dir",
         help="Data directory of the embedded server.",
     ),
+    verbose: int = typer.Option(
+        0, "--verbose", "-v", count=True, help="Library logs on stderr (-v info, -vv debug)."
+    ),
 ) -> None:
     """Look at and maintain cycgraph-memory tenants."""
+    _configure_logging(verbose)
+    ctx.call_on_close(lambda: _configure_logging(0))
     ctx.obj = Settings(dsn=dsn or None, tenant=tenant, json=json_output, data_dir=data_dir)
+
+
+_LOG_HANDLER_NAME = "cycgraph-memory-cli"
+
+
+def _configure_logging(verbose: int) -> None:
+    """Send the library's log records to stderr at the level ``-v`` asks for."""
+    root = logging.getLogger("cycgraph_memory")
+    for handler in [h for h in root.handlers if h.get_name() == _LOG_HANDLER_NAME]:
+        root.removeHandler(handler)
+    if verbose <= 0:
+        root.setLevel(logging.NOTSET)
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.set_name(_LOG_HANDLER_NAME)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(logging.INFO if verbose == 1 else logging.DEBUG)
 
 
 app.add_typer(db_app, name="db")
