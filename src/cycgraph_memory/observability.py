@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -46,11 +46,12 @@ _STATEMENTS: ContextVar[tuple[list[int], ...]] = ContextVar(
 )
 _UNSET: Any = object()
 _tracer: Any = _UNSET
+_trace_api: Any = None
 
 
 def _get_tracer() -> Any:
     """The library's tracer, or ``None`` when opentelemetry is not installed (cached)."""
-    global _tracer
+    global _tracer, _trace_api
     if _tracer is _UNSET:
         try:
             import opentelemetry.trace as trace
@@ -59,8 +60,16 @@ def _get_tracer() -> Any:
         else:
             from cycgraph_memory import __version__
 
+            _trace_api = trace
             _tracer = trace.get_tracer("cycgraph_memory", __version__)
     return _tracer
+
+
+def _provider_configured() -> bool:
+    # Until the application sets a tracer provider, the API hands out a proxy whose spans
+    # record nothing; skip the work (the provider may be set later, so check each time).
+    provider = _trace_api.get_tracer_provider() if _trace_api is not None else None
+    return provider is not None and not isinstance(provider, _trace_api.ProxyTracerProvider)
 
 
 def otel_available() -> bool:
@@ -114,8 +123,23 @@ def count_statement() -> None:
         counter[0] += 1
 
 
-@contextmanager
-def span(name: str, **attributes: Any) -> Iterator[SpanHandle]:
+class _NoSpan:
+    """The context manager :func:`span` returns without opentelemetry (stateless, shared)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> SpanHandle:
+        return _NO_HANDLE
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+_NO_HANDLE = SpanHandle()
+_NO_SPAN = _NoSpan()
+
+
+def span(name: str, **attributes: Any) -> AbstractContextManager[SpanHandle]:
     """Open a span named ``name`` with ``cycgraph.*`` attributes (no-op without otel).
 
     Exceptions propagate; the span records them and gets an error status. The number of
@@ -123,9 +147,13 @@ def span(name: str, **attributes: Any) -> Iterator[SpanHandle]:
     ``cycgraph.statement_count`` when the block ends.
     """
     tracer = _get_tracer()
-    if tracer is None:
-        yield SpanHandle()
-        return
+    if tracer is None or not _provider_configured():
+        return _NO_SPAN
+    return _otel_span(tracer, name, attributes)
+
+
+@contextmanager
+def _otel_span(tracer: Any, name: str, attributes: dict[str, Any]) -> Iterator[SpanHandle]:
     counter = [0]
     token = _STATEMENTS.set((*_STATEMENTS.get(), counter))
     try:

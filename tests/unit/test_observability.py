@@ -139,6 +139,8 @@ def test_the_library_never_prints() -> None:
 def test_every_module_logs_under_its_own_name() -> None:
     missing = []
     for path in SRC.rglob("*.py"):
+        if path.parent.name == "cli":
+            continue  # the command configures the package's logger for -v; it logs nothing
         text = path.read_text(encoding="utf-8")
         if "logging.getLogger(" in text:
             assert "getLogger(__name__)" in text, path
