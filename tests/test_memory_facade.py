@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from cycgraph_memory import (
     EmbeddingDimensionMismatchError,
@@ -27,6 +28,16 @@ CONVERSATION = [
     {"role": "assistant", "content": "Noted: Alice Smith deploys the billing service on Fridays."},
     {"role": "user", "content": "Bob Jones owns the search cluster."},
 ]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def facade_dsn(pg_databases: Any) -> str:
+    """A database of this module's own (these tests commit; others count session rows)."""
+    from cycgraph_memory.postgres import upgrade
+
+    dsn = str(await pg_databases.create("w20_facade_dsn"))
+    await upgrade(dsn, embedding_dim=8)
+    return dsn
 
 
 @pytest.fixture(params=["memory", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -170,12 +181,12 @@ async def test_vector_search_with_a_lower_similarity_floor() -> None:
 
 
 @pytest.mark.postgres
-async def test_open_on_postgres_commits_and_reads_back(pg_dsn: str) -> None:
+async def test_open_on_postgres_commits_and_reads_back(facade_dsn: str) -> None:
     tenant = f"t_{secrets.token_hex(6)}"
-    async with await Memory.open(pg_dsn, tenant=tenant) as first:
+    async with await Memory.open(facade_dsn, tenant=tenant) as first:
         assert first.embedder is not None and first.embedder.dimensions == TEST_DIM
         await first.add(_messages())
-    memory = await Memory.open(pg_dsn, tenant=tenant)
+    memory = await Memory.open(facade_dsn, tenant=tenant)
     try:
         found = await memory.search(entity="Bob Jones")
         assert any("search cluster" in f.content for f in found.result.facts)
@@ -187,11 +198,11 @@ async def test_open_on_postgres_commits_and_reads_back(pg_dsn: str) -> None:
 
 
 @pytest.mark.postgres
-async def test_open_refuses_a_width_other_than_the_database(pg_dsn: str) -> None:
+async def test_open_refuses_a_width_other_than_the_database(facade_dsn: str) -> None:
     with pytest.raises(EmbeddingDimensionMismatchError):
-        await Memory.open(pg_dsn, embedding_dim=16)
+        await Memory.open(facade_dsn, embedding_dim=16)
     with pytest.raises(EmbeddingDimensionMismatchError):
-        await Memory.open(pg_dsn, embedder=HashingEmbeddingProvider(dimensions=32))
+        await Memory.open(facade_dsn, embedder=HashingEmbeddingProvider(dimensions=32))
 
 
 @pytest.mark.postgres

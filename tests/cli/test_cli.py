@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from typer.testing import CliRunner
 
 from cycgraph_memory import Entity, Memory, Provenance, SemanticFact
@@ -36,16 +37,27 @@ MESSAGES = [
 ]
 
 
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def cli_dsn(pg_databases: Any) -> str:
+    """A database of this module's own: the commands commit for real, and other modules
+    count rows of the session database."""
+    from cycgraph_memory.postgres import upgrade
+
+    dsn = str(await pg_databases.create("w20_cli"))
+    await upgrade(dsn, embedding_dim=8)
+    return dsn
+
+
 @pytest.fixture
 def tenant() -> str:
     return f"cli_{secrets.token_hex(5)}"
 
 
 @pytest.fixture
-def cli(pg_dsn: str, tenant: str) -> Callable[..., Any]:
+def cli(cli_dsn: str, tenant: str) -> Callable[..., Any]:
     runner = CliRunner()
 
-    def invoke(*args: str, input: str | None = None, dsn: str | None = pg_dsn) -> Any:
+    def invoke(*args: str, input: str | None = None, dsn: str | None = cli_dsn) -> Any:
         prefix = ["--dsn", dsn] if dsn else []
         return runner.invoke(app, [*prefix, "--tenant", tenant, *args], input=input)
 
@@ -208,17 +220,17 @@ def test_stats_ingest_and_search(cli: Callable[..., Any], tmp_path: Path) -> Non
 
 
 def test_ingest_reads_stdin_and_rejects_bad_lines(
-    cli: Callable[..., Any], pg_dsn: str, tenant: str
+    cli: Callable[..., Any], cli_dsn: str, tenant: str
 ) -> None:
     lines = "\n".join(json.dumps(m) for m in MESSAGES[:1])
     data = _json(cli("ingest", "-", "--json", input=lines))
     assert data["messages_ingested"] == 1
-    before = _snapshot(pg_dsn, tenant)
+    before = _snapshot(cli_dsn, tenant)
     _one_line_error(cli("ingest", "-", input='{"role": "user", "content": "ok"}\nnot json\n'),
                     1, "line 2")
     _one_line_error(cli("ingest", "-", input='{"role": "robot", "content": "x"}\n'), 1, "role")
     _one_line_error(cli("ingest", "/no/such/file.jsonl"), 1, "no such file")
-    assert _snapshot(pg_dsn, tenant) == before
+    assert _snapshot(cli_dsn, tenant) == before
 
 
 def test_export_graph_formats(cli: Callable[..., Any], tmp_path: Path) -> None:
@@ -258,37 +270,37 @@ def _duplicate_entities(dsn: str, tenant: str) -> None:
 
 
 def test_resolve_entities_dry_run_changes_nothing(
-    cli: Callable[..., Any], pg_dsn: str, tenant: str
+    cli: Callable[..., Any], cli_dsn: str, tenant: str
 ) -> None:
-    _duplicate_entities(pg_dsn, tenant)
-    before = _snapshot(pg_dsn, tenant)
+    _duplicate_entities(cli_dsn, tenant)
+    before = _snapshot(cli_dsn, tenant)
     plan = _json(cli("resolve-entities", "--dry-run", "--json"))
     assert plan["dry_run"] is True and plan["report"]["entities_absorbed"] == 1
     assert {m["kind"] for m in plan["mutations"]} >= {"entity", "fact"}
     assert set(plan["mutations"][0]) == {"action", "kind", "id", "reason", "record"}
     shown = cli("resolve-entities", "--dry-run")
     assert shown.exit_code == 0 and "would be applied" in shown.stdout
-    assert _snapshot(pg_dsn, tenant) == before
+    assert _snapshot(cli_dsn, tenant) == before
 
     applied = _json(cli("resolve-entities", "--json"))
     assert applied["report"]["entities_absorbed"] == 1 and "mutations" not in applied
-    assert _snapshot(pg_dsn, tenant) != before
+    assert _snapshot(cli_dsn, tenant) != before
     again = _json(cli("resolve-entities", "--dry-run", "--json"))
     assert again["mutations"] == []
     assert "nothing to change" in cli("resolve-entities", "--dry-run").stdout
 
 
 def test_consolidate_dry_run_changes_nothing(
-    cli: Callable[..., Any], pg_dsn: str, tenant: str, tmp_path: Path
+    cli: Callable[..., Any], cli_dsn: str, tenant: str, tmp_path: Path
 ) -> None:
     _ingest(cli, tmp_path, MESSAGES)
-    before = _snapshot(pg_dsn, tenant)
+    before = _snapshot(cli_dsn, tenant)
     plan = _json(cli("consolidate", "--dry-run", "--max-facts", "1", "--json"))
     assert plan["report"]["total_reclaimed"] >= 2 and plan["mutations"]
-    assert _snapshot(pg_dsn, tenant) == before
+    assert _snapshot(cli_dsn, tenant) == before
     applied = _json(cli("consolidate", "--max-facts", "1", "--json"))
     assert applied["report"]["total_reclaimed"] == plan["report"]["total_reclaimed"]
-    assert _snapshot(pg_dsn, tenant) != before
+    assert _snapshot(cli_dsn, tenant) != before
     assert _json(cli("consolidate", "--dry-run", "--max-facts", "1", "--json"))["mutations"] == []
     _one_line_error(cli("consolidate", "--delete-mode", "never"), 1, "delete_mode")
 
@@ -309,24 +321,24 @@ def _conflicting_facts(dsn: str, tenant: str) -> None:
 
 
 def test_conflicts_detect_and_resolve_dry_run(
-    cli: Callable[..., Any], pg_dsn: str, tenant: str
+    cli: Callable[..., Any], cli_dsn: str, tenant: str
 ) -> None:
-    _conflicting_facts(pg_dsn, tenant)
-    before = _snapshot(pg_dsn, tenant)
+    _conflicting_facts(cli_dsn, tenant)
+    before = _snapshot(cli_dsn, tenant)
     found = _json(cli("conflicts", "detect", "--json"))
     assert [c["type"] for c in found["conflicts"]] == ["negation"]
     assert set(found["conflicts"][0]) == {"type", "confidence", "fact_a", "fact_b"}
     assert "negation" in cli("conflicts", "detect").stdout
-    assert _snapshot(pg_dsn, tenant) == before
+    assert _snapshot(cli_dsn, tenant) == before
 
     policy = ["--policy", "negation-invalidates-positive"]
     plan = _json(cli("conflicts", "resolve", *policy, "--dry-run", "--json"))
     assert plan["resolved"] == 1 and len(plan["mutations"]) == 1
     assert plan["mutations"][0]["record"] == "Alice Smith likes green tea"
-    assert _snapshot(pg_dsn, tenant) == before
+    assert _snapshot(cli_dsn, tenant) == before
     done = _json(cli("conflicts", "resolve", *policy, "--json"))
     assert done["resolved"] == 1 and "mutations" not in done
-    assert _snapshot(pg_dsn, tenant) != before
+    assert _snapshot(cli_dsn, tenant) != before
     assert _json(cli("conflicts", "detect", "--json"))["conflicts"] == []
     _one_line_error(cli("conflicts", "resolve", "--policy", "coin-flip"), 1, "--policy")
 
@@ -334,7 +346,7 @@ def test_conflicts_detect_and_resolve_dry_run(
 # ----------------------------------------------------------------------------- gate
 
 
-def test_gate_evaluate_and_audit(cli: Callable[..., Any], pg_dsn: str, tenant: str) -> None:
+def test_gate_evaluate_and_audit(cli: Callable[..., Any], cli_dsn: str, tenant: str) -> None:
     async def seed(memory: Memory) -> uuid.UUID:
         lesson = await memory.remember("Retry flaky deploys once.")
         assert memory.ledger is not None
@@ -346,7 +358,7 @@ def test_gate_evaluate_and_audit(cli: Callable[..., Any], pg_dsn: str, tenant: s
             )
         return lesson
 
-    lesson = _with_memory(pg_dsn, tenant, seed)
+    lesson = _with_memory(cli_dsn, tenant, seed)
     report = _json(cli("gate", "evaluate", "--decision-rule", "margin", "--json"))
     assert [p["fact_id"] for p in report["promoted"]] == [str(lesson)]
     audit = _json(cli("gate", "audit", "--json"))
@@ -379,11 +391,11 @@ def test_gate_simulate_writes_a_chart(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- main
 
 
-def test_verbose_sends_library_logs_to_stderr(pg_dsn: str, tenant: str, tmp_path: Path) -> None:
+def test_verbose_sends_library_logs_to_stderr(cli_dsn: str, tenant: str, tmp_path: Path) -> None:
     runner = CliRunner()
     path = tmp_path / "m.jsonl"
     path.write_text(json.dumps(MESSAGES[0]) + "\n", encoding="utf-8")
-    base = ["--dsn", pg_dsn, "--tenant", tenant]
+    base = ["--dsn", cli_dsn, "--tenant", tenant]
     quiet = runner.invoke(app, [*base, "consolidate"])
     assert quiet.exit_code == 0 and "INFO" not in quiet.stderr
     loud = runner.invoke(app, [*base, "-v", "consolidate"])

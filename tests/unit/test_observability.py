@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from cycgraph_memory import (
     ConflictDetector,
@@ -24,6 +25,16 @@ from cycgraph_memory import (
 from cycgraph_memory.observability import otel_available, span
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "cycgraph_memory"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def otel_dsn(pg_databases: Any) -> str:
+    """A database of this module's own (these tests commit; others count session rows)."""
+    from cycgraph_memory.postgres import upgrade
+
+    dsn = str(await pg_databases.create("w20_otel_dsn"))
+    await upgrade(dsn, embedding_dim=8)
+    return dsn
 
 
 @pytest.fixture(scope="module")
@@ -75,10 +86,10 @@ async def test_span_records_errors(exporter: Any) -> None:
 
 
 @pytest.mark.postgres
-async def test_postgres_spans_count_statements(exporter: Any, pg_dsn: str) -> None:
+async def test_postgres_spans_count_statements(exporter: Any, otel_dsn: str) -> None:
     tenant = f"t_{secrets.token_hex(5)}"
     exporter.clear()
-    async with await Memory.open(pg_dsn, tenant=tenant) as memory:
+    async with await Memory.open(otel_dsn, tenant=tenant) as memory:
         await memory.add([{"role": "user", "content": "Ivan Petrov owns the ledger."}])
         await memory.search("ledger", mode="text")
         await memory.store.clear()
