@@ -21,6 +21,7 @@ that is the application's choice. Logging is separate: every module logs to
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -109,7 +110,10 @@ class SpanHandle:
 
 def tenant_of(backend: object) -> str | None:
     """The ``tenant_id`` of a backend object, or ``None`` (in-memory objects have none)."""
-    tenant = getattr(backend, "tenant_id", None)
+    # Static lookup: a backend's __getattr__ (proxies, test doubles) is never triggered.
+    tenant = inspect.getattr_static(backend, "tenant_id", None)
+    if isinstance(tenant, property) and tenant.fget is not None:
+        tenant = tenant.fget(backend)
     return tenant if isinstance(tenant, str) else None
 
 

@@ -138,8 +138,12 @@ async def retrieve_memory(
             or an embedder that returned no vector.
         EmbeddingDimensionMismatchError: The query vector does not fit the index.
     """
+    q = coerce_query(query)
+    opts = _coerce_options(options)
+    if mode is not None and mode not in ("vector", "text", "hybrid"):
+        raise InvalidInputError(f"mode must be 'vector', 'text' or 'hybrid', got {mode!r}")
     with span("cycgraph.retrieve", tenant=tenant_of(store), mode=mode) as sp:
-        result = await _retrieve(store, index, query, embedder, options, mode)
+        result = await _retrieve(store, index, q, embedder, opts, mode)
         sp.set(rows=len(result.facts))
     return result
 
@@ -147,15 +151,11 @@ async def retrieve_memory(
 async def _retrieve(
     store: MemoryStore,
     index: MemoryIndex,
-    query: MemoryQuery | Mapping[str, Any],
+    q: MemoryQuery,
     embedder: EmbeddingProvider | None,
-    options: RetrievalOptions | Mapping[str, Any] | None,
+    opts: RetrievalOptions,
     mode: RetrievalMode | None,
 ) -> MemoryResult:
-    q = coerce_query(query)
-    opts = _coerce_options(options)
-    if mode is not None and mode not in ("vector", "text", "hybrid"):
-        raise InvalidInputError(f"mode must be 'vector', 'text' or 'hybrid', got {mode!r}")
     text_only = mode == "text" and q.text is not None and not q.entity_ids
     if not text_only and not q.entity_ids and q.embedding is None and q.text is not None:
         if embedder is None:
