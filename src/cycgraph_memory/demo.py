@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import json
 import os
+import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,13 @@ def load_sample_messages() -> list[Message]:
     return [Message.model_validate(m) for m in data["messages"]]
 
 
+def _say(*parts: object) -> None:
+    # The demo's report is its output (stdout), not a log record.
+    sys.stdout.write(" ".join(str(p) for p in parts) + "\n")
+
+
 def _line(title: str) -> None:
-    print(f"\n== {title} " + "=" * max(0, 70 - len(title)))
+    _say(f"\n== {title} " + "=" * max(0, 70 - len(title)))
 
 
 async def run_demo(dsn: str | None, data_dir: Path) -> None:
@@ -50,11 +56,11 @@ async def run_demo(dsn: str | None, data_dir: Path) -> None:
     )
 
     if dsn is None:
-        print(f"No CYCGRAPH_MEMORY_DSN set: starting embedded Postgres in {data_dir} ...")
+        _say(f"No CYCGRAPH_MEMORY_DSN set: starting embedded Postgres in {data_dir} ...")
         dsn = start_embedded_server(data_dir).dsn
     engine = create_engine_from_dsn(dsn)
     try:
-        print("Migrating schema with Alembic (alembic upgrade head, embedding_dim=384) ...")
+        _say("Migrating schema with Alembic (alembic upgrade head, embedding_dim=384) ...")
         await upgrade(engine, embedding_dim=DEMO_DIM)
         store = PostgresMemoryStore(engine, tenant_id=DEMO_TENANT)
         index = PostgresMemoryIndex(engine, tenant_id=DEMO_TENANT)
@@ -71,54 +77,54 @@ async def run_demo(dsn: str | None, data_dir: Path) -> None:
         report = await pipeline.ingest(
             messages, tags=["demo", "graph:platform-notes"], run_id="demo-run-1"
         )
-        print(f"messages ingested   {report.messages_ingested}")
-        print(f"episodes            {len(report.episode_ids)}")
-        print(f"facts               {len(report.fact_ids)}")
-        print(f"entities            {len(report.entity_ids)}")
-        print(f"relationships       {len(report.relationship_ids)}")
-        print(f"themes written      {len(report.theme_ids)}")
+        _say(f"messages ingested   {report.messages_ingested}")
+        _say(f"episodes            {len(report.episode_ids)}")
+        _say(f"facts               {len(report.fact_ids)}")
+        _say(f"entities            {len(report.entity_ids)}")
+        _say(f"relationships       {len(report.relationship_ids)}")
+        _say(f"themes written      {len(report.theme_ids)}")
         again = await pipeline.ingest(messages, tags=["demo"], run_id="demo-run-2")
-        print(
+        _say(
             f"re-ingest           {again.messages_skipped} messages skipped, "
             f"{len(again.fact_ids)} facts added"
         )
 
         _line("Stored hierarchy")
         for episode in await store.list_episodes():
-            print(f"episode  {episode.started_at:%H:%M} ({len(episode.messages)} msgs) "
+            _say(f"episode  {episode.started_at:%H:%M} ({len(episode.messages)} msgs) "
                   f"{episode.topic[:60]}")
         for theme in await store.list_themes():
-            print(f"theme    [{len(theme.fact_ids)} facts] {theme.label}")
+            _say(f"theme    [{len(theme.fact_ids)} facts] {theme.label}")
         entities = await store.find_entities()
         by_id = {e.id: e for e in entities}
         for entity in entities:
-            print(f"entity   {entity.name} ({entity.entity_type})")
+            _say(f"entity   {entity.name} ({entity.entity_type})")
 
         _line("Retrieve by text: 'who maintains the billing service?'")
         [query] = await embedder.embed(["who maintains the billing service?"])
         for hit in await index.search_facts(query, limit=5):
-            print(f"{hit.score:.3f}  {hit.item.content}")
+            _say(f"{hit.score:.3f}  {hit.item.content}")
         for theme_hit in await index.search_themes(query, limit=2):
-            print(f"theme {theme_hit.score:.3f}  {theme_hit.item.label}")
+            _say(f"theme {theme_hit.score:.3f}  {theme_hit.item.label}")
 
         _line("Retrieve by tags: ['graph:platform-notes'] (first 5)")
         for fact in await store.find_facts(tags=["graph:platform-notes"], limit=5):
-            print(f"- {fact.content}  tags={fact.tags}")
+            _say(f"- {fact.content}  tags={fact.tags}")
 
         _line("Retrieve by entity: Alice Smith")
         alice = next((e for e in entities if e.name == "Alice Smith"), None)
         if alice is None:
-            print("(no entity named Alice Smith was extracted)")
+            _say("(no entity named Alice Smith was extracted)")
         else:
             for rel in await store.get_relationships_for_entity(alice.id):
                 src = by_id.get(rel.source_id)
                 dst = by_id.get(rel.target_id)
-                print(
+                _say(
                     f"edge  {src.name if src else rel.source_id} -[{rel.relation_type}]-> "
                     f"{dst.name if dst else rel.target_id}"
                 )
             for fact in await store.find_facts(entity_id=alice.id, limit=5):
-                print(f"fact  {fact.content}")
+                _say(f"fact  {fact.content}")
     finally:
         await engine.dispose()
 

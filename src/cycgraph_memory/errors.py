@@ -21,6 +21,7 @@ catch the whole family with a single ``except``::
     │   └── TransactionError              (misuse of a unit of work)
     ├── ProviderError                     (an LLM or embedding provider failed)
     │   └── ProviderTimeoutError
+    ├── ErasureNotAvailableError          (also a NotImplementedError: no hard erasure yet)
     └── MissingExtraError                 (also an ImportError: install an extra)
 
 Pydantic's own ``ValidationError`` is raised by record construction and by the option
@@ -37,6 +38,7 @@ __all__ = [
     "DanglingReferenceError",
     "DuplicateRecordError",
     "EmbeddingDimensionMismatchError",
+    "ErasureNotAvailableError",
     "IntegrityViolationError",
     "InvalidInputError",
     "InvalidTenantError",
@@ -197,6 +199,13 @@ class ProviderError(CycgraphMemoryError):
 
 class ProviderTimeoutError(ProviderError):
     """An injected provider did not answer within its timeout."""
+
+
+class ErasureNotAvailableError(CycgraphMemoryError, NotImplementedError):
+    """Hard erasure was asked for (``Memory.forget(..., erase=True)``) but is not available.
+
+    Nothing was changed. Soft deletion (``erase=False``) is available.
+    """
 
 
 class MissingExtraError(CycgraphMemoryError, ImportError):

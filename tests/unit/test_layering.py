@@ -27,6 +27,12 @@ PURE_MODULES = [
     "cycgraph_memory.consolidation",
     "cycgraph_memory.retrieval.pipeline",
     "cycgraph_memory.integration",
+    "cycgraph_memory.memory",
+    "cycgraph_memory.inspection",
+    "cycgraph_memory.progress",
+    "cycgraph_memory.observability",
+    "cycgraph_memory.export",
+    "cycgraph_memory.cli",
 ]
 
 
@@ -75,3 +81,19 @@ def test_postgres_subpackage_reports_a_missing_extra() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_root_all_is_sorted_and_complete() -> None:
+    import cycgraph_memory
+
+    names = cycgraph_memory.__all__
+
+    def kind(name: str) -> tuple[int, str]:
+        # isort style: CONSTANTS, then Classes, then functions and dunders.
+        return (0 if name.upper() == name else 1 if name[0].isupper() else 2, name)
+
+    assert names == sorted(names, key=kind)
+    assert len(set(names)) == len(names)
+    assert all(hasattr(cycgraph_memory, n) for n in names)
+    for name in ("Memory", "SearchResult", "ForgetReport", "ProgressEvent", "memory_stats"):
+        assert name in names

@@ -36,9 +36,17 @@ from cycgraph_memory.consolidation._common import (
     check_unit_interval,
     scan,
 )
-from cycgraph_memory.consolidation.plan import Put, apply_mutations, sync_index
+from cycgraph_memory.consolidation.plan import (
+    Mutation,
+    MutationPlan,
+    Put,
+    apply_mutations,
+    sync_index,
+)
 from cycgraph_memory.contracts import MemoryIndex, MemoryStore
 from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.observability import span, tenant_of
+from cycgraph_memory.progress import ProgressCallback, report_progress
 from cycgraph_memory.records import (
     QUARANTINE_TAG,
     Conflict,
@@ -155,31 +163,41 @@ class ConflictDetector:
     # ------------------------------------------------------------------ detection
 
     async def detect_conflicts(
-        self, facts: Sequence[SemanticFact] | None = None
+        self,
+        facts: Sequence[SemanticFact] | None = None,
+        *,
+        progress: ProgressCallback | None = None,
     ) -> list[Conflict]:
         """Conflicts among ``facts`` (default: every live, non-quarantined fact).
 
         Returns conflicts ordered by ``(fact_a, fact_b)`` in ``(valid_from, id)`` order.
         With ``auto_resolve_supersession`` the older fact of each supersession pair is
-        invalidated (one unit of work) before returning.
+        invalidated (one unit of work) before returning. ``progress`` receives
+        ``ProgressEvent("detect-conflicts", done, total, stage)`` (facts loaded, then pairs
+        compared).
         """
-        pool = list(facts) if facts is not None else await self._load()
-        conflicts = self._detect(pool)
+        with span("cycgraph.detect_conflicts", tenant=tenant_of(self.store)) as sp:
+            pool = list(facts) if facts is not None else await self._load(progress)
+            conflicts = self._detect(pool, progress)
+            sp.set(rows=len(pool), conflicts=len(conflicts))
         if self.auto_resolve_supersession:
             superseding = [c for c in conflicts if c.type == "supersession"]
             if superseding:
                 await self.auto_resolve_all(superseding, "supersede-on-newer")
         return conflicts
 
-    async def _load(self) -> list[SemanticFact]:
+    async def _load(self, progress: ProgressCallback | None = None) -> list[SemanticFact]:
         out: list[SemanticFact] = []
         async for page in scan(
             self.store, "facts", self.batch_size, exclude_tags=[QUARANTINE_TAG]
         ):
             out.extend(page)
+            report_progress(progress, "detect-conflicts", len(out), None, "load")
         return out
 
-    def _detect(self, pool: list[SemanticFact]) -> list[Conflict]:
+    def _detect(
+        self, pool: list[SemanticFact], progress: ProgressCallback | None = None
+    ) -> list[Conflict]:
         unique = {f.id: f for f in pool if f.invalidated_by is None}
         ordered = sorted(unique.values(), key=lambda f: (f.valid_from, str(f.id)))
         by_entity: dict[uuid.UUID, list[int]] = {}
@@ -193,7 +211,10 @@ class ConflictDetector:
                     pairs.add((members[x], members[y]))
         tokens = [words(f.content) for f in ordered]
         out: list[Conflict] = []
-        for i, j in sorted(pairs):
+        every = max(1, len(pairs) // 100)
+        for done, (i, j) in enumerate(sorted(pairs), 1):
+            if done % every == 0 or done == len(pairs):
+                report_progress(progress, "detect-conflicts", done, len(pairs), "compare")
             conflict = self._classify(ordered[i], ordered[j], tokens[i], tokens[j])
             if conflict is not None:
                 out.append(conflict)
@@ -287,53 +308,77 @@ class ConflictDetector:
         report = await self._apply([(conflict, action, "manual")])
         return report.details[0]
 
+    async def plan_resolution(
+        self,
+        conflicts: Sequence[Conflict],
+        policy: ConflictResolutionPolicy | None = None,
+    ) -> MutationPlan[ConflictResolutionReport]:
+        """What :meth:`auto_resolve_all` would write, computed without writing anything.
+
+        The plan's mutations invalidate each loser; its report is what the resolution
+        would return. Resolving, then planning again, gives an empty plan.
+        """
+        chosen = self.policy if policy is None else policy
+        if chosen not in _POLICIES:
+            raise InvalidInputError(f"unknown policy {chosen!r}; expected one of {_POLICIES}")
+        return await self._plan([(c, *self._decide(c, chosen)) for c in conflicts])
+
+    async def _plan(
+        self,
+        decisions: list[tuple[Conflict, Literal["keep_a", "keep_b", "skipped"], str]],
+    ) -> MutationPlan[ConflictResolutionReport]:
+        report = ConflictResolutionReport()
+        wanted = {f.id for c, _, _ in decisions for f in (c.fact_a, c.fact_b)}
+        puts: list[Mutation] = []
+        current: dict[uuid.UUID, SemanticFact] = {}
+        ids = list(wanted)
+        for start in range(0, len(ids), self.batch_size):
+            current.update(await self.store.get_facts(ids[start : start + self.batch_size]))
+        for conflict, action, reason in decisions:
+            if action == "skipped":
+                report.skipped += 1
+                report.details.append(
+                    ConflictResolutionDetail(conflict=conflict, action="skipped", reason=reason)
+                )
+                continue
+            winner_id, loser_id = (
+                (conflict.fact_a.id, conflict.fact_b.id)
+                if action == "keep_a"
+                else (conflict.fact_b.id, conflict.fact_a.id)
+            )
+            winner = current.get(winner_id)
+            loser = current.get(loser_id)
+            why = ""
+            if loser is None or winner is None:
+                why = "fact no longer exists"
+            elif loser.invalidated_by is not None:
+                why = "loser already invalidated"
+            elif winner.invalidated_by is not None:
+                why = "winner is invalidated"
+            if why or loser is None:
+                report.skipped += 1
+                report.details.append(
+                    ConflictResolutionDetail(conflict=conflict, action="skipped", reason=why)
+                )
+                continue
+            updated = loser.model_copy(update={"invalidated_by": str(winner_id)})
+            current[loser_id] = updated
+            puts.append(Put(updated, "fact_invalidated"))
+            report.resolved += 1
+            report.details.append(
+                ConflictResolutionDetail(conflict=conflict, action=action, reason=reason)
+            )
+        return MutationPlan(puts, report)
+
     async def _apply(
         self,
         decisions: list[tuple[Conflict, Literal["keep_a", "keep_b", "skipped"], str]],
     ) -> ConflictResolutionReport:
-        report = ConflictResolutionReport()
-        wanted = {f.id for c, _, _ in decisions for f in (c.fact_a, c.fact_b)}
-        puts: list[Put] = []
         async with exclusive_pass(self.store, "conflict-resolution"):
-            current: dict[uuid.UUID, SemanticFact] = {}
-            ids = list(wanted)
-            for start in range(0, len(ids), self.batch_size):
-                current.update(await self.store.get_facts(ids[start : start + self.batch_size]))
-            for conflict, action, reason in decisions:
-                if action == "skipped":
-                    report.skipped += 1
-                    report.details.append(
-                        ConflictResolutionDetail(conflict=conflict, action="skipped", reason=reason)
-                    )
-                    continue
-                winner_id, loser_id = (
-                    (conflict.fact_a.id, conflict.fact_b.id)
-                    if action == "keep_a"
-                    else (conflict.fact_b.id, conflict.fact_a.id)
-                )
-                winner = current.get(winner_id)
-                loser = current.get(loser_id)
-                why = ""
-                if loser is None or winner is None:
-                    why = "fact no longer exists"
-                elif loser.invalidated_by is not None:
-                    why = "loser already invalidated"
-                elif winner.invalidated_by is not None:
-                    why = "winner is invalidated"
-                if why or loser is None:
-                    report.skipped += 1
-                    report.details.append(
-                        ConflictResolutionDetail(conflict=conflict, action="skipped", reason=why)
-                    )
-                    continue
-                updated = loser.model_copy(update={"invalidated_by": str(winner_id)})
-                current[loser_id] = updated
-                puts.append(Put(updated, "fact_invalidated"))
-                report.resolved += 1
-                report.details.append(
-                    ConflictResolutionDetail(conflict=conflict, action=action, reason=reason)
-                )
-            await apply_mutations(self.store, puts)
-        sync_index(self.index, puts)
+            plan = await self._plan(decisions)
+            await apply_mutations(self.store, plan.mutations)
+        sync_index(self.index, plan.mutations)
+        report = plan.report
+        assert report is not None
         _log.info("conflict resolution: %d resolved, %d skipped", report.resolved, report.skipped)
         return report

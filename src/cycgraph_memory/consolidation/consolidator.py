@@ -78,6 +78,8 @@ from cycgraph_memory.consolidation.plan import (
 )
 from cycgraph_memory.contracts import MemoryIndex, MemoryStore
 from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.observability import span, tenant_of
+from cycgraph_memory.progress import ProgressCallback, report_progress
 from cycgraph_memory.records import (
     QUARANTINE_TAG,
     ConsolidationMutation,
@@ -229,11 +231,12 @@ class MemoryConsolidator:
 
     # ------------------------------------------------------------------ public API
 
-    async def consolidate(self) -> ConsolidationReport:
+    async def consolidate(self, *, progress: ProgressCallback | None = None) -> ConsolidationReport:
         """Plan and apply one pass as one exclusive unit of work; return its report.
 
         Two workers consolidating at once end in the state of one run; a failure while
         writing leaves the store unchanged. A second run right after reports zeros.
+        ``progress`` receives ``ProgressEvent("consolidate", step, 6, stage)`` per phase.
         """
         # "themes" is the ingest's THEMES_LOCK (hierarchy.pipeline): the pass rewrites themes,
         # so it must not interleave with ingest's theme assignment. Lock order is always
@@ -241,8 +244,11 @@ class MemoryConsolidator:
         async with exclusive_pass(self.store, "consolidation"), exclusive_pass(
             self.store, "themes"
         ):
-            plan = await self.plan()
-            await apply_mutations(self.store, plan.mutations)
+            with span("cycgraph.consolidate", tenant=tenant_of(self.store)) as sp:
+                plan = await self.plan(progress=progress)
+                await apply_mutations(self.store, plan.mutations)
+                sp.set(rows=len(plan.mutations))
+        report_progress(progress, "consolidate", 6, 6, "write")
         sync_index(self.index, plan.mutations)
         assert plan.report is not None
         if self.debug:
@@ -282,14 +288,17 @@ class MemoryConsolidator:
             await store.list_episodes(limit=1, offset=t.episodes)
         )
 
-    async def plan(self) -> ConsolidationPlan:
+    async def plan(self, *, progress: ProgressCallback | None = None) -> ConsolidationPlan:
         """Compute every mutation of a pass without writing anything."""
         now = self.clock()
+        report_progress(progress, "consolidate", 0, 6, "load")
         facts = await self._load_facts()
+        report_progress(progress, "consolidate", 1, 6, "dedup")
         groups = self._dedup_groups(facts)
         absorbed = {loser for losers in groups.values() for loser in losers}
         mutations: list[Mutation] = []
         merged = await self._merge(facts, groups, mutations, now)
+        report_progress(progress, "consolidate", 2, 6, "decay")
         decayed = self._decay(facts, absorbed, merged, now)
         removed: set[uuid.UUID] = {facts.ids[i] for i in absorbed}
         for i in decayed:
@@ -311,7 +320,9 @@ class MemoryConsolidator:
                     for fid in ids[start : start + self.batch_size]
                     if fid in found
                 )
+        report_progress(progress, "consolidate", 3, 6, "episodes")
         episodes_pruned = await self._prune_episodes(mutations, now)
+        report_progress(progress, "consolidate", 4, 6, "themes")
         cleaned, themes_removed = await self._cascade_themes(removed, merged, mutations, now)
         report = ConsolidationReport(
             facts_deduped=len(absorbed),
@@ -325,6 +336,7 @@ class MemoryConsolidator:
             report.mutation_log = [
                 ConsolidationMutation(type=m.reason, id=m.id) for m in mutations
             ]
+        report_progress(progress, "consolidate", 5, 6, "planned")
         return ConsolidationPlan(mutations, report)
 
     # ------------------------------------------------------------------ phases

@@ -46,6 +46,8 @@ from cycgraph_memory.consolidation.plan import (
 )
 from cycgraph_memory.contracts import MemoryIndex, MemoryStore
 from cycgraph_memory.normalize import normalize_entity_name
+from cycgraph_memory.observability import span, tenant_of
+from cycgraph_memory.progress import ProgressCallback, report_progress
 from cycgraph_memory.records import (
     Entity,
     EntityResolutionReport,
@@ -115,30 +117,36 @@ class EntityResolver:
         self.index = index
         self.clock = clock or utc_now
 
-    async def resolve(self) -> EntityResolutionReport:
+    async def resolve(
+        self, *, progress: ProgressCallback | None = None
+    ) -> EntityResolutionReport:
         """Plan and apply one resolution pass as one exclusive unit of work.
 
         Two workers resolving the same store at once end in the state of one run; a
-        failure leaves the store unchanged. Running it again reports zeros.
+        failure leaves the store unchanged. Running it again reports zeros. ``progress``
+        receives ``ProgressEvent("resolve-entities", chunks_done, chunks)`` while planning.
 
         Returns:
             The counts of what was merged and rewritten.
         """
         async with exclusive_pass(self.store, "entity-resolution"):
-            plan = await self.plan()
-            await apply_mutations(self.store, plan.mutations)
+            with span("cycgraph.resolve_entities", tenant=tenant_of(self.store)) as sp:
+                plan = await self.plan(progress=progress)
+                await apply_mutations(self.store, plan.mutations)
+                sp.set(rows=len(plan.mutations))
         sync_index(self.index, plan.mutations)
         assert plan.report is not None
         self.logger.info("entity resolution: %s", plan.report.model_dump())
         return plan.report
 
-    async def plan(self) -> EntityResolutionPlan:
+    async def plan(self, *, progress: ProgressCallback | None = None) -> EntityResolutionPlan:
         """Compute the mutations of a resolution pass without writing anything."""
         groups = await self._duplicate_groups()
         report = EntityResolutionReport(
             groups_merged=len(groups), entities_absorbed=sum(len(g) - 1 for g in groups)
         )
         if not groups:
+            report_progress(progress, "resolve-entities", 0, 0, "plan")
             return EntityResolutionPlan([], report)
         remap = {loser: g[0] for g in groups for loser in g[1:]}
         now = self.clock()
@@ -148,7 +156,9 @@ class EntityResolver:
         edges: dict[uuid.UUID, Relationship] = {}
         dropped: dict[uuid.UUID, Relationship] = {}
         originals: dict[uuid.UUID, Relationship] = {}
-        for chunk in _chunks(groups, self.batch_size):
+        chunks = list(_chunks(groups, self.batch_size))
+        for done, chunk in enumerate(chunks):
+            report_progress(progress, "resolve-entities", done, len(chunks), "plan")
             members = [i for g in chunk for i in g]
             records = await self.store.get_entities(members)
             for group in chunk:
@@ -169,6 +179,7 @@ class EntityResolver:
                 members, include_invalidated=True
             )
             self._remap_edges(loaded, remap, edges, dropped, originals)
+        report_progress(progress, "resolve-entities", len(chunks), len(chunks), "plan")
         report.facts_rewritten = len(facts)
         report.relationships_rewritten = sum(1 for i in edges if i not in dropped)
         report.relationships_dropped = len(dropped)

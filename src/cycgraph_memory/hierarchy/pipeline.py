@@ -48,6 +48,8 @@ from cycgraph_memory.hierarchy.grounding import (
 )
 from cycgraph_memory.hierarchy.ingest_resolution import resolve_ingest_entities
 from cycgraph_memory.normalize import normalize_entity_name
+from cycgraph_memory.observability import span, tenant_of
+from cycgraph_memory.progress import ProgressCallback, report_progress
 from cycgraph_memory.records import (
     Entity,
     Episode,
@@ -231,6 +233,7 @@ class MemoryPipeline:
         run_id: str | None = None,
         node_id: str | None = None,
         agent_id: str | None = None,
+        progress: ProgressCallback | None = None,
     ) -> IngestReport:
         """Ingest conversation messages and persist the hierarchy they produce.
 
@@ -248,6 +251,8 @@ class MemoryPipeline:
             run_id: Workflow run recorded in the provenance of every new record.
             node_id: Graph node recorded in the provenance of every new record.
             agent_id: Agent recorded in the provenance of every new record.
+            progress: Called with ``ProgressEvent("ingest", done, total, stage)``: per
+                episode extracted (``"extract"``), then once written (``"write"``).
 
         Returns:
             An :class:`IngestReport` with the ids of everything written.
@@ -260,8 +265,13 @@ class MemoryPipeline:
         opts = _IngestOptions.build(
             tags, provenance, source=source, run_id=run_id, node_id=node_id, agent_id=agent_id
         )
-        prepared = await self._prepare(messages, opts, in_flight=frozenset())
-        return await self._commit(prepared, opts)
+        with span("cycgraph.ingest", tenant=tenant_of(self.store)) as sp:
+            prepared = await self._prepare(messages, opts, in_flight=frozenset(), progress=progress)
+            report = await self._commit(prepared, opts)
+            sp.set(rows=len(report.fact_ids), messages=report.messages_ingested)
+        n = len(prepared.episodes)
+        report_progress(progress, "ingest", n, n, "write")
+        return report
 
     async def ingest_many(
         self,
@@ -319,6 +329,7 @@ class MemoryPipeline:
         opts: _IngestOptions,
         *,
         in_flight: frozenset[uuid.UUID],
+        progress: ProgressCallback | None = None,
     ) -> _Prepared:
         """Validate, de-duplicate, segment, extract and embed (no writes)."""
         batch = [
@@ -337,7 +348,7 @@ class MemoryPipeline:
 
         await self._embed_messages(fresh)
         episodes = await self.segmenter.segment(fresh)
-        for episode in episodes:
+        for done, episode in enumerate(episodes, 1):
             self._stamp(episode, opts)
         # An extractor with extract_batch (the parser tier) reads the whole batch at once.
         batch_extract = getattr(self.extractor, "extract_batch", None)
@@ -349,6 +360,7 @@ class MemoryPipeline:
             prepared.facts.extend(result.facts)
             prepared.entities.extend(result.entities)
             prepared.relationships.extend(result.relationships)
+            report_progress(progress, "ingest", done, len(episodes), "extract")
             await asyncio.sleep(0)  # CPU-bound stage: give a pending write its turn
         prepared.episodes = episodes
         if self.merge_entities:

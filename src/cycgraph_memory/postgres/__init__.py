@@ -29,7 +29,12 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
     raise MissingExtraError("postgres", _exc.name or "sqlalchemy") from None
 
 from cycgraph_memory.postgres._base import DEFAULT_TENANT, TENANT_SETTING, validate_tenant
-from cycgraph_memory.postgres.embedded import EmbeddedServer, start_embedded_server
+from cycgraph_memory.postgres.embedded import (
+    EmbeddedServer,
+    embedded_server_dsn,
+    start_embedded_server,
+    stop_embedded_server,
+)
 from cycgraph_memory.postgres.engine import (
     DSN_ENV_VAR,
     asyncpg_url,
@@ -42,11 +47,14 @@ from cycgraph_memory.postgres.migrate import (
     DEFAULT_EMBEDDING_DIM,
     current_revision,
     downgrade,
+    head_revision,
     migrations_dir,
+    schema_status,
     upgrade,
 )
 from cycgraph_memory.postgres.schema import HNSW_EF_CONSTRUCTION, HNSW_M
 from cycgraph_memory.postgres.store import PostgresMemoryStore
+from cycgraph_memory.postgres.tracing import instrument_engine
 
 __all__ = [
     "DEFAULT_EF_SEARCH",
@@ -65,8 +73,13 @@ __all__ = [
     "current_revision",
     "downgrade",
     "dsn_from_env",
+    "embedded_server_dsn",
+    "head_revision",
+    "instrument_engine",
     "migrations_dir",
+    "schema_status",
     "start_embedded_server",
+    "stop_embedded_server",
     "upgrade",
     "validate_tenant",
 ]

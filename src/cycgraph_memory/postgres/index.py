@@ -178,6 +178,12 @@ class PostgresMemoryIndex(HierarchicalCandidates, PostgresSearchMixin, PostgresB
             live=EPISODES.c.invalidated_at.is_(None), extra=(episode_messages_column(),),
         )
 
+    async def index_sizes(self) -> dict[str, int]:
+        """On-disk bytes of the database's HNSW and GIN indexes (shared by all tenants)."""
+        from cycgraph_memory.postgres.stats import index_sizes
+
+        return await index_sizes(self)
+
     async def rebuild(self, store: MemoryStore | None = None, *, analyze: bool = False) -> None:
         """Re-validate the schema's embedding dimension; optionally refresh planner stats.
 

@@ -43,9 +43,11 @@ __all__ = [
     "check_embedding_dim",
     "current_revision",
     "downgrade",
+    "head_revision",
     "lock_for_migrations",
     "migrations_dir",
     "recorded_embedding_dim",
+    "schema_status",
     "upgrade",
 ]
 
@@ -243,3 +245,29 @@ async def current_revision(engine_or_dsn: AsyncEngine | str | URL) -> str | None
     """Return the database's current Alembic revision (``None`` when unmigrated)."""
     result: str | None = await _run(engine_or_dsn, _current_sync)
     return result
+
+
+def head_revision() -> str:
+    """Return the newest revision of the shipped migrations (what ``upgrade`` goes to)."""
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:  # pragma: no cover - the package always ships revisions
+        raise SchemaNotReadyError("the shipped migrations have no head revision")
+    return str(head)
+
+
+def _status_sync(conn: Connection) -> tuple[str | None, int | None]:
+    return _current_sync(conn), recorded_embedding_dim(conn)
+
+
+async def schema_status(
+    engine_or_dsn: AsyncEngine | str | URL,
+) -> tuple[str | None, str, int | None]:
+    """Return ``(current revision, head revision, recorded embedding dimension)``.
+
+    Reads only; nothing is migrated. ``current`` and the dimension are ``None`` on an
+    unmigrated database; the schema is up to date when ``current == head``.
+    """
+    current, dim = await _run(engine_or_dsn, _status_sync)
+    return current, head_revision(), dim

@@ -689,6 +689,15 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
         return [e for e in rows if (normalize_entity_name(e.name), e.entity_type) in wanted]
 
 
+    async def record_counts(self, *, candidate_tag: str = "candidate", top: int = 20) -> Any:
+        """Counts per record type, facts per tag and pending candidates, in the database.
+
+        Used by :func:`cycgraph_memory.inspection.memory_stats` instead of a scan.
+        """
+        from cycgraph_memory.postgres.stats import record_counts
+
+        return await record_counts(self, candidate_tag=candidate_tag, top=top)
+
     async def scan_facts(
         self,
         filter: FactFilter | Options | None = None,

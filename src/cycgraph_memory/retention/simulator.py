@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cycgraph_memory._construct import trusted
 from cycgraph_memory.contracts import MemoryStore, OutcomeLedger
+from cycgraph_memory.progress import ProgressCallback, report_progress
 from cycgraph_memory.records import Provenance, RetentionReport, RunOutcome, SemanticFact
 from cycgraph_memory.retention.gate import (
     DEFAULT_RETENTION_POLICY,
@@ -315,6 +316,7 @@ async def gate_operating_characteristics(
     config: OperatingCharacteristicsConfig | Mapping[str, Any],
     *,
     backend: SimulationBackend | None = None,
+    progress: ProgressCallback | None = None,
 ) -> list[OperatingCharacteristicsRow]:
     """Decision rates over a grid of (effect x run volume x noise) cells.
 
@@ -328,6 +330,7 @@ async def gate_operating_characteristics(
     Args:
         config: An :class:`OperatingCharacteristicsConfig` or a dict of its fields.
         backend: Passed to :func:`simulate_gate` (default in-memory).
+        progress: Called with ``ProgressEvent("simulate", done, total)`` per simulation.
 
     Returns:
         One row per cell, ordered by noise, effect, then run count (as given).
@@ -335,6 +338,8 @@ async def gate_operating_characteristics(
     cfg: OperatingCharacteristicsConfig = _coerce(OperatingCharacteristicsConfig, config)
     rows: list[OperatingCharacteristicsRow] = []
     horizon = max(cfg.run_counts)
+    total = len(cfg.noise_sds) * len(cfg.effects) * cfg.replicates
+    done = 0
     for noise_sd in cfg.noise_sds:
         for effect in cfg.effects:
             # A replicate's seed does not depend on the run count, so a simulation of R runs
@@ -353,6 +358,8 @@ async def gate_operating_characteristics(
                     gate_every=cfg.gate_every,
                 )
                 lesson = (await _simulate(sim, backend, settle=True)).lessons[0]
+                done += 1
+                report_progress(progress, "simulate", done, total)
                 key = lesson.reason if lesson.outcome == "evicted" else lesson.outcome
                 at = -1 if lesson.decided_at_run is None else lesson.decided_at_run
                 finals.append((key or "held", at))

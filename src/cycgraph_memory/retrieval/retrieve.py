@@ -37,6 +37,7 @@ from pydantic import ValidationError
 
 from cycgraph_memory.contracts import EmbeddingProvider, MemoryIndex, MemoryStore
 from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.observability import span, tenant_of
 from cycgraph_memory.records import (
     DEFAULT_MAX_SUBGRAPH_ENTITIES,
     Entity,
@@ -141,6 +142,20 @@ async def retrieve_memory(
     opts = _coerce_options(options)
     if mode is not None and mode not in ("vector", "text", "hybrid"):
         raise InvalidInputError(f"mode must be 'vector', 'text' or 'hybrid', got {mode!r}")
+    with span("cycgraph.retrieve", tenant=tenant_of(store), mode=mode) as sp:
+        result = await _retrieve(store, index, q, embedder, opts, mode)
+        sp.set(rows=len(result.facts))
+    return result
+
+
+async def _retrieve(
+    store: MemoryStore,
+    index: MemoryIndex,
+    q: MemoryQuery,
+    embedder: EmbeddingProvider | None,
+    opts: RetrievalOptions,
+    mode: RetrievalMode | None,
+) -> MemoryResult:
     text_only = mode == "text" and q.text is not None and not q.entity_ids
     if not text_only and not q.entity_ids and q.embedding is None and q.text is not None:
         if embedder is None:

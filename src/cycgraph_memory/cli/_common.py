@@ -1,0 +1,178 @@
+"""Plumbing shared by the commands: settings, opening memory, output, errors, progress."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from cycgraph_memory.progress import ProgressCallback, ProgressEvent
+
+if TYPE_CHECKING:
+    from cycgraph_memory.memory import Memory
+
+T = TypeVar("T")
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+"""A user error: bad input, an unknown record, a refused operation."""
+EXIT_USAGE = 2
+"""Bad command-line usage (Click's own code)."""
+EXIT_SCHEMA = 3
+"""The database schema is missing or behind: run ``cycgraph-memory db upgrade``."""
+EXIT_DATABASE = 4
+"""The database could not be reached or failed."""
+
+
+@dataclass
+class Settings:
+    """What the global options chose; one per invocation (``ctx.obj``)."""
+
+    dsn: str | None = None
+    tenant: str = "default"
+    json: bool = False
+    data_dir: Path = Path(".cycgraph-memory") / "pgdata"
+    console: Console = field(default_factory=lambda: Console(highlight=False, soft_wrap=True))
+    err: Console = field(default_factory=lambda: Console(stderr=True, highlight=False))
+
+
+JSON_OPTION: Any = typer.Option(False, "--json", help="Machine-readable JSON output.")
+"""``--json`` accepted after the command too (``cycgraph-memory stats --json``)."""
+
+
+def settings(ctx: typer.Context, json_output: bool = False) -> Settings:
+    """The invocation's :class:`Settings` (created by the root callback).
+
+    ``json_output`` is the command's own ``--json`` flag; either place turns JSON on.
+    """
+    obj = ctx.find_root().obj
+    if not isinstance(obj, Settings):  # pragma: no cover - the root callback always sets it
+        obj = Settings()
+        ctx.find_root().obj = obj
+    obj.json = obj.json or json_output
+    return obj
+
+
+def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
+    """Print one line on stderr and exit with ``code``."""
+    sys.stderr.write(f"error: {message}\n")  # one line, never wrapped
+    raise typer.Exit(code)
+
+
+def _exit_code(exc: BaseException) -> int:
+    from cycgraph_memory.errors import SchemaNotReadyError, StorageError
+
+    if isinstance(exc, SchemaNotReadyError):
+        return EXIT_SCHEMA
+    if isinstance(exc, StorageError | ConnectionError):
+        return EXIT_DATABASE
+    return EXIT_ERROR
+
+
+def _one_line(exc: BaseException) -> str:
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "input"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        return f"invalid {where}: {first.get('msg', 'invalid value')}{more}"
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text
+
+
+def run(work: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine; library and database errors become one line and an exit code."""
+    from pydantic import ValidationError
+
+    from cycgraph_memory.errors import CycgraphMemoryError
+
+    try:
+        return asyncio.run(work())  # type: ignore[arg-type]
+    except (CycgraphMemoryError, ValidationError, OSError, json.JSONDecodeError) as exc:
+        fail(_one_line(exc), _exit_code(exc))
+
+
+def resolve_dsn(state: Settings) -> str:
+    """The DSN to use: ``--dsn`` / ``CYCGRAPH_MEMORY_DSN``, else a running embedded server."""
+    if state.dsn:
+        return state.dsn
+    from cycgraph_memory.postgres.embedded import embedded_server_dsn
+
+    found = embedded_server_dsn(state.data_dir)
+    if found is None:
+        fail(
+            "no database: set CYCGRAPH_MEMORY_DSN, pass --dsn, or start one with "
+            f"`cycgraph-memory db embedded start` (data dir {state.data_dir})",
+            EXIT_DATABASE,
+        )
+    return found
+
+
+async def open_memory(state: Settings) -> Memory:
+    """Open the tenant's memory on the configured database (the schema must be current)."""
+    from cycgraph_memory.memory import Memory
+
+    return await Memory.open(resolve_dsn(state), tenant=state.tenant)
+
+
+def emit_json(state: Settings, payload: Any) -> None:
+    """Write ``payload`` as JSON on stdout (ids, dates and models as strings/objects)."""
+
+    def default(value: Any) -> Any:
+        dump = getattr(value, "model_dump", None)
+        if dump is not None:
+            return dump(mode="json")
+        return str(value)
+
+    sys.stdout.write(json.dumps(payload, default=default, indent=2, ensure_ascii=False) + "\n")
+
+
+def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
+    """A Rich table with ``columns`` and the rows' values as text."""
+    out = Table(title=title, title_justify="left", show_lines=False)
+    for name in columns:
+        out.add_column(name, overflow="fold")
+    for row in rows:
+        out.add_row(*("" if v is None else str(v) for v in row))
+    return out
+
+
+@contextmanager
+def progress_bar(state: Settings, description: str) -> Iterator[ProgressCallback | None]:
+    """A progress callback drawing a bar on a terminal; ``None`` when piped or with --json."""
+    if state.json or not state.err.is_terminal:
+        yield None
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=state.err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(description, total=None)
+
+        def update(event: ProgressEvent) -> None:
+            label = f"{description} {event.stage}".strip()
+            bar.update(task, completed=event.done, total=event.total, description=label)
+
+        yield update

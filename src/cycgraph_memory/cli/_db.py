@@ -1,0 +1,148 @@
+"""``db``: the schema (Alembic underneath) and the embedded server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from cycgraph_memory.cli._common import (
+    JSON_OPTION,
+    emit_json,
+    fail,
+    resolve_dsn,
+    run,
+    settings,
+    table,
+)
+
+__all__ = ["db_app"]
+
+db_app = typer.Typer(help="Schema migrations and the embedded server.", no_args_is_help=True)
+embedded_app = typer.Typer(help="The embedded PostgreSQL server.", no_args_is_help=True)
+db_app.add_typer(embedded_app, name="embedded")
+
+
+def _status_payload(current: str | None, head: str, dim: int | None) -> dict[str, Any]:
+    return {
+        "current": current,
+        "head": head,
+        "up_to_date": current == head,
+        "embedding_dim": dim,
+    }
+
+
+def _show_status(ctx: typer.Context, payload: dict[str, Any]) -> None:
+    state = settings(ctx)
+    if state.json:
+        emit_json(state, payload)
+        return
+    state.console.print(
+        table(None, ["current", "head", "up to date", "embedding dim"], [
+            [payload["current"] or "(none)", payload["head"], payload["up_to_date"],
+             payload["embedding_dim"]]
+        ])
+    )
+
+
+@db_app.command("upgrade")
+def upgrade_cmd(
+    ctx: typer.Context,
+    revision: str = typer.Argument("head", help="Target revision."),
+    embedding_dim: int | None = typer.Option(
+        None, "--embedding-dim", help="Vector width of a NEW schema (default 384)."
+    ),
+    json_output: bool = JSON_OPTION,
+) -> None:
+    """Upgrade the schema (alembic upgrade)."""
+    dsn = resolve_dsn(settings(ctx, json_output))
+
+    async def work() -> tuple[str | None, str, int | None]:
+        from cycgraph_memory.postgres.migrate import schema_status, upgrade
+
+        await upgrade(dsn, embedding_dim=embedding_dim, revision=revision)
+        return await schema_status(dsn)
+
+    _show_status(ctx, _status_payload(*run(work)))
+
+
+@db_app.command("downgrade")
+def downgrade_cmd(
+    ctx: typer.Context,
+    revision: str = typer.Argument(..., help="Target revision (`base` drops every table)."),
+    yes: bool = typer.Option(False, "--yes", help="Confirm a downgrade to base."),
+    json_output: bool = JSON_OPTION,
+) -> None:
+    """Downgrade the schema (alembic downgrade); `base` deletes every stored record."""
+    if revision == "base" and not yes:
+        fail("downgrading to base drops every table and record; add --yes to confirm")
+    dsn = resolve_dsn(settings(ctx, json_output))
+
+    async def work() -> tuple[str | None, str, int | None]:
+        from cycgraph_memory.postgres.migrate import downgrade, schema_status
+
+        await downgrade(dsn, revision)
+        return await schema_status(dsn)
+
+    _show_status(ctx, _status_payload(*run(work)))
+
+
+@db_app.command("current")
+def current_cmd(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
+    """Show the schema's revision, the library's head and the embedding width."""
+    dsn = resolve_dsn(settings(ctx, json_output))
+
+    async def work() -> tuple[str | None, str, int | None]:
+        from cycgraph_memory.postgres.migrate import schema_status
+
+        return await schema_status(dsn)
+
+    _show_status(ctx, _status_payload(*run(work)))
+
+
+def _print_uri(ctx: typer.Context, dsn: str | None, running: bool) -> None:
+    state = settings(ctx)
+    if state.json:
+        emit_json(state, {"running": running, "dsn": dsn, "data_dir": str(state.data_dir)})
+    elif dsn is not None:
+        state.console.print(dsn, markup=False)
+
+
+@embedded_app.command("start")
+def embedded_start(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
+    """Start the embedded server in --data-dir (left running) and print its URL."""
+    from cycgraph_memory.postgres.embedded import start_embedded_server
+
+    state = settings(ctx, json_output)
+    try:
+        server = start_embedded_server(state.data_dir, cleanup_mode=None)
+    except (OSError, RuntimeError) as exc:
+        fail(f"could not start the embedded server in {state.data_dir}: {exc}", 4)
+    _print_uri(ctx, server.dsn, True)
+
+
+@embedded_app.command("stop")
+def embedded_stop(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
+    """Stop the embedded server running in --data-dir."""
+    from cycgraph_memory.postgres.embedded import stop_embedded_server
+
+    state = settings(ctx, json_output)
+    stopped = stop_embedded_server(state.data_dir)
+    if not stopped:
+        fail(f"no embedded server is running in {state.data_dir}")
+    if state.json:
+        emit_json(state, {"running": False, "data_dir": str(state.data_dir)})
+    else:
+        state.console.print(f"stopped the embedded server in {state.data_dir}", markup=False)
+
+
+@embedded_app.command("uri")
+def embedded_uri(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
+    """Print the URL of the embedded server running in --data-dir."""
+    from cycgraph_memory.postgres.embedded import embedded_server_dsn
+
+    state = settings(ctx, json_output)
+    dsn = embedded_server_dsn(state.data_dir)
+    if dsn is None and not state.json:
+        fail(f"no embedded server is running in {state.data_dir}")
+    _print_uri(ctx, dsn, dsn is not None)

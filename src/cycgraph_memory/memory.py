@@ -1,0 +1,583 @@
+"""``Memory``: one object over the building blocks, for the common path.
+
+::
+
+    async with await Memory.open("memory://", tenant="acme") as memory:
+        await memory.add([{"role": "user", "content": "Alice Smith maintains billing."}])
+        found = await memory.search("who maintains billing?")
+        print(found.prompt)
+
+:meth:`Memory.open` builds a store, an index, an outcome ledger, an embedder and a
+:class:`~cycgraph_memory.hierarchy.MemoryPipeline` for one tenant:
+
+* ``dsn="memory://"``: the in-memory backends (nothing persists);
+* a ``postgresql://`` DSN: the Postgres backends on a new engine (closed by
+  :meth:`Memory.close`);
+* no DSN: an embedded PostgreSQL server whose data lives in ``data_dir`` (the
+  ``embedded`` extra), stopped when the process exits.
+
+On Postgres the schema is checked, not silently migrated: a database behind the shipped
+migrations raises :class:`~cycgraph_memory.errors.SchemaNotReadyError` unless
+``migrate=True`` (or ``cycgraph-memory db upgrade`` was run).
+
+Every method calls the public building blocks (``MemoryPipeline.ingest``,
+``retrieve_memory``, ``render_memory_section``, ``memory_writer``, the store's ``put_facts``,
+:func:`~cycgraph_memory.inspection.memory_stats`); the facade adds no behaviour of its own,
+and the objects it built stay reachable as attributes (``store``, ``index``, ``ledger``,
+``embedder``, ``pipeline``) for everything it does not cover.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict
+
+from cycgraph_memory._exclusive import exclusive_pass
+from cycgraph_memory.consolidation.plan import Put, sync_index
+from cycgraph_memory.contracts import EmbeddingProvider, MemoryIndex, MemoryStore, OutcomeLedger
+from cycgraph_memory.errors import (
+    EmbeddingDimensionMismatchError,
+    ErasureNotAvailableError,
+    InvalidInputError,
+    InvalidTenantError,
+    RecordNotFoundError,
+    SchemaNotReadyError,
+)
+from cycgraph_memory.hierarchy.pipeline import IngestReport, MemoryPipeline
+from cycgraph_memory.inspection import MemoryStats, memory_stats
+from cycgraph_memory.integration import memory_result_to_dicts, memory_writer, render_memory_section
+from cycgraph_memory.observability import span
+from cycgraph_memory.progress import ProgressCallback
+from cycgraph_memory.records import (
+    MemoryQuery,
+    MemoryResult,
+    Message,
+    RetrievalOptions,
+    SemanticFact,
+)
+from cycgraph_memory.retrieval import retrieve_memory
+
+__all__ = [
+    "DEFAULT_DATA_DIR",
+    "FORGOTTEN_BY",
+    "IN_MEMORY_DSN",
+    "ForgetReport",
+    "Memory",
+    "SearchResult",
+]
+
+_log = logging.getLogger(__name__)
+
+IN_MEMORY_DSN = "memory://"
+"""The DSN that selects the in-memory backends."""
+
+DEFAULT_DATA_DIR = Path(".cycgraph-memory") / "pgdata"
+"""Where the embedded server keeps its data when no DSN and no ``data_dir`` are given."""
+
+FORGOTTEN_BY = "forgotten"
+"""``invalidated_by`` value :meth:`Memory.forget` writes on the facts it soft-deletes."""
+
+_LESSON_TAG = "lesson"
+_CANDIDATE_TAG = "candidate"
+_DEFAULT_DIM = 384
+_TENANT_RE = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
+
+Mode = Literal["vector", "text", "hybrid"]
+
+
+class SearchResult(BaseModel):
+    """What :meth:`Memory.search` returns.
+
+    Attributes:
+        result: The full :class:`~cycgraph_memory.records.MemoryResult` (facts with their
+            ``fact_scores``, themes, episodes, entities, relationships, messages).
+        prompt: The prompt-ready ``## Relevant Memory`` block
+            (:func:`~cycgraph_memory.integration.render_memory_section`); ``""`` when
+            nothing was found.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    result: MemoryResult
+    prompt: str
+
+
+class ForgetReport(BaseModel):
+    """What :meth:`Memory.forget` did.
+
+    Attributes:
+        forgotten: Ids of the facts soft-deleted by this call.
+        already_forgotten: Ids that were already invalidated (left as they were).
+        missing: Ids that name no fact of this tenant.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    forgotten: list[uuid.UUID]
+    already_forgotten: list[uuid.UUID]
+    missing: list[uuid.UUID]
+
+
+def _ids(values: Iterable[uuid.UUID | str] | uuid.UUID | str) -> list[uuid.UUID]:
+    if isinstance(values, uuid.UUID | str):
+        values = [values]
+    out: list[uuid.UUID] = []
+    for value in values:
+        try:
+            out.append(value if isinstance(value, uuid.UUID) else uuid.UUID(str(value)))
+        except ValueError:
+            raise InvalidInputError(f"not a fact id: {value!r}") from None
+    return list(dict.fromkeys(out))
+
+
+class Memory:
+    """A tenant's memory: ingest, search, remember, forget and inspect through one object.
+
+    Build it with :meth:`open`, or wrap objects you built yourself::
+
+        memory = Memory(store, index, embedder=embedder, ledger=ledger)
+
+    Args:
+        store: Any ``MemoryStore``.
+        index: The ``MemoryIndex`` over the same records.
+        embedder: Embeds messages, facts and search text (``None``: text search only).
+        ledger: The ``OutcomeLedger`` used by :meth:`stats` (optional).
+        pipeline: The ingest pipeline (default: ``MemoryPipeline(store, embedder=...,
+            index=...)``).
+        retrieval_options: Passed to ``retrieve_memory`` on every search.
+        tenant: The tenant name, for logs and spans.
+        on_close: Awaited by :meth:`close` (disposes what :meth:`open` created).
+
+    Attributes:
+        store, index, embedder, ledger, pipeline: The building blocks, for everything the
+            facade does not cover.
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        index: MemoryIndex,
+        *,
+        embedder: EmbeddingProvider | None = None,
+        ledger: OutcomeLedger | None = None,
+        pipeline: MemoryPipeline | None = None,
+        retrieval_options: RetrievalOptions | Mapping[str, Any] | None = None,
+        tenant: str = "default",
+        on_close: Callable[[], Any] | None = None,
+    ) -> None:
+        self.store = store
+        self.index = index
+        self.embedder = embedder
+        self.ledger = ledger
+        self.pipeline = pipeline or MemoryPipeline(store, embedder=embedder, index=index)
+        self.retrieval_options = retrieval_options
+        self.tenant = tenant
+        self._on_close = on_close
+        self._closed = False
+        self._write = memory_writer(store, index=index, embedder=embedder)
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    async def open(
+        cls,
+        dsn: str | None = None,
+        *,
+        tenant: str = "default",
+        embedder: EmbeddingProvider | None = None,
+        migrate: bool = False,
+        embedding_dim: int | None = None,
+        data_dir: str | Path | None = None,
+        pipeline_options: Mapping[str, Any] | None = None,
+        retrieval_options: RetrievalOptions | Mapping[str, Any] | None = None,
+        engine_options: Mapping[str, Any] | None = None,
+    ) -> Memory:
+        """Open a tenant's memory on a backend chosen by ``dsn``.
+
+        Args:
+            dsn: ``"memory://"`` (in-memory), a ``postgresql://`` URL, or ``None`` for an
+                embedded server in ``data_dir``.
+            tenant: The tenant whose records are read and written.
+            embedder: The embedding provider. ``None``: a ``HashingEmbeddingProvider``
+                (deterministic, no model, lexical similarity) of the schema's dimension,
+                with theme thresholds suited to it.
+            migrate: Run the shipped migrations when the database is behind them (on
+                Postgres); otherwise an outdated schema raises ``SchemaNotReadyError``.
+            embedding_dim: Vector width of a schema created by ``migrate=True`` and of the
+                in-memory backends (default: the database's recorded width, else 384).
+            data_dir: The embedded server's data directory (default
+                :data:`DEFAULT_DATA_DIR`, relative to the working directory).
+            pipeline_options: Extra keywords for ``MemoryPipeline`` (``extractor``,
+                ``clusterer``, ``segmenter``, ...).
+            retrieval_options: Passed to ``retrieve_memory`` on every search.
+            engine_options: Extra keywords for ``create_engine_from_dsn``.
+
+        Raises:
+            SchemaNotReadyError: The Postgres schema is not at the shipped head and
+                ``migrate`` is false.
+            EmbeddingDimensionMismatchError: ``embedder`` or ``embedding_dim`` disagrees
+                with the database's vector width.
+            InvalidTenantError: A malformed tenant name.
+            MissingExtraError: The ``postgres`` / ``embedded`` extra is missing.
+        """
+        pipeline_kwargs = dict(pipeline_options or {})
+        if dsn == IN_MEMORY_DSN:
+            from cycgraph_memory.inmemory import InMemoryMemoryIndex, InMemoryMemoryStore
+            from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
+
+            _check_tenant(tenant)
+            dim = embedding_dim or (embedder.dimensions if embedder else _DEFAULT_DIM)
+            if embedder is not None and embedder.dimensions != dim:
+                raise EmbeddingDimensionMismatchError(dim, embedder.dimensions, "embedder")
+            embedder = _default_embedder(embedder, dim, pipeline_kwargs)
+            return cls._assemble(
+                InMemoryMemoryStore(expected_dimensions=dim),
+                InMemoryMemoryIndex(expected_dimensions=dim),
+                InMemoryOutcomeLedger(),
+                embedder,
+                pipeline_kwargs,
+                retrieval_options,
+                tenant,
+                None,
+            )
+        from cycgraph_memory.postgres import (
+            PostgresMemoryIndex,
+            PostgresMemoryStore,
+            PostgresOutcomeLedger,
+            create_engine_from_dsn,
+            instrument_engine,
+            start_embedded_server,
+            validate_tenant,
+        )
+        from cycgraph_memory.postgres.migrate import schema_status, upgrade
+
+        validate_tenant(tenant)
+        if dsn is None:
+            dsn = start_embedded_server(data_dir or DEFAULT_DATA_DIR).dsn
+        engine = create_engine_from_dsn(dsn, **dict(engine_options or {}))
+        try:
+            instrument_engine(engine)
+            current, head, recorded = await schema_status(engine)
+            if current != head:
+                if not migrate:
+                    raise SchemaNotReadyError(
+                        f"database schema is at {current or 'no revision'}, the library "
+                        f"needs {head}: run `cycgraph-memory db upgrade` or open with "
+                        "migrate=True"
+                    )
+                wanted = embedding_dim or (embedder.dimensions if embedder else None)
+                await upgrade(engine, embedding_dim=wanted)
+                _, _, recorded = await schema_status(engine)
+            dim = recorded or embedding_dim or _DEFAULT_DIM
+            for wanted, what in (
+                (embedding_dim, "embedding_dim"),
+                (embedder.dimensions if embedder is not None else None, "embedder"),
+            ):
+                if wanted is not None and wanted != dim:
+                    raise EmbeddingDimensionMismatchError(dim, wanted, f"{what} vs database")
+            embedder = _default_embedder(embedder, dim, pipeline_kwargs)
+            return cls._assemble(
+                PostgresMemoryStore(engine, tenant_id=tenant, embedding_dim=dim),
+                PostgresMemoryIndex(engine, tenant_id=tenant),
+                PostgresOutcomeLedger(engine, tenant_id=tenant),
+                embedder,
+                pipeline_kwargs,
+                retrieval_options,
+                tenant,
+                engine.dispose,
+            )
+        except BaseException:
+            await engine.dispose()
+            raise
+
+    @classmethod
+    def _assemble(
+        cls,
+        store: Any,
+        index: Any,
+        ledger: Any,
+        embedder: EmbeddingProvider,
+        pipeline_kwargs: dict[str, Any],
+        retrieval_options: RetrievalOptions | Mapping[str, Any] | None,
+        tenant: str,
+        on_close: Callable[[], Any] | None,
+    ) -> Memory:
+        pipeline = MemoryPipeline(store, embedder=embedder, index=index, **pipeline_kwargs)
+        memory = cls(
+            store,
+            index,
+            embedder=embedder,
+            ledger=ledger,
+            pipeline=pipeline,
+            retrieval_options=retrieval_options,
+            tenant=tenant,
+            on_close=on_close,
+        )
+        _log.info("memory opened for tenant %s on %s", tenant, type(store).__name__)
+        return memory
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def close(self) -> None:
+        """Release what :meth:`open` created (the engine); calling it again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._on_close is not None:
+            result = self._on_close()
+            if hasattr(result, "__await__"):
+                await result
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ operations
+
+    async def add(
+        self,
+        messages: Iterable[Message | Mapping[str, Any]],
+        *,
+        tags: Sequence[str] = (),
+        run_id: str | None = None,
+        agent_id: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """Ingest conversation messages (``MemoryPipeline.ingest``).
+
+        Args:
+            messages: ``Message`` records or dicts (``role``, ``content``, optional
+                ``timestamp``, ``id``, ``metadata``).
+            tags: Tags added to every new fact.
+            run_id: Workflow run recorded in the provenance.
+            agent_id: Agent recorded in the provenance.
+            progress: Called with ``ProgressEvent("ingest", ...)`` as episodes are
+                extracted and written.
+
+        Returns:
+            The :class:`~cycgraph_memory.hierarchy.IngestReport`; re-adding the same
+            messages writes nothing.
+        """
+        with span("cycgraph.memory.add", tenant=self.tenant) as sp:
+            report = await self.pipeline.ingest(
+                messages, tags=tags, run_id=run_id, agent_id=agent_id, progress=progress
+            )
+            sp.set(rows=len(report.fact_ids), messages=report.messages_ingested)
+        return report
+
+    async def search(
+        self,
+        text: str | None = None,
+        *,
+        mode: Mode | None = None,
+        limit: int = 10,
+        tags: Sequence[str] | None = None,
+        entity: str | None = None,
+        max_hops: int = 2,
+        min_similarity: float | None = None,
+        valid_at: datetime | None = None,
+        include_invalidated: bool = False,
+    ) -> SearchResult:
+        """Retrieve memory for a question, a tag scope or an entity (``retrieve_memory``).
+
+        Args:
+            text: The question (hierarchical / hybrid / text retrieval).
+            mode: ``"vector"``, ``"text"`` or ``"hybrid"`` (default: hybrid when possible).
+            limit: Most records per type (1-100).
+            tags: Tag scope (any-of); alone, a tag listing.
+            entity: An entity name: the subgraph around the entity of that name
+                (case-insensitive) and the facts mentioning it.
+            max_hops: Subgraph depth for ``entity`` (0-5).
+            min_similarity: Lowest cosine a vector hit needs (default the query's 0.5;
+                lexical embedders such as the hashing one score lower, try 0.2).
+            valid_at: Only records valid at this time.
+            include_invalidated: Also serve soft-deleted records.
+
+        Returns:
+            The :class:`SearchResult` (the full result and the prompt block).
+
+        Raises:
+            RecordNotFoundError: ``entity`` names no live entity.
+            pydantic.ValidationError: Out-of-range ``limit`` / ``max_hops``.
+        """
+        query: dict[str, Any] = {
+            "text": text,
+            "limit": limit,
+            "max_hops": max_hops,
+            "valid_at": valid_at,
+            "include_invalidated": include_invalidated,
+            "tags": list(tags or []),
+        }
+        if min_similarity is not None:
+            query["min_similarity"] = min_similarity
+        with span("cycgraph.memory.search", tenant=self.tenant, mode=mode) as sp:
+            if entity is not None:
+                query["entity_ids"] = [e.id for e in await self._entities_named(entity)]
+                if text is not None:
+                    query["text"] = None  # the entity path wins; keep the query unambiguous
+            result = await retrieve_memory(
+                self.store,
+                self.index,
+                MemoryQuery.model_validate(query),
+                embedder=self.embedder,
+                options=self.retrieval_options,
+                mode=mode,
+            )
+            sp.set(rows=len(result.facts))
+        prompt = render_memory_section(memory_result_to_dicts(result))
+        return SearchResult(result=result, prompt=prompt)
+
+    async def _entities_named(self, name: str) -> list[Any]:
+        match = getattr(self.index, "match_entity_names", None)
+        found: list[Any] = []
+        if match is not None:
+            found = [
+                e for e in await match(name, limit=20) if e.name.lower() == name.strip().lower()
+            ]
+        if not found:
+            raise RecordNotFoundError("entity", name)
+        return found
+
+    async def remember(
+        self,
+        fact: str,
+        *,
+        tags: Sequence[str] = (_LESSON_TAG,),
+        candidate: bool = True,
+        idempotency_key: str | None = None,
+        run_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> uuid.UUID:
+        """Store a fact an agent wrote (a lesson), with ``agent`` provenance.
+
+        Written through :func:`~cycgraph_memory.integration.memory_writer`: embedded, then
+        stored; a repeated ``idempotency_key`` writes nothing and returns the first id.
+
+        Args:
+            fact: The lesson text.
+            tags: Its tags (default ``["lesson"]``).
+            candidate: Also tag it ``candidate`` so the retention gate rules on it before
+                it is served as verified (``retrieve_gated_lessons``).
+            idempotency_key: E.g. ``run_id:node_id:iteration``.
+            run_id: Workflow run recorded in the provenance.
+            agent_id: Agent recorded in the provenance.
+
+        Returns:
+            The fact's id.
+        """
+        all_tags = list(dict.fromkeys([*tags, *([_CANDIDATE_TAG] if candidate else [])]))
+        provenance = {"source": "agent", "run_id": run_id, "agent_id": agent_id}
+        raw = {
+            "content": fact,
+            "tags": all_tags,
+            "provenance": {k: v for k, v in provenance.items() if v is not None},
+        }
+        options = {"idempotency_key": idempotency_key} if idempotency_key is not None else None
+        with span("cycgraph.memory.remember", tenant=self.tenant, rows=1):
+            written = await self._write([raw], options)
+        return uuid.UUID(written["fact_ids"][0])
+
+    async def forget(
+        self,
+        fact_ids: Iterable[uuid.UUID | str] | uuid.UUID | str,
+        *,
+        erase: bool = False,
+    ) -> ForgetReport:
+        """Soft-delete facts: they stop being served but stay stored and auditable.
+
+        Each live fact gets ``invalidated_by = "forgotten"`` (:data:`FORGOTTEN_BY`), in one
+        unit of work. ``erase=True`` asks for hard erasure (the rows, their embeddings and
+        their traces removed for good); it is not available in this version and raises
+        :class:`~cycgraph_memory.errors.ErasureNotAvailableError` without changing
+        anything.
+
+        Returns:
+            A :class:`ForgetReport`; forgetting again changes nothing.
+
+        Raises:
+            ErasureNotAvailableError: ``erase=True``.
+            InvalidInputError: An id that is not a UUID.
+        """
+        ids = _ids(fact_ids)
+        if erase:
+            return await self._erase(ids)
+        with span("cycgraph.memory.forget", tenant=self.tenant) as sp:
+            async with exclusive_pass(self.store, "forget"):
+                found = await self.store.get_facts(ids)
+                live = [found[i] for i in ids if i in found and found[i].invalidated_by is None]
+                updated: list[SemanticFact] = [
+                    f.model_copy(update={"invalidated_by": FORGOTTEN_BY}) for f in live
+                ]
+                if updated:
+                    await self.store.put_facts(updated)
+            puts = [Put(f, "fact_forgotten") for f in updated]
+            sync_index(self.index, puts)
+            sp.set(rows=len(puts))
+        _log.info("forgot %d facts for tenant %s", len(puts), self.tenant)
+        return ForgetReport(
+            forgotten=[f.id for f in live],
+            already_forgotten=[i for i in ids if i in found and found[i].invalidated_by],
+            missing=[i for i in ids if i not in found],
+        )
+
+    async def _erase(self, ids: list[uuid.UUID]) -> ForgetReport:
+        """Hard erasure of ``ids`` (the one place ``erase=True`` leads to).
+
+        To wire a hard-erasure function (e.g. a lifecycle ``purge(store, ids, ...)``):
+        call it here inside ``exclusive_pass(self.store, "forget")``, mirror the removals
+        into ``self.index`` with ``sync_index`` (``Delete`` mutations), and return a
+        ``ForgetReport`` of what was erased.
+        """
+        raise ErasureNotAvailableError(
+            "forget(..., erase=True) needs hard erasure, which this version does not "
+            f"provide; {len(ids)} fact(s) left unchanged (forget without erase soft-deletes)"
+        )
+
+    async def stats(self, *, progress: ProgressCallback | None = None) -> MemoryStats:
+        """Count what the tenant holds (:func:`~cycgraph_memory.inspection.memory_stats`)."""
+        with span("cycgraph.memory.stats", tenant=self.tenant):
+            return await memory_stats(
+                self.store, index=self.index, ledger=self.ledger, progress=progress
+            )
+
+    def __repr__(self) -> str:
+        return f"Memory(tenant={self.tenant!r}, store={type(self.store).__name__})"
+
+
+def _default_embedder(
+    embedder: EmbeddingProvider | None, dim: int, pipeline_kwargs: dict[str, Any]
+) -> EmbeddingProvider:
+    if embedder is not None:
+        return embedder
+    from cycgraph_memory.embeddings.hashing import HashingEmbeddingProvider
+    from cycgraph_memory.hierarchy.clustering import ConsolidatingThemeClusterer
+
+    # Hashing vectors are lexical: unrelated sentences sit near 0.1-0.3 cosine, so the
+    # clusterer's defaults (tuned for neural embeddings) would give one theme per fact.
+    pipeline_kwargs.setdefault(
+        "clusterer", ConsolidatingThemeClusterer(assignment_threshold=0.3, merge_threshold=0.4)
+    )
+    return HashingEmbeddingProvider(dimensions=dim)
+
+
+def _check_tenant(tenant: object) -> None:
+    # The same rule as cycgraph_memory.postgres.validate_tenant, without importing SQLAlchemy.
+    if not isinstance(tenant, str) or _TENANT_RE.fullmatch(tenant) is None:
+        raise InvalidTenantError(
+            f"tenant id must be 1-64 characters of [A-Za-z0-9_.:-], got {tenant!r}"
+        )

@@ -1,0 +1,173 @@
+"""Optional OpenTelemetry spans (the ``otel`` extra); a no-op when it is not installed.
+
+Ingest, retrieval, the maintenance passes and the :class:`~cycgraph_memory.memory.Memory`
+calls open a span through :func:`span`. With ``opentelemetry-api`` installed (``pip install
+'cycgraph-memory[otel]'``) and a tracer provider configured by the application, the spans
+are exported with attributes an operator filters on:
+
+=============================  ==============================================
+``cycgraph.tenant``            the tenant the call ran for
+``cycgraph.mode``              retrieval mode (``vector`` / ``text`` / ``hybrid``)
+``cycgraph.rows``              records read or written by the call
+``cycgraph.statement_count``   SQL statements the call sent (Postgres engines
+                               instrumented with :func:`count_statement`)
+=============================  ==============================================
+
+Without the package, :func:`span` yields a handle whose methods do nothing and costs one
+context-manager entry. The library never configures a provider or an exporter itself;
+that is the application's choice. Logging is separate: every module logs to
+``logging.getLogger(__name__)``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+__all__ = [
+    "ATTRIBUTE_PREFIX",
+    "SpanHandle",
+    "count_statement",
+    "otel_available",
+    "span",
+    "tenant_of",
+]
+
+_log = logging.getLogger(__name__)
+
+ATTRIBUTE_PREFIX = "cycgraph."
+"""Prefix of every attribute name the library sets on its spans."""
+
+_STATEMENTS: ContextVar[tuple[list[int], ...]] = ContextVar(
+    "cycgraph_span_statements", default=()
+)
+_UNSET: Any = object()
+_tracer: Any = _UNSET
+_trace_api: Any = None
+
+
+def _get_tracer() -> Any:
+    """The library's tracer, or ``None`` when opentelemetry is not installed (cached)."""
+    global _tracer, _trace_api
+    if _tracer is _UNSET:
+        try:
+            import opentelemetry.trace as trace
+        except ImportError:
+            _tracer = None
+        else:
+            from cycgraph_memory import __version__
+
+            _trace_api = trace
+            _tracer = trace.get_tracer("cycgraph_memory", __version__)
+    return _tracer
+
+
+def _provider_configured() -> bool:
+    # Until the application sets a tracer provider, the API hands out a proxy whose spans
+    # record nothing; skip the work (the provider may be set later, so check each time).
+    provider = _trace_api.get_tracer_provider() if _trace_api is not None else None
+    return provider is not None and not isinstance(provider, _trace_api.ProxyTracerProvider)
+
+
+def otel_available() -> bool:
+    """True when ``opentelemetry-api`` is importable (spans are then really opened)."""
+    return _get_tracer() is not None
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list | tuple):
+        return [str(v) for v in value]
+    return str(value)
+
+
+class SpanHandle:
+    """What :func:`span` yields: add attributes to the running span (or do nothing)."""
+
+    __slots__ = ("_span",)
+
+    def __init__(self, otel_span: Any = None) -> None:
+        self._span = otel_span
+
+    @property
+    def recording(self) -> bool:
+        """True when a real span is being recorded."""
+        return self._span is not None and bool(self._span.is_recording())
+
+    def set(self, **attributes: Any) -> None:
+        """Set ``cycgraph.<name>`` attributes (``None`` values are skipped)."""
+        if self._span is None:
+            return
+        for key, value in attributes.items():
+            if value is not None:
+                self._span.set_attribute(ATTRIBUTE_PREFIX + key, _clean(value))
+
+
+def tenant_of(backend: object) -> str | None:
+    """The ``tenant_id`` of a backend object, or ``None`` (in-memory objects have none)."""
+    # Static lookup: a backend's __getattr__ (proxies, test doubles) is never triggered.
+    tenant = inspect.getattr_static(backend, "tenant_id", None)
+    if isinstance(tenant, property) and tenant.fget is not None:
+        tenant = tenant.fget(backend)
+    return tenant if isinstance(tenant, str) else None
+
+
+def count_statement() -> None:
+    """Count one SQL statement against the innermost open span (if any).
+
+    The Postgres backend calls it from an engine ``before_cursor_execute`` listener
+    (see :func:`cycgraph_memory.postgres.instrument_engine`).
+    """
+    for counter in _STATEMENTS.get():  # every open span counts its nested spans' statements
+        counter[0] += 1
+
+
+class _NoSpan:
+    """The context manager :func:`span` returns without opentelemetry (stateless, shared)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> SpanHandle:
+        return _NO_HANDLE
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+_NO_HANDLE = SpanHandle()
+_NO_SPAN = _NoSpan()
+
+
+def span(name: str, **attributes: Any) -> AbstractContextManager[SpanHandle]:
+    """Open a span named ``name`` with ``cycgraph.*`` attributes (no-op without otel).
+
+    Exceptions propagate; the span records them and gets an error status. The number of
+    SQL statements counted inside the block (:func:`count_statement`) is set as
+    ``cycgraph.statement_count`` when the block ends.
+    """
+    tracer = _get_tracer()
+    if tracer is None or not _provider_configured():
+        return _NO_SPAN
+    return _otel_span(tracer, name, attributes)
+
+
+@contextmanager
+def _otel_span(tracer: Any, name: str, attributes: dict[str, Any]) -> Iterator[SpanHandle]:
+    counter = [0]
+    token = _STATEMENTS.set((*_STATEMENTS.get(), counter))
+    try:
+        with tracer.start_as_current_span(name) as otel_span:
+            handle = SpanHandle(otel_span)
+            handle.set(**attributes)
+            try:
+                yield handle
+            finally:
+                if counter[0]:
+                    handle.set(statement_count=counter[0])
+    finally:
+        _STATEMENTS.reset(token)
