@@ -37,7 +37,7 @@ def _where(page: Path, line: int) -> str:
 
 
 def _needs_postgres(code: str) -> bool:
-    return "cycgraph_memory.postgres" in code
+    return "cycgraph_memory.postgres" in code or "CYCGRAPH_MEMORY_DSN" in code
 
 
 def _params(postgres: bool) -> list[Any]:
