@@ -27,6 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from cycgraph_memory._exclusive import exclusive_pass
+from cycgraph_memory._validate import validate_record
 from cycgraph_memory.contracts import (
     EmbeddingProvider,
     EpisodeSegmenter,
@@ -317,10 +318,8 @@ class MemoryPipeline:
         in_flight: frozenset[uuid.UUID],
     ) -> _Prepared:
         """Validate, de-duplicate, segment, extract and embed (no writes)."""
-        batch = [
-            m.model_copy() if isinstance(m, Message) else Message.model_validate(m)
-            for m in messages
-        ]
+        # Validated up front (sizes included: MAX_TEXT_LENGTH), before any work.
+        batch = [validate_record(Message, m) for m in messages]
         prepared = _Prepared(received=len(batch))
         unique: dict[uuid.UUID, Message] = {}
         for message in batch:
@@ -403,11 +402,13 @@ class MemoryPipeline:
                 )
                 entities, relationships = resolved.entities, resolved.relationships
                 new_entity_ids = [i for i in new_entity_ids if i not in resolved.matched]
+            # Referenced records first: facts may cite only stored episodes, entities
+            # and themes (DanglingReferenceError otherwise).
             await self.store.put_episodes(episodes)
             await self.store.put_entities(entities)
             await self.store.put_relationships(relationships)
-            await self.store.put_facts([*facts, *remapped])
             await self.store.put_themes(touched)
+            await self.store.put_facts([*facts, *remapped])
             if merged_away:
                 await self.store.put_themes(merged_away)
 

