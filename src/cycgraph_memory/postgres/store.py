@@ -838,7 +838,7 @@ async def check_fact_references(
             locked = (
                 select(table.c.id)
                 .where(table.c.tenant_id == tenant, in_ids(table.c.id, ids))
-                .with_for_update(key_share=True)
+                .with_for_update(read=True, key_share=True)
                 .cte(f"cited_{kind}")
             )
             parts.append(select(literal_column(f"'{kind}'"), locked.c.id))
