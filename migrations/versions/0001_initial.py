@@ -38,6 +38,9 @@ TZ = sa.DateTime(timezone=True)
 UUID = sa.Uuid(as_uuid=True)
 UUIDS = pg.ARRAY(sa.Uuid(as_uuid=True))
 EMBEDDED_TABLES = ("entities", "episodes", "facts", "themes")
+VECTOR_EXTENSION_KEY = "vector_extension"
+"""``schema_metadata`` key: ``created`` when this revision installed pgvector, else
+``preexisting`` (then the downgrade leaves the extension in place)."""
 
 
 def _embedding_dim() -> int:
@@ -103,6 +106,14 @@ def _hnsw(table: str, dim: int, m: int, ef_construction: int) -> None:
 def upgrade() -> None:
     dim = _embedding_dim()
     m, ef_construction = _hnsw_params()
+    # Remember whether this revision installed pgvector: the downgrade removes only what
+    # it created (an application may use the extension too).
+    preexisting = not context.is_offline_mode() and (
+        op.get_bind()
+        .execute(sa.text("SELECT 1 FROM pg_extension WHERE extname = 'vector'"))
+        .first()
+        is not None
+    )
     op.execute("CREATE EXTENSION IF NOT EXISTS vector")
 
     meta = op.create_table(
@@ -236,12 +247,49 @@ def upgrade() -> None:
             {"key": "hnsw_m", "value": str(m)},
             {"key": "hnsw_ef_construction", "value": str(ef_construction)},
             {"key": "schema_version", "value": revision},
+            {"key": VECTOR_EXTENSION_KEY, "value": "preexisting" if preexisting else "created"},
         ],
     )
 
 
 def downgrade() -> None:
+    """Drop our tables; drop ``vector`` only if we created it and nothing else uses it.
+
+    Everything runs in the migration's one transaction (Postgres DDL is transactional), so
+    a downgrade that fails half-way leaves the schema exactly as it was.
+    """
+    offline = context.is_offline_mode()
+    origin = None
+    if not offline:
+        origin = (
+            op.get_bind()
+            .execute(
+                sa.text("SELECT value FROM schema_metadata WHERE key = :k"),
+                {"k": VECTOR_EXTENSION_KEY},
+            )
+            .scalar()
+        )
     for table in ("episode_messages", "episodes", "facts", "themes", "relationships",
                   "entities", "schema_metadata"):
         op.drop_table(table)  # drops its indexes and constraints with it
-    op.execute("DROP EXTENSION IF EXISTS vector")
+    if offline or origin == "preexisting":
+        return  # not ours (or cannot be checked from a SQL script): leave it in place
+    _drop_vector_unless_used()
+
+
+def _drop_vector_unless_used() -> None:
+    # Databases migrated before the origin was recorded land here too. A savepoint keeps
+    # the transaction usable when the drop is refused because application objects (a
+    # table with a vector column, ...) depend on the extension: it then stays.
+    from sqlalchemy.exc import DBAPIError
+
+    from cycgraph_memory.postgres._errors import sqlstate_of
+
+    bind = op.get_bind()
+    try:
+        with bind.begin_nested():
+            bind.execute(sa.text("DROP EXTENSION IF EXISTS vector"))
+    except DBAPIError as exc:
+        if sqlstate_of(exc) != "2BP01":  # dependent_objects_still_exist
+            raise
+        _log.info("extension vector kept: other objects in this database depend on it")

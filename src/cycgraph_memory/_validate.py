@@ -8,7 +8,10 @@ Postgres would refuse, with the same error, and nothing is written.
 
 Limits (all documented in the README's "Records" section):
 
-* text: no NUL character and no lone surrogate (Postgres stores UTF-8 text without NUL);
+* text: no NUL character and no lone surrogate (Postgres stores UTF-8 text without NUL), and
+  at most :data:`MAX_TEXT_LENGTH` characters (every text field, JSON strings and keys, query
+  texts): a record the limit accepts is one the Postgres text-search column can index,
+  whatever its characters, so the text index never refuses a record;
 * JSON values (``attributes``, ``metadata``): only ``dict`` with ``str`` keys, ``list``,
   ``str``, ``int`` within 64 bits, finite ``float``, ``bool`` and ``None``; strings and keys
   obey the text rule; nesting at most :data:`MAX_JSON_DEPTH` containers deep;
@@ -32,6 +35,7 @@ __all__ = [
     "MAX_EMBEDDING_VALUE",
     "MAX_JSON_DEPTH",
     "MAX_JSON_INT",
+    "MAX_TEXT_LENGTH",
     "MIN_JSON_INT",
     "check_json_object",
     "check_query_vector",
@@ -53,15 +57,29 @@ MAX_JSON_INT = 2**63 - 1
 MIN_JSON_INT = -(2**63)
 """Smallest integer accepted inside a JSON value."""
 
+MAX_TEXT_LENGTH = 100_000
+"""Longest accepted text, in characters (message and fact content, descriptions, JSON strings).
+
+Postgres refuses a ``tsvector`` whose lexemes add up to more than 1 MiB. The worst text
+found per character is hyphenated compounds of four-byte UTF-8 letters (the parser keeps the
+compound and each part): about 4.5 bytes of lexemes per character, so 100,000 characters
+stay under 450 KB (42% of the limit) whatever the text."""
+
 M = TypeVar("M", bound=BaseModel)
 
 
 def check_text(value: str, what: str = "text") -> str:
-    """Return ``value`` when it has no NUL character and no lone surrogate.
+    """Return ``value`` when it has no NUL, no lone surrogate and fits :data:`MAX_TEXT_LENGTH`.
 
     Raises:
-        ValueError: It has one (pydantic reports it as a ``ValidationError``).
+        ValueError: It breaks one of the rules (pydantic reports it as a
+            ``ValidationError``).
     """
+    if len(value) > MAX_TEXT_LENGTH:
+        raise ValueError(
+            f"{what} is {len(value):,} characters long; the limit is {MAX_TEXT_LENGTH:,} "
+            "(cycgraph_memory.MAX_TEXT_LENGTH): split it into several records"
+        )
     if "\x00" in value:
         raise ValueError(f"{what} must not contain NUL characters")
     if not value.isascii():

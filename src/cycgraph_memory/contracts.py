@@ -57,8 +57,10 @@ __all__ = [
     "SupportsGateAudit",
     "SupportsIdempotentFactWrites",
     "SupportsNativeSubgraph",
+    "SupportsQueryEmbedding",
     "SupportsTouchFacts",
     "ThemeClusterer",
+    "embed_queries",
 ]
 
 Options = Mapping[str, Any]
@@ -390,7 +392,11 @@ class MemoryIndex(Protocol):
 
 @runtime_checkable
 class EmbeddingProvider(Protocol):
-    """Bring-your-own embeddings."""
+    """Bring-your-own embeddings.
+
+    ``embed`` embeds stored text (messages, facts, entities, episodes). A provider may also
+    have ``embed_query`` (:class:`SupportsQueryEmbedding`) for retrieval texts.
+    """
 
     @property
     def dimensions(self) -> int:
@@ -400,6 +406,30 @@ class EmbeddingProvider(Protocol):
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Embed a batch of texts (one vector per text, same order)."""
         ...
+
+
+@runtime_checkable
+class SupportsQueryEmbedding(Protocol):
+    """Optional capability of an :class:`EmbeddingProvider`: embed *queries* differently.
+
+    Asymmetric models (e5, bge, gte, nomic, ...) embed a question with a prompt or prefix
+    of its own and documents with another. When a provider has ``embed_query``, every
+    retrieval text goes through it (:func:`embed_queries`); stored records always go
+    through ``embed``.
+    """
+
+    async def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed a batch of query texts (one vector per text, same order)."""
+        ...
+
+
+async def embed_queries(embedder: EmbeddingProvider, texts: Sequence[str]) -> list[list[float]]:
+    """Embed retrieval texts: ``embed_query`` when the provider has it, else ``embed``."""
+    embed_query = getattr(embedder, "embed_query", None)
+    if callable(embed_query):
+        vectors: list[list[float]] = await embed_query(list(texts))
+        return vectors
+    return await embedder.embed(list(texts))
 
 
 @runtime_checkable

@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from cycgraph_memory.contracts import embed_queries
 from cycgraph_memory.embeddings.hashing import HashingEmbeddingProvider
 from cycgraph_memory.hierarchy.clustering import ConsolidatingThemeClusterer
 from cycgraph_memory.hierarchy.pipeline import MemoryPipeline
@@ -101,7 +102,7 @@ async def run_demo(dsn: str | None, data_dir: Path) -> None:
             _say(f"entity   {entity.name} ({entity.entity_type})")
 
         _line("Retrieve by text: 'who maintains the billing service?'")
-        [query] = await embedder.embed(["who maintains the billing service?"])
+        [query] = await embed_queries(embedder, ["who maintains the billing service?"])
         for hit in await index.search_facts(query, limit=5):
             _say(f"{hit.score:.3f}  {hit.item.content}")
         for theme_hit in await index.search_themes(query, limit=2):

@@ -13,12 +13,13 @@ Conventions shared by every model here:
 * Tags are ``list[str]`` defaulting to ``[]``; each tag is 1-:data:`MAX_TAG_LENGTH`
   characters, at most :data:`MAX_TAGS` per record; duplicates are removed keeping the first
   occurrence.
-* Text has no NUL character and no lone surrogate. Names, labels and topics are at most
+* Text has no NUL character and no lone surrogate and is at most :data:`MAX_TEXT_LENGTH`
+  characters (100,000) in every text field. Names, labels and topics are at most
   :data:`MAX_NAME_LENGTH` characters; ``entity_type`` / ``relation_type`` at most
   :data:`MAX_TYPE_LENGTH`.
 * ``attributes`` / ``metadata`` are JSON objects: str keys; dict, list, str, 64-bit int,
   finite float, bool and None values; at most ``MAX_JSON_DEPTH`` (32) levels deep.
-* Integers fit their Postgres columns: ``access_count`` <= :data:`MAX_ACCESS_COUNT`,
+* Integers fit their Postgres columns: ``access_count`` <= :data:`MAX_ACCESS_COUNT` (64-bit),
   ``offset`` <= :data:`MAX_OFFSET`.
 """
 
@@ -40,6 +41,7 @@ from pydantic import (
 
 from cycgraph_memory._validate import (
     MAX_EMBEDDING_VALUE,
+    MAX_TEXT_LENGTH,
     check_json_object,
     check_text,
     embedding_in_range,
@@ -51,6 +53,7 @@ __all__ = [
     "MAX_OFFSET",
     "MAX_TAGS",
     "MAX_TAG_LENGTH",
+    "MAX_TEXT_LENGTH",
     "MAX_TYPE_LENGTH",
     "QUARANTINE_TAG",
     "Conflict",
@@ -114,8 +117,9 @@ MAX_NAME_LENGTH = 1024
 MAX_TYPE_LENGTH = 256
 """Longest ``entity_type`` / ``relation_type``, in characters (they are indexed)."""
 
-MAX_ACCESS_COUNT = 2**31 - 1
-"""Largest ``access_count`` (a 32-bit column); ``touch_facts`` saturates there."""
+MAX_ACCESS_COUNT = 2**63 - 1
+"""Largest ``access_count`` (a 64-bit column); ``touch_facts`` saturates there, which a
+counter touched a billion times a second reaches after 292 years."""
 
 MAX_OFFSET = 2**63 - 1
 """Largest listing ``offset`` (a 64-bit SQL OFFSET)."""

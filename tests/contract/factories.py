@@ -8,6 +8,7 @@ embeddings of length ``EMBED_DIM`` whose values are exactly representable in flo
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -144,3 +145,47 @@ def make_theme(**overrides: Any) -> Theme:
 def sorted_ids(*ids: uuid.UUID) -> list[uuid.UUID]:
     """Ids in the contract's tie-break order (UUID string order)."""
     return sorted(ids, key=str)
+
+
+async def store_referents(
+    store: Any,
+    *,
+    entities: Iterable[uuid.UUID] = (),
+    episodes: Iterable[uuid.UUID] = (),
+    themes: Iterable[uuid.UUID] = (),
+) -> None:
+    """Store a placeholder entity / episode / theme for each id not stored yet.
+
+    Facts may cite only records of their own store (``DanglingReferenceError``), so tests
+    that make up ids for ``entity_ids``, ``source_episode_ids`` or ``theme_id`` store
+    placeholders first.
+    """
+    entity_ids = list(dict.fromkeys(entities))
+    episode_ids = list(dict.fromkeys(episodes))
+    theme_ids = list(dict.fromkeys(themes))
+    if entity_ids:
+        have = await store.get_entities(entity_ids)
+        await store.put_entities(
+            [make_entity(id=i, name=f"entity {i}") for i in entity_ids if i not in have]
+        )
+    if episode_ids:
+        have = await store.get_episodes(episode_ids)
+        await store.put_episodes(
+            [make_episode(id=i, messages=[]) for i in episode_ids if i not in have]
+        )
+    if theme_ids:
+        have = await store.get_themes(theme_ids)
+        await store.put_themes(
+            [make_theme(id=i, label=f"theme {i}") for i in theme_ids if i not in have]
+        )
+
+
+async def store_cited(store: Any, facts: Iterable[SemanticFact]) -> None:
+    """Store placeholders for everything ``facts`` cite (see :func:`store_referents`)."""
+    facts = list(facts)
+    await store_referents(
+        store,
+        entities=[e for f in facts for e in f.entity_ids],
+        episodes=[p for f in facts for p in f.source_episode_ids],
+        themes=[f.theme_id for f in facts if f.theme_id is not None],
+    )

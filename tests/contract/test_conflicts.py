@@ -10,7 +10,7 @@ import pytest
 from cycgraph_memory import QUARANTINE_TAG, ConflictDetector, InvalidInputError
 from cycgraph_memory.records import SemanticFact
 
-from .factories import at, make_fact, unit, vec
+from .factories import at, make_fact, store_referents, unit, vec
 
 ALICE, ACME, BOB = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
 NEAR = vec(1, 0.25)  # cosine 0.970 with unit(0)
@@ -18,6 +18,11 @@ NEAR = vec(1, 0.25)  # cosine 0.970 with unit(0)
 
 def fact(content: str, day: float, entities: list[uuid.UUID], **kw: Any) -> SemanticFact:
     return make_fact(content=content, valid_from=at(days=day), entity_ids=entities, **kw)
+
+
+@pytest.fixture(autouse=True)
+async def _people(store: Any) -> None:
+    await store_referents(store, entities=[ALICE, ACME, BOB])  # facts cite stored entities
 
 
 @pytest.fixture

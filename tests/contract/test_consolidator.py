@@ -15,7 +15,7 @@ from cycgraph_memory import (
 )
 from cycgraph_memory.consolidation.consolidator import DECAY_REASON
 
-from .factories import at, make_episode, make_fact, make_theme, unit, vec
+from .factories import at, make_episode, make_fact, make_theme, store_cited, unit, vec
 
 NOW = at(days=100)
 
@@ -50,6 +50,7 @@ async def test_near_duplicates_merge_into_the_newest_with_all_evidence(store: An
         source_episode_ids=[ep2], tags=["lesson"],
     )
     other = make_fact(content="bob likes coffee", embedding=unit(3), valid_from=at(days=3))
+    await store_cited(store, [old, new, other])
     await store.put_facts([old, new, other])
     report = await consolidator(store).consolidate()
     assert report == ConsolidationReport(facts_deduped=1, total_reclaimed=1)
@@ -246,6 +247,7 @@ async def test_keeper_absorbing_several_duplicates_keeps_all_evidence(store: Any
                   provenance=make_fact().provenance.model_copy(update={"run_id": f"r{i}"}))
         for i in range(3)
     ]
+    await store_cited(store, dups)
     await store.put_facts(dups)
     report = await consolidator(store, debug=True).consolidate()
     assert report.facts_deduped == 2

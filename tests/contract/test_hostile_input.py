@@ -2,7 +2,10 @@
 
 The contract: every call either round-trips the data exactly or raises a typed error
 (pydantic ``ValidationError`` or a ``CycgraphMemoryError``), and a call that raised changed
-nothing in the store. Strings include NUL, lone surrogates and every plane; numbers include
+nothing in the store. Texts up to ``MAX_TEXT_LENGTH`` characters of any shape (including the
+worst case for the Postgres text index) always round-trip, longer ones always fail typed;
+counters round-trip up to ``MAX_ACCESS_COUNT`` and ``touch_facts`` counts up to it.
+Strings include NUL, lone surrogates and every plane; numbers include
 NaN, infinities, -0.0 and integers past 64 bits; datetimes carry odd offsets; JSON
 attributes nest. Embedding components are float32 values (pgvector stores float32; see the
 README on float64 embeddings).
@@ -22,6 +25,8 @@ from pydantic import ValidationError
 
 from cycgraph_memory.errors import CycgraphMemoryError
 from cycgraph_memory.records import (
+    MAX_ACCESS_COUNT,
+    MAX_TEXT_LENGTH,
     Entity,
     Episode,
     Message,
@@ -247,3 +252,71 @@ async def test_known_jsonb_large_float_becomes_int(pg_store: Any) -> None:
                     provenance=provenance(), created_at=when, updated_at=when)
     await pg_store.put_entity(record)
     assert await pg_store.get_entity(record.id) == record
+
+
+def _sized_text(size: int, shape: str) -> str:
+    if shape == "no-spaces":
+        unit = "Qbcdefghij"
+    elif shape == "words":
+        unit = "lorem ipsum dolor "
+    elif shape == "cjk-words":  # distinct one-letter words of four UTF-8 bytes
+        unit = " ".join(chr(0x20000 + i) for i in range(5000)) + " "
+    else:  # hyphenated compounds of four-byte letters: the most index words per character
+        unit = " ".join(f"{chr(0x20000 + i)}-{chr(0x21000 + i)}" for i in range(3000)) + " "
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+sizes = st.one_of(
+    st.sampled_from([1, MAX_TEXT_LENGTH - 1, MAX_TEXT_LENGTH, MAX_TEXT_LENGTH + 1,
+                     3 * MAX_TEXT_LENGTH]),
+    st.integers(min_value=1, max_value=MAX_TEXT_LENGTH + 10),
+)
+shapes = st.sampled_from(["no-spaces", "words", "cjk-words", "hyphenated"])
+counters = st.one_of(
+    st.sampled_from([0, 2**31 - 2, 2**31 - 1, 2**31, 2**32, MAX_ACCESS_COUNT - 1,
+                     MAX_ACCESS_COUNT, MAX_ACCESS_COUNT + 1, 2**64, -1]),
+    st.integers(min_value=-(2**65), max_value=2**65),
+)
+
+
+@HOSTILE
+@given(size=sizes, shape=shapes)
+async def test_text_sizes_round_trip_up_to_the_limit(store: Any, size: int, shape: str) -> None:
+    """Within MAX_TEXT_LENGTH every text is stored (the text index never refuses it)."""
+    text = _sized_text(size, shape)
+    fact = {"id": uuid.uuid4(), "content": text, "provenance": provenance()}
+    when = datetime(2025, 1, 1, tzinfo=UTC)
+    episode = {"id": uuid.uuid4(), "topic": "t", "provenance": provenance(),
+               "messages": [{"id": uuid.uuid4(), "role": "user", "content": text,
+                             "timestamp": when}],
+               "started_at": when, "ended_at": when}
+    before = await _state(store)
+    if size > MAX_TEXT_LENGTH:
+        for model, data in ((SemanticFact, fact), (Episode, episode)):
+            with pytest.raises(ValidationError):
+                model.model_validate(data)
+        with pytest.raises(ValidationError):
+            await store.put_fact(SemanticFact.model_construct(**fact))
+        assert await _state(store) == before
+        return
+    await _put_round_trip(store, SemanticFact, fact, "put_fact", "get_fact")
+    await _put_round_trip(store, Episode, episode, "put_episode", "get_episode")
+    assert (await store.get_fact(fact["id"])) is not None  # accepted, not merely typed
+    assert (await store.get_episode(episode["id"])) is not None
+
+
+@HOSTILE
+@given(count=counters, touches=st.integers(min_value=0, max_value=3))
+async def test_access_counters_round_trip_and_count(store: Any, count: int, touches: int) -> None:
+    data = {"id": uuid.uuid4(), "content": "c", "access_count": count,
+            "provenance": provenance()}
+    if not 0 <= count <= MAX_ACCESS_COUNT:
+        with pytest.raises(ValidationError):
+            SemanticFact.model_validate(data)
+        return
+    fact = SemanticFact.model_validate(data)
+    await store.put_fact(fact)
+    for _ in range(touches):
+        await store.touch_facts([fact.id])
+    got = await store.get_fact(fact.id)
+    assert got is not None and got.access_count == min(count + touches, MAX_ACCESS_COUNT)

@@ -111,9 +111,9 @@ async def test_native_path_keeps_unscorable_theme_facts_at_zero_similarity(
     good = make_fact(id=uuid.UUID(int=1), embedding=centre, theme_id=uuid.UUID(int=50))
     bare = make_fact(id=uuid.UUID(int=2), embedding=None, theme_id=uuid.UUID(int=50))
     zero = make_fact(id=uuid.UUID(int=3), embedding=[0.0] * 8, theme_id=uuid.UUID(int=50))
-    await pg_store.put_facts([good, bare, zero])
     await pg_store.put_themes([make_theme(id=uuid.UUID(int=50), embedding=centre,
                                           fact_ids=[good.id, bare.id, zero.id])])
+    await pg_store.put_facts([good, bare, zero])  # after their theme: facts cite it
     q = {"embedding": centre, "limit": 10, "min_similarity": 0.0}
     for opts in ({}, {"native_paths": False}):
         result = await retrieve_memory(pg_store, pg_index, q, options=opts)

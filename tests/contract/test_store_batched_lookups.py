@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from .factories import at, make_entity, make_fact, make_relationship
+from .factories import at, make_entity, make_fact, make_relationship, store_cited
 
 
 async def test_find_facts_for_entities(store: Any) -> None:
@@ -14,6 +14,7 @@ async def test_find_facts_for_entities(store: Any) -> None:
     f2 = make_fact(entity_ids=[c, b], valid_from=at(1))
     f3 = make_fact(entity_ids=[c], valid_from=at(0))
     gone = make_fact(entity_ids=[a], valid_from=at(3), invalidated_by="x")
+    await store_cited(store, [f1, f2, f3, gone])
     await store.put_facts([f1, f2, f3, gone])
     assert await store.find_facts_for_entities([a, b]) == [f2, f1]
     assert await store.find_facts_for_entities([a], include_invalidated=True) == [f1, gone]

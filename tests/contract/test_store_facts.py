@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from cycgraph_memory import QUARANTINE_TAG, EmbeddingDimensionMismatchError, FactFilter
 
-from .factories import EMBED_DIM, at, make_fact, sorted_ids, unit
+from .factories import EMBED_DIM, at, make_fact, sorted_ids, store_cited, unit
 
 
 async def test_roundtrip_full_record(store: Any) -> None:
@@ -25,6 +25,7 @@ async def test_roundtrip_full_record(store: Any) -> None:
         last_accessed_at=at(60),
         tags=["lesson", "candidate"],
     )
+    await store_cited(store, [f])
     await store.put_fact(f)
     assert await store.get_fact(f.id) == f
     assert await store.get_fact(str(f.id)) == f
@@ -115,6 +116,7 @@ async def test_theme_and_entity_filters(store: Any) -> None:
     b = make_fact(valid_from=at(2), theme_id=other_theme, entity_ids=[other_ent, ent])
     c = make_fact(valid_from=at(3), theme_id=theme, entity_ids=[other_ent])
     d = make_fact(valid_from=at(4))
+    await store_cited(store, [d, c, b, a])
     await store.put_facts([d, c, b, a])
     assert [f.id for f in await store.find_facts(theme_id=theme)] == [a.id, c.id]
     assert [f.id for f in await store.find_facts(entity_id=ent)] == [a.id, b.id]

@@ -17,7 +17,7 @@ from cycgraph_memory import InvalidInputError
 from cycgraph_memory.errors import DanglingReferenceError
 from cycgraph_memory.retrieval import DEFAULT_MAX_SUBGRAPH_ENTITIES, extract_subgraph
 
-from .factories import at, make_entity, make_fact, make_relationship
+from .factories import at, make_entity, make_fact, make_relationship, store_cited
 
 
 def eid(i: int) -> uuid.UUID:
@@ -157,6 +157,7 @@ async def test_get_facts_for_entities_newest_first_with_filters(store: Any) -> N
     mid = make_fact(entity_ids=[a, b], valid_from=at(10))
     new = make_fact(entity_ids=[a], valid_from=at(20), valid_until=at(30))
     gone = make_fact(entity_ids=[a], valid_from=at(25), invalidated_by="superseded")
+    await store_cited(store, [old, mid, new, gone])
     await store.put_facts([old, mid, new, gone])
     got = await store.get_facts_for_entities([a, b, eid(5)])
     assert list(got) == [a, b]

@@ -138,8 +138,14 @@ async def test_upsert_updates_every_mutable_column(pg_store: Any) -> None:
     assert await pg_store.get_episode(ep1.id) == ep2
 
     f1 = fact(tags=["candidate"])
-    f2 = fact(id=f1.id, content="water is wetter", source_episode_ids=[uuid.uuid4()],
-              entity_ids=[uuid.uuid4(), uuid.uuid4()], theme_id=uuid.uuid4(),
+    # Facts cite only stored records.
+    cited_ep, cited_th = episode(), theme()
+    cited_es = [entity(), entity()]
+    await pg_store.put_episode(cited_ep)
+    await pg_store.put_theme(cited_th)
+    await pg_store.put_entities(cited_es)
+    f2 = fact(id=f1.id, content="water is wetter", source_episode_ids=[cited_ep.id],
+              entity_ids=[e.id for e in cited_es], theme_id=cited_th.id,
               embedding=unit(7), provenance=prov(confidence=0.5), valid_from=ts(1),
               valid_until=ts(2), invalidated_by="eval-gate:harmful", access_count=4,
               last_accessed_at=ts(3), tags=["verified", "lesson"])

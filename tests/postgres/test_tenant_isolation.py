@@ -16,9 +16,9 @@ async def _fill(store: Any, label: str, ids: dict[str, Any]) -> None:
     await store.put_relationship(relationship(ids["e1"], ids["e2"], id=ids["r"],
                                               relation_type=f"{label}-rel"))
     await store.put_episode(episode(id=ids["ep"], topic=f"{label}-topic"))
+    await store.put_theme(theme(id=ids["th"], label=f"{label}-theme"))  # facts cite it
     await store.put_fact(fact(id=ids["f"], content=f"{label}-fact", tags=["shared"],
                               entity_ids=[ids["e1"]], theme_id=ids["th"]))
-    await store.put_theme(theme(id=ids["th"], label=f"{label}-theme"))
 
 
 async def test_same_ids_two_tenants(pg_make_store: Any) -> None:

@@ -15,6 +15,7 @@ from cycgraph_memory import (
     Provenance,
     Relationship,
     SemanticFact,
+    Theme,
 )
 
 PROV = Provenance(source="agent", created_at=datetime(2025, 1, 1, tzinfo=UTC))
@@ -51,6 +52,10 @@ async def test_indexed_listings_equal_full_scans(ops: list[tuple[object, ...]]) 
         kind, n = op[0], int(op[1])  # type: ignore[call-overload]
         fid, rid = uuid.UUID(int=100 + n), uuid.UUID(int=200 + n)
         if kind == "fact":
+            # Facts cite only stored records (a deleted entity is stored again).
+            await store.put_entities([_entity(e) for e in op[3]])  # type: ignore[union-attr]
+            if op[4] is not None:
+                await store.put_theme(Theme(id=op[4], label="t", provenance=PROV))
             await store.put_fact(SemanticFact(
                 id=fid, content="x", tags=op[2], entity_ids=op[3], theme_id=op[4],
                 provenance=PROV, valid_from=datetime(2025, 1, 1 + len(op[2]), tzinfo=UTC),
@@ -70,6 +75,7 @@ async def test_indexed_listings_equal_full_scans(ops: list[tuple[object, ...]]) 
         else:
             with pytest.raises(Boom):
                 async with store.transaction():
+                    await store.put_entity(_entity(E[0]))
                     await store.put_fact(SemanticFact(id=fid, content="y", tags=[op[2]],
                                                       entity_ids=E[:1], provenance=PROV))
                     await store.delete_relationship(rid)

@@ -27,6 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from cycgraph_memory._exclusive import exclusive_pass
+from cycgraph_memory._validate import validate_record
 from cycgraph_memory.contracts import (
     EmbeddingProvider,
     EpisodeSegmenter,
@@ -332,10 +333,8 @@ class MemoryPipeline:
         progress: ProgressCallback | None = None,
     ) -> _Prepared:
         """Validate, de-duplicate, segment, extract and embed (no writes)."""
-        batch = [
-            m.model_copy() if isinstance(m, Message) else Message.model_validate(m)
-            for m in messages
-        ]
+        # Validated up front (sizes included: MAX_TEXT_LENGTH), before any work.
+        batch = [validate_record(Message, m) for m in messages]
         prepared = _Prepared(received=len(batch))
         unique: dict[uuid.UUID, Message] = {}
         for message in batch:
@@ -348,13 +347,15 @@ class MemoryPipeline:
 
         await self._embed_messages(fresh)
         episodes = await self.segmenter.segment(fresh)
-        for done, episode in enumerate(episodes, 1):
+        for episode in episodes:
             self._stamp(episode, opts)
         # An extractor with extract_batch (the parser tier) reads the whole batch at once.
         batch_extract = getattr(self.extractor, "extract_batch", None)
         batched = await batch_extract(episodes) if batch_extract is not None else None
-        for i, episode in enumerate(episodes):
-            result = batched[i] if batched is not None else await self.extractor.extract(episode)
+        for done, episode in enumerate(episodes, 1):
+            result = (
+                batched[done - 1] if batched is not None else await self.extractor.extract(episode)
+            )
             if self.ground_facts:
                 result.facts = _ground(episode, result.facts)
             prepared.facts.extend(result.facts)
@@ -430,11 +431,13 @@ class MemoryPipeline:
             relationships = await close_ended_relationships(
                 self.store, relationships, ended, matched
             )
+            # Referenced records first: facts may cite only stored episodes, entities
+            # and themes (DanglingReferenceError otherwise).
             await self.store.put_episodes(episodes)
             await self.store.put_entities(entities)
             await self.store.put_relationships(relationships)
-            await self.store.put_facts([*facts, *remapped])
             await self.store.put_themes(touched)
+            await self.store.put_facts([*facts, *remapped])
             if merged_away:
                 await self.store.put_themes(merged_away)
 

@@ -41,6 +41,7 @@ class StoreLookups:
         self.facts_by_entity: dict[object, set[uuid.UUID]] = {}
         self.facts_by_tag: dict[object, set[uuid.UUID]] = {}
         self.facts_by_theme: dict[object, set[uuid.UUID]] = {}
+        self.facts_by_episode: dict[object, set[uuid.UUID]] = {}
         # Fact writes bump the version; a tag set's ids sorted by (valid_from, id) are
         # cached until then (touches do not change the order, so they keep the cache).
         self.fact_version = 0
@@ -70,6 +71,7 @@ class StoreLookups:
                 old.entity_ids == new.entity_ids
                 and old.tags == new.tags
                 and old.theme_id == new.theme_id
+                and old.source_episode_ids == new.source_episode_ids
             ):
                 return
             self.drop_fact(old)
@@ -79,6 +81,8 @@ class StoreLookups:
             _add(self.facts_by_tag, tag, new.id)
         if new.theme_id is not None:
             _add(self.facts_by_theme, new.theme_id, new.id)
+        for pid in new.source_episode_ids:
+            _add(self.facts_by_episode, pid, new.id)
 
     def drop_fact(self, old: SemanticFact) -> None:
         """Forget one fact."""
@@ -89,6 +93,8 @@ class StoreLookups:
             _discard(self.facts_by_tag, tag, old.id)
         if old.theme_id is not None:
             _discard(self.facts_by_theme, old.theme_id, old.id)
+        for pid in old.source_episode_ids:
+            _discard(self.facts_by_episode, pid, old.id)
 
     # queries --------------------------------------------------------------------
 
@@ -124,6 +130,10 @@ class StoreLookups:
     def facts_of_entity(self, entity_id: uuid.UUID) -> set[uuid.UUID]:
         """Ids of facts whose ``entity_ids`` contain the entity."""
         return self.facts_by_entity.get(entity_id, set())
+
+    def facts_of_episode(self, episode_id: uuid.UUID) -> set[uuid.UUID]:
+        """Ids of facts whose ``source_episode_ids`` contain the episode."""
+        return self.facts_by_episode.get(episode_id, set())
 
     def facts_of_theme(self, theme_id: uuid.UUID) -> set[uuid.UUID]:
         """Ids of facts assigned to the theme."""

@@ -174,6 +174,32 @@ class InMemoryMemoryStore:
                 missing_ids=list(missing),
             )
 
+    def _check_fact_references(self, facts: Iterable[SemanticFact]) -> None:
+        missing: dict[tuple[str, uuid.UUID], None] = {}
+        for fact in facts:
+            for eid in fact.entity_ids:
+                if eid not in self._entities:
+                    missing[("entity", eid)] = None
+            for pid in fact.source_episode_ids:
+                if pid not in self._episodes:
+                    missing[("episode", pid)] = None
+            if fact.theme_id is not None and fact.theme_id not in self._themes:
+                missing[("theme", fact.theme_id)] = None
+        if missing:
+            raise DanglingReferenceError(
+                "facts cite records that are not in this store: "
+                + ", ".join(f"{k} {i}" for k, i in missing),
+                missing_ids=[i for _, i in missing],
+            )
+
+    def _unlink_facts(self, fact_ids: Iterable[uuid.UUID], **update: Any) -> None:
+        # ``update`` maps a field to a function of the fact giving its new value.
+        for fid in list(fact_ids):
+            old = self._facts[fid]
+            new = old.model_copy(update={k: fn(old) for k, fn in update.items()})
+            self._lookups.put_fact(old, new)
+            self._facts[fid] = new
+
     @staticmethod
     def _get_many(table: Mapping[uuid.UUID, R], ids: Iterable[object]) -> dict[uuid.UUID, R]:
         return {i: copy_record(table[i]) for i in parse_ids(ids) if i in table}
@@ -224,7 +250,8 @@ class InMemoryMemoryStore:
         """Hard-delete an entity and every relationship touching it; True when it existed.
 
         The edges go in the same step (like the Postgres foreign keys' ``ON DELETE
-        CASCADE``), so no relationship ever points at a missing entity.
+        CASCADE``), so no relationship ever points at a missing entity; the entity's id
+        leaves the ``entity_ids`` of every fact citing it.
         """
         eid = parse_id(entity_id)
         if self._entities.pop(eid, None) is None:
@@ -233,6 +260,10 @@ class InMemoryMemoryStore:
             edge = self._relationships.pop(rid, None)
             if edge is not None:
                 self._lookups.drop_relationship(edge)
+        self._unlink_facts(
+            self._lookups.facts_of_entity(eid),
+            entity_ids=lambda f: [i for i in f.entity_ids if i != eid],
+        )
         return True
 
     # ------------------------------------------------------------------ relationships
@@ -396,20 +427,43 @@ class InMemoryMemoryStore:
         return found
 
     async def delete_episode(self, episode_id: uuid.UUID | str) -> bool:
-        """Hard-delete an episode; True when it existed."""
-        return self._delete(self._episodes, episode_id)
+        """Hard-delete an episode; True when it existed.
+
+        The episode's id leaves the ``source_episode_ids`` of every fact citing it.
+        """
+        pid = parse_id(episode_id)
+        if not self._delete(self._episodes, pid):
+            return False
+        self._unlink_facts(
+            self._lookups.facts_of_episode(pid),
+            source_episode_ids=lambda f: [i for i in f.source_episode_ids if i != pid],
+        )
+        return True
 
     # ------------------------------------------------------------------ facts
 
     async def put_fact(self, fact: SemanticFact) -> None:
-        """Insert or replace one fact."""
+        """Insert or replace one fact.
+
+        Raises:
+            DanglingReferenceError: It cites an entity, episode or theme id that is not a
+                record of this store (nothing is written).
+        """
         record = self._prepare(SemanticFact, fact)
+        self._check_fact_references([record])
         self._lookups.put_fact(self._facts.get(record.id), record)
         self._facts[record.id] = record
 
     async def put_facts(self, facts: Iterable[SemanticFact]) -> None:
-        """Insert or replace many facts; nothing is written if any is invalid."""
-        for record in self._prepare_many(SemanticFact, facts):
+        """Insert or replace many facts; nothing is written if any is invalid.
+
+        Raises:
+            DanglingReferenceError: A fact cites an entity, episode or theme id that is not
+                a record of this store (nothing is written).
+        """
+        records = self._prepare_many(SemanticFact, facts)
+        self._check_fact_references(records)
+        for record in records:
             self._lookups.put_fact(self._facts.get(record.id), record)
             self._facts[record.id] = record
 
@@ -498,8 +552,12 @@ class InMemoryMemoryStore:
         return _page(matches, _theme_key, o.offset, o.limit)
 
     async def delete_theme(self, theme_id: uuid.UUID | str) -> bool:
-        """Hard-delete a theme; True when it existed."""
-        return self._delete(self._themes, theme_id)
+        """Hard-delete a theme; True when it existed. Facts of the theme get no theme."""
+        tid = parse_id(theme_id)
+        if not self._delete(self._themes, tid):
+            return False
+        self._unlink_facts(self._lookups.facts_of_theme(tid), theme_id=lambda f: None)
+        return True
 
     # ------------------------------------------------------------------ usage tracking
 
@@ -508,7 +566,7 @@ class InMemoryMemoryStore:
 
         Missing ids are ignored; an id repeated in one call counts once. ``at`` defaults
         to now; a naive ``at`` is assumed to be UTC. The count saturates at
-        ``MAX_ACCESS_COUNT`` (the 32-bit column of the Postgres backend).
+        ``MAX_ACCESS_COUNT`` (the 64-bit column of the Postgres backend).
         """
         when = utc_now() if at is None else normalize_ts(at)
         for fid in parse_ids(ids):
@@ -600,6 +658,7 @@ class InMemoryMemoryStore:
         done = self._idempotency.get(idempotency_key)
         if done is not None:
             return list(done), False
+        self._check_fact_references(records)
         # No await between the check and the writes: atomic on the event loop.
         for record in records:
             self._lookups.put_fact(self._facts.get(record.id), record)

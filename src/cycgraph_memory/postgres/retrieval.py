@@ -333,7 +333,7 @@ class RetrievalQueries(PostgresBackend):
             raise InvalidInputError("idempotency_key must be a non-empty string")
         if "\x00" in idempotency_key:
             raise InvalidInputError("idempotency_key must not contain NUL characters")
-        from cycgraph_memory.postgres.store import coerce_record
+        from cycgraph_memory.postgres.store import check_fact_references, coerce_record
 
         if isinstance(facts, SemanticFact | Mapping | str):
             raise TypeError("expected an iterable of SemanticFact, got a single value")
@@ -366,6 +366,7 @@ class RetrievalQueries(PostgresBackend):
                 ).scalar_one()
                 return [convert._uuid(i) for i in existing], False
             await self._checked_dim(session, records, "fact")
+            await check_fact_references(session, self._tenant, records)
             await self._upsert(
                 session, FACTS, [convert.fact_to_row(r, self._tenant) for r in records]
             )

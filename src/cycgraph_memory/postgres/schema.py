@@ -329,6 +329,10 @@ class FactRow(Base):
         ),
         # Default fastupdate (on): written with every fact, read only to trace grounding.
         Index("ix_facts_source_message_ids_gin", "source_message_ids", postgresql_using="gin"),
+        # Read when an episode is deleted (its id leaves the facts that cite it).
+        Index(
+            "ix_facts_source_episode_ids_gin", "source_episode_ids", postgresql_using="gin"
+        ),
         Index("ix_facts_search_tsv_gin", "search_tsv", postgresql_using="gin"),
         Index("ix_facts_search_terms_gin", "search_terms", postgresql_using="gin"),
         _hnsw("facts"),
@@ -345,7 +349,7 @@ class FactRow(Base):
     valid_from: Mapped[datetime] = mapped_column(_TZ)
     valid_until: Mapped[datetime | None] = mapped_column(_TZ)
     invalidated_by: Mapped[str | None] = mapped_column(Text)
-    access_count: Mapped[int] = mapped_column(Integer)
+    access_count: Mapped[int] = mapped_column(BigInteger)
     last_accessed_at: Mapped[datetime | None] = mapped_column(_TZ)
     tags: Mapped[list[str]] = mapped_column(ARRAY(Text))
     source_message_ids: Mapped[list[uuid.UUID]] = mapped_column(_UUID_ARRAY)

@@ -70,6 +70,7 @@ from cycgraph_memory.retry import RetryPolicy
 
 __all__ = [
     "PostgresMemoryStore",
+    "check_fact_references",
     "coerce_record",
     "convert_ts",
     "episode_from_result",
@@ -244,6 +245,8 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
             await self._checked_dim(session, items, kind)
             if cls is Relationship:
                 await self._check_endpoints(session, items)
+            elif cls is SemanticFact:
+                await check_fact_references(session, self._tenant, items)
             await self._upsert(session, table, rows)
 
         await self._run(work, f"put {kind}s")
@@ -266,6 +269,43 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
                 + ", ".join(str(m) for m in missing),
                 missing_ids=list(missing),
             )
+
+    async def _delete_cited(
+        self, table: Table, record_id: Any, unlink: Callable[[uuid.UUID], Any]
+    ) -> bool:
+        # Delete the row, then take its id out of the facts that cite it (one transaction;
+        # the delete first, so it waits for writers holding the row FOR KEY SHARE and the
+        # UPDATE, a new statement, sees the facts they committed).
+        rid = parse_id(record_id)
+        stmt = delete(table).where(self._mine(table), table.c.id == rid).returning(table.c.id)
+
+        async def work(session: AsyncSession) -> bool:
+            if (await session.execute(stmt)).first() is None:
+                return False
+            await session.execute(unlink(rid))
+            return True
+
+        return await self._run(work, f"delete {table.name}")
+
+    def _unlink_entity(self, rid: uuid.UUID) -> Any:
+        t = FACTS
+        return (
+            update(t)
+            .where(self._mine(t), t.c.entity_ids.contains([rid]))
+            .values(entity_ids=func.array_remove(t.c.entity_ids, rid))
+        )
+
+    def _unlink_episode(self, rid: uuid.UUID) -> Any:
+        t = FACTS
+        return (
+            update(t)
+            .where(self._mine(t), t.c.source_episode_ids.contains([rid]))
+            .values(source_episode_ids=func.array_remove(t.c.source_episode_ids, rid))
+        )
+
+    def _unlink_theme(self, rid: uuid.UUID) -> Any:
+        t = FACTS
+        return update(t).where(self._mine(t), t.c.theme_id == rid).values(theme_id=None)
 
     async def _get_many(
         self,
@@ -350,9 +390,10 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
     async def delete_entity(self, entity_id: uuid.UUID | str) -> bool:
         """Hard-delete an entity and every relationship touching it; True when it existed.
 
-        The edges go in the same statement, through the foreign keys' ``ON DELETE CASCADE``.
+        The edges go in the same statement, through the foreign keys' ``ON DELETE CASCADE``;
+        the entity's id leaves the ``entity_ids`` of every fact citing it (same transaction).
         """
-        return await self._delete(ENTITIES, entity_id)
+        return await self._delete_cited(ENTITIES, entity_id, self._unlink_entity)
 
     # ------------------------------------------------------------------ relationships
 
@@ -492,8 +533,11 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
         return {i: found[i] for i in wanted if i in found}
 
     async def delete_episode(self, episode_id: uuid.UUID | str) -> bool:
-        """Hard-delete an episode and its messages; True when it existed."""
-        return await self._delete(EPISODES, episode_id)
+        """Hard-delete an episode and its messages; True when it existed.
+
+        The episode's id leaves the ``source_episode_ids`` of every fact citing it.
+        """
+        return await self._delete_cited(EPISODES, episode_id, self._unlink_episode)
 
     # ------------------------------------------------------------------ facts
 
@@ -502,7 +546,12 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
         await self.put_facts([fact])
 
     async def put_facts(self, facts: Iterable[SemanticFact]) -> None:
-        """Insert or replace many facts (multi-row upserts of up to 1,000 rows each)."""
+        """Insert or replace many facts (multi-row upserts of up to 1,000 rows each).
+
+        Raises:
+            DanglingReferenceError: A fact cites an entity, episode or theme id that is
+                not a record of this tenant (nothing is written).
+        """
         await self._put(FACTS, facts, convert.fact_to_row, "fact", SemanticFact)
 
     async def get_fact(self, fact_id: uuid.UUID | str) -> SemanticFact | None:
@@ -547,7 +596,7 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
         """Increment ``access_count`` and set ``last_accessed_at`` in one UPDATE.
 
         Each distinct id counts once per call; unknown ids are ignored. The count
-        saturates at ``MAX_ACCESS_COUNT`` (the column is 32-bit).
+        saturates at ``MAX_ACCESS_COUNT`` (the column is 64-bit).
         """
         wanted = parse_ids(ids)
         if not wanted:
@@ -611,8 +660,8 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
         return await self._list(stmt, convert.theme_from_row)
 
     async def delete_theme(self, theme_id: uuid.UUID | str) -> bool:
-        """Hard-delete a theme; True when it existed."""
-        return await self._delete(THEMES, theme_id)
+        """Hard-delete a theme; True when it existed. Facts of the theme get no theme."""
+        return await self._delete_cited(THEMES, theme_id, self._unlink_theme)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -772,6 +821,47 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
             if len(page) < page_size:
                 return
             last = (page[-1].created_at, page[-1].id)
+
+
+async def check_fact_references(
+    session: AsyncSession, tenant: str, facts: Sequence[SemanticFact]
+) -> None:
+    """Refuse facts citing entity, episode or theme ids that are not records of ``tenant``.
+
+    One statement; the cited rows are locked ``FOR KEY SHARE`` until the transaction ends
+    (what a foreign key does), so a concurrent delete cannot leave the facts dangling.
+
+    Raises:
+        DanglingReferenceError: Naming every missing id (nothing is written).
+    """
+    wanted: dict[str, dict[uuid.UUID, None]] = {"entity": {}, "episode": {}, "theme": {}}
+    for fact in facts:
+        wanted["entity"].update(dict.fromkeys(fact.entity_ids))
+        wanted["episode"].update(dict.fromkeys(fact.source_episode_ids))
+        if fact.theme_id is not None:
+            wanted["theme"][fact.theme_id] = None
+    parts = []
+    for kind, table in (("entity", ENTITIES), ("episode", EPISODES), ("theme", THEMES)):
+        ids = list(wanted[kind])
+        if ids:
+            locked = (
+                select(table.c.id)
+                .where(table.c.tenant_id == tenant, in_ids(table.c.id, ids))
+                .with_for_update(read=True, key_share=True)
+                .cte(f"cited_{kind}")
+            )
+            parts.append(select(literal_column(f"'{kind}'"), locked.c.id))
+    if not parts:
+        return
+    stmt = parts[0] if len(parts) == 1 else parts[0].union_all(*parts[1:])
+    found = {(kind, convert._uuid(i)) for kind, i in (await session.execute(stmt)).all()}
+    missing = [(k, i) for k, ids in wanted.items() for i in ids if (k, i) not in found]
+    if missing:
+        raise DanglingReferenceError(
+            "facts cite records that are not in this store: "
+            + ", ".join(f"{k} {i}" for k, i in missing),
+            missing_ids=[i for _, i in missing],
+        )
 
 
 def convert_ts(value: object) -> datetime:

@@ -35,7 +35,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cycgraph_memory.contracts import EmbeddingProvider, MemoryIndex, MemoryStore
+from cycgraph_memory.contracts import EmbeddingProvider, MemoryIndex, MemoryStore, embed_queries
 from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.observability import span, tenant_of
 from cycgraph_memory.records import (
@@ -186,7 +186,7 @@ async def _retrieve(
 
 async def _embed_query(q: MemoryQuery, embedder: EmbeddingProvider) -> MemoryQuery:
     assert q.text is not None
-    vectors = await embedder.embed([q.text])
+    vectors = await embed_queries(embedder, [q.text])  # embed_query when it has one
     if len(vectors) != 1:
         raise InvalidInputError(f"embedder returned {len(vectors)} vectors for one text")
     try:

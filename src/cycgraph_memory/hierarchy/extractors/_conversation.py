@@ -12,7 +12,9 @@ Work caps (documented in the README): a message is read up to
 sentence longer than :data:`MAX_SENTENCE_WORDS` words into pieces of that size (the parser
 tier analyses the first :data:`MAX_SENTENCE_WORDS` tokens of a parsed sentence). The caps
 keep extraction linear in the input size: a pasted 16,000-word log costs a bounded amount
-of work per piece.
+of work per piece. A whitespace-free run longer than :data:`MAX_TOKEN_CHARS` (a base64
+blob, a minified line, a message with no spaces) is cut to that length before analysis, so
+no token can grow an entity name past ``MAX_NAME_LENGTH``.
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ __all__ = [
     "FIRST_PERSON",
     "MAX_MESSAGE_CHARS",
     "MAX_SENTENCE_WORDS",
+    "MAX_TOKEN_CHARS",
     "SECOND_PERSON",
     "Turn",
+    "bounded_text",
     "chunk_sentence",
     "fact_text",
     "turns_of",
@@ -44,6 +48,9 @@ MAX_SENTENCE_WORDS = 120
 """Words of one sentence that are analysed; a longer "sentence" (a pasted log, a minified
 file) is cut to its first words before entity and relation matching."""
 
+MAX_TOKEN_CHARS = 512
+"""Longest whitespace-free run analysed; longer runs are cut to their first characters."""
+
 FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself", "we", "us", "our", "ours"})
 """Pronouns that resolve to the speaker."""
 
@@ -51,6 +58,13 @@ SECOND_PERSON = frozenset({"you", "your", "yours", "yourself"})
 """Pronouns that resolve to the addressee (when known)."""
 
 _WORDS = re.compile(r"\S+")
+_LONG_TOKEN = re.compile(r"\S{" + str(MAX_TOKEN_CHARS + 1) + ",}")
+
+
+def bounded_text(text: str) -> str:
+    """``text`` cut to :data:`MAX_MESSAGE_CHARS`, every run to :data:`MAX_TOKEN_CHARS`."""
+    text = text[:MAX_MESSAGE_CHARS]
+    return _LONG_TOKEN.sub(lambda m: m.group()[:MAX_TOKEN_CHARS], text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +110,7 @@ def turns_of(episode: Episode, roles: Sequence[str]) -> list[Turn]:
         turns.append(
             Turn(
                 message.id,
-                message.content[:MAX_MESSAGE_CHARS],
+                bounded_text(message.content),
                 name,
                 addressee,
                 named,

@@ -11,6 +11,7 @@ from cycgraph_memory.hierarchy.extractors._edges import relationships_of
 from cycgraph_memory.hierarchy.extractors.rules import _Acc, _Edge
 from cycgraph_memory.hierarchy.extractors.simple import derived_provenance, fact_id_for
 from cycgraph_memory.records import (
+    MAX_NAME_LENGTH,
     Entity,
     Episode,
     ExtractionResult,
@@ -89,7 +90,7 @@ def build_result(
     entities = [
         Entity(
             id=entity_ids[acc.key],
-            name=acc.name,
+            name=acc.name[:MAX_NAME_LENGTH],
             entity_type=acc.type,
             attributes={"aliases": sorted(set(acc.aliases))} if acc.aliases else {},
             provenance=derived_provenance(episode, confidence=_confidence(acc), created_at=now),

@@ -19,7 +19,7 @@ def _wordset(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-__all__ = ["split_sentences"]
+__all__ = ["cap_sentence_words", "split_sentences"]
 
 # Never end a sentence: titles, Latin abbreviations, common short forms.
 _NEVER_SPLIT = _wordset(
@@ -46,6 +46,8 @@ _BOUNDARY = re.compile(r"[.!?…]+[\"'\u201d\u2019)\]]*(?=\s+|$)")
 _PREV_TOKEN = re.compile(r"(\S+)$")
 _NEXT_TOKEN = re.compile(r"\s*[\"'\u201c\u2018(\[]*([^\s\"'\u201c\u2018(\[]+)")
 _SPACE = re.compile(r"\s+")
+_WORD = re.compile(r"\S+")
+_ENDS_SENTENCE = re.compile(r"[.!?…][\"'\u201d\u2019)\]]*$")
 
 
 def _is_boundary(line: str, match: re.Match[str]) -> bool:
@@ -108,3 +110,38 @@ def split_sentences(text: str) -> list[str]:
             if cleaned and any(ch.isalnum() for ch in cleaned):
                 out.append(cleaned)
     return out
+
+
+def cap_sentence_words(text: str, max_words: int) -> str:
+    """Keep at most ``max_words`` words of every sentence of ``text`` (linear time).
+
+    A sentence here ends at a word ending in ``.``, ``!``, ``?`` or ``…`` or at a line
+    break (a looser rule than :func:`split_sentences`, so a real sentence is never cut
+    because an abbreviation hid its start). Words past the cap are dropped up to the
+    sentence's end and a line break stands for them, so the next sentence starts apart.
+    Text whose sentences are all within the cap comes back unchanged.
+    """
+    if text.count(" ") + text.count("\n") < max_words and len(text.split()) <= max_words:
+        return text
+    out: list[str] = []
+    count = 0
+    dropping = False
+    last_end = 0
+    for match in _WORD.finditer(text):
+        gap = text[last_end : match.start()]
+        last_end = match.end()
+        if "\n" in gap:
+            count = 0
+        count += 1
+        word = match.group()
+        if count <= max_words:
+            out.append("\n" if dropping else gap)
+            out.append(word)
+            dropping = False
+        else:
+            dropping = True
+        if _ENDS_SENTENCE.search(word):
+            count = 0
+    if not dropping:
+        out.append(text[last_end:])
+    return "".join(out)

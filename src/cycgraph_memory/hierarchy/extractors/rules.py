@@ -89,6 +89,7 @@ from cycgraph_memory.hierarchy.extractors._verbs import (
 from cycgraph_memory.hierarchy.extractors.simple import derived_provenance, fact_id_for
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
+    MAX_NAME_LENGTH,
     Entity,
     Episode,
     ExtractedEntity,
@@ -516,7 +517,7 @@ class RuleBasedExtractor:
         entities = [
             Entity(
                 id=entity_ids[acc.key],
-                name=acc.name,
+                name=acc.name[:MAX_NAME_LENGTH],
                 entity_type=acc.type,
                 attributes={"aliases": sorted(set(acc.aliases))} if acc.aliases else {},
                 provenance=derived_provenance(
