@@ -1,7 +1,7 @@
 """One BM25 text ranking on both backends: stored tokens and trigger-kept statistics.
 
 Revision ID: 0008
-Revises: 0006
+Revises: 0007
 Create Date: 2026-12-03
 
 * ``search_terms text[]`` on ``facts``, ``episode_messages`` and ``episodes``: the row's
@@ -34,7 +34,7 @@ from sqlalchemy.dialects import postgresql as pg
 from cycgraph_memory.textsearch import tokenize
 
 revision: str = "0008"
-down_revision: str | None = "0006"
+down_revision: str | None = "0007"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

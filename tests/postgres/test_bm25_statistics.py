@@ -98,7 +98,7 @@ async def test_migration_tokenizes_existing_rows(pg_databases: Any) -> None:
     dsn = await pg_databases.create("cycgraph_bm25mig")
     engine = create_engine_from_dsn(dsn)
     try:
-        await upgrade(engine, embedding_dim=8, revision="0006")
+        await upgrade(engine, embedding_dim=8, revision="0007")
         from cycgraph_memory.records import Message
 
         f = fact(content="Rosa passed her driving test on April 10th, 3 minors")
