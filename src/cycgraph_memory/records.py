@@ -799,12 +799,20 @@ class RetrievalOptions(_Model):
             query's ``limit``; 0 = none.
         entity_match_limit: Entities named in the question (text/hybrid modes) whose
             facts join the fusion as the graph signal (0 = off).
-        graph_weight: RRF weight of the graph signal.
-        text_weight: RRF weight of the text signals (facts and messages); the vector
-            signals and the facts' grounding messages weigh 1. The default 0.5 lets text
-            matches refine the vector ranking: on the frozen conversation set it was the
-            best of 0.3 / 0.5 / 0.7 / 1.0 with all-MiniLM-L6-v2 and equal (within 0.004
-            recall@10) with the hashing embedder.
+        graph_weight: RRF weight of the graph signal, multiplied per entity by its
+            specificity (its IDF over the tenant's facts scaled to 0-1; see
+            ``retrieval.hybrid.entity_specificity``).
+        text_weight: RRF weight of the text signal of the facts (the vector signal weighs
+            1). The default 0.5 lets text matches refine the vector ranking: on the first
+            frozen conversation set it was the best of 0.3 / 0.5 / 0.7 / 1.0 with
+            all-MiniLM-L6-v2 and equal (within 0.004 recall@10) with the hashing embedder.
+        message_hit_weight: RRF weight of each direct message signal (vector and text
+            message search) in ``MemoryResult.messages``, against 1 for the messages
+            grounding the served facts (whose order already fuses the fact signals).
+            0.5 on both frozen conversation sets: +0.05 / +0.01 recall@10 for hybrid with
+            the hashing embedder, -0.006 / +0.003 with all-MiniLM-L6-v2, against 1 for
+            the vector hits and ``text_weight`` for the text hits
+            (docs/retrieval-quality.md).
         native_paths: Use a backend's native fast paths when it has them (Postgres:
             ``hierarchical_candidates`` on the index, ``extract_subgraph_native`` on the
             store); ``False`` forces the generic contract-only algorithms.
@@ -824,4 +832,5 @@ class RetrievalOptions(_Model):
     entity_match_limit: int = Field(default=5, ge=0, le=100)
     graph_weight: float = Field(default=1.0, ge=0.0, le=10.0)
     text_weight: float = Field(default=0.5, ge=0.0, le=10.0)
+    message_hit_weight: float = Field(default=0.5, ge=0.0, le=10.0)
     native_paths: bool = True

@@ -130,3 +130,35 @@ async def test_migration_tokenizes_existing_rows(pg_databases: Any) -> None:
             await _check_statistics(conn, tenant)
     finally:
         await engine.dispose()
+
+
+async def test_text_search_shape_does_not_grow_with_the_tenant(
+    pg_engine: Any, pg_make_store: Any
+) -> None:
+    """Same statements (one per search) on a tenant of 10 and of 300 matching facts."""
+    from sqlalchemy import event
+
+    statements: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    shapes = []
+    for tenant, n in (("t_bm25_small", 10), ("t_bm25_large", 300)):
+        store, index = pg_make_store(tenant), pg_make_store(tenant, index=True)
+        await store.put_facts(
+            [fact(content=f"alpha common words and the unique word w{i}") for i in range(n)]
+        )
+        await index.text_search_facts("alpha w3", limit=5)  # warm caches
+        event.listen(pg_engine.sync_engine, "before_cursor_execute", count)
+        try:
+            statements.clear()
+            hits = await index.text_search_facts("alpha w3", limit=5)
+            counts, total = await index.entity_fact_counts([hits[0].item.id])
+        finally:
+            event.remove(pg_engine.sync_engine, "before_cursor_execute", count)
+        assert hits[0].item.content.endswith(" w3") and len(hits) == 5
+        assert total == n and counts == {}
+        shapes.append([s for s in statements if s.lstrip().startswith(("SELECT", "WITH"))
+                       and "set_config" not in s])
+    assert shapes[0] == shapes[1] and len(shapes[0]) == 2, shapes  # one statement each

@@ -7,20 +7,26 @@ index offers text search). Signals, each one index call:
 * facts, vector: themes by similarity -> their facts, plus a direct kNN (exactly the
   hierarchical path's candidates), filtered by the query's fact scope and ranked by
   cosine similarity; ``min_similarity`` applies to this signal;
-* facts, text: ``index.text_search_facts`` (BM25 in memory, ``ts_rank_cd`` on Postgres),
-  tag scope pushed into the index, then the same fact scope;
+* facts, text: ``index.text_search_facts`` (BM25 over ``textsearch.tokenize``, the same
+  ranking on both backends), tag scope pushed into the index, then the same fact scope;
 * messages, vector and text: ``index.search_messages`` / ``index.text_search_messages``;
 * graph (text and hybrid modes, when the index has ``match_entity_names``): the entities
   whose name appears in the question (at most ``entity_match_limit``, of the query's
-  ``entity_types`` when given) -> their facts (``store.get_facts_for_entities``, same fact
-  scope), ordered by their best rank in the other fact signals, then newest first; graph
-  distance 0. Weighted by ``graph_weight``.
+  ``entity_types`` when given), each weighed by its specificity
+  (:func:`entity_specificity`: its IDF over the tenant's facts, from the index's
+  ``entity_fact_counts``, scaled to 0-1). An entity below ``GRAPH_CONTEXT_SPECIFICITY``
+  (a participant of the conversation, cited by a large share of the facts) is context and
+  is ignored; every other one gives one list of its facts (``store.get_facts_for_entities``,
+  same fact scope), ordered by their best rank in the other fact signals, then newest
+  first, with RRF weight ``graph_weight * specificity``; graph distance 0.
 
 Facts are ordered by RRF over their signals (``RetrievalOptions.rrf_k``; text signals
-weigh ``text_weight``, the graph signal ``graph_weight``, vector signals 1), ties by the
+weigh ``text_weight``, each graph list ``graph_weight`` times its entity's specificity,
+vector signals 1), ties by the
 best raw score, then id, and cut to ``limit``; each gets a :class:`FactScore`. Messages
 are ordered by RRF over three lists: the messages grounding the served facts (in fact
-order) and the two message signals; they are cut to ``message_limit``. When the query
+order, weight 1) and the two message signals (weight ``message_hit_weight`` each); they
+are cut to ``message_limit``. When the query
 has tags, messages come only from the served facts (a direct message hit cannot be
 scoped by tags); ``valid_at`` / ``changed_since`` drop messages sent after ``valid_at`` /
 not after ``changed_since``. Served facts are touched once; episodes, entities and
@@ -308,7 +314,8 @@ async def message_signals(
         for h in hits:
             records.setdefault(h.item.id, h.item)
     out: list[Message] = []
-    for hit in rrf_fuse(signals, k=opts.rrf_k, weights={"text": opts.text_weight}):
+    hit_weight = opts.message_hit_weight
+    for hit in rrf_fuse(signals, k=opts.rrf_k, weights={"vector": hit_weight, "text": hit_weight}):
         message = records[hit.id]
         if not _message_admitted(message, q):
             continue
