@@ -64,6 +64,7 @@ __all__ = [
     "EmbeddingVector",
     "EntityRow",
     "EpisodeRow",
+    "ErasureLogRow",
     "FactRow",
     "GateAuditRow",
     "MessageRow",
@@ -420,3 +421,22 @@ class WriterKeyRow(Base):
     idempotency_key: Mapped[str] = mapped_column(Text, primary_key=True)
     fact_ids: Mapped[list[uuid.UUID]] = mapped_column(_UUID_ARRAY)
     created_at: Mapped[datetime] = mapped_column(_TZ)
+
+
+class ErasureLogRow(Base):
+    """One purge (migration 0009): what was erased, by which criteria, with no content.
+
+    Append-only like the gate audit log (the same trigger refuses UPDATE, DELETE and
+    TRUNCATE). Selector values are kept only as SHA-256 digests.
+    """
+
+    __tablename__ = "erasure_log"
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
+    erasure_id: Mapped[uuid.UUID] = mapped_column(Uuid(as_uuid=True))
+    kind: Mapped[str] = mapped_column(Text)
+    selector_kinds: Mapped[list[str]] = mapped_column(ARRAY(Text))
+    selector_digests: Mapped[list[str]] = mapped_column(ARRAY(Text))
+    counts: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    erased_at: Mapped[datetime] = mapped_column(_TZ)

@@ -1,0 +1,31 @@
+"""Memory lifecycle: verifiable erasure, portable export/import and re-embedding.
+
+Written against the contracts; the backends provide the optional capabilities
+(:class:`~cycgraph_memory.contracts.SupportsPurge`,
+:class:`~cycgraph_memory.contracts.SupportsErasureLog`).
+"""
+
+from cycgraph_memory.lifecycle.models import (
+    MAX_PURGE_IDS,
+    REDACTED_FACT_ID,
+    ErasureEntry,
+    LedgerErasure,
+    PurgeCandidates,
+    PurgePlan,
+    PurgeReport,
+    PurgeSelector,
+)
+from cycgraph_memory.lifecycle.purge import plan_purge, purge
+
+__all__ = [
+    "MAX_PURGE_IDS",
+    "REDACTED_FACT_ID",
+    "ErasureEntry",
+    "LedgerErasure",
+    "PurgeCandidates",
+    "PurgePlan",
+    "PurgeReport",
+    "PurgeSelector",
+    "plan_purge",
+    "purge",
+]
