@@ -5,6 +5,15 @@ Written against the contracts; the backends provide the optional capabilities
 :class:`~cycgraph_memory.contracts.SupportsErasureLog`).
 """
 
+from cycgraph_memory.lifecycle.export import (
+    EXPORT_FORMAT,
+    EXPORT_VERSION,
+    ExportReport,
+    ImportReport,
+    export,
+    export_lines,
+    import_,
+)
 from cycgraph_memory.lifecycle.models import (
     MAX_PURGE_IDS,
     REDACTED_FACT_ID,
@@ -18,6 +27,13 @@ from cycgraph_memory.lifecycle.models import (
 from cycgraph_memory.lifecycle.purge import plan_purge, purge
 
 __all__ = [
+    "EXPORT_FORMAT",
+    "EXPORT_VERSION",
+    "ExportReport",
+    "ImportReport",
+    "export",
+    "export_lines",
+    "import_",
     "MAX_PURGE_IDS",
     "REDACTED_FACT_ID",
     "ErasureEntry",
