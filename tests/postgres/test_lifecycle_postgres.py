@@ -61,3 +61,62 @@ async def test_only_the_redaction_update_passes_the_audit_trigger(
                 text("UPDATE gate_audit_log SET verdict = 'x' WHERE tenant_id = :t"),
                 {"t": pg_tenant},
             )
+
+
+async def test_width_change_backfills_then_swaps(pg_databases: Any) -> None:
+    from cycgraph_memory.embeddings import HashingEmbeddingProvider
+    from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInputError
+    from cycgraph_memory.lifecycle import reembed
+    from cycgraph_memory.postgres import (
+        PostgresMemoryIndex,
+        PostgresMemoryStore,
+        begin_width_change,
+        create_engine_from_dsn,
+        finish_width_change,
+        upgrade,
+    )
+
+    from ._records import entity, episode, fact, theme, unit
+
+    dsn = await pg_databases.create("cycgraph_width")
+    engine = create_engine_from_dsn(dsn)
+    try:
+        await upgrade(engine, embedding_dim=8)
+        stores = {t: PostgresMemoryStore(engine, tenant_id=t) for t in ("ta", "tb")}
+        for store in stores.values():
+            facts = [fact(content=f"fact {i}", embedding=unit(i)) for i in range(4)]
+            await store.put_facts(facts)
+            await store.put_entities([entity(name="Ada")])
+            await store.put_episodes([episode()])
+            await store.put_themes([theme(fact_ids=[f.id for f in facts])])
+        new = HashingEmbeddingProvider(dimensions=16, seed=1)
+        await begin_width_change(engine, 16)
+        index = PostgresMemoryIndex(engine, tenant_id="ta")
+        hits = await index.search_facts(unit(1))  # reads still use the 8-d vectors
+        assert hits[0].item.content == "fact 1"
+        await reembed(stores["ta"], new, target="next", batch_size=3)
+        with pytest.raises(InvalidInputError, match="tb"):
+            await finish_width_change(engine, ["ta", "tb"])
+        assert (await index.search_facts(unit(2)))[0].item.content == "fact 2"
+        await reembed(stores["tb"], new, target="next")
+        assert await finish_width_change(engine, ["ta", "tb"]) == 16
+        async with engine.connect() as conn:
+            dim = (await conn.execute(text(
+                "SELECT value FROM schema_metadata WHERE key = 'embedding_dim'"))).scalar_one()
+            idx = (await conn.execute(text(
+                "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_facts_embedding_hnsw'"
+            ))).scalar_one()
+        assert dim == "16" and "hnsw" in idx
+        store = PostgresMemoryStore(engine, tenant_id="ta")
+        index = PostgresMemoryIndex(engine, tenant_id="ta")
+        [q] = await new.embed(["fact 3"])
+        assert (await index.search_facts(q))[0].item.content == "fact 3"
+        (t,) = await store.list_themes()
+        assert t.embedding is not None and len(t.embedding) == 16
+        (ep,) = await store.list_episodes()
+        msgs = await store.get_messages([m.id for m in ep.messages])
+        assert all(len(m.embedding or []) == 16 for m in msgs.values())
+        with pytest.raises(EmbeddingDimensionMismatchError):
+            await store.put_fact(fact(embedding=unit(0)))
+    finally:
+        await engine.dispose()

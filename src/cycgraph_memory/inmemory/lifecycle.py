@@ -7,16 +7,22 @@ in-memory backend is meant for small tenants).
 
 from __future__ import annotations
 
+import math
 import uuid
-from typing import TYPE_CHECKING
+from array import array
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from cycgraph_memory.inmemory._common import copy_record
+import numpy as np
+
+from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.inmemory._common import check_dimension, copy_record
 from cycgraph_memory.lifecycle.models import PurgeCandidates, PurgePlan, PurgeSelector
 
 if TYPE_CHECKING:
     from cycgraph_memory.inmemory.store import InMemoryMemoryStore
 
-__all__ = ["apply_purge", "purge_candidates"]
+__all__ = ["apply_purge", "purge_candidates", "recompute_theme_centroids", "write_embeddings"]
 
 
 def purge_candidates(store: InMemoryMemoryStore, sel: PurgeSelector) -> PurgeCandidates:
@@ -110,3 +116,67 @@ async def apply_purge(store: InMemoryMemoryStore, plan: PurgePlan) -> None:
     if plan.delete_writer_keys:
         drop = set(plan.delete_writer_keys)
         s._idempotency = {k: v for k, v in s._idempotency.items() if k not in drop}
+
+
+def write_embeddings(
+    store: InMemoryMemoryStore, kind: str, vectors: Mapping[uuid.UUID, list[float]]
+) -> int:
+    """Replace the vectors of ``kind`` records (only the vector changes); missing ids skip."""
+    s = store
+    for v in vectors.values():
+        check_dimension(s._expected_dimensions, len(v), f"{kind} embedding")
+    if kind == "message":
+        updated = {k: array("d", v) for k, v in vectors.items() if k in s._message_homes}
+        s._message_vectors = {**s._message_vectors, **updated}
+        return len(updated)
+    tables: dict[str, dict[uuid.UUID, Any]] = {
+        "entity": s._entities, "episode": s._episodes, "fact": s._facts, "theme": s._themes,
+    }
+    if kind not in tables:
+        raise InvalidInputError(f"unknown record kind {kind!r}")
+    table = tables[kind]
+    n = 0
+    for rid, v in vectors.items():
+        old = table.get(rid)
+        if old is None:
+            continue
+        # Replace, never mutate: transaction snapshots share the old record.
+        new = copy_record(old)
+        new.__dict__["embedding"] = array("d", _checked(v))
+        table[rid] = new
+        if kind == "fact":
+            s._lookups.put_fact(old, new)
+        n += 1
+    return n
+
+
+def _checked(vector: list[float]) -> list[float]:
+    out = [float(x) for x in vector]
+    if not all(math.isfinite(x) for x in out):
+        raise InvalidInputError("embeddings must be finite numbers")
+    return out
+
+
+def recompute_theme_centroids(store: InMemoryMemoryStore) -> int:
+    """Set every theme's vector to the unit mean of its member facts' unit vectors."""
+    s = store
+    n = 0
+    for tid, theme in list(s._themes.items()):
+        vectors = [
+            np.asarray(s._facts[f].embedding, dtype=np.float64)
+            for f in theme.fact_ids
+            if f in s._facts and s._facts[f].embedding is not None
+        ]
+        centre: list[float] | None = None
+        if vectors:
+            m = np.stack(vectors)
+            norms = np.linalg.norm(m, axis=1, keepdims=True)
+            total = (m / np.where(norms == 0.0, 1.0, norms)).sum(axis=0)
+            length = float(np.linalg.norm(total))
+            if length > 0.0:
+                centre = [float(x) for x in total / length]
+        new = copy_record(theme)
+        new.__dict__["embedding"] = None if centre is None else array("d", centre)
+        s._themes[tid] = new
+        n += 1
+    return n

@@ -712,6 +712,20 @@ class InMemoryMemoryStore:
         async with self._transaction():
             await _lifecycle.apply_purge(self, plan)
 
+    async def write_embeddings(
+        self, kind: str, vectors: Mapping[uuid.UUID, list[float]], *, target: str = "current"
+    ) -> int:
+        """Replace only the vectors of ``kind`` records (used by ``lifecycle.reembed``)."""
+        if target != "current":
+            raise InvalidInputError("the in-memory store has no staged width change")
+        return _lifecycle.write_embeddings(self, kind, vectors)
+
+    async def recompute_theme_centroids(self, *, target: str = "current") -> int:
+        """Re-centre every theme on its member facts' vectors (used by ``reembed``)."""
+        if target != "current":
+            raise InvalidInputError("the in-memory store has no staged width change")
+        return _lifecycle.recompute_theme_centroids(self)
+
     # ------------------------------------------------------------------ batched lookups
     # (used by entity resolution and ingest-time resolution)
 

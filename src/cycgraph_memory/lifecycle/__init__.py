@@ -25,6 +25,12 @@ from cycgraph_memory.lifecycle.models import (
     PurgeSelector,
 )
 from cycgraph_memory.lifecycle.purge import plan_purge, purge
+from cycgraph_memory.lifecycle.reembed import (
+    REEMBED_RECORD_TYPES,
+    ReembedProgress,
+    ReembedReport,
+    reembed,
+)
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -36,12 +42,16 @@ __all__ = [
     "import_",
     "MAX_PURGE_IDS",
     "REDACTED_FACT_ID",
+    "REEMBED_RECORD_TYPES",
     "ErasureEntry",
     "LedgerErasure",
     "PurgeCandidates",
     "PurgePlan",
     "PurgeReport",
     "PurgeSelector",
+    "ReembedProgress",
+    "ReembedReport",
     "plan_purge",
     "purge",
+    "reembed",
 ]

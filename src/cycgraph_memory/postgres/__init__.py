@@ -29,6 +29,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
     raise MissingExtraError("postgres", _exc.name or "sqlalchemy") from None
 
 from cycgraph_memory.postgres._base import DEFAULT_TENANT, TENANT_SETTING, validate_tenant
+from cycgraph_memory.postgres.bulk import BulkImportReport, bulk_import
 from cycgraph_memory.postgres.embedded import EmbeddedServer, start_embedded_server
 from cycgraph_memory.postgres.engine import (
     DSN_ENV_VAR,
@@ -38,6 +39,11 @@ from cycgraph_memory.postgres.engine import (
 )
 from cycgraph_memory.postgres.index import DEFAULT_EF_SEARCH, PostgresMemoryIndex
 from cycgraph_memory.postgres.ledger import PostgresOutcomeLedger
+from cycgraph_memory.postgres.lifecycle import (
+    abort_width_change,
+    begin_width_change,
+    finish_width_change,
+)
 from cycgraph_memory.postgres.migrate import (
     DEFAULT_EMBEDDING_DIM,
     current_revision,
@@ -56,15 +62,20 @@ __all__ = [
     "HNSW_EF_CONSTRUCTION",
     "HNSW_M",
     "TENANT_SETTING",
+    "BulkImportReport",
     "EmbeddedServer",
     "PostgresMemoryIndex",
     "PostgresMemoryStore",
     "PostgresOutcomeLedger",
+    "abort_width_change",
     "asyncpg_url",
+    "begin_width_change",
+    "bulk_import",
     "create_engine_from_dsn",
     "current_revision",
     "downgrade",
     "dsn_from_env",
+    "finish_width_change",
     "migrations_dir",
     "start_embedded_server",
     "upgrade",

@@ -636,6 +636,16 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
         async with self.transaction():
             await _lifecycle.apply_purge(self, plan)
 
+    async def write_embeddings(
+        self, kind: str, vectors: Mapping[uuid.UUID, list[float]], *, target: str = "current"
+    ) -> int:
+        """Overwrite only the vectors of ``kind`` rows (used by ``lifecycle.reembed``)."""
+        return await _lifecycle.write_embeddings(self, kind, vectors, target=target)
+
+    async def recompute_theme_centroids(self, *, target: str = "current") -> int:
+        """Re-centre every theme on its member facts' vectors (used by ``reembed``)."""
+        return await _lifecycle.recompute_theme_centroids(self, target=target)
+
     # ------------------------------------------------------------------ batched lookups
     # (used by entity resolution and ingest-time resolution)
 
