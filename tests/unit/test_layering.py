@@ -27,6 +27,7 @@ PURE_MODULES = [
     "cycgraph_memory.consolidation",
     "cycgraph_memory.retrieval.pipeline",
     "cycgraph_memory.integration",
+    "cycgraph_memory.lifecycle",
 ]
 
 
