@@ -312,6 +312,11 @@ async def import_(
 async def _flush(store: Any, index: Any, kind: str, records: list[Any]) -> None:
     if not records:
         return
+    if hasattr(store, "write_batch"):  # Postgres: COPY, validated like put_*
+        await store.write_batch(kind, records)
+        if index is not None and hasattr(index, "upsert_many") and kind != "relationship":
+            index.upsert_many(records)
+        return
     writer = {
         "entity": store.put_entities,
         "relationship": store.put_relationships,

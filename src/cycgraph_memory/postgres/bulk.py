@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -38,7 +38,7 @@ from cycgraph_memory.postgres import convert
 from cycgraph_memory.postgres.store import PostgresMemoryStore, coerce_record
 from cycgraph_memory.records import Entity, Episode, Relationship, SemanticFact, Theme
 
-__all__ = ["BulkImportReport", "bulk_import"]
+__all__ = ["BulkImportReport", "bulk_import", "write_batch"]
 
 _log = logging.getLogger(__name__)
 
@@ -156,6 +156,68 @@ async def _saved_hnsw(session: AsyncSession, tables: Sequence[str]) -> list[tupl
     return [(str(n), str(d)) for n, d in rows.all()]
 
 
+_TABLE_OF: dict[str, tuple[str, type[Any], Callable[[Any, str], dict[str, Any]]]] = {
+    "entity": ("entities", Entity, convert.entity_to_row),
+    "episode": ("episodes", Episode, convert.episode_to_row),
+    "fact": ("facts", SemanticFact, convert.fact_to_row),
+    "theme": ("themes", Theme, convert.theme_to_row),
+    "relationship": ("relationships", Relationship, convert.relationship_to_row),
+}
+
+
+async def write_batch(
+    store: PostgresMemoryStore,
+    kind: str,
+    records: Sequence[Any],
+    *,
+    validated: bool = False,
+) -> dict[str, int]:
+    """Upsert one batch of ``kind`` records with COPY, in the store's current transaction.
+
+    The same checks as ``put_*`` (model, embedding width, edge endpoints, one episode per
+    message). Used by :func:`bulk_import` and by ``lifecycle.import_`` on Postgres.
+
+    Returns:
+        Rows written by table.
+    """
+    if kind not in _TABLE_OF:
+        raise InvalidInputError(f"unknown record kind {kind!r}")
+    table, model, to_row = _TABLE_OF[kind]
+    items = list(records) if validated else [coerce_record(model, r) for r in records]
+    if not items:
+        return {}
+    tenant = store.tenant_id
+    messages = [m for ep in items for m in ep.messages] if kind == "episode" else []
+    if kind == "episode":
+        seen: dict[uuid.UUID, uuid.UUID] = {}
+        for ep in items:
+            for m in ep.messages:
+                if seen.setdefault(m.id, ep.id) != ep.id:
+                    raise DuplicateRecordError(f"message {m.id} appears in two episodes")
+    store._precheck(items, kind)
+    store._precheck(messages, "message")
+    out: dict[str, int] = {}
+    async with store._session() as session:
+        await store._checked_dim(session, [*items, *messages], kind)
+        if kind == "relationship":
+            await store._check_endpoints(session, items)
+        if kind == "episode":
+            await session.execute(
+                text(
+                    "DELETE FROM episode_messages "
+                    "WHERE tenant_id = :t AND episode_id = ANY(:ids)"
+                ),
+                {"t": tenant, "ids": [e.id for e in items]},
+            )
+        await _copy(session, table, [to_row(r, tenant) for r in items])
+        out[table] = len(items)
+        if kind == "episode":
+            rows = [r for e in items for r in convert.messages_to_rows(e, tenant)]
+            await _copy(session, "episode_messages", rows)
+            out["episode_messages"] = len(rows)
+    return out
+
+
 async def bulk_import(
     store: PostgresMemoryStore,
     *,
@@ -210,7 +272,6 @@ async def bulk_import(
             if seen.setdefault(m.id, ep.id) != ep.id:
                 raise DuplicateRecordError(f"message {m.id} appears in two episodes")
     messages = [m for ep in eps for m in ep.messages]
-    tenant = store.tenant_id
     async with store._session() as session:
         store._precheck(ents, "entity")
         store._precheck(eps, "episode")
@@ -231,46 +292,14 @@ async def bulk_import(
                             "relationships"), 0)
     batches = 0
     try:
-        for batch in _batches(ents, batch_size):
-            async with store.transaction(), store._session() as session:
-                await _copy(session, "entities", [convert.entity_to_row(e, tenant) for e in batch])
-            counts["entities"] += len(batch)
-            batches += 1
-        for batch in _batches(eps, batch_size):
-            async with store.transaction(), store._session() as session:
-                ids = [e.id for e in batch]
-                await session.execute(
-                    text(
-                        "DELETE FROM episode_messages "
-                        "WHERE tenant_id = :t AND episode_id = ANY(:ids)"
-                    ),
-                    {"t": tenant, "ids": ids},
-                )
-                await _copy(session, "episodes", [convert.episode_to_row(e, tenant) for e in batch])
-                rows = [r for e in batch for r in convert.messages_to_rows(e, tenant)]
-                await _copy(session, "episode_messages", rows)
-            counts["episodes"] += len(batch)
-            counts["episode_messages"] += len(rows)
-            batches += 1
-        for batch in _batches(fcts, batch_size):
-            async with store.transaction(), store._session() as session:
-                await _copy(session, "facts", [convert.fact_to_row(f, tenant) for f in batch])
-            counts["facts"] += len(batch)
-            batches += 1
-        for batch in _batches(thms, batch_size):
-            async with store.transaction(), store._session() as session:
-                await _copy(session, "themes", [convert.theme_to_row(t, tenant) for t in batch])
-            counts["themes"] += len(batch)
-            batches += 1
-        for batch in _batches(rels, batch_size):
-            async with store.transaction(), store._session() as session:
-                await store._check_endpoints(session, list(batch))
-                await _copy(
-                    session, "relationships",
-                    [convert.relationship_to_row(r, tenant) for r in batch],
-                )
-            counts["relationships"] += len(batch)
-            batches += 1
+        for kind, items in (("entity", ents), ("episode", eps), ("fact", fcts),
+                            ("theme", thms), ("relationship", rels)):
+            for batch in _batches(items, batch_size):
+                async with store.transaction():
+                    written = await write_batch(store, kind, batch, validated=True)
+                for table, n in written.items():
+                    counts[table] += n
+                batches += 1
     finally:
         if saved:
             async with store.transaction(), store._session() as session:

@@ -646,6 +646,12 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
         """Re-centre every theme on its member facts' vectors (used by ``reembed``)."""
         return await _lifecycle.recompute_theme_centroids(self, target=target)
 
+    async def write_batch(self, kind: str, records: Sequence[Any]) -> dict[str, int]:
+        """Upsert a batch with COPY, validated like ``put_*`` (used by ``import_``)."""
+        from cycgraph_memory.postgres.bulk import write_batch
+
+        return await write_batch(self, kind, records)
+
     # ------------------------------------------------------------------ batched lookups
     # (used by entity resolution and ingest-time resolution)
 
