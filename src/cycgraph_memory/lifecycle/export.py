@@ -370,17 +370,17 @@ async def _import(store: Any, handle: IO[str], index: Any, batch_size: int) -> I
             if fast is not None:
                 # The layout export writes: validate the record straight from its JSON
                 # text (pydantic's parser; no intermediate Python dict).
-                kind, body = fast
+                fkind, body = fast
                 try:
-                    record = _MODELS[kind].model_validate_json(body)
+                    record = _MODELS[fkind].model_validate_json(body)
                 except ValidationError:
-                    _log.warning("import: line %d holds an invalid %s", lineno, kind)
+                    _log.warning("import: line %d holds an invalid %s", lineno, fkind)
                     raise
-                if kind != pending_kind or len(pending) >= batch_size:
-                    await _flush(store, index, pending_kind or kind, pending)
-                    pending, pending_kind = [], kind
+                if fkind != pending_kind or len(pending) >= batch_size:
+                    await _flush(store, index, pending_kind or fkind, pending)
+                    pending, pending_kind = [], fkind
                 pending.append(record)
-                counts[kind] += 1
+                counts[fkind] += 1
                 continue
             try:
                 obj = from_json(raw)

@@ -72,6 +72,7 @@ from cycgraph_memory.postgres.schema import (
     OutcomeRunRow,
     RelationshipRow,
     ThemeRow,
+    vector_text,
 )
 
 if TYPE_CHECKING:
@@ -439,10 +440,10 @@ async def write_embeddings(
             vec = [float(x) for x in v]
             if not all(math.isfinite(x) for x in vec):
                 raise InvalidInputError(f"{kind} {rid}: embeddings must be finite numbers")
-            rows.append((rid, vec))
+            rows.append((rid, vector_text(vec)))
         await session.execute(text("DROP TABLE IF EXISTS _cg_stage_vectors"))
         await session.execute(
-            text("CREATE TEMP TABLE _cg_stage_vectors (id uuid, e real[]) ON COMMIT DROP")
+            text("CREATE TEMP TABLE _cg_stage_vectors (id uuid, e text) ON COMMIT DROP")
         )
         conn = await session.connection()
         raw = await conn.get_raw_connection()

@@ -75,6 +75,7 @@ __all__ = [
     "TEXT_SEARCH_CONFIG",
     "ThemeRow",
     "WriterKeyRow",
+    "vector_text",
 ]
 
 NAMING_CONVENTION: dict[str, str] = {
@@ -100,6 +101,13 @@ def _vector_format(n: int) -> str:
     # 9 significant digits round-trip every float32 exactly; one C-level % call is ~5x
     # faster than pgvector's per-element str() join for 384-d vectors.
     return "[" + ",".join(["%.9g"] * n) + "]"
+
+
+def vector_text(values: Any) -> str:
+    """Return pgvector's text form of a float sequence (exact for float32 values)."""
+    if hasattr(values, "tolist"):
+        values = values.tolist()
+    return _vector_format(len(values)) % tuple(values)
 
 
 class EmbeddingVector(VECTOR):
