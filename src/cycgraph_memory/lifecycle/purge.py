@@ -306,6 +306,12 @@ async def purge(
         raise InvalidTypeError(f"{type(store).__name__} does not support purge")
     if ledger is not None and not hasattr(ledger, "erase_facts"):
         raise InvalidTypeError(f"{type(ledger).__name__} does not support erasure")
+    store_tenant = getattr(store, "tenant_id", None)
+    ledger_tenant = getattr(ledger, "tenant_id", None)
+    if ledger is not None and store_tenant != ledger_tenant:
+        raise InvalidInputError(
+            f"the ledger's tenant {ledger_tenant!r} is not the store's {store_tenant!r}"
+        )
     async with store.exclusive("purge"):
         candidates = await store.purge_candidates(sel)
         plan = plan_purge(sel, candidates)
