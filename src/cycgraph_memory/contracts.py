@@ -62,6 +62,7 @@ __all__ = [
     "OutcomeLedger",
     "SemanticExtractor",
     "SupportsErasureLog",
+    "SupportsEmbeddingRewrite",
     "SupportsExclusive",
     "SupportsFactStatsBatch",
     "SupportsGateAudit",
@@ -563,4 +564,23 @@ class SupportsErasureLog(Protocol):
 
     async def list_erasures(self, *, limit: int | None = None) -> list[ErasureEntry]:
         """Erasure-log entries in append order."""
+        ...
+
+
+@runtime_checkable
+class SupportsEmbeddingRewrite(Protocol):
+    """Optional store capability used by ``cycgraph_memory.lifecycle.reembed``.
+
+    Only vectors change; ``target="next"`` addresses the staging column of a Postgres
+    width change (the in-memory store refuses it).
+    """
+
+    async def write_embeddings(
+        self, kind: str, vectors: Mapping[uuid.UUID, list[float]], *, target: str = "current"
+    ) -> int:
+        """Overwrite the vectors of ``kind`` records (``message``, ``episode``, ...)."""
+        ...
+
+    async def recompute_theme_centroids(self, *, target: str = "current") -> int:
+        """Set every theme's vector to the unit mean of its member facts' vectors."""
         ...
