@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from cycgraph_memory.records import (
     Entity,
@@ -44,6 +44,15 @@ from cycgraph_memory.records import (
     Theme,
 )
 
+if TYPE_CHECKING:
+    from cycgraph_memory.lifecycle.models import (
+        ErasureEntry,
+        LedgerErasure,
+        PurgeCandidates,
+        PurgePlan,
+        PurgeSelector,
+    )
+
 __all__ = [
     "EmbeddingProvider",
     "EpisodeSegmenter",
@@ -52,12 +61,15 @@ __all__ = [
     "MemoryStore",
     "OutcomeLedger",
     "SemanticExtractor",
+    "SupportsErasureLog",
+    "SupportsEmbeddingRewrite",
     "SupportsExclusive",
     "SupportsFactStatsBatch",
     "SupportsGateAudit",
     "SupportsIdempotentFactWrites",
     "SupportsNativeSubgraph",
     "SupportsQueryEmbedding",
+    "SupportsPurge",
     "SupportsTouchFacts",
     "ThemeClusterer",
     "embed_queries",
@@ -533,4 +545,72 @@ class SupportsGateAudit(Protocol):
         limit: int | None = None,
     ) -> list[GateAuditEntry]:
         """Entries in append order, optionally only one pass's or one fact's."""
+        ...
+
+
+@runtime_checkable
+class SupportsPurge(Protocol):
+    """Optional store capability used by ``cycgraph_memory.lifecycle.purge``.
+
+    ``purge`` runs both inside ``exclusive("purge")``: the candidates must include every
+    record the purge rules can reach (a superset is fine), found through indexes where
+    the backend has them; ``apply_purge`` hard-deletes and rewrites in the open unit of
+    work, leaving no copy of an erased record in any table, vector or text index.
+    """
+
+    def exclusive(self, name: str) -> AbstractAsyncContextManager[None]:
+        """Open a unit of work holding the lock ``name``."""
+        ...
+
+    async def purge_candidates(self, selector: PurgeSelector) -> PurgeCandidates:
+        """Every stored record the selector might touch."""
+        ...
+
+    async def apply_purge(self, plan: PurgePlan) -> None:
+        """Apply the plan (all or nothing)."""
+        ...
+
+
+@runtime_checkable
+class SupportsErasureLog(Protocol):
+    """Optional ledger capability: forget purged facts and log the erasure.
+
+    The gate audit log stays append-only; the one exception is ``erase_facts``, which
+    replaces the fact id of entries naming an erased fact by ``REDACTED_FACT_ID`` (and
+    logs that it did). The erasure log itself is append-only.
+    """
+
+    async def erase_facts(
+        self,
+        fact_ids: Iterable[uuid.UUID],
+        run_ids: Iterable[str] = (),
+        *,
+        tenant: bool = False,
+        dry_run: bool = False,
+        entry: ErasureEntry | None = None,
+    ) -> LedgerErasure:
+        """Remove links/runs, redact audit rows, append ``entry``; return the counts."""
+        ...
+
+    async def list_erasures(self, *, limit: int | None = None) -> list[ErasureEntry]:
+        """Erasure-log entries in append order."""
+        ...
+
+
+@runtime_checkable
+class SupportsEmbeddingRewrite(Protocol):
+    """Optional store capability used by ``cycgraph_memory.lifecycle.reembed``.
+
+    Only vectors change; ``target="next"`` addresses the staging column of a Postgres
+    width change (the in-memory store refuses it).
+    """
+
+    async def write_embeddings(
+        self, kind: str, vectors: Mapping[uuid.UUID, list[float]], *, target: str = "current"
+    ) -> int:
+        """Overwrite the vectors of ``kind`` records (``message``, ``episode``, ...)."""
+        ...
+
+    async def recompute_theme_centroids(self, *, target: str = "current") -> int:
+        """Set every theme's vector to the unit mean of its member facts' vectors."""
         ...

@@ -33,6 +33,7 @@ PURE_MODULES = [
     "cycgraph_memory.observability",
     "cycgraph_memory.export",
     "cycgraph_memory.cli",
+    "cycgraph_memory.lifecycle",
 ]
 
 

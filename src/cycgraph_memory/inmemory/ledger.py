@@ -9,6 +9,7 @@ of runs and gates after each one.
 from __future__ import annotations
 
 import copy
+import logging
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -16,10 +17,13 @@ from cycgraph_memory._construct import trusted
 from cycgraph_memory._ids import parse_id, parse_ids
 from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.inmemory._common import coerce_record, copy_record
+from cycgraph_memory.lifecycle.models import REDACTED_FACT_ID, ErasureEntry, LedgerErasure
 from cycgraph_memory.records import FactStats, GateAuditEntry, OutcomeBaseline, RunOutcome
 from cycgraph_memory.statistics import SampleSummary, subtract_summary
 
 __all__ = ["InMemoryOutcomeLedger"]
+
+_log = logging.getLogger(__name__)
 
 
 class _Accumulator:
@@ -103,6 +107,7 @@ class InMemoryOutcomeLedger:
         self._facts: dict[uuid.UUID, _Accumulator] = {}
         self._all = _Accumulator()
         self._audit: list[GateAuditEntry] = []
+        self._erasures: list[ErasureEntry] = []
 
     async def record_outcome(self, outcome: RunOutcome | Mapping[str, object]) -> None:
         """Record (or re-record) one scored run and the facts injected into it.
@@ -204,4 +209,63 @@ class InMemoryOutcomeLedger:
             for e in self._audit
             if (pid is None or e.pass_id == pid) and (fid is None or e.fact_id == fid)
         ]
+        return out if limit is None else out[:limit]
+
+    # ------------------------------------------------------------------ erasure (purge)
+
+    async def erase_facts(
+        self,
+        fact_ids: Iterable[uuid.UUID | str],
+        run_ids: Iterable[str] = (),
+        *,
+        tenant: bool = False,
+        dry_run: bool = False,
+        entry: ErasureEntry | None = None,
+    ) -> LedgerErasure:
+        """Forget purged facts: their run links, the named runs, their audit fact ids.
+
+        The one path that changes gate-audit entries: an entry naming an erased fact keeps
+        its decision but its ``fact_id`` becomes :data:`REDACTED_FACT_ID` (logged). With
+        ``entry`` the erasure is recorded in the append-only erasure log. ``tenant=True``
+        forgets every run. All or nothing; ``dry_run`` only counts.
+        """
+        gone = set(parse_ids(fact_ids))
+        runs = set(self._runs) if tenant else {r for r in run_ids if r in self._runs}
+        links = sum(
+            len(ids) if r in runs else sum(1 for f in ids if f in gone)
+            for r, (_, ids) in self._runs.items()
+        )
+        redact = [i for i, e in enumerate(self._audit) if e.fact_id in gone]
+        counts = LedgerErasure(
+            ledger_links=links, ledger_runs=len(runs), audit_entries_redacted=len(redact)
+        )
+        if dry_run:
+            return counts
+        if entry is not None:
+            entry = coerce_record(ErasureEntry, entry)
+        for run_id in runs:
+            self._forget(self._runs.pop(run_id))
+        for run_id, (score, ids) in list(self._runs.items()):
+            if not gone.isdisjoint(ids):
+                self._forget(self._runs.pop(run_id))
+                kept = tuple(f for f in ids if f not in gone)
+                self._runs[run_id] = (score, kept)
+                self._all.add(score)
+                for fid in kept:
+                    self._facts.setdefault(fid, _Accumulator()).add(score)
+        if redact:
+            _log.warning(
+                "erasure: redacting the fact id of %d gate-audit entries", len(redact)
+            )
+            for i in redact:
+                self._audit[i] = self._audit[i].model_copy(update={"fact_id": REDACTED_FACT_ID})
+        if entry is not None:
+            self._erasures.append(entry)
+        return counts
+
+    async def list_erasures(self, *, limit: int | None = None) -> list[ErasureEntry]:
+        """Erasure-log entries in append order."""
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            raise InvalidInputError(f"limit must be a positive int, got {limit!r}")
+        out = [copy_record(e) for e in self._erasures]
         return out if limit is None else out[:limit]

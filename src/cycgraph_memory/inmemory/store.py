@@ -27,6 +27,7 @@ from cycgraph_memory.errors import (
     InvalidInputError,
     InvalidTypeError,
 )
+from cycgraph_memory.inmemory import lifecycle as _lifecycle
 from cycgraph_memory.inmemory._common import (
     check_dimension,
     coerce_record,
@@ -34,6 +35,7 @@ from cycgraph_memory.inmemory._common import (
     copy_record,
 )
 from cycgraph_memory.inmemory._lookup import StoreLookups
+from cycgraph_memory.lifecycle.models import PurgeCandidates, PurgePlan, PurgeSelector
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
     MAX_ACCESS_COUNT,
@@ -757,6 +759,31 @@ class InMemoryMemoryStore:
         self._message_homes = {}
         self._lookups.rebuild(self._relationships, self._facts)
         self._idempotency = {}
+
+    # ------------------------------------------------------------------ erasure (lifecycle)
+
+    async def purge_candidates(self, selector: PurgeSelector) -> PurgeCandidates:
+        """Every record a purge selector might touch (see ``cycgraph_memory.lifecycle``)."""
+        return _lifecycle.purge_candidates(self, selector)
+
+    async def apply_purge(self, plan: PurgePlan) -> None:
+        """Apply a purge plan; use ``cycgraph_memory.lifecycle.purge`` rather than this."""
+        async with self._transaction():
+            await _lifecycle.apply_purge(self, plan)
+
+    async def write_embeddings(
+        self, kind: str, vectors: Mapping[uuid.UUID, list[float]], *, target: str = "current"
+    ) -> int:
+        """Replace only the vectors of ``kind`` records (used by ``lifecycle.reembed``)."""
+        if target != "current":
+            raise InvalidInputError("the in-memory store has no staged width change")
+        return _lifecycle.write_embeddings(self, kind, vectors)
+
+    async def recompute_theme_centroids(self, *, target: str = "current") -> int:
+        """Re-centre every theme on its member facts' vectors (used by ``reembed``)."""
+        if target != "current":
+            raise InvalidInputError("the in-memory store has no staged width change")
+        return _lifecycle.recompute_theme_centroids(self)
 
     # ------------------------------------------------------------------ batched lookups
     # (used by entity resolution and ingest-time resolution)

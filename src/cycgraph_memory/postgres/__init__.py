@@ -29,6 +29,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
     raise MissingExtraError("postgres", _exc.name or "sqlalchemy") from None
 
 from cycgraph_memory.postgres._base import DEFAULT_TENANT, TENANT_SETTING, validate_tenant
+from cycgraph_memory.postgres.bulk import BulkImportReport, bulk_import
 from cycgraph_memory.postgres.embedded import (
     EmbeddedServer,
     embedded_server_dsn,
@@ -43,6 +44,11 @@ from cycgraph_memory.postgres.engine import (
 )
 from cycgraph_memory.postgres.index import DEFAULT_EF_SEARCH, PostgresMemoryIndex
 from cycgraph_memory.postgres.ledger import PostgresOutcomeLedger
+from cycgraph_memory.postgres.lifecycle import (
+    abort_width_change,
+    begin_width_change,
+    finish_width_change,
+)
 from cycgraph_memory.postgres.migrate import (
     DEFAULT_EMBEDDING_DIM,
     current_revision,
@@ -64,11 +70,15 @@ __all__ = [
     "HNSW_EF_CONSTRUCTION",
     "HNSW_M",
     "TENANT_SETTING",
+    "BulkImportReport",
     "EmbeddedServer",
     "PostgresMemoryIndex",
     "PostgresMemoryStore",
     "PostgresOutcomeLedger",
+    "abort_width_change",
     "asyncpg_url",
+    "begin_width_change",
+    "bulk_import",
     "create_engine_from_dsn",
     "current_revision",
     "downgrade",
@@ -76,6 +86,7 @@ __all__ = [
     "embedded_server_dsn",
     "head_revision",
     "instrument_engine",
+    "finish_width_change",
     "migrations_dir",
     "schema_status",
     "start_embedded_server",

@@ -18,6 +18,8 @@ from sqlalchemy import Table, delete, exists, func, insert, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.lifecycle.models import ErasureEntry, LedgerErasure
+from cycgraph_memory.postgres import lifecycle as _lifecycle
 from cycgraph_memory.postgres._base import (
     DEFAULT_TENANT,
     Bind,
@@ -258,3 +260,27 @@ class PostgresOutcomeLedger(PostgresBackend):
             )
             for r in rows
         ]
+
+    # ------------------------------------------------------------------ erasure (purge)
+
+    async def erase_facts(
+        self,
+        fact_ids: Iterable[uuid.UUID | str],
+        run_ids: Iterable[str] = (),
+        *,
+        tenant: bool = False,
+        dry_run: bool = False,
+        entry: ErasureEntry | None = None,
+    ) -> LedgerErasure:
+        """Forget purged facts: run links, the named runs, audit fact ids (redacted).
+
+        The one path that changes gate-audit rows (see ``postgres/lifecycle.py``); ``entry``
+        is appended to the append-only ``erasure_log``. ``dry_run`` only counts.
+        """
+        return await _lifecycle.erase_ledger(
+            self, fact_ids, run_ids, tenant=tenant, dry_run=dry_run, entry=entry
+        )
+
+    async def list_erasures(self, *, limit: int | None = None) -> list[ErasureEntry]:
+        """Erasure-log rows of this tenant, in append order."""
+        return await _lifecycle.list_erasures(self, limit=limit)

@@ -65,6 +65,7 @@ __all__ = [
     "EmbeddingVector",
     "EntityRow",
     "EpisodeRow",
+    "ErasureLogRow",
     "FactRow",
     "GateAuditRow",
     "MessageRow",
@@ -77,6 +78,7 @@ __all__ = [
     "TextSearchTermRow",
     "ThemeRow",
     "WriterKeyRow",
+    "vector_text",
 ]
 
 NAMING_CONVENTION: dict[str, str] = {
@@ -102,6 +104,13 @@ def _vector_format(n: int) -> str:
     # 9 significant digits round-trip every float32 exactly; one C-level % call is ~5x
     # faster than pgvector's per-element str() join for 384-d vectors.
     return "[" + ",".join(["%.9g"] * n) + "]"
+
+
+def vector_text(values: Any) -> str:
+    """Return pgvector's text form of a float sequence (exact for float32 values)."""
+    if hasattr(values, "tolist"):
+        values = values.tolist()
+    return _vector_format(len(values)) % tuple(values)
 
 
 class EmbeddingVector(VECTOR):
@@ -469,3 +478,22 @@ class TextSearchTermRow(Base):
     corpus: Mapped[str] = mapped_column(Text, primary_key=True)
     term: Mapped[str] = mapped_column(Text, primary_key=True)
     documents: Mapped[int] = mapped_column(BigInteger)
+
+
+class ErasureLogRow(Base):
+    """One purge (migration 0009): what was erased, by which criteria, with no content.
+
+    Append-only like the gate audit log (the same trigger refuses UPDATE, DELETE and
+    TRUNCATE). Selector values are kept only as SHA-256 digests.
+    """
+
+    __tablename__ = "erasure_log"
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
+    erasure_id: Mapped[uuid.UUID] = mapped_column(Uuid(as_uuid=True))
+    kind: Mapped[str] = mapped_column(Text)
+    selector_kinds: Mapped[list[str]] = mapped_column(ARRAY(Text))
+    selector_digests: Mapped[list[str]] = mapped_column(ARRAY(Text))
+    counts: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    erased_at: Mapped[datetime] = mapped_column(_TZ)

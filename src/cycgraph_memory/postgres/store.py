@@ -34,8 +34,10 @@ from sqlalchemy.sql import literal_column, type_coerce
 from cycgraph_memory._options import coerce_options
 from cycgraph_memory._validate import normalize_ts, validate_record
 from cycgraph_memory.errors import DanglingReferenceError, InvalidInputError, InvalidTypeError
+from cycgraph_memory.lifecycle.models import PurgeCandidates, PurgePlan, PurgeSelector
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.postgres import convert
+from cycgraph_memory.postgres import lifecycle as _lifecycle
 from cycgraph_memory.postgres._base import (
     DEFAULT_TENANT,
     Bind,
@@ -671,6 +673,33 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
             for table in (MESSAGES, EPISODES, FACTS, THEMES, RELATIONSHIPS, ENTITIES, WRITER_KEYS):
                 await session.execute(delete(table).where(self._mine(table)))
 
+
+    # ------------------------------------------------------------------ erasure (lifecycle)
+
+    async def purge_candidates(self, selector: PurgeSelector) -> PurgeCandidates:
+        """Every row a purge selector might touch (see ``postgres/lifecycle.py``)."""
+        return await _lifecycle.purge_candidates(self, selector)
+
+    async def apply_purge(self, plan: PurgePlan) -> None:
+        """Apply a purge plan; use ``cycgraph_memory.lifecycle.purge`` rather than this."""
+        async with self.transaction():
+            await _lifecycle.apply_purge(self, plan)
+
+    async def write_embeddings(
+        self, kind: str, vectors: Mapping[uuid.UUID, list[float]], *, target: str = "current"
+    ) -> int:
+        """Overwrite only the vectors of ``kind`` rows (used by ``lifecycle.reembed``)."""
+        return await _lifecycle.write_embeddings(self, kind, vectors, target=target)
+
+    async def recompute_theme_centroids(self, *, target: str = "current") -> int:
+        """Re-centre every theme on its member facts' vectors (used by ``reembed``)."""
+        return await _lifecycle.recompute_theme_centroids(self, target=target)
+
+    async def write_batch(self, kind: str, records: Sequence[Any]) -> dict[str, int]:
+        """Upsert a batch with COPY, validated like ``put_*`` (used by ``import_``)."""
+        from cycgraph_memory.postgres.bulk import write_batch
+
+        return await write_batch(self, kind, records)
 
     # ------------------------------------------------------------------ batched lookups
     # (used by entity resolution and ingest-time resolution)

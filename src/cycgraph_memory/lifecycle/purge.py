@@ -1,0 +1,340 @@
+"""Verifiable erasure: ``purge`` hard-deletes a selection and everything derived from it.
+
+The work is split the usual way (plan as data, then apply):
+
+1. The backend lists every record the selector might touch
+   (``SupportsPurge.purge_candidates``; a superset, found through its indexes).
+2. :func:`plan_purge` (pure) decides what goes and what is rewritten.
+3. The backend applies the plan (``SupportsPurge.apply_purge``) and the ledger erases its
+   links, redacts the gate-audit rows that named a deleted fact and appends one erasure
+   entry (``SupportsErasureLog``), all in ONE unit of work of the store.
+
+What is derived from what (the rules the planner applies):
+
+* Entities: the selected ones and those whose provenance matches. Every relationship
+  touching one goes, and so does every fact mentioning one (its text is about them).
+  Surviving entities that named one in ``superseded_by`` lose that reference.
+* Messages: the selected ones and every message of a deleted episode. An episode goes
+  when its provenance matches or when every one of its messages is erased; surviving
+  episodes lose the erased messages and the ids of deleted facts.
+* Facts: deleted when their provenance matches, when they mention an erased entity, or
+  when every one of their sources is erased (sources are ``source_message_ids``, or
+  ``source_episode_ids`` for facts without message grounding). A fact with a surviving
+  source keeps it and loses the erased ones.
+* Themes: deleted when their provenance matches or all their facts are deleted; a theme
+  that lost facts is re-centred (mean of its surviving facts' unit embeddings) and
+  relabelled from its surviving facts (labels quote fact text).
+* Idempotency keys that recorded a deleted fact, the ledger's links of deleted facts (and
+  the run named by ``run_id``) go; gate-audit rows naming a deleted fact are redacted.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
+from cycgraph_memory.hierarchy.clustering import _key_terms, _short_label
+from cycgraph_memory.lifecycle.models import (
+    ErasureEntry,
+    LedgerErasure,
+    PurgeCandidates,
+    PurgePlan,
+    PurgeReport,
+    PurgeSelector,
+)
+from cycgraph_memory.records import Episode, SemanticFact, Theme
+
+__all__ = ["plan_purge", "purge"]
+
+_log = logging.getLogger(__name__)
+
+
+def _fact_sources(fact: SemanticFact) -> list[uuid.UUID]:
+    return list(fact.source_message_ids) or list(fact.source_episode_ids)
+
+
+def _recentre(theme: Theme, members: list[SemanticFact]) -> Theme:
+    """The theme with the surviving members' centroid, label and description."""
+    vectors = [np.asarray(f.embedding, dtype=np.float64) for f in members if f.embedding]
+    embedding: list[float] | None = None
+    label = ""
+    if vectors:
+        units = [v / n for v in vectors if (n := float(np.linalg.norm(v))) > 0.0]
+        if units:
+            total = np.sum(units, axis=0)
+            norm = float(np.linalg.norm(total))
+            if norm > 0.0:
+                centre = total / norm
+                embedding = [float(x) for x in centre]
+                with_vec = [f for f in members if f.embedding]
+                scores = [float(np.dot(u, centre)) for u in units]
+                label = _short_label(with_vec[int(np.argmax(scores))].content)
+    if not label and members:
+        label = _short_label(members[0].content)
+    n = len(members)
+    terms = _key_terms([f.content for f in members])
+    description = f"{n} fact{'s' if n != 1 else ''}" + (
+        f"; key terms: {', '.join(terms)}" if terms else ""
+    )
+    return theme.model_copy(
+        update={
+            "fact_ids": [f.id for f in members],
+            "embedding": embedding,
+            "label": label or "Untitled theme",
+            "description": description,
+        }
+    )
+
+
+def plan_purge(selector: PurgeSelector, candidates: PurgeCandidates) -> PurgePlan:
+    """Decide what a purge deletes and rewrites (pure; see the module docstring).
+
+    Args:
+        selector: What to erase.
+        candidates: Every stored record the selector might touch (a superset is fine:
+            records the rules do not reach are left alone).
+
+    Returns:
+        The plan; planning again over the store it leaves gives an empty plan.
+    """
+    sel = selector
+    # entities
+    wanted_entities = set(sel.entity_ids)
+    del_entities = {
+        e.id for e in candidates.entities if e.id in wanted_entities or sel.matches_provenance(e)
+    }
+    # episodes and messages
+    wanted_messages = set(sel.message_ids)
+    del_episodes: set[uuid.UUID] = set()
+    del_messages: set[uuid.UUID] = set()
+    for ep in candidates.episodes:
+        mids = [m.id for m in ep.messages]
+        if sel.matches_provenance(ep) or (mids and all(m in wanted_messages for m in mids)):
+            del_episodes.add(ep.id)
+            del_messages.update(mids)
+        else:
+            del_messages.update(m for m in mids if m in wanted_messages)
+    # facts
+    del_facts: set[uuid.UUID] = set()
+    for f in candidates.facts:
+        sources = _fact_sources(f)
+        gone = del_messages if f.source_message_ids else del_episodes
+        if (
+            sel.matches_provenance(f)
+            or not del_entities.isdisjoint(f.entity_ids)
+            or (sources and all(s in gone for s in sources))
+        ):
+            del_facts.add(f.id)
+    # relationships
+    del_relationships = {
+        r.id
+        for r in candidates.relationships
+        if r.source_id in del_entities or r.target_id in del_entities or sel.matches_provenance(r)
+    }
+    # themes
+    facts_by_id = {f.id: f for f in candidates.facts}
+    del_themes: set[uuid.UUID] = set()
+    put_themes: list[Theme] = []
+    for t in candidates.themes:
+        if sel.matches_provenance(t):
+            del_themes.add(t.id)
+            continue
+        kept = [fid for fid in t.fact_ids if fid not in del_facts]
+        if len(kept) == len(t.fact_ids):
+            continue
+        if not kept:
+            del_themes.add(t.id)
+            continue
+        members = [facts_by_id[fid] for fid in kept if fid in facts_by_id]
+        put_themes.append(_recentre(t, members))
+    # surviving facts rewritten
+    put_facts: list[SemanticFact] = []
+    for f in candidates.facts:
+        if f.id in del_facts:
+            continue
+        update: dict[str, Any] = {}
+        msgs = [m for m in f.source_message_ids if m not in del_messages]
+        if len(msgs) != len(f.source_message_ids):
+            update["source_message_ids"] = msgs
+        eps = [e for e in f.source_episode_ids if e not in del_episodes]
+        if len(eps) != len(f.source_episode_ids):
+            update["source_episode_ids"] = eps
+        if f.theme_id is not None and f.theme_id in del_themes:
+            update["theme_id"] = None
+        if update:
+            put_facts.append(f.model_copy(update=update))
+    # surviving episodes rewritten
+    put_episodes: list[Episode] = []
+    for ep in candidates.episodes:
+        if ep.id in del_episodes:
+            continue
+        messages = [m for m in ep.messages if m.id not in del_messages]
+        fact_ids = [fid for fid in ep.fact_ids if fid not in del_facts]
+        if len(messages) != len(ep.messages) or len(fact_ids) != len(ep.fact_ids):
+            put_episodes.append(
+                ep.model_copy(update={"messages": messages, "fact_ids": fact_ids})
+            )
+    put_entities = [
+        e.model_copy(update={"superseded_by": None})
+        for e in candidates.superseding
+        if e.superseded_by in del_entities and e.id not in del_entities
+    ]
+    writer_keys = sorted(
+        k for k, ids in candidates.writer_keys.items() if not del_facts.isdisjoint(ids)
+    )
+    embeddings = (
+        sum(1 for e in candidates.entities if e.id in del_entities and e.embedding)
+        + sum(1 for f in candidates.facts if f.id in del_facts and f.embedding)
+        + sum(1 for t in candidates.themes if t.id in del_themes and t.embedding)
+        + sum(1 for ep in candidates.episodes if ep.id in del_episodes and ep.embedding)
+        + len(del_messages & candidates.message_vectors)
+    )
+    return PurgePlan(
+        selector=sel,
+        delete_entity_ids=sorted(del_entities),
+        delete_relationship_ids=sorted(del_relationships),
+        delete_episode_ids=sorted(del_episodes),
+        delete_message_ids=sorted(del_messages),
+        delete_fact_ids=sorted(del_facts),
+        delete_theme_ids=sorted(del_themes),
+        delete_writer_keys=writer_keys,
+        put_entities=put_entities,
+        put_episodes=put_episodes,
+        put_facts=put_facts,
+        put_themes=put_themes,
+        embeddings=embeddings,
+    )
+
+
+def _coerce_selector(selector: object, kwargs: Mapping[str, Any]) -> PurgeSelector:
+    if isinstance(selector, PurgeSelector):
+        if kwargs:
+            raise InvalidInputError("give a PurgeSelector or keyword criteria, not both")
+        return selector
+    if selector is None:
+        return PurgeSelector.model_validate(dict(kwargs))
+    if isinstance(selector, Mapping):
+        return PurgeSelector.model_validate({**selector, **kwargs})
+    raise InvalidTypeError(
+        f"expected a PurgeSelector or a mapping, got {type(selector).__name__}"
+    )
+
+
+def _report(plan: PurgePlan, ledger: LedgerErasure, *, dry_run: bool) -> PurgeReport:
+    return PurgeReport(
+        dry_run=dry_run,
+        selector_kinds=plan.selector.kinds,
+        entities=len(plan.delete_entity_ids),
+        relationships=len(plan.delete_relationship_ids),
+        episodes=len(plan.delete_episode_ids),
+        messages=len(plan.delete_message_ids),
+        facts=len(plan.delete_fact_ids),
+        themes=len(plan.delete_theme_ids),
+        entities_updated=len(plan.put_entities),
+        episodes_updated=len(plan.put_episodes),
+        facts_updated=len(plan.put_facts),
+        themes_updated=len(plan.put_themes),
+        embeddings=plan.embeddings,
+        text_search_entries=len(plan.delete_fact_ids)
+        + len(plan.delete_message_ids)
+        + len(plan.delete_episode_ids),
+        idempotency_keys=len(plan.delete_writer_keys),
+        ledger_links=ledger.ledger_links,
+        ledger_runs=ledger.ledger_runs,
+        audit_entries_redacted=ledger.audit_entries_redacted,
+    )
+
+
+async def _sync_index(index: Any, store: Any, plan: PurgePlan) -> None:
+    """Bring an index that keeps its own copies (the in-memory one) up to date."""
+    if index is None or not hasattr(index, "remove") or not hasattr(index, "upsert_many"):
+        return  # e.g. Postgres: the index reads the store's tables
+    for rid in (
+        *plan.delete_entity_ids, *plan.delete_fact_ids, *plan.delete_theme_ids,
+        *plan.delete_episode_ids,
+    ):
+        index.remove(rid)
+    episodes = list(plan.put_episodes)
+    mids = [m.id for ep in episodes for m in ep.messages]
+    full = await store.get_messages(mids) if mids else {}
+    episodes = [
+        ep.model_copy(update={"messages": [full.get(m.id, m) for m in ep.messages]})
+        for ep in episodes
+    ]
+    index.upsert_many([*plan.put_entities, *plan.put_facts, *plan.put_themes, *episodes])
+
+
+async def purge(
+    store: Any,
+    selector: PurgeSelector | Mapping[str, Any] | None = None,
+    /,
+    *,
+    index: Any = None,
+    ledger: Any = None,
+    dry_run: bool = False,
+    **criteria: Any,
+) -> PurgeReport:
+    """Erase a selection for good, with everything derived from it, in one unit of work.
+
+    Args:
+        store: A store implementing :class:`~cycgraph_memory.contracts.SupportsPurge`
+            (both shipped stores do).
+        selector: A :class:`PurgeSelector` (or a dict), or give its fields as keywords
+            (``purge(store, entity_ids=[...])``).
+        index: The store's index when it keeps its own copies (the in-memory index); it
+            is updated after the purge commits. A Postgres index needs nothing.
+        ledger: The outcome ledger (``SupportsErasureLog``): its links of deleted facts are
+            removed, gate-audit rows naming them are redacted, and one erasure entry is
+            appended. Without it, the ledger is left alone.
+        dry_run: Compute the report only; nothing changes.
+        **criteria: The selector's fields, when ``selector`` is not given.
+
+    Returns:
+        The :class:`PurgeReport` (what was, or would be, erased).
+
+    Raises:
+        pydantic.ValidationError: A malformed selector (no criterion, bad ids, ...).
+        InvalidTypeError: The store cannot purge, or the selector has a wrong type.
+    """
+    sel = _coerce_selector(selector, criteria)
+    if not hasattr(store, "purge_candidates") or not hasattr(store, "apply_purge"):
+        raise InvalidTypeError(f"{type(store).__name__} does not support purge")
+    if ledger is not None and not hasattr(ledger, "erase_facts"):
+        raise InvalidTypeError(f"{type(ledger).__name__} does not support erasure")
+    store_tenant = getattr(store, "tenant_id", None)
+    ledger_tenant = getattr(ledger, "tenant_id", None)
+    if ledger is not None and store_tenant != ledger_tenant:
+        raise InvalidInputError(
+            f"the ledger's tenant {ledger_tenant!r} is not the store's {store_tenant!r}"
+        )
+    async with store.exclusive("purge"):
+        candidates = await store.purge_candidates(sel)
+        plan = plan_purge(sel, candidates)
+        run_ids = [sel.run_id] if sel.run_id is not None else []
+        erased = LedgerErasure()
+        if ledger is not None:
+            erased = await ledger.erase_facts(
+                plan.delete_fact_ids, run_ids, tenant=sel.tenant, dry_run=True
+            )
+        report = _report(plan, erased, dry_run=dry_run)
+        if dry_run:
+            return report
+        await store.apply_purge(plan)
+        if ledger is not None:
+            entry = ErasureEntry(
+                selector_kinds=sel.kinds,
+                selector_digests=sel.digests(),
+                counts=report.counts(),
+            )
+            await ledger.erase_facts(
+                plan.delete_fact_ids, run_ids, tenant=sel.tenant, dry_run=False, entry=entry
+            )
+            report = report.model_copy(update={"erasure_id": entry.erasure_id})
+    _log.info("purge committed: %s", report.counts())
+    await _sync_index(index, store, plan)
+    return report

@@ -1,0 +1,288 @@
+"""Re-embedding: recompute every stored vector with a new provider, without re-extraction.
+
+``reembed(store, provider)`` walks the store type by type, in listing order, soft-deleted
+records included, and rewrites only the vectors (no other field changes):
+
+* ``message``/``episode``: messages embed their content; an episode's vector is the
+  normalised mean of its messages' new unit vectors (the ingest rule), or the embedding of
+  its text when a message has none.
+* ``entity``: the name; ``fact``: the content.
+* ``theme``: the centroid of its member facts' new vectors (nothing is embedded).
+
+Each batch is written in its own unit of work and then reported to ``progress`` as a
+:class:`ReembedProgress`; pass the last one back as ``resume_from`` to continue after a
+crash (work done before the checkpoint is not repeated; a batch in flight is redone,
+which is harmless). The checkpoint counts records in listing order, so run re-embedding
+when no record is being deleted (inserted records are fine: ingest embeds them).
+
+On Postgres, ``target="next"`` writes a staging column of another width (see
+``cycgraph_memory.postgres.begin_width_change``): reads keep using the old vectors until
+``finish_width_change`` swaps them in.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from cycgraph_memory.errors import (
+    EmbeddingDimensionMismatchError,
+    InvalidInputError,
+    InvalidTypeError,
+    ProviderError,
+)
+from cycgraph_memory.records import EntityFilter, Episode, FactFilter, ListOptions
+
+__all__ = ["REEMBED_RECORD_TYPES", "ReembedProgress", "ReembedReport", "reembed"]
+
+_log = logging.getLogger(__name__)
+
+ReembedRecordType = Literal["episode", "entity", "fact", "theme"]
+REEMBED_RECORD_TYPES: tuple[ReembedRecordType, ...] = ("episode", "entity", "fact", "theme")
+"""Record types in the order ``reembed`` processes them (``episode`` includes messages)."""
+
+_EPISODE_TEXT_LIMIT = 2000
+
+
+class ReembedProgress(BaseModel):
+    """A checkpoint: ``done`` records of ``record_type`` (in listing order) are written.
+
+    Attributes:
+        record_type: The type being processed.
+        done: Records of that type written so far.
+        written: Vectors written so far in the whole run (messages included).
+        finished: Every requested type is done.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    record_type: ReembedRecordType
+    done: int = Field(default=0, ge=0)
+    written: int = Field(default=0, ge=0)
+    finished: bool = False
+
+
+class ReembedReport(BaseModel):
+    """Vectors rewritten by ``reembed``, by kind (``message``, ``episode``, ...)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    counts: dict[str, int]
+    dimensions: int
+    target: Literal["current", "next"]
+
+
+def _unit_mean(vectors: Sequence[Sequence[float]]) -> list[float] | None:
+    m = np.asarray(vectors, dtype=np.float64)
+    if m.size == 0:
+        return None
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    mean = (m / np.where(norms == 0.0, 1.0, norms)).mean(axis=0)
+    length = float(np.linalg.norm(mean))
+    if length == 0.0:
+        return None
+    return [float(x) for x in mean / length]
+
+
+class _Embedder:
+    def __init__(self, provider: Any) -> None:
+        self.provider = provider
+        self.dim = int(provider.dimensions)
+
+    async def __call__(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        try:
+            out = await self.provider.embed(texts)
+        except Exception as exc:
+            if isinstance(exc, ProviderError):
+                raise
+            raise ProviderError(f"embedding provider failed: {exc}") from exc
+        if len(out) != len(texts):
+            raise ProviderError(f"provider returned {len(out)} vectors for {len(texts)} texts")
+        for i, v in enumerate(out):
+            if len(v) != self.dim:
+                raise EmbeddingDimensionMismatchError(self.dim, len(v), f"provider output {i}")
+        return [list(map(float, v)) for v in out]
+
+
+async def reembed(
+    store: Any,
+    provider: Any,
+    *,
+    record_types: Sequence[str] = REEMBED_RECORD_TYPES,
+    batch_size: int = 256,
+    index: Any = None,
+    progress: Callable[[ReembedProgress], Awaitable[None] | None] | None = None,
+    resume_from: ReembedProgress | None = None,
+    target: Literal["current", "next"] = "current",
+) -> ReembedReport:
+    """Recompute the stored vectors of ``record_types`` with ``provider``.
+
+    Args:
+        store: A store with the ``SupportsEmbeddingRewrite`` capability (both shipped
+            stores).
+        provider: The new ``EmbeddingProvider``.
+        record_types: Any of ``episode`` (with its messages), ``entity``, ``fact``,
+            ``theme``; processed in that order whatever the order given.
+        batch_size: Records per provider call and per unit of work.
+        index: An index that keeps its own copies (the in-memory one): rebuilt at the end.
+        progress: Called (sync or async) with a checkpoint after every committed batch.
+        resume_from: The last checkpoint of an interrupted run.
+        target: ``"current"`` rewrites the vectors in place; ``"next"`` fills the staging
+            column of a Postgres width change.
+
+    Returns:
+        Vectors written by kind.
+
+    Raises:
+        InvalidInputError: Unknown record type, bad batch size or checkpoint.
+        InvalidTypeError: The store cannot rewrite embeddings.
+        ProviderError / EmbeddingDimensionMismatchError: The provider failed or returned
+            vectors of the wrong width (the batch is not written).
+    """
+    unknown = set(record_types) - set(REEMBED_RECORD_TYPES)
+    if unknown or not record_types:
+        raise InvalidInputError(
+            f"record_types must be a non-empty subset of {REEMBED_RECORD_TYPES}, "
+            f"got {list(record_types)}"
+        )
+    if not isinstance(batch_size, int) or not 1 <= batch_size <= 100_000:
+        raise InvalidInputError(f"batch_size must be in [1, 100000], got {batch_size!r}")
+    if not hasattr(store, "write_embeddings"):
+        raise InvalidTypeError(f"{type(store).__name__} cannot rewrite embeddings")
+    if target not in ("current", "next"):
+        raise InvalidInputError(f"target must be 'current' or 'next', got {target!r}")
+    if resume_from is not None and not isinstance(resume_from, ReembedProgress):
+        resume_from = ReembedProgress.model_validate(resume_from)
+    embed = _Embedder(provider)
+    types = [t for t in REEMBED_RECORD_TYPES if t in record_types]
+    if resume_from is not None and resume_from.record_type not in types:
+        raise InvalidInputError(f"checkpoint type {resume_from.record_type!r} not requested")
+    counts = dict.fromkeys(("message", "episode", "entity", "fact", "theme"), 0)
+    written = 0 if resume_from is None else resume_from.written
+
+    async def report(kind: ReembedRecordType, done: int, finished: bool = False) -> None:
+        if progress is None:
+            return
+        result = progress(
+            ReembedProgress(record_type=kind, done=done, written=written, finished=finished)
+        )
+        if result is not None:
+            await result
+
+    for kind in types:
+        if resume_from is not None:
+            if types.index(kind) < types.index(resume_from.record_type):
+                continue
+            offset = resume_from.done if kind == resume_from.record_type else 0
+        else:
+            offset = 0
+        if kind == "theme":
+            async with store.transaction():
+                n = await store.recompute_theme_centroids(target=target)
+            counts["theme"] += n
+            written += n
+            await report(kind, n)
+            continue
+        async for page in _pages(store, kind, offset, batch_size):
+            async with store.transaction():
+                n = await _rewrite(store, embed, kind, page, counts, target)
+            written += n
+            offset += len(page)
+            await report(kind, offset)
+    await report(types[-1], 0, finished=True)
+    if index is not None and hasattr(index, "upsert_many"):
+        await index.rebuild(store)
+    _log.info("re-embedding done: %s", counts)
+    return ReembedReport(counts=counts, dimensions=embed.dim, target=target)
+
+
+async def _pages(store: Any, kind: str, skip: int, size: int) -> AsyncIterator[list[Any]]:
+    """Pages of ``size`` records after the first ``skip`` (listing order, all records)."""
+    scan = {"entity": "scan_entities", "fact": "scan_facts"}.get(kind)
+    if scan is not None and hasattr(store, scan):
+        pending: list[Any] = []
+        async for batch in getattr(store, scan)(include_invalidated=True, page_size=size):
+            if skip >= len(batch):
+                skip -= len(batch)
+                continue
+            pending.extend(batch[skip:])
+            skip = 0
+            while len(pending) >= size:
+                yield pending[:size]
+                pending = pending[size:]
+        if pending:
+            yield pending
+        return
+    offset = skip
+    while True:
+        if kind == "entity":
+            page = await store.find_entities(
+                EntityFilter(include_invalidated=True, limit=size, offset=offset)
+            )
+        elif kind == "fact":
+            page = await store.find_facts(
+                FactFilter(include_invalidated=True, limit=size, offset=offset)
+            )
+        else:
+            page = await store.list_episodes(
+                ListOptions(include_invalidated=True, limit=size, offset=offset)
+            )
+        if page:
+            yield list(page)
+        if len(page) < size:
+            return
+        offset += len(page)
+
+
+async def _rewrite(
+    store: Any,
+    embed: _Embedder,
+    kind: str,
+    page: list[Any],
+    counts: dict[str, int],
+    target: Literal["current", "next"],
+) -> int:
+    if kind == "entity":
+        vectors = await embed([e.name for e in page])
+        await store.write_embeddings(
+            "entity", dict(zip([e.id for e in page], vectors, strict=True)), target=target
+        )
+        counts["entity"] += len(page)
+        return len(page)
+    if kind == "fact":
+        vectors = await embed([f.content for f in page])
+        await store.write_embeddings(
+            "fact", dict(zip([f.id for f in page], vectors, strict=True)), target=target
+        )
+        counts["fact"] += len(page)
+        return len(page)
+    episodes: list[Episode] = page
+    messages = [m for ep in episodes for m in ep.messages]
+    message_vectors = await embed([m.content for m in messages])
+    by_id = dict(zip([m.id for m in messages], message_vectors, strict=True))
+    episode_vectors: dict[Any, list[float]] = {}
+    missing = [ep for ep in episodes if not ep.messages]
+    for ep in episodes:
+        if ep.messages:
+            mean = _unit_mean([by_id[m.id] for m in ep.messages])
+            if mean is None:
+                missing.append(ep)
+            else:
+                episode_vectors[ep.id] = mean
+    texts = [
+        (" ".join(m.content for m in ep.messages) or ep.topic)[:_EPISODE_TEXT_LIMIT]
+        for ep in missing
+    ]
+    for ep, vector in zip(missing, await embed(texts), strict=True):
+        episode_vectors[ep.id] = vector
+    await store.write_embeddings("message", by_id, target=target)
+    await store.write_embeddings("episode", episode_vectors, target=target)
+    counts["message"] += len(by_id)
+    counts["episode"] += len(episode_vectors)
+    return len(by_id) + len(episode_vectors)

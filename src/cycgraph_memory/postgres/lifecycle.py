@@ -1,0 +1,601 @@
+"""Postgres side of the lifecycle operations: purge candidates, purge apply, erasure log.
+
+``PostgresMemoryStore.purge_candidates`` / ``apply_purge`` and
+``PostgresOutcomeLedger.erase_facts`` / ``list_erasures`` delegate here. Every statement
+runs in the caller's open unit of work (``purge`` holds ``exclusive("purge")``), so the
+whole purge commits or rolls back as one transaction.
+
+The gate audit log is append-only (a trigger refuses UPDATE/DELETE/TRUNCATE). Migration
+0009 lets exactly one UPDATE through: with the transaction-local setting
+``cycgraph.audit_redaction = 'on'``, a row whose only change is its ``fact_id`` becoming
+the nil UUID. :func:`erase_ledger` turns the setting on for that one statement only, and
+logs it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import (
+    ColumnElement,
+    String,
+    Table,
+    Uuid,
+    and_,
+    any_,
+    bindparam,
+    delete,
+    false,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+    true,
+    update,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from cycgraph_memory._ids import parse_ids
+from cycgraph_memory.errors import (
+    EmbeddingDimensionMismatchError,
+    InvalidInputError,
+    SchemaNotReadyError,
+)
+from cycgraph_memory.lifecycle.models import (
+    REDACTED_FACT_ID,
+    ErasureEntry,
+    LedgerErasure,
+    PurgeCandidates,
+    PurgePlan,
+    PurgeSelector,
+)
+from cycgraph_memory.postgres import convert
+from cycgraph_memory.postgres._base import validate_tenant
+from cycgraph_memory.postgres.retrieval import WRITER_KEYS
+from cycgraph_memory.postgres.schema import (
+    HNSW_EF_CONSTRUCTION,
+    HNSW_M,
+    MAX_VECTOR_HNSW_DIM,
+    EntityRow,
+    EpisodeRow,
+    ErasureLogRow,
+    FactRow,
+    GateAuditRow,
+    MessageRow,
+    OutcomeRunFactRow,
+    OutcomeRunRow,
+    RelationshipRow,
+    ThemeRow,
+    vector_text,
+)
+
+if TYPE_CHECKING:
+    from cycgraph_memory.postgres.ledger import PostgresOutcomeLedger
+    from cycgraph_memory.postgres.store import PostgresMemoryStore
+
+__all__ = [
+    "AUDIT_REDACTION_SETTING",
+    "NEXT_COLUMN",
+    "abort_width_change",
+    "apply_purge",
+    "begin_width_change",
+    "erase_ledger",
+    "finish_width_change",
+    "list_erasures",
+    "purge_candidates",
+    "recompute_theme_centroids",
+    "write_embeddings",
+]
+
+_log = logging.getLogger(__name__)
+
+AUDIT_REDACTION_SETTING = "cycgraph.audit_redaction"
+"""Transaction-local setting that lets the redaction UPDATE through the audit trigger."""
+
+ENTITIES: Table = EntityRow.__table__  # type: ignore[assignment]
+RELATIONSHIPS: Table = RelationshipRow.__table__  # type: ignore[assignment]
+EPISODES: Table = EpisodeRow.__table__  # type: ignore[assignment]
+MESSAGES: Table = MessageRow.__table__  # type: ignore[assignment]
+FACTS: Table = FactRow.__table__  # type: ignore[assignment]
+THEMES: Table = ThemeRow.__table__  # type: ignore[assignment]
+RUNS: Table = OutcomeRunRow.__table__  # type: ignore[assignment]
+RUN_FACTS: Table = OutcomeRunFactRow.__table__  # type: ignore[assignment]
+AUDIT: Table = GateAuditRow.__table__  # type: ignore[assignment]
+ERASURES: Table = ErasureLogRow.__table__  # type: ignore[assignment]
+
+_UUIDS = ARRAY(Uuid(as_uuid=True))
+
+
+def _ids(values: Iterable[uuid.UUID]) -> Any:
+    return bindparam(None, list(values), type_=_UUIDS)
+
+
+def _in(column: ColumnElement[Any], values: Iterable[uuid.UUID]) -> ColumnElement[bool]:
+    return column == any_(_ids(values))
+
+
+def _prov(table: Table, sel: PurgeSelector) -> ColumnElement[bool]:
+    if sel.tenant:
+        return true()
+    if not sel.has_provenance:
+        return false()
+    p = table.c.provenance
+    conds = []
+    if sel.run_id is not None:
+        conds.append(p["run_id"].astext == sel.run_id)
+    if sel.agent_id is not None:
+        conds.append(p["agent_id"].astext == sel.agent_id)
+    if sel.source is not None:
+        conds.append(p["source"].astext == sel.source)
+    return and_(*conds)
+
+
+async def purge_candidates(store: PostgresMemoryStore, sel: PurgeSelector) -> PurgeCandidates:
+    """Every row the selector might touch, found with set-based statements."""
+    tenant = store.tenant_id
+
+    def mine(t: Table) -> ColumnElement[bool]:
+        return t.c.tenant_id == tenant
+
+    async with store._session() as session:
+
+        async def ids(stmt: Any) -> set[uuid.UUID]:
+            return {convert._uuid(i) for i in (await session.execute(stmt)).scalars()}
+
+        e, m, ep, f, th = ENTITIES, MESSAGES, EPISODES, FACTS, THEMES
+        entity_ids = await ids(
+            select(e.c.id).where(mine(e), or_(_in(e.c.id, sel.entity_ids), _prov(e, sel)))
+        )
+        episode_ids = await ids(
+            select(m.c.episode_id).where(mine(m), _in(m.c.id, sel.message_ids))
+        )
+        episode_ids |= await ids(select(ep.c.id).where(mine(ep), _prov(ep, sel)))
+        message_ids = set(sel.message_ids) | await ids(
+            select(m.c.id).where(mine(m), _in(m.c.episode_id, episode_ids))
+        )
+        fact_ids = await ids(
+            select(f.c.id).where(
+                mine(f),
+                or_(
+                    _prov(f, sel),
+                    f.c.entity_ids.overlap(_ids(entity_ids)),
+                    f.c.source_message_ids.overlap(_ids(message_ids)),
+                    f.c.source_episode_ids.overlap(_ids(episode_ids)),
+                ),
+            )
+        )
+        theme_rows = (
+            (
+                await session.execute(
+                    select(th).where(
+                        mine(th), or_(_prov(th, sel), th.c.fact_ids.overlap(_ids(fact_ids)))
+                    )
+                )
+            )
+            .mappings()
+            .all()
+        )
+        themes = [convert.theme_from_row(r) for r in theme_rows]
+        for t in themes:
+            fact_ids.update(t.fact_ids)
+        episode_ids |= await ids(
+            select(ep.c.id).where(mine(ep), ep.c.fact_ids.overlap(_ids(fact_ids)))
+        )
+        r = RELATIONSHIPS
+        rel_rows = (
+            (
+                await session.execute(
+                    select(r).where(
+                        mine(r),
+                        or_(
+                            _in(r.c.source_id, entity_ids),
+                            _in(r.c.target_id, entity_ids),
+                            _prov(r, sel),
+                        ),
+                    )
+                )
+            )
+            .mappings()
+            .all()
+        )
+        sup_rows = (
+            (
+                await session.execute(
+                    select(e).where(mine(e), _in(e.c.superseded_by, entity_ids))
+                )
+            )
+            .mappings()
+            .all()
+        )
+        k = WRITER_KEYS
+        key_rows = (
+            await session.execute(
+                select(k.c.idempotency_key, k.c.fact_ids).where(
+                    mine(k), k.c.fact_ids.overlap(_ids(fact_ids))
+                )
+            )
+        ).all()
+        vectors = await ids(
+            select(m.c.id).where(mine(m), _in(m.c.id, message_ids), m.c.embedding.is_not(None))
+        )
+    entities = await store.get_entities(entity_ids)
+    episodes = await store.get_episodes(episode_ids)
+    facts = await store.get_facts(fact_ids)
+    return PurgeCandidates(
+        entities=[entities[i] for i in sorted(entities)],
+        relationships=[convert.relationship_from_row(row) for row in rel_rows],
+        episodes=[episodes[i] for i in sorted(episodes)],
+        facts=[facts[i] for i in sorted(facts)],
+        themes=themes,
+        superseding=[convert.entity_from_row(row) for row in sup_rows],
+        writer_keys={str(key): convert._uuids(fids) for key, fids in key_rows},
+        message_vectors=vectors,
+    )
+
+
+async def apply_purge(store: PostgresMemoryStore, plan: PurgePlan) -> None:
+    """Delete and rewrite per the plan, in the caller's unit of work.
+
+    Deletes run before rewrites; an episode that only lost messages or fact ids is
+    updated in place (its remaining messages keep their rows and vectors).
+    """
+    tenant = store.tenant_id
+    async with store._session() as session:
+        for table, values in (
+            (RELATIONSHIPS, plan.delete_relationship_ids),
+            (ENTITIES, plan.delete_entity_ids),
+            (FACTS, plan.delete_fact_ids),
+            (THEMES, plan.delete_theme_ids),
+            (MESSAGES, plan.delete_message_ids),
+            (EPISODES, plan.delete_episode_ids),
+        ):
+            if values:
+                await session.execute(
+                    delete(table).where(table.c.tenant_id == tenant, _in(table.c.id, values))
+                )
+        if plan.delete_writer_keys:
+            k = WRITER_KEYS
+            await session.execute(
+                delete(k).where(
+                    k.c.tenant_id == tenant,
+                    k.c.idempotency_key
+                    == any_(bindparam(None, plan.delete_writer_keys, type_=ARRAY(String()))),
+                )
+            )
+        ep = EPISODES
+        for episode in plan.put_episodes:
+            await session.execute(
+                update(ep)
+                .where(ep.c.tenant_id == tenant, ep.c.id == episode.id)
+                .values(fact_ids=list(episode.fact_ids))
+            )
+    if plan.put_facts:
+        await store.put_facts(plan.put_facts)
+    if plan.put_themes:
+        await store.put_themes(plan.put_themes)
+    if plan.put_entities:
+        await store.put_entities(plan.put_entities)
+
+
+async def erase_ledger(
+    ledger: PostgresOutcomeLedger,
+    fact_ids: Iterable[uuid.UUID | str],
+    run_ids: Iterable[str],
+    *,
+    tenant: bool,
+    dry_run: bool,
+    entry: ErasureEntry | None,
+) -> LedgerErasure:
+    """Forget erased facts in the ledger, redact audit rows naming them, log the erasure."""
+    gone = parse_ids(fact_ids)
+    runs = [r for r in run_ids if isinstance(r, str)]
+    me = ledger.tenant_id
+    if entry is not None:
+        entry = ErasureEntry.model_validate(entry.model_dump())
+    lf, ru, au = RUN_FACTS, RUNS, AUDIT
+    run_list = bindparam(None, runs, type_=ARRAY(String()))
+    run_cond = true() if tenant else ru.c.run_id == any_(run_list)
+    async with ledger._session() as session:
+        n_runs = (
+            await session.execute(select(func.count()).where(ru.c.tenant_id == me, run_cond))
+        ).scalar_one()
+        link_cond = or_(
+            _in(lf.c.fact_id, gone),
+            true() if tenant else lf.c.run_id == any_(run_list),
+        )
+        n_links = (
+            await session.execute(select(func.count()).where(lf.c.tenant_id == me, link_cond))
+        ).scalar_one()
+        n_audit = (
+            await session.execute(
+                select(func.count()).where(au.c.tenant_id == me, _in(au.c.fact_id, gone))
+            )
+        ).scalar_one()
+        counts = LedgerErasure(
+            ledger_links=int(n_links), ledger_runs=int(n_runs), audit_entries_redacted=int(n_audit)
+        )
+        if dry_run:
+            return counts
+        await session.execute(delete(lf).where(lf.c.tenant_id == me, link_cond))
+        await session.execute(delete(ru).where(ru.c.tenant_id == me, run_cond))
+        if n_audit:
+            _log.warning("erasure: redacting the fact id of %d gate-audit rows", n_audit)
+            await session.execute(
+                text(f"SELECT set_config('{AUDIT_REDACTION_SETTING}', 'on', true)")
+            )
+            try:
+                await session.execute(
+                    update(au)
+                    .where(au.c.tenant_id == me, _in(au.c.fact_id, gone))
+                    .values(fact_id=REDACTED_FACT_ID)
+                )
+            finally:
+                await session.execute(
+                    text(f"SELECT set_config('{AUDIT_REDACTION_SETTING}', 'off', true)")
+                )
+        if entry is not None:
+            await session.execute(
+                insert(ERASURES).values(
+                    tenant_id=me,
+                    erasure_id=entry.erasure_id,
+                    kind=entry.kind,
+                    selector_kinds=list(entry.selector_kinds),
+                    selector_digests=list(entry.selector_digests),
+                    counts=dict(entry.counts),
+                    erased_at=entry.erased_at,
+                )
+            )
+    return counts
+
+
+async def list_erasures(
+    ledger: PostgresOutcomeLedger, *, limit: int | None = None
+) -> list[ErasureEntry]:
+    """Erasure-log rows of the ledger's tenant, in append order."""
+    if limit is not None and (not isinstance(limit, int) or limit < 1):
+        raise InvalidInputError(f"limit must be a positive int, got {limit!r}")
+    x = ERASURES
+    stmt = select(x).where(x.c.tenant_id == ledger.tenant_id).order_by(x.c.id)
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    async with ledger._session() as session:
+        rows = (await session.execute(stmt)).mappings().all()
+    return [
+        ErasureEntry(
+            erasure_id=r["erasure_id"],
+            kind=r["kind"],
+            selector_kinds=list(r["selector_kinds"]),
+            selector_digests=list(r["selector_digests"]),
+            counts=dict(r["counts"]),
+            erased_at=r["erased_at"],
+        )
+        for r in rows
+    ]
+
+
+
+
+# --------------------------------------------------------------------------- re-embedding
+
+_VECTOR_TABLES = {
+    "entity": "entities",
+    "episode": "episodes",
+    "message": "episode_messages",
+    "fact": "facts",
+    "theme": "themes",
+}
+NEXT_COLUMN = "embedding_next"
+"""Staging column of a width change (exists only between begin and finish)."""
+
+
+def _column(target: str) -> str:
+    if target == "current":
+        return "embedding"
+    if target == "next":
+        return NEXT_COLUMN
+    raise InvalidInputError(f"target must be 'current' or 'next', got {target!r}")
+
+
+async def _next_dim(session: Any) -> int | None:
+    value = (
+        await session.execute(
+            text("SELECT value FROM schema_metadata WHERE key = 'embedding_dim_next'")
+        )
+    ).scalar_one_or_none()
+    return None if value is None else int(value)
+
+
+async def write_embeddings(
+    store: PostgresMemoryStore,
+    kind: str,
+    vectors: Mapping[uuid.UUID, Sequence[float]],
+    *,
+    target: str,
+) -> int:
+    """Overwrite one vector column of ``kind`` rows (COPY to a staging table, one UPDATE)."""
+    table = _VECTOR_TABLES.get(kind)
+    if table is None:
+        raise InvalidInputError(f"unknown record kind {kind!r}")
+    column = _column(target)
+    if not vectors:
+        return 0
+    async with store._session() as session:
+        if target == "current":
+            dim = await store._dim(session)
+        else:
+            next_dim = await _next_dim(session)
+            if next_dim is None:
+                raise SchemaNotReadyError("no width change in progress: call begin_width_change")
+            dim = next_dim
+        rows = []
+        for rid, v in vectors.items():
+            if len(v) != dim:
+                raise EmbeddingDimensionMismatchError(dim, len(v), f"{kind} {rid}")
+            vec = [float(x) for x in v]
+            if not all(math.isfinite(x) for x in vec):
+                raise InvalidInputError(f"{kind} {rid}: embeddings must be finite numbers")
+            rows.append((rid, vector_text(vec)))
+        await session.execute(text("DROP TABLE IF EXISTS _cg_stage_vectors"))
+        await session.execute(
+            text("CREATE TEMP TABLE _cg_stage_vectors (id uuid, e text) ON COMMIT DROP")
+        )
+        conn = await session.connection()
+        raw = await conn.get_raw_connection()
+        driver: Any = raw.driver_connection
+        await driver.copy_records_to_table("_cg_stage_vectors", records=rows, columns=["id", "e"])
+        result = await session.execute(
+            text(
+                f"UPDATE {table} t SET {column} = s.e::vector FROM _cg_stage_vectors s "
+                "WHERE t.tenant_id = :tenant AND t.id = s.id"
+            ),
+            {"tenant": store.tenant_id},
+        )
+        return int(getattr(result, "rowcount", 0) or 0)
+
+
+async def recompute_theme_centroids(store: PostgresMemoryStore, *, target: str) -> int:
+    """Set every theme's vector (of ``target``) to its member facts' unit-mean, in SQL."""
+    column = _column(target)
+    async with store._session() as session:
+        result = await session.execute(
+            text(
+                f"UPDATE themes t SET {column} = c.centre FROM ("
+                f"  SELECT th.id, (SELECT CASE WHEN count(f.{column}) = 0 THEN NULL"
+                f"      ELSE l2_normalize(sum(l2_normalize(f.{column}))) END"
+                f"    FROM facts f WHERE f.tenant_id = th.tenant_id"
+                f"      AND f.id = ANY(th.fact_ids)) AS centre"
+                "  FROM themes th WHERE th.tenant_id = :tenant"
+                ") c WHERE t.tenant_id = :tenant AND t.id = c.id"
+            ),
+            {"tenant": store.tenant_id},
+        )
+        return int(getattr(result, "rowcount", 0) or 0)
+
+
+def _hnsw_sql(table: str, column: str, dim: int, name: str) -> str:
+    ops = f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
+    if dim > MAX_VECTOR_HNSW_DIM:
+        return (
+            f'CREATE INDEX "{name}" ON {table} USING hnsw '
+            f"(({column}::halfvec({dim})) halfvec_cosine_ops) {ops}"
+        )
+    return f'CREATE INDEX "{name}" ON {table} USING hnsw ({column} vector_cosine_ops) {ops}'
+
+
+async def begin_width_change(engine: AsyncEngine, embedding_dim: int) -> None:
+    """Start moving the schema to ``embedding_dim``-wide vectors (deployment-wide).
+
+    Adds a nullable ``embedding_next vector(N)`` column to every table with vectors and
+    records ``embedding_dim_next`` in ``schema_metadata``. Reads and writes keep using
+    the current vectors. Then run ``reembed(..., target="next")`` for every tenant and
+    call :func:`finish_width_change`. Idempotent for the same width.
+
+    Raises:
+        InvalidInputError: A bad width, or another width change is in progress.
+    """
+    if not isinstance(embedding_dim, int) or not 1 <= embedding_dim <= 16_000:
+        raise InvalidInputError(f"embedding_dim must be in [1, 16000], got {embedding_dim!r}")
+    async with engine.begin() as conn:
+        current = await _next_dim(conn)
+        if current is not None and current != embedding_dim:
+            raise InvalidInputError(
+                f"a change to width {current} is in progress: finish or abort it first"
+            )
+        for table in _VECTOR_TABLES.values():
+            await conn.execute(
+                text(
+                    f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {NEXT_COLUMN} "
+                    f"vector({embedding_dim})"
+                )
+            )
+        await conn.execute(
+            text(
+                "INSERT INTO schema_metadata (key, value) VALUES ('embedding_dim_next', :v) "
+                "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+            ),
+            {"v": str(embedding_dim)},
+        )
+    _log.warning("width change to %d started: embedding_next columns added", embedding_dim)
+
+
+async def abort_width_change(engine: AsyncEngine) -> None:
+    """Drop the staging columns of an unfinished width change (the old vectors stay)."""
+    async with engine.begin() as conn:
+        for table in _VECTOR_TABLES.values():
+            await conn.execute(text(f"ALTER TABLE {table} DROP COLUMN IF EXISTS {NEXT_COLUMN}"))
+        await conn.execute(text("DELETE FROM schema_metadata WHERE key = 'embedding_dim_next'"))
+
+
+async def finish_width_change(engine: AsyncEngine, tenants: Sequence[str]) -> int:
+    """Swap the new vectors in: check the backfill, build HNSW, swap columns atomically.
+
+    1. For every tenant in ``tenants`` (row-level security shows one tenant at a time),
+       refuse if a row has an old vector but no new one (re-run ``reembed`` for it).
+    2. Build the HNSW indexes on the staging columns while reads still use the old ones.
+    3. In one transaction: drop the old columns (and their indexes), rename the staging
+       columns and indexes, set ``embedding_dim`` in ``schema_metadata``.
+
+    Store objects cache the width: build new ones after the swap.
+
+    Returns:
+        The new width.
+
+    Raises:
+        SchemaNotReadyError: No width change in progress.
+        InvalidInputError: A tenant's backfill is incomplete (nothing swapped).
+    """
+    async with engine.begin() as conn:
+        dim = await _next_dim(conn)
+        if dim is None:
+            raise SchemaNotReadyError("no width change in progress: call begin_width_change")
+        for tenant in tenants:
+            validate_tenant(tenant)
+            await conn.execute(
+                text("SELECT set_config('cycgraph.tenant_id', :t, true)"), {"t": tenant}
+            )
+            for table in _VECTOR_TABLES.values():
+                missing = (
+                    await conn.execute(
+                        text(
+                            f"SELECT count(*) FROM {table} WHERE tenant_id = :t AND "
+                            f"embedding IS NOT NULL AND {NEXT_COLUMN} IS NULL"
+                        ),
+                        {"t": tenant},
+                    )
+                ).scalar_one()
+                if missing:
+                    raise InvalidInputError(
+                        f"tenant {tenant}: {missing} {table} rows have no new vector yet; "
+                        "run reembed(..., target='next') for it again"
+                    )
+    for table in _VECTOR_TABLES.values():
+        async with engine.begin() as conn:
+            await conn.execute(text(f'DROP INDEX IF EXISTS "ix_{table}_embedding_next_hnsw"'))
+            await conn.execute(
+                text(_hnsw_sql(table, NEXT_COLUMN, dim, f"ix_{table}_embedding_next_hnsw"))
+            )
+    async with engine.begin() as conn:
+        for table in _VECTOR_TABLES.values():
+            await conn.execute(text(f"ALTER TABLE {table} DROP COLUMN embedding"))
+            await conn.execute(
+                text(f"ALTER TABLE {table} RENAME COLUMN {NEXT_COLUMN} TO embedding")
+            )
+            await conn.execute(
+                text(
+                    f'ALTER INDEX "ix_{table}_embedding_next_hnsw" '
+                    f'RENAME TO "ix_{table}_embedding_hnsw"'
+                )
+            )
+        await conn.execute(
+            text("UPDATE schema_metadata SET value = :v WHERE key = 'embedding_dim'"),
+            {"v": str(dim)},
+        )
+        await conn.execute(text("DELETE FROM schema_metadata WHERE key = 'embedding_dim_next'"))
+    _log.warning("width change finished: vectors are now %d-wide", dim)
+    return dim

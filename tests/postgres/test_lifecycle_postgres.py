@@ -1,0 +1,122 @@
+"""Postgres-only erasure guarantees: the audit trigger refuses everything but redaction."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from cycgraph_memory.errors import AppendOnlyViolationError
+from cycgraph_memory.lifecycle import REDACTED_FACT_ID, ErasureEntry
+from cycgraph_memory.records import GateAuditEntry
+
+pytestmark = pytest.mark.postgres
+
+
+async def test_only_the_redaction_update_passes_the_audit_trigger(
+    pg_sessionmaker: Any, pg_tenant: str
+) -> None:
+    from cycgraph_memory.postgres import PostgresOutcomeLedger
+
+    ledger = PostgresOutcomeLedger(pg_sessionmaker, tenant_id=pg_tenant)
+    fid = uuid.uuid4()
+    await ledger.append_gate_audit(
+        [GateAuditEntry(pass_id=uuid.uuid4(), fact_id=fid, verdict="held")]
+    )
+    await ledger.erase_facts([], entry=ErasureEntry(selector_kinds=["tenant"],
+                                                    selector_digests=[], counts={}))
+    on = "SELECT set_config('cycgraph.audit_redaction', 'on', true)"
+    refused = [
+        # the redaction shape, but without the setting
+        ([], "UPDATE gate_audit_log SET fact_id = '00000000-0000-0000-0000-000000000000' "
+             "WHERE tenant_id = :t"),
+        # with the setting, any other change
+        ([on], "UPDATE gate_audit_log SET verdict = 'promoted' WHERE tenant_id = :t"),
+        ([on], "UPDATE gate_audit_log SET fact_id = gen_random_uuid() WHERE tenant_id = :t"),
+        ([on], "UPDATE gate_audit_log SET fact_id = '00000000-0000-0000-0000-000000000000', "
+               "trials = 9 WHERE tenant_id = :t"),
+        ([on], "DELETE FROM gate_audit_log WHERE tenant_id = :t"),
+        ([on], "UPDATE erasure_log SET kind = 'x' WHERE tenant_id = :t"),
+        ([on], "DELETE FROM erasure_log WHERE tenant_id = :t"),
+        ([], "TRUNCATE erasure_log"),
+    ]
+    for setup, sql in refused:
+        with pytest.raises(AppendOnlyViolationError):
+            async with ledger.transaction(), ledger._session() as session:
+                for s in setup:
+                    await session.execute(text(s))
+                await session.execute(text(sql), {"t": pg_tenant} if ":t" in sql else {})
+    assert [e.fact_id for e in await ledger.list_gate_audit()] == [fid]
+    assert len(await ledger.list_erasures()) == 1
+    counts = await ledger.erase_facts([fid])
+    assert counts.audit_entries_redacted == 1
+    assert [e.fact_id for e in await ledger.list_gate_audit()] == [REDACTED_FACT_ID]
+    # the redaction switch is off again after the erasure
+    with pytest.raises(AppendOnlyViolationError):
+        async with ledger.transaction(), ledger._session() as session:
+            await ledger.erase_facts([])
+            await session.execute(
+                text("UPDATE gate_audit_log SET verdict = 'x' WHERE tenant_id = :t"),
+                {"t": pg_tenant},
+            )
+
+
+async def test_width_change_backfills_then_swaps(pg_databases: Any) -> None:
+    from cycgraph_memory.embeddings import HashingEmbeddingProvider
+    from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInputError
+    from cycgraph_memory.lifecycle import reembed
+    from cycgraph_memory.postgres import (
+        PostgresMemoryIndex,
+        PostgresMemoryStore,
+        begin_width_change,
+        create_engine_from_dsn,
+        finish_width_change,
+        upgrade,
+    )
+
+    from ._records import entity, episode, fact, theme, unit
+
+    dsn = await pg_databases.create("cycgraph_width")
+    engine = create_engine_from_dsn(dsn)
+    try:
+        await upgrade(engine, embedding_dim=8)
+        stores = {t: PostgresMemoryStore(engine, tenant_id=t) for t in ("ta", "tb")}
+        for store in stores.values():
+            facts = [fact(content=f"fact {i}", embedding=unit(i)) for i in range(4)]
+            await store.put_facts(facts)
+            await store.put_entities([entity(name="Ada")])
+            await store.put_episodes([episode()])
+            await store.put_themes([theme(fact_ids=[f.id for f in facts])])
+        new = HashingEmbeddingProvider(dimensions=16, seed=1)
+        await begin_width_change(engine, 16)
+        index = PostgresMemoryIndex(engine, tenant_id="ta")
+        hits = await index.search_facts(unit(1))  # reads still use the 8-d vectors
+        assert hits[0].item.content == "fact 1"
+        await reembed(stores["ta"], new, target="next", batch_size=3)
+        with pytest.raises(InvalidInputError, match="tb"):
+            await finish_width_change(engine, ["ta", "tb"])
+        assert (await index.search_facts(unit(2)))[0].item.content == "fact 2"
+        await reembed(stores["tb"], new, target="next")
+        assert await finish_width_change(engine, ["ta", "tb"]) == 16
+        async with engine.connect() as conn:
+            dim = (await conn.execute(text(
+                "SELECT value FROM schema_metadata WHERE key = 'embedding_dim'"))).scalar_one()
+            idx = (await conn.execute(text(
+                "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_facts_embedding_hnsw'"
+            ))).scalar_one()
+        assert dim == "16" and "hnsw" in idx
+        store = PostgresMemoryStore(engine, tenant_id="ta")
+        index = PostgresMemoryIndex(engine, tenant_id="ta")
+        [q] = await new.embed(["fact 3"])
+        assert (await index.search_facts(q))[0].item.content == "fact 3"
+        (t,) = await store.list_themes()
+        assert t.embedding is not None and len(t.embedding) == 16
+        (ep,) = await store.list_episodes()
+        msgs = await store.get_messages([m.id for m in ep.messages])
+        assert all(len(m.embedding or []) == 16 for m in msgs.values())
+        with pytest.raises(EmbeddingDimensionMismatchError):
+            await store.put_fact(fact(embedding=unit(0)))
+    finally:
+        await engine.dispose()
