@@ -101,6 +101,12 @@ async def test_round_trips_per_retrieval(pg_engine: Any) -> None:
         # relationships, touch, message kNN
         assert len(statements) <= 7, statements
         assert sum("set_config" in s for s in statements) == 1, statements
+        # Tag path: the tenant setting, then the listing and the touch in one statement.
+        statements.clear()
+        result = await retrieve_memory(store, index, {"tags": ["lesson"], "limit": 3})
+        assert len(result.facts) == 3
+        assert len(statements) == 2, statements
+        assert statements[1].lstrip().startswith("WITH") and "UPDATE facts" in statements[1]
     finally:
         event.remove(pg_engine.sync_engine, "before_cursor_execute", count)
         await store.clear()

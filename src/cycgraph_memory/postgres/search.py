@@ -26,32 +26,12 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import (
-    ColumnElement,
-    Table,
-    any_,
-    bindparam,
-    exists,
-    func,
-    not_,
-    select,
-    union,
-)
-from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.types import Text
 
+from cycgraph_memory._construct import trusted
 from cycgraph_memory._options import coerce_options
-from cycgraph_memory.postgres import convert
-from cycgraph_memory.postgres.schema import TEXT_SEARCH_CONFIG
-from cycgraph_memory.postgres.store import (
-    ENTITIES,
-    EPISODES,
-    FACTS,
-    MESSAGES,
-    episode_from_result,
-    episode_messages_column,
-)
+from cycgraph_memory.postgres import convert, statements
+from cycgraph_memory.postgres.statements import MESSAGES, TEXT_CANDIDATES
 from cycgraph_memory.records import (
     Entity,
     Episode,
@@ -64,8 +44,6 @@ from cycgraph_memory.textsearch import name_candidates
 
 __all__ = ["TEXT_CANDIDATES", "PostgresSearchMixin", "or_tsquery_text"]
 
-TEXT_CANDIDATES = 200
-"""Rows per candidate branch (the AND branch and each word's branch) of a text search."""
 MAX_QUERY_WORDS = 32
 """Words of a question used by a text search (the first ones, in order)."""
 
@@ -84,48 +62,34 @@ def _query_words(text: str) -> list[str]:
     return list(words)[:MAX_QUERY_WORDS]
 
 
-def _candidate_ids(
-    table: Table, tenant: str, words: Sequence[str], filters: Sequence[ColumnElement[bool]]
-) -> Any:
-    """Ids of the bounded candidates (AND branch plus one branch per word), one subquery."""
-    branches = []
-    for query_text in (" & ".join(words), *words):
-        query = func.to_tsquery(TEXT_SEARCH_CONFIG, query_text)
-        branches.append(
-            select(table.c.id)
-            .where(table.c.tenant_id == tenant, table.c.search_tsv.op("@@")(query), *filters)
-            .limit(TEXT_CANDIDATES)
-        )
-    return union(*branches).subquery("candidates")
+def _word_params(words: Sequence[str]) -> dict[str, Any]:
+    params: dict[str, Any] = {"and_query": " & ".join(words), "or_query": " | ".join(words)}
+    params.update((f"w{i}", w) for i, w in enumerate(words))
+    return params
 
 
 def message_without_vector(row: Mapping[Any, Any]) -> Message:
-    """A message from its row, without its embedding."""
-    return Message(
+    """A message from its row, without its embedding (trusted: read from our table)."""
+    return trusted(
+        Message,
         id=convert._uuid(row["id"]),
         role=row["role"],
         content=row["content"],
         timestamp=row["timestamp"],
         metadata=row["metadata"],
+        embedding=None,
     )
 
 
-def _episode_live() -> ColumnElement[bool]:
-    e = EPISODES
-    return exists(
-        select(e.c.id).where(
-            e.c.tenant_id == MESSAGES.c.tenant_id,
-            e.c.id == MESSAGES.c.episode_id,
-            e.c.invalidated_at.is_(None),
-        )
-    )
+def _episode(row: Mapping[Any, Any]) -> Episode:
+    return convert.episode_from_rows(row, row["messages"] or [])
 
 
 class PostgresSearchMixin:
     """Message and text search methods; mixed into ``PostgresMemoryIndex``."""
 
     _tenant: str
-    _session: Callable[..., Any]
+    _read: Callable[..., Any]
     _search: Callable[..., Any]
 
     async def search_messages(
@@ -135,45 +99,37 @@ class PostgresSearchMixin:
         """Nearest messages by cosine similarity (HNSW), best first, ties by id."""
         opts = coerce_options(SearchOptions, options, kwargs)
         result: list[ScoredResult[Message]] = await self._search(
-            MESSAGES, embedding, opts, message_without_vector, "search_messages",
-            live=_episode_live(),
+            MESSAGES, embedding, opts, message_without_vector, "search_messages"
         )
         return result
 
     async def _text(
         self,
-        table: Table,
+        table_name: str,
         text: str,
         opts: SearchOptions,
         from_row: Callable[[Any], R],
-        filters: Sequence[ColumnElement[bool]],
+        *,
+        live: bool,
+        tag_filters: bool = False,
     ) -> list[ScoredResult[R]]:
         words = _query_words(text)
         if not words:
             return []
-        query = func.to_tsquery(TEXT_SEARCH_CONFIG, " | ".join(words))
-        rank = func.ts_rank_cd(table.c.search_tsv, query, 1).label("text_rank")
-        candidates = _candidate_ids(table, self._tenant, words, filters)
-        # Rank the candidates on (id, search_tsv) only, then read the whole rows of the
-        # best ``limit``: projecting every column (the vector cast, the tsvector) for all
-        # candidates before the sort cost ~17 ms of a 35 ms statement at 100,000 facts.
-        ranked = (
-            select(table.c.id, rank)
-            .join(candidates, candidates.c.id == table.c.id)
-            .where(table.c.tenant_id == self._tenant)
-            .order_by(rank.desc(), table.c.id)
-            .limit(opts.limit)
-            .subquery("ranked")
-        )
-        stmt = (
-            select(table, ranked.c.text_rank)
-            .join(ranked, ranked.c.id == table.c.id)
-            .where(table.c.tenant_id == self._tenant)
-            .order_by(ranked.c.text_rank.desc(), table.c.id)
+        tags = bool(tag_filters and opts.tags)
+        exclude = bool(tag_filters and opts.exclude_tags)
+        params = _word_params(words)
+        params.update(tenant=self._tenant, limit=opts.limit)
+        if tags:
+            params["any_tags"] = list(opts.tags or ())
+        if exclude:
+            params["no_tags"] = list(opts.exclude_tags or ())
+        stmt = statements.text_ranked(
+            table_name, len(words), live=live, tags=tags, exclude_tags=exclude
         )
         session: AsyncSession
-        async with self._session() as session:
-            rows = (await session.execute(stmt)).mappings().all()
+        async with self._read() as session:
+            rows = await statements.fetch(session, stmt, params)
         return [ScoredResult(item=from_row(r), score=float(r["text_rank"])) for r in rows]
 
     async def text_search_facts(
@@ -181,22 +137,20 @@ class PostgresSearchMixin:
     ) -> list[ScoredResult[SemanticFact]]:
         """Facts sharing a word with ``text``, by ``ts_rank_cd``; tag filters apply."""
         opts = coerce_options(SearchOptions, options, kwargs)
-        filters: list[ColumnElement[bool]] = []
-        if not opts.include_invalidated:
-            filters.append(FACTS.c.invalidated_by.is_(None))
-        if opts.tags:
-            filters.append(FACTS.c.tags.overlap(list(opts.tags)))
-        if opts.exclude_tags:
-            filters.append(not_(FACTS.c.tags.overlap(list(opts.exclude_tags))))
-        return await self._text(FACTS, text, opts, convert.fact_from_row, filters)
+        return await self._text(
+            "facts", text, opts, convert.fact_from_row,
+            live=not opts.include_invalidated, tag_filters=True,
+        )
 
     async def text_search_messages(
         self, text: str, options: SearchOptions | Options | None = None, /, **kwargs: Any
     ) -> list[ScoredResult[Message]]:
         """Messages sharing a word with ``text``, by ``ts_rank_cd``."""
         opts = coerce_options(SearchOptions, options, kwargs)
-        filters = [] if opts.include_invalidated else [_episode_live()]
-        return await self._text(MESSAGES, text, opts, message_without_vector, filters)
+        return await self._text(
+            "episode_messages", text, opts, message_without_vector,
+            live=not opts.include_invalidated,
+        )
 
     async def text_search_episodes(
         self, text: str, options: SearchOptions | Options | None = None, /, **kwargs: Any
@@ -206,33 +160,14 @@ class PostgresSearchMixin:
         words = _query_words(text)
         if not words:
             return []
-        m, e = MESSAGES, EPISODES
-        query = func.to_tsquery(TEXT_SEARCH_CONFIG, " | ".join(words))
-        candidates = _candidate_ids(m, self._tenant, words, [])
-        per_episode = (
-            select(
-                m.c.episode_id.label("episode_id"),
-                func.sum(func.ts_rank_cd(m.c.search_tsv, query, 1)).label("text_rank"),
-            )
-            .join(candidates, candidates.c.id == m.c.id)
-            .where(m.c.tenant_id == self._tenant)
-            .group_by(m.c.episode_id)
-            .subquery("hits")
+        params = _word_params(words)
+        params.update(tenant=self._tenant, limit=opts.limit)
+        stmt = statements.text_ranked_episodes(
+            len(words), include_invalidated=opts.include_invalidated
         )
-        stmt = (
-            select(e, episode_messages_column(), per_episode.c.text_rank)
-            .join(per_episode, per_episode.c.episode_id == e.c.id)
-            .where(e.c.tenant_id == self._tenant)
-            .order_by(per_episode.c.text_rank.desc(), e.c.id)
-            .limit(opts.limit)
-        )
-        if not opts.include_invalidated:
-            stmt = stmt.where(e.c.invalidated_at.is_(None))
-        async with self._session() as session:
-            rows = (await session.execute(stmt)).mappings().all()
-        return [
-            ScoredResult(item=episode_from_result(r), score=float(r["text_rank"])) for r in rows
-        ]
+        async with self._read() as session:
+            rows = await statements.fetch(session, stmt, params)
+        return [ScoredResult(item=_episode(r), score=float(r["text_rank"])) for r in rows]
 
     async def match_entity_names(
         self, text: str, *, limit: int = 10, include_invalidated: bool = False
@@ -245,15 +180,11 @@ class PostgresSearchMixin:
         candidates = name_candidates(text)
         if not candidates:
             return []
-        t = ENTITIES
-        stmt = select(t).where(
-            t.c.tenant_id == self._tenant,
-            func.lower(t.c.name) == any_(bindparam(None, candidates, type_=ARRAY(Text()))),
-        )
-        if not include_invalidated:
-            stmt = stmt.where(t.c.invalidated_at.is_(None), t.c.superseded_by.is_(None))
-        async with self._session() as session:
-            rows = (await session.execute(stmt)).mappings().all()
+        stmt = statements.entity_name_match(include_invalidated=include_invalidated)
+        async with self._read() as session:
+            rows = await statements.fetch(
+                session, stmt, {"tenant": self._tenant, "names": candidates}
+            )
         position = {c: i for i, c in enumerate(candidates)}
         entities = [convert.entity_from_row(r) for r in rows]
         entities.sort(key=lambda e: (position.get(e.name.lower(), len(position)), str(e.id)))

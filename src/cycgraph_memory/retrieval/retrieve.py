@@ -474,6 +474,18 @@ async def _facts_of_ranked_entities(
 
 async def _tag_path(store: MemoryStore, q: MemoryQuery, opts: RetrievalOptions) -> MemoryResult:
     scope = FactScope.for_query(q)
+    # Optional store capability: the listing and the touch of what it lists in one call
+    # (one statement on Postgres). Without a temporal condition the first page is served
+    # whole (every other condition is applied by the listing itself).
+    list_and_touch = getattr(store, "list_and_touch_facts", None)
+    if list_and_touch is not None and not scope.temporal and scope.tags:
+        served: list[SemanticFact] = await list_and_touch(
+            tags=sorted(scope.tags),
+            exclude_tags=sorted(scope.exclude_tags) or None,
+            include_invalidated=q.include_invalidated,
+            limit=q.limit,
+        )
+        return MemoryResult(facts=cut(scope.apply(served), q.limit))
     page = q.limit
     if scope.temporal:
         page = opts.tag_page_size or max(4 * q.limit, 100)
