@@ -1,11 +1,17 @@
-"""Evidence-turn recall of retrieval on the frozen long-term conversation set.
+"""Evidence-turn recall of retrieval on the two frozen conversation sets, on both backends.
 
-For every conversation of ``bench/data/conversations/conversations.json`` (10 people
-talking to an assistant over 15 sessions each; questions annotated with the turns that hold
-their answer), each session is ingested with ``MemoryPipeline`` (default stages: bounded
-segmenter, rule-based extractor, grounded facts) into its own in-memory store, then every
-question is asked through ``retrieve_memory`` and scored on the turns returned in
-``MemoryResult.messages``. Same turn budget K for every method:
+Sets (both written and frozen before the ranking they measure was tuned):
+
+* ``conversations``: ``bench/data/conversations/conversations.json``, 10 people talking
+  to an assistant over 15 sessions each;
+* ``group_chats``: ``bench/data/group_chats/group_chats.json``, 6 group chats of 3-4
+  people (no assistant) over 11 sessions each, participants named in most questions.
+
+For every conversation, each session is ingested with ``MemoryPipeline`` (default stages:
+bounded segmenter, rule-based extractor, grounded facts) into its own tenant (an in-memory
+store, or a tenant of one Postgres database), then every question is asked through
+``retrieve_memory`` and scored on the turns returned in ``MemoryResult.messages``. Same
+turn budget K for every method:
 
 * ``flat``: each turn embedded with the same embedder, the K nearest turns (baseline);
 * ``bm25 turns``: BM25 over the turns alone (reference);
@@ -17,7 +23,11 @@ Reported: recall@5/10/20 (share of a question's evidence turns within the first 
 averaged over questions), recall@10 on single- and multi-session questions, and
 all-evidence@20 on multi-session questions (every evidence turn within the first 20).
 
+Postgres: ``--dsn`` (default ``$CYCGRAPH_MEMORY_TEST_DSN``) names a server where the bench
+creates, migrates and finally drops its own database (``--database``).
+
     python bench/retrieval_quality.py [--embedder hashing|local|both]
+        [--set conversations|group_chats|both] [--backend memory|postgres|both]
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import time
 import uuid
@@ -44,7 +55,10 @@ from cycgraph_memory.records import MemoryQuery, Message
 from cycgraph_memory.retrieval.retrieve import retrieve_memory
 from cycgraph_memory.textsearch import BM25Index
 
-DATA = Path(__file__).parent / "data" / "conversations" / "conversations.json"
+DATA = {
+    "conversations": Path(__file__).parent / "data" / "conversations" / "conversations.json",
+    "group_chats": Path(__file__).parent / "data" / "group_chats" / "group_chats.json",
+}
 BUDGETS = (5, 10, 20)
 NAMESPACE = uuid.UUID("3c5b1f0a-9d7e-5b2c-8e41-7a6d2c9b0f13")
 METHODS = ("flat", "bm25 turns", "library vector", "library text", "library hybrid")
@@ -90,11 +104,10 @@ def session_messages(session: dict[str, Any]) -> list[Message]:
 
 async def run_conversation(
     conv: dict[str, Any], embedder: EmbeddingProvider, scores: dict[str, Scores],
-    timings: dict[str, list[float]],
+    timings: dict[str, list[float]], backend: Backend,
 ) -> dict[str, int]:
     """Ingest one conversation and score every question with every method."""
-    store = InMemoryMemoryStore()
-    index = InMemoryMemoryIndex(expected_dimensions=embedder.dimensions)
+    store, index = backend.open(conv["id"], embedder.dimensions)
     pipeline = MemoryPipeline(store, embedder=embedder, index=index)
     turns = [t for s in conv["sessions"] for t in s["turns"]]
     by_uuid = {turn_uuid(t["id"]): t["id"] for t in turns}
@@ -138,6 +151,29 @@ async def run_conversation(
     return {"facts": facts, "episodes": episodes, "turns": len(turns)}
 
 
+class Backend:
+    """Where a conversation is stored: a fresh in-memory pair or a Postgres tenant."""
+
+    def __init__(self, engine: Any = None) -> None:
+        self.engine = engine
+
+    @property
+    def name(self) -> str:
+        """``in memory`` or ``Postgres``."""
+        return "in memory" if self.engine is None else "Postgres"
+
+    def open(self, tenant: str, dimensions: int) -> tuple[Any, Any]:
+        """A store and index for one conversation (its own tenant)."""
+        if self.engine is None:
+            return InMemoryMemoryStore(), InMemoryMemoryIndex(expected_dimensions=dimensions)
+        from cycgraph_memory.postgres import PostgresMemoryIndex, PostgresMemoryStore
+
+        return (
+            PostgresMemoryStore(self.engine, tenant_id=tenant),
+            PostgresMemoryIndex(self.engine, tenant_id=tenant),
+        )
+
+
 def make_embedder(name: str) -> EmbeddingProvider:
     """``hashing`` (built in) or ``local`` (all-MiniLM-L6-v2, extra local-embeddings)."""
     if name == "hashing":
@@ -147,19 +183,22 @@ def make_embedder(name: str) -> EmbeddingProvider:
     return LocalEmbeddingProvider()
 
 
-async def run(name: str, data: dict[str, Any]) -> None:
-    """Score every method for one embedder and print the table."""
-    embedder = make_embedder(name)
+async def run_set(
+    set_name: str, data: dict[str, Any], embedder_name: str, backend: Backend
+) -> dict[str, float]:
+    """Score every method on one set, one embedder, one backend; print the table."""
+    embedder = make_embedder(embedder_name)
     scores = {m: Scores() for m in METHODS}
     timings: dict[str, list[float]] = {"ingest": [], "vector": [], "text": [], "hybrid": []}
     totals = {"facts": 0, "episodes": 0, "turns": 0}
     for conv in data["conversations"]:
-        stats = await run_conversation(conv, embedder, scores, timings)
+        stats = await run_conversation(conv, embedder, scores, timings, backend)
         for key, value in stats.items():
             totals[key] += value
     questions = sum(len(c["questions"]) for c in data["conversations"])
     multi = sum(q["multi_session"] for c in data["conversations"] for q in c["questions"])
-    print(f"\n## embedder: {name}  ({totals['turns']} turns, {totals['episodes']} episodes, "
+    print(f"\n## set: {set_name}, embedder: {embedder_name}, backend: {backend.name}  "
+          f"({totals['turns']} turns, {totals['episodes']} episodes, "
           f"{totals['facts']} facts; {questions} questions, {multi} multi-session)")
     print("| method | R@5 | R@10 | R@20 | R@10 single | R@10 multi | all-evidence@20 multi |")
     print("|---|---|---|---|---|---|---|")
@@ -171,19 +210,72 @@ async def run(name: str, data: dict[str, Any]) -> None:
               f"{mean(s.multi_all20):.3f} |")
     for mode in ("vector", "text", "hybrid"):
         ms = [t * 1000 for t in timings[mode]]
-        print(f"retrieve_memory mode={mode}: p50 {statistics.median(ms):.2f} ms (in memory)")
+        print(f"retrieve_memory mode={mode}: p50 {statistics.median(ms):.2f} ms, "
+              f"p95 {statistics.quantiles(ms, n=20)[-1]:.2f} ms ({backend.name})")
     print(f"ingest: median {statistics.median(timings['ingest']) * 1000:.0f} ms per conversation")
+    return {m: mean(scores[m].recall[10]) for m in METHODS}
+
+
+async def run_postgres(
+    dsn: str, database: str, jobs: list[tuple[str, dict[str, Any], str]]
+) -> list[dict[str, float]]:
+    """Run ``jobs`` (set, data, embedder) on a fresh database, dropped at the end."""
+    from sqlalchemy import text
+
+    from cycgraph_memory.postgres import create_engine_from_dsn, upgrade
+    from cycgraph_memory.postgres.engine import asyncpg_url
+
+    admin = create_engine_from_dsn(dsn, isolation_level="AUTOCOMMIT")
+    out = []
+    try:
+        for set_name, data, embedder_name in jobs:
+            db = f"{database}_{embedder_name}"
+            async with admin.connect() as conn:
+                await conn.execute(text(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))
+                await conn.execute(text(f'CREATE DATABASE "{db}"'))
+            engine = create_engine_from_dsn(asyncpg_url(dsn).set(database=db))
+            try:
+                await upgrade(engine, embedding_dim=make_embedder(embedder_name).dimensions)
+                out.append(await run_set(set_name, data, embedder_name, Backend(engine)))
+            finally:
+                await engine.dispose()
+                async with admin.connect() as conn:
+                    await conn.execute(text(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))
+    finally:
+        await admin.dispose()
+    return out
 
 
 def main() -> None:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--embedder", choices=["hashing", "local", "both"], default="both")
+    parser.add_argument("--embedder", choices=["hashing", "local", "both"], default="hashing")
+    parser.add_argument("--set", choices=["conversations", "group_chats", "both"],
+                        default="both")
+    parser.add_argument("--backend", choices=["memory", "postgres", "both"], default="both")
+    parser.add_argument("--dsn", default=os.environ.get("CYCGRAPH_MEMORY_TEST_DSN"))
+    parser.add_argument("--database", default="bench_retrieval_quality")
     args = parser.parse_args()
-    data = json.loads(DATA.read_text(encoding="utf-8"))
     names = ["hashing", "local"] if args.embedder == "both" else [args.embedder]
-    for name in names:
-        asyncio.run(run(name, data))
+    sets = list(DATA) if args.set == "both" else [args.set]
+    jobs = [(s, json.loads(DATA[s].read_text(encoding="utf-8")), e) for s in sets for e in names]
+    summary: list[tuple[str, str, str, dict[str, float]]] = []
+    if args.backend in ("memory", "both"):
+        for set_name, data, embedder_name in jobs:
+            r = asyncio.run(run_set(set_name, data, embedder_name, Backend()))
+            summary.append((set_name, embedder_name, "in memory", r))
+    if args.backend in ("postgres", "both"):
+        if not args.dsn:
+            parser.error("--backend postgres needs --dsn or CYCGRAPH_MEMORY_TEST_DSN")
+        results = asyncio.run(run_postgres(args.dsn, args.database, jobs))
+        for (set_name, _, embedder_name), r in zip(jobs, results, strict=True):
+            summary.append((set_name, embedder_name, "Postgres", r))
+    print("\n## recall@10 summary")
+    print("| set | embedder | backend | " + " | ".join(METHODS) + " |")
+    print("|---|---|---|" + "---|" * len(METHODS))
+    for set_name, embedder_name, backend, r in summary:
+        print(f"| {set_name} | {embedder_name} | {backend} | "
+              + " | ".join(f"{r[m]:.3f}" for m in METHODS) + " |")
 
 
 if __name__ == "__main__":

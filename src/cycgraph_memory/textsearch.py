@@ -4,10 +4,12 @@
 generated ``search_tsv`` columns use): lowercase, split on anything that is not a letter
 or digit, drop English stop words and one-character tokens, then strip common English
 suffixes (a light stemmer: ``dogs`` -> ``dog``, ``running`` -> ``run``, ``married`` ->
-``marri``, the same stem for the same word everywhere). The in-memory index ranks with
-:class:`BM25Index` (Okapi BM25, ``k1=1.2``, ``b=0.75``); Postgres ranks with ``ts_rank_cd``.
-The two rankings are not numerically identical; both return every document that shares a
-token with the query, best first, ties by id.
+``marry``, the same stem for the same word everywhere). It is the ONE tokenization of the
+library: the in-memory index ranks with :class:`BM25Index` (Okapi BM25, ``k1=1.2``,
+``b=0.75``, IDF ``ln(1 + (N - df + 0.5) / (df + 0.5))`` over the tenant's documents), and
+the Postgres backend stores the same tokens (``search_terms``) and computes the same BM25
+in SQL (:mod:`cycgraph_memory.postgres.bm25`), so both backends rank alike. A query uses
+its first :data:`MAX_QUERY_TERMS` distinct tokens.
 """
 
 from __future__ import annotations
@@ -18,7 +20,23 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable
 
-__all__ = ["BM25Index", "STOP_WORDS", "name_candidates", "query_terms", "tokenize"]
+__all__ = [
+    "BM25Index",
+    "BM25_B",
+    "BM25_K1",
+    "MAX_QUERY_TERMS",
+    "STOP_WORDS",
+    "name_candidates",
+    "query_terms",
+    "tokenize",
+]
+
+BM25_K1 = 1.2
+"""BM25 term-frequency saturation (both backends)."""
+BM25_B = 0.75
+"""BM25 length normalisation (both backends)."""
+MAX_QUERY_TERMS = 32
+"""Distinct tokens of a query used by a text search (the first ones, in order)."""
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -67,8 +85,8 @@ def tokenize(text: str) -> list[str]:
 
 
 def query_terms(text: str) -> list[str]:
-    """Distinct query tokens of ``text`` in first-seen order (letters and digits only)."""
-    return list(dict.fromkeys(tokenize(text)))
+    """Distinct tokens of ``text`` in first-seen order, at most :data:`MAX_QUERY_TERMS`."""
+    return list(dict.fromkeys(tokenize(text)))[:MAX_QUERY_TERMS]
 
 
 def name_candidates(text: str, max_words: int = 4) -> list[str]:
@@ -98,7 +116,7 @@ class BM25Index:
         b: Length normalisation (default 0.75).
     """
 
-    def __init__(self, k1: float = 1.2, b: float = 0.75) -> None:
+    def __init__(self, k1: float = BM25_K1, b: float = BM25_B) -> None:
         self.k1 = k1
         self.b = b
         self._docs: dict[uuid.UUID, Counter[str]] = {}

@@ -29,11 +29,13 @@ from cycgraph_memory.records import (
     SemanticFact,
     Theme,
 )
+from cycgraph_memory.textsearch import tokenize
 
 __all__ = [
     "entity_from_row",
     "entity_to_row",
     "episode_from_rows",
+    "episode_terms",
     "episode_to_row",
     "fact_from_row",
     "fact_to_row",
@@ -192,7 +194,16 @@ def episode_to_row(episode: Episode, tenant_id: str) -> dict[str, Any]:
         "fact_ids": list(episode.fact_ids),
         "provenance": _prov(episode.provenance),
         "invalidated_at": episode.invalidated_at,
+        "search_terms": episode_terms(episode),
     }
+
+
+def episode_terms(episode: Episode) -> list[str]:
+    """An episode's BM25 tokens: its topic, then every message (as the in-memory index)."""
+    terms = tokenize(episode.topic)
+    for message in episode.messages:
+        terms.extend(tokenize(message.content))
+    return terms
 
 
 def messages_to_rows(episode: Episode, tenant_id: str) -> list[dict[str, Any]]:
@@ -208,6 +219,7 @@ def messages_to_rows(episode: Episode, tenant_id: str) -> list[dict[str, Any]]:
             "timestamp": m.timestamp,
             "metadata": m.metadata,
             "embedding": m.embedding,
+            "search_terms": tokenize(m.content),
         }
         for i, m in enumerate(episode.messages)
     ]
@@ -260,6 +272,7 @@ def fact_to_row(fact: SemanticFact, tenant_id: str) -> dict[str, Any]:
         "last_accessed_at": fact.last_accessed_at,
         "tags": list(fact.tags),
         "source_message_ids": list(fact.source_message_ids),
+        "search_terms": tokenize(fact.content),
     }
 
 

@@ -49,6 +49,7 @@ from sqlalchemy import (
     UniqueConstraint,
     Uuid,
     cast,
+    text,
     type_coerce,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
@@ -72,6 +73,8 @@ __all__ = [
     "RelationshipRow",
     "SchemaMetadataRow",
     "TEXT_SEARCH_CONFIG",
+    "TextSearchCorpusRow",
+    "TextSearchTermRow",
     "ThemeRow",
     "WriterKeyRow",
 ]
@@ -160,6 +163,16 @@ def _tsv(column: str) -> Any:
         TSVECTOR, Computed(f"to_tsvector('{TEXT_SEARCH_CONFIG}'::regconfig, {column})",
                            persisted=True)
     )
+
+
+def _terms() -> Any:
+    """A ``search_terms text[]`` column (BM25 tokens, migration 0008).
+
+    The row's :func:`~cycgraph_memory.textsearch.tokenize` tokens in order (duplicates
+    kept: their count is the term frequency), written by the store; the BM25 text search
+    reads them (GIN-indexed).
+    """
+    return mapped_column(ARRAY(Text), server_default=text("'{}'::text[]"))
 
 
 _TZ = DateTime(timezone=True)
@@ -256,6 +269,7 @@ class EpisodeRow(Base):
     __tablename__ = "episodes"
     __table_args__ = (
         Index(None, "tenant_id", "started_at", "id"),
+        Index("ix_episodes_search_terms_gin", "search_terms", postgresql_using="gin"),
         _hnsw("episodes"),
     )
 
@@ -268,6 +282,7 @@ class EpisodeRow(Base):
     fact_ids: Mapped[list[uuid.UUID]] = mapped_column(_UUID_ARRAY)
     provenance: Mapped[dict[str, Any]] = mapped_column(JSONB)
     invalidated_at: Mapped[datetime | None] = mapped_column(_TZ)
+    search_terms: Mapped[list[str]] = _terms()  # topic and every message
 
 
 class MessageRow(Base):
@@ -284,6 +299,7 @@ class MessageRow(Base):
         ),
         Index(None, "tenant_id", "id"),
         Index("ix_episode_messages_search_tsv_gin", "search_tsv", postgresql_using="gin"),
+        Index("ix_episode_messages_search_terms_gin", "search_terms", postgresql_using="gin"),
         _hnsw("episode_messages"),
     )
 
@@ -297,6 +313,7 @@ class MessageRow(Base):
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB)
     embedding: Mapped[list[float] | None] = mapped_column(EmbeddingVector())
     search_tsv: Mapped[str] = _tsv("content")
+    search_terms: Mapped[list[str]] = _terms()
 
 
 class FactRow(Base):
@@ -313,6 +330,7 @@ class FactRow(Base):
         # Default fastupdate (on): written with every fact, read only to trace grounding.
         Index("ix_facts_source_message_ids_gin", "source_message_ids", postgresql_using="gin"),
         Index("ix_facts_search_tsv_gin", "search_tsv", postgresql_using="gin"),
+        Index("ix_facts_search_terms_gin", "search_terms", postgresql_using="gin"),
         _hnsw("facts"),
     )
 
@@ -332,6 +350,7 @@ class FactRow(Base):
     tags: Mapped[list[str]] = mapped_column(ARRAY(Text))
     source_message_ids: Mapped[list[uuid.UUID]] = mapped_column(_UUID_ARRAY)
     search_tsv: Mapped[str] = _tsv("content")
+    search_terms: Mapped[list[str]] = _terms()
 
 
 class ThemeRow(Base):
@@ -420,3 +439,29 @@ class WriterKeyRow(Base):
     idempotency_key: Mapped[str] = mapped_column(Text, primary_key=True)
     fact_ids: Mapped[list[uuid.UUID]] = mapped_column(_UUID_ARRAY)
     created_at: Mapped[datetime] = mapped_column(_TZ)
+
+
+class TextSearchCorpusRow(Base):
+    """BM25 corpus statistics of one tenant's table: documents and summed lengths.
+
+    ``corpus`` is ``facts``, ``episode_messages`` or ``episodes``; lengths in tokens.
+    Maintained by triggers on the three tables (migration 0008), never by the library.
+    """
+
+    __tablename__ = "text_search_corpora"
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    corpus: Mapped[str] = mapped_column(Text, primary_key=True)
+    documents: Mapped[int] = mapped_column(BigInteger)
+    total_length: Mapped[int] = mapped_column(BigInteger)
+
+
+class TextSearchTermRow(Base):
+    """BM25 document frequency of one term in one tenant's table (trigger-maintained)."""
+
+    __tablename__ = "text_search_terms"
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    corpus: Mapped[str] = mapped_column(Text, primary_key=True)
+    term: Mapped[str] = mapped_column(Text, primary_key=True)
+    documents: Mapped[int] = mapped_column(BigInteger)

@@ -29,7 +29,7 @@ Statements and their bind parameters:
 * :func:`relationships_of_entities`: edges touching ``:ids``.
 * :func:`entity_name_match`: ``lower(name) = ANY(:names)``.
 * :data:`SUBGRAPH` (the whole BFS in one recursive CTE) and :data:`TOUCH_FACTS`.
-* :func:`text_candidates`: the bounded text-search candidates (one branch per word).
+* :func:`text_ranked`: BM25 text search (``:bm25_terms``, see ``bm25.py``).
 """
 
 from __future__ import annotations
@@ -68,7 +68,6 @@ from sqlalchemy import (
     select,
     text,
     true,
-    union,
     union_all,
     update,
 )
@@ -77,9 +76,9 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import literal_column, type_coerce
 
+from cycgraph_memory.postgres.bm25 import TEXT_CANDIDATES, bm25_ranked
 from cycgraph_memory.postgres.schema import (
     MAX_VECTOR_HNSW_DIM,
-    TEXT_SEARCH_CONFIG,
     EmbeddingVector,
     EntityRow,
     EpisodeRow,
@@ -99,7 +98,6 @@ __all__ = [
     "MESSAGES",
     "RELATIONSHIPS",
     "SUBGRAPH",
-    "TEXT_CANDIDATES",
     "THEMES",
     "TOUCH_FACTS",
     "UUIDS",
@@ -123,7 +121,8 @@ __all__ = [
     "score_of",
     "settings",
     "temporal_conditions",
-    "text_candidates",
+    "record_columns",
+    "text_ranked",
 ]
 
 ENTITIES: Table = EntityRow.__table__  # type: ignore[assignment]
@@ -146,11 +145,23 @@ _TZ = DateTime(timezone=True)
 MAX_HALFVEC_HNSW_DIM = 4000
 """Widest ``halfvec`` pgvector can index with HNSW; wider schemas are searched exactly."""
 
-TEXT_CANDIDATES = 200
-"""Rows per candidate branch (the AND branch and each word's branch) of a text search."""
 
 
 # ----------------------------------------------------------------------------- helpers
+
+
+_NOT_RECORD = frozenset({"search_tsv", "search_terms"})
+
+
+@lru_cache(maxsize=16)
+def record_columns(table: Table) -> tuple[ColumnElement[Any], ...]:
+    """The columns a record is built from (not the derived search columns)."""
+    return tuple(c for c in table.c if c.name not in _NOT_RECORD)
+
+
+def cast_any(value: object) -> Any:
+    """``value`` typed ``Any``: a bind parameter where a helper's signature names a value."""
+    return value
 
 
 def _p(name: str, type_: Any) -> BindParameter[Any]:
@@ -337,7 +348,7 @@ def knn(
     """
     table = _TABLES[table_name]
     distance = query_distance(table, dim).label("distance")
-    inner = select(table, *_extra(table), distance).where(
+    inner = select(*record_columns(table), *_extra(table), distance).where(
         table.c.tenant_id == _tenant(), table.c.embedding.is_not(None)
     )
     if not include_invalidated:
@@ -384,7 +395,7 @@ def hierarchical_facts(
     if exclude_tags:
         filters.append(not_(f.c.tags.overlap(_p("no_tags", _TEXTS))))
     direct_q = (
-        select(f, fdist, literal(0, Integer()).label("src"))
+        select(*record_columns(f), fdist, literal(0, Integer()).label("src"))
         .where(*filters, f.c.embedding.is_not(None))
         .order_by(fdist)
         .limit(_p("fact_fetch", Integer()))
@@ -393,7 +404,7 @@ def hierarchical_facts(
     direct_sel = select(direct_q).where(1 - direct_q.c.distance >= min_sim)
     if themes == "none":
         return direct_sel
-    theme_base = select(f, fdist, literal(1, Integer()).label("src"))
+    theme_base = select(*record_columns(f), fdist, literal(1, Integer()).label("src"))
     if themes == "all":
         return direct_sel.union_all(
             theme_base.where(f.c.tenant_id == _tenant(), _any_id(f.c.id, "wanted"))
@@ -429,7 +440,7 @@ def hierarchical_facts(
 def by_ids(table_name: str) -> Select[Any]:
     """Rows of ``:ids`` (episodes with their messages). Parameters: ``tenant``, ``ids``."""
     table = _TABLES[table_name]
-    return select(table, *_extra(table)).where(
+    return select(*record_columns(table), *_extra(table)).where(
         table.c.tenant_id == _tenant(), _any_id(table.c.id)
     )
 
@@ -439,7 +450,7 @@ def messages_by_ids() -> Select[Any]:
     """Stored messages of ``:ids`` (one row per id). Parameters: ``tenant``, ``ids``."""
     m = MESSAGES
     return (
-        select(m)
+        select(*record_columns(m))
         .where(m.c.tenant_id == _tenant(), _any_id(m.c.id))
         .order_by(m.c.id, m.c.episode_id)
         .ext(distinct_on(m.c.id))
@@ -464,7 +475,7 @@ def fact_listing(
     ``entity_id`` / ``any_tags`` / ``no_tags`` when those filters are on (GIN indexes).
     """
     t = FACTS
-    stmt = select(t).where(t.c.tenant_id == _tenant())
+    stmt = select(*record_columns(t)).where(t.c.tenant_id == _tenant())
     if not include_invalidated:
         stmt = stmt.where(t.c.invalidated_by.is_(None))
     if theme:
@@ -521,7 +532,7 @@ def facts_of_entities(
     # lateral reference, and with the ORDER BY ... LIMIT in the same query it walked the
     # (tenant, valid_from) index backwards filtering every fact of the tenant (86,000
     # rows, 48 ms per call at 100,000 facts, instead of ~1 ms).
-    matching = select(t).where(*conds).correlate(e).offset(0).subquery("m")
+    matching = select(*record_columns(t)).where(*conds).correlate(e).offset(0).subquery("m")
     inner = (
         select(matching)
         .order_by(matching.c.valid_from.desc(), matching.c.id)
@@ -541,7 +552,7 @@ def relationships_of_entities(
     ``relation_type`` when filtered.
     """
     t = RELATIONSHIPS
-    stmt = select(t).where(t.c.tenant_id == _tenant())
+    stmt = select(*record_columns(t)).where(t.c.tenant_id == _tenant())
     if direction == "outgoing":
         stmt = stmt.where(_any_id(t.c.source_id))
     elif direction == "incoming":
@@ -563,7 +574,7 @@ def relationships_of_entities(
 def entity_name_match(*, include_invalidated: bool) -> Select[Any]:
     """Entities whose lowercased name is one of ``:names``. Parameters: ``tenant``, ``names``."""
     t = ENTITIES
-    stmt = select(t).where(
+    stmt = select(*record_columns(t)).where(
         t.c.tenant_id == _tenant(), func.lower(t.c.name) == any_(_p("names", _TEXTS))
     )
     if not include_invalidated:
@@ -574,17 +585,15 @@ def entity_name_match(*, include_invalidated: bool) -> Select[Any]:
 # ----------------------------------------------------------------------------- text search
 
 
-def _or_query() -> ColumnElement[Any]:
-    return func.to_tsquery(TEXT_SEARCH_CONFIG, _p("or_query", Text()))
+@lru_cache(maxsize=64)
+def text_ranked(
+    table_name: str, *, live: bool, tags: bool = False, exclude_tags: bool = False
+) -> Select[Any]:
+    """Rows of the best ``:limit`` rows by BM25 for the terms ``:bm25_terms``.
 
-
-@lru_cache(maxsize=256)
-def text_candidates(table_name: str, words: int, *, live: bool, tags: bool, exclude_tags: bool
-                    ) -> Any:
-    """Ids of the bounded text candidates: the AND branch and one branch per word.
-
-    Each branch is ``LIMIT TEXT_CANDIDATES`` rows through the GIN index. Parameters:
-    ``tenant``, ``and_query``, ``w0`` ... ``w{words-1}``, and the filters'.
+    The BM25 ranking of :func:`cycgraph_memory.postgres.bm25.bm25_ranked` (on ``(id,
+    search_terms)`` only), joined to the whole rows of the best ``limit``. Parameters:
+    ``tenant``, ``limit``, ``bm25_terms`` and the tag filters'.
     """
     table = _TABLES[table_name]
     filters: list[ColumnElement[bool]] = []
@@ -594,74 +603,16 @@ def text_candidates(table_name: str, words: int, *, live: bool, tags: bool, excl
         filters.append(table.c.tags.overlap(_p("any_tags", _TEXTS)))
     if exclude_tags:
         filters.append(not_(table.c.tags.overlap(_p("no_tags", _TEXTS))))
-    branches = []
-    for name in ("and_query", *(f"w{i}" for i in range(words))):
-        query = func.to_tsquery(TEXT_SEARCH_CONFIG, _p(name, Text()))
-        branches.append(
-            select(table.c.id)
-            .where(table.c.tenant_id == _tenant(), table.c.search_tsv.op("@@")(query), *filters)
-            .limit(TEXT_CANDIDATES)
-        )
-    return union(*branches).subquery("candidates")
-
-
-@lru_cache(maxsize=256)
-def text_ranked(
-    table_name: str, words: int, *, live: bool, tags: bool = False, exclude_tags: bool = False
-) -> Select[Any]:
-    """Rows of the best ``:limit`` candidates by ``ts_rank_cd(search_tsv, :or_query, 1)``.
-
-    The candidates are ranked on ``(id, search_tsv)`` only, then the whole rows of the best
-    ``limit`` are read: projecting every column (the vector cast, the tsvector) for all
-    candidates before the sort cost ~17 ms of a 35 ms statement at 100,000 facts.
-    """
-    table = _TABLES[table_name]
-    rank = func.ts_rank_cd(table.c.search_tsv, _or_query(), 1).label("text_rank")
-    candidates = text_candidates(
-        table_name, words, live=live, tags=tags, exclude_tags=exclude_tags
-    )
-    ranked = (
-        select(table.c.id, rank)
-        .join(candidates, candidates.c.id == table.c.id)
-        .where(table.c.tenant_id == _tenant())
-        .order_by(rank.desc(), table.c.id)
-        .limit(_p("limit", Integer()))
-        .subquery("ranked")
-    )
+    ranked = bm25_ranked(
+        table, cast_any(_tenant()), (), filters, cast_any(_p("limit", Integer())),
+        candidates=TEXT_CANDIDATES,
+    ).subquery("ranked")
     return (
-        select(table, ranked.c.text_rank)
+        select(*record_columns(table), *_extra(table), ranked.c.text_rank)
         .join(ranked, ranked.c.id == table.c.id)
         .where(table.c.tenant_id == _tenant())
         .order_by(ranked.c.text_rank.desc(), table.c.id)
     )
-
-
-@lru_cache(maxsize=64)
-def text_ranked_episodes(words: int, *, include_invalidated: bool) -> Select[Any]:
-    """Episodes by the summed ``ts_rank_cd`` of their candidate messages, ``:limit``."""
-    m, e = MESSAGES, EPISODES
-    candidates = text_candidates("episode_messages", words, live=False, tags=False,
-                                 exclude_tags=False)
-    per_episode = (
-        select(
-            m.c.episode_id.label("episode_id"),
-            func.sum(func.ts_rank_cd(m.c.search_tsv, _or_query(), 1)).label("text_rank"),
-        )
-        .join(candidates, candidates.c.id == m.c.id)
-        .where(m.c.tenant_id == _tenant())
-        .group_by(m.c.episode_id)
-        .subquery("hits")
-    )
-    stmt = (
-        select(e, episode_messages_column(), per_episode.c.text_rank)
-        .join(per_episode, per_episode.c.episode_id == e.c.id)
-        .where(e.c.tenant_id == _tenant())
-        .order_by(per_episode.c.text_rank.desc(), e.c.id)
-        .limit(_p("limit", Integer()))
-    )
-    if not include_invalidated:
-        stmt = stmt.where(e.c.invalidated_at.is_(None))
-    return stmt
 
 
 # ----------------------------------------------------------------------------- graph, touch
