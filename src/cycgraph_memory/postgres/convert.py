@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from cycgraph_memory._construct import trusted
@@ -42,6 +42,7 @@ __all__ = [
     "message_from_row",
     "messages_to_rows",
     "provenance_from_json",
+    "relationship_from_json",
     "relationship_from_row",
     "relationship_to_row",
     "theme_from_row",
@@ -97,7 +98,11 @@ _fromiso = datetime.fromisoformat
 
 def _ts(value: Any) -> datetime:
     # JSON (provenance, messages aggregated as jsonb) holds ISO strings; columns datetimes.
-    return _fromiso(value) if type(value) is str else value
+    # jsonb prints timestamptz in the session's time zone: records hold UTC.
+    if type(value) is not str:
+        return value  # type: ignore[no-any-return]
+    parsed = _fromiso(value)
+    return parsed if parsed.tzinfo is UTC else parsed.astimezone(UTC)
 
 
 def provenance_from_json(value: Mapping[str, Any]) -> Provenance:
@@ -179,6 +184,23 @@ def relationship_from_row(row: Row) -> Relationship:
         valid_until=row["valid_until"],
         provenance=provenance_from_json(row["provenance"]),
         invalidated_by=row["invalidated_by"],
+    )
+
+
+def relationship_from_json(value: Mapping[str, Any]) -> Relationship:
+    """A :class:`Relationship` from its row as a JSON object (``to_jsonb(row)``)."""
+    return trusted(
+        Relationship,
+        id=_uuid(value["id"]),
+        source_id=_uuid(value["source_id"]),
+        target_id=_uuid(value["target_id"]),
+        relation_type=value["relation_type"],
+        weight=float(value["weight"]),
+        attributes=value["attributes"],
+        valid_from=_ts(value["valid_from"]),
+        valid_until=None if value["valid_until"] is None else _ts(value["valid_until"]),
+        provenance=provenance_from_json(value["provenance"]),
+        invalidated_by=value["invalidated_by"],
     )
 
 

@@ -109,6 +109,7 @@ __all__ = [
     "episode_messages_column",
     "fact_listing",
     "fact_listing_touched",
+    "expansion",
     "facts_of_entities",
     "fetch",
     "hierarchical_facts",
@@ -781,3 +782,68 @@ def fact_listing_touched(*, include_invalidated: bool, exclude_tags: bool) -> Se
         .order_by(page.c.valid_from, page.c.id)
     )
 
+
+
+_ENTITY_COLUMNS = ", ".join(
+    f"e.{c.name}::real[] AS {c.name}" if c.name == "embedding" else f"e.{c.name}"
+    for c in ENTITIES.c
+)
+
+
+@lru_cache(maxsize=32)
+def expansion(*, touch: bool, include_invalidated: bool, entity_types: bool) -> TextualSelect:
+    """Entities of the served facts, their relationships and (``touch``) the touch, at once.
+
+    ``retrieve_memory``'s expansion in one statement: the entities of ``:ids`` (rows),
+    the relationships touching those of them that pass the query's entity filters
+    (live unless ``include_invalidated``, of ``:entity_types`` when given), live unless
+    ``include_invalidated``, in ``(valid_from, id)`` order, at most ``:rel_limit``
+    (``NULL``: all), as one jsonb array column; and with ``touch`` a data-modifying CTE
+    that touches the served facts ``:served`` (``:at``) like :data:`TOUCH_FACTS`. The
+    touch runs even when no entity row is returned. Parameters: ``tenant``, ``ids``,
+    ``rel_limit``, ``entity_types``, ``served``, ``at``.
+    """
+    live = "" if include_invalidated else (
+        " AND e.invalidated_at IS NULL AND e.superseded_by IS NULL"
+    )
+    types = " AND e.entity_type = ANY(CAST(:entity_types AS text[]))" if entity_types else ""
+    rel_live = "" if include_invalidated else " AND r.invalidated_by IS NULL"
+    touched = f"""touched AS (
+    UPDATE facts SET
+        access_count = CASE WHEN access_count < {MAX_ACCESS_COUNT}
+                            THEN access_count + 1 ELSE {MAX_ACCESS_COUNT} END,
+        last_accessed_at = :at
+    WHERE tenant_id = :tenant AND id IN (
+        SELECT id FROM facts WHERE tenant_id = :tenant AND id = ANY(:served)
+        ORDER BY id FOR UPDATE)
+    RETURNING id
+),
+""" if touch else ""
+    sql = f"""WITH {touched}kept AS (
+    SELECT e.id FROM entities e
+    WHERE e.tenant_id = :tenant AND e.id = ANY(:ids){live}{types}
+),
+rels AS (
+    SELECT r.id, r.source_id, r.target_id, r.relation_type, r.weight, r.attributes,
+           r.valid_from, r.valid_until, r.provenance, r.invalidated_by
+    FROM relationships r
+    WHERE r.tenant_id = :tenant
+      AND (r.source_id IN (SELECT id FROM kept) OR r.target_id IN (SELECT id FROM kept)){rel_live}
+    ORDER BY r.valid_from, r.id
+    LIMIT :rel_limit
+)
+SELECT {_ENTITY_COLUMNS},
+       (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.valid_from, x.id), '[]'::jsonb)
+        FROM rels x) AS relationships
+FROM entities e
+WHERE e.tenant_id = :tenant AND e.id = ANY(:ids)"""
+    binds: list[BindParameter[Any]] = [
+        bindparam("tenant", type_=Text()),
+        bindparam("ids", type_=UUIDS),
+        bindparam("rel_limit", type_=Integer()),
+    ]
+    if entity_types:
+        binds.append(bindparam("entity_types", type_=_TEXTS))
+    if touch:
+        binds += [bindparam("served", type_=UUIDS), bindparam("at", type_=_TZ)]
+    return text(sql).bindparams(*binds).columns(*ENTITIES.c, relationships=JSONB)

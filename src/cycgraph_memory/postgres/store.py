@@ -537,6 +537,56 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
 
         return await self._run(work, "list and touch facts")
 
+    async def expand_facts(
+        self,
+        entity_ids: Sequence[uuid.UUID],
+        *,
+        include_invalidated: bool,
+        entity_types: Sequence[str] | None,
+        relationship_limit: int | None,
+        touch: Sequence[uuid.UUID] = (),
+        at: datetime | None = None,
+    ) -> tuple[dict[uuid.UUID, Entity], list[Relationship], bool]:
+        """``get_entities`` + ``get_relationships_for_entities`` (+ ``touch_facts``) at once.
+
+        ``retrieve_memory``'s expansion of the served facts in one statement
+        (:func:`~cycgraph_memory.postgres.statements.expansion`): the entities of
+        ``entity_ids``; the relationships (``(valid_from, id)`` order, at most
+        ``relationship_limit``, live unless ``include_invalidated``) touching those of
+        them that are live (unless ``include_invalidated``) and of ``entity_types`` (when
+        given); and the touch of the facts ``touch``. With a read engine the reads run
+        there and the touch is left to the caller (on the primary).
+
+        Returns:
+            The entities by id, the relationships, and whether ``touch`` was touched.
+        """
+        can_touch = bool(touch) and self._read_sessionmaker is None
+        if not entity_ids and not can_touch:
+            return {}, [], False
+        stmt = statements.expansion(
+            touch=can_touch, include_invalidated=include_invalidated,
+            entity_types=entity_types is not None,
+        )
+        params: dict[str, Any] = {
+            "tenant": self._tenant, "ids": list(entity_ids), "rel_limit": relationship_limit,
+            "entity_types": None if entity_types is None else list(entity_types),
+            "served": list(touch), "at": utc_now() if at is None else convert_ts(at),
+        }
+
+        async def work(session: AsyncSession) -> Sequence[Any]:
+            return await statements.fetch(session, stmt, params)
+
+        if can_touch:
+            rows = await self._run(work, "expand and touch facts")
+        else:
+            async with self._read() as session:
+                rows = await work(session)
+        entities = {convert._uuid(r["id"]): convert.entity_from_row(r) for r in rows}
+        relationships = (
+            [convert.relationship_from_json(x) for x in rows[0]["relationships"]] if rows else []
+        )
+        return entities, relationships, can_touch
+
     async def touch_facts(
         self, ids: Iterable[uuid.UUID | str], at: datetime | None = None
     ) -> None:

@@ -194,9 +194,7 @@ async def _hierarchical_path(
 ) -> MemoryResult:
     ranked, themes = await _vector_ranking(store, index, q, opts, depth=q.limit)
     facts = cut([f for f, _ in ranked], q.limit)
-    result = await _expand(store, q, facts, themes=cut(themes, q.limit))
-    await _touch(store, facts)
-    return result
+    return await _expand(store, q, facts, themes=cut(themes, q.limit), touch=True)
 
 
 async def _vector_ranking(
@@ -294,10 +292,9 @@ async def _fused_path(
     facts, scores, messages, themes = await hybrid_candidates(
         store, index, q, opts, mode, vector=vector
     )
-    result = await _expand(store, q, facts, themes=themes)
+    result = await _expand(store, q, facts, themes=themes, touch=True)
     result.messages = messages
     result.fact_scores = scores
-    await _touch(store, facts)
     return result
 
 
@@ -327,11 +324,33 @@ async def _expand(
     facts: list[SemanticFact],
     *,
     themes: list[Theme],
+    touch: bool = False,
 ) -> MemoryResult:
-    """Episodes, entities and relationships of the served facts (hierarchical path)."""
+    """Episodes, entities and relationships of the served facts (hierarchical path).
+
+    ``touch``: also touch the served facts (after reading them), with the expansion when
+    the store can do both in one call.
+    """
     episodes = await _episodes_of(store, q, facts)
     entity_ids = ordered_ids(f.entity_ids for f in facts)
-    found = await store.get_entities(entity_ids) if entity_ids else {}
+    # Store order (valid_from, id) is the ranking of relationships here: without
+    # post-filters the store can cut at the limit itself.
+    post = q.valid_at or q.changed_since or q.relation_types
+    # Optional store capability: entities, their relationships and the touch of the
+    # served facts in one call (one statement on Postgres).
+    native = getattr(store, "expand_facts", None) if touch else None
+    fetched: list[Relationship] = []
+    touched = False
+    if native is not None:
+        found, fetched, touched = await native(
+            entity_ids,
+            include_invalidated=q.include_invalidated,
+            entity_types=q.entity_types,
+            relationship_limit=None if post else q.limit,
+            touch=[f.id for f in facts],
+        )
+    else:
+        found = await store.get_entities(entity_ids) if entity_ids else {}
     entities = filter_entities(
         by_citation(found, entity_ids),
         include_invalidated=q.include_invalidated,
@@ -340,12 +359,11 @@ async def _expand(
     relationships: list[Relationship] = []
     if entities:
         ids = [e.id for e in entities]
-        # Store order (valid_from, id) is the ranking here: without post-filters the
-        # store can cut at the limit itself.
-        post = q.valid_at or q.changed_since or q.relation_types
-        fetched = await store.get_relationships_for_entities(
-            ids, include_invalidated=q.include_invalidated, limit=None if post else q.limit
-        )
+        if native is None:
+            fetched = await store.get_relationships_for_entities(
+                ids, include_invalidated=q.include_invalidated,
+                limit=None if post else q.limit,
+            )
         rank = dict.fromkeys(ids, 0)
         relationships = rank_relationships(
             filter_relationships(
@@ -357,6 +375,8 @@ async def _expand(
             ),
             rank,
         )
+    if touch and not touched:
+        await _touch(store, facts)
     return MemoryResult(
         themes=themes,
         facts=facts,
