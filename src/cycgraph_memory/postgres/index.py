@@ -229,6 +229,7 @@ class PostgresMemoryIndex(HierarchicalCandidates, PostgresSearchMixin, PostgresB
             stmt = statements.knn(
                 table.name, dim, include_invalidated=opts.include_invalidated, tags=tags,
                 exclude_tags=exclude, min_similarity=opts.min_similarity is not None,
+                zero_query=not any(params["q"]),
             )
             # The HNSW scan can only order by distance, so ties are broken by id here: fetch
             # one row more than asked and widen the fetch while a tie straddles the cut.

@@ -340,8 +340,13 @@ def knn(
     tags: bool = False,
     exclude_tags: bool = False,
     min_similarity: bool = False,
+    zero_query: bool = False,
 ) -> Select[Any]:
     """Nearest rows of one record type to ``:q`` (HNSW order), ``:fetch`` of them.
+
+    ``zero_query``: the query vector is all zeros, so every cosine distance is undefined
+    (every row scores 0, ties by id): rows in id order instead of an index scan that cannot
+    rank them (whether one was chosen would depend on the table's statistics).
 
     Bind parameters: ``tenant``, ``q``, ``fetch``, and ``any_tags`` / ``no_tags`` /
     ``min_similarity`` when those filters are on. Rows carry every column and
@@ -358,7 +363,8 @@ def knn(
         inner = inner.where(table.c.tags.overlap(_p("any_tags", _TEXTS)))
     if exclude_tags:
         inner = inner.where(not_(table.c.tags.overlap(_p("no_tags", _TEXTS))))
-    nearest = inner.order_by(distance).limit(_p("fetch", Integer())).subquery("nearest")
+    order = table.c.id if zero_query else distance
+    nearest = inner.order_by(order).limit(_p("fetch", Integer())).subquery("nearest")
     stmt = select(nearest)
     if min_similarity:
         stmt = stmt.where(_similarity(nearest.c.distance) >= _p("min_similarity", Double()))
