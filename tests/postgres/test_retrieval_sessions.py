@@ -97,10 +97,85 @@ async def test_round_trips_per_retrieval(pg_engine: Any) -> None:
         statements.clear()
         result = await retrieve_memory(store, index, {"embedding": [1.0] + [0.0] * 7})
         assert len(result.facts) == len(facts)
-        # settings + tenant, themes, facts (direct and theme facts), entities,
-        # relationships, touch, message kNN
-        assert len(statements) <= 7, statements
+        # settings + tenant, themes, facts (direct and theme facts), the expansion
+        # (entities, relationships and the touch in one statement), message kNN
+        assert len(statements) == 5, statements
         assert sum("set_config" in s for s in statements) == 1, statements
+        # Tag path: the tenant setting, then the listing and the touch in one statement.
+        statements.clear()
+        result = await retrieve_memory(store, index, {"tags": ["lesson"], "limit": 3})
+        assert len(result.facts) == 3
+        assert len(statements) == 2, statements
+        assert statements[1].lstrip().startswith("WITH") and "UPDATE facts" in statements[1]
     finally:
         event.remove(pg_engine.sync_engine, "before_cursor_execute", count)
         await store.clear()
+
+
+async def _counts(store: Any, index: Any, entity: Any) -> dict[str, int]:
+    from cycgraph_memory import MemoryQuery
+
+    queries = {
+        "vector": (MemoryQuery(embedding=[1.0] + [0.0] * 7, limit=5), "vector"),
+        "hybrid": (MemoryQuery(embedding=[1.0] + [0.0] * 7, text="alpha topic e0",
+                               limit=5, min_similarity=0.0), "hybrid"),
+        "tags": (MemoryQuery(tags=["lesson"], limit=5), None),
+        "entity": (MemoryQuery(entity_ids=[entity.id], max_hops=2, limit=5), None),
+    }
+    out: dict[str, int] = {}
+    for name, (q, mode) in queries.items():
+        await retrieve_memory(store, index, q, mode=mode)  # warm the schema-dim cache
+        _STATEMENTS.clear()
+        result = await retrieve_memory(store, index, q, mode=mode)
+        assert result.facts, name
+        out[name] = len(_STATEMENTS)
+    return out
+
+
+_STATEMENTS: list[str] = []
+
+
+async def test_statements_per_call_do_not_grow_with_the_tenant(pg_engine: Any) -> None:
+    """Statements per retrieval: the same on a tenant of 10 facts and one of 400."""
+    from cycgraph_memory.postgres import PostgresMemoryIndex, PostgresMemoryStore
+
+    prov = Provenance(source="agent")
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        _STATEMENTS.append(statement)
+
+    stores = []
+    counts = []
+    event.listen(pg_engine.sync_engine, "before_cursor_execute", count)
+    try:
+        for size in (10, 400):
+            tenant = f"shape_{size}_{secrets.token_hex(3)}"
+            store = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+            index = PostgresMemoryIndex(pg_engine, tenant_id=tenant)
+            stores.append(store)
+            entities = [Entity(name=f"e{i}", entity_type="t", provenance=prov)
+                        for i in range(max(2, size // 10))]
+            await store.put_entities(entities)
+            await store.put_relationships([
+                Relationship(source_id=x.id, target_id=y.id, relation_type="r",
+                             provenance=prov)
+                for x, y in itertools.pairwise(entities)
+            ])
+            await store.put_facts([
+                SemanticFact(content=f"alpha topic {i}", tags=["lesson"],
+                             entity_ids=[entities[i % len(entities)].id],
+                             embedding=[1.0, 0.01 * i] + [0.0] * 6, provenance=prov)
+                for i in range(size)
+            ])
+            counts.append(await _counts(store, index, entities[0]))
+    finally:
+        event.remove(pg_engine.sync_engine, "before_cursor_execute", count)
+        for store in stores:
+            await store.clear()
+    small, large = counts
+    assert small == large
+    # vector: settings, themes, facts, expansion + touch, message kNN; hybrid adds the
+    # text statements (facts, messages), the entity-name match and its facts; tags:
+    # settings, listing + touch; entity: settings, subgraph CTE, edges, facts of the
+    # entities, touch (and the themes, when the facts have one).
+    assert small == {"vector": 5, "hybrid": 9, "tags": 2, "entity": 5}, small

@@ -6,6 +6,11 @@ ANY Postgres backend object (store, index, ledger, ...) built on the same ``Asyn
 ``AsyncConnection`` or sessionmaker joins the one open session and commits or rolls back with
 it. Objects on different binds never share a transaction.
 
+Reads can go to another engine (``read_engine=``, e.g. a streaming replica): retrieval,
+searches and listings run there, unless the task has a unit of
+work open on the primary bind, which they join (read-your-writes). Writes, units of work and
+advisory locks always use the primary bind.
+
 Every transaction also carries the tenant as the transaction-local setting
 ``cycgraph.tenant_id`` (``set_config(..., true)``), which the row-level security policies
 of migration 0006 compare with each row's ``tenant_id``: the database itself keeps a
@@ -16,12 +21,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from contextvars import ContextVar
 from types import MappingProxyType
 from typing import TypeVar
 
-from sqlalchemy import func, select, text
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from cycgraph_memory._ids import parse_id, parse_ids
@@ -31,6 +36,7 @@ from cycgraph_memory.errors import (
     InvalidTenantError,
     SchemaNotReadyError,
 )
+from cycgraph_memory.postgres import statements
 from cycgraph_memory.postgres._errors import translate_errors
 from cycgraph_memory.postgres.schema import SchemaMetadataRow
 from cycgraph_memory.retry import DEFAULT_RETRY, RetryPolicy, call_with_retry
@@ -40,6 +46,7 @@ __all__ = [
     "TENANT_SETTING",
     "Bind",
     "PostgresBackend",
+    "advisory_lock_key",
     "parse_id",
     "parse_ids",
     "validate_tenant",
@@ -53,7 +60,6 @@ TENANT_SETTING = "cycgraph.tenant_id"
 
 _TENANT_INFO_KEY = "cycgraph_tenant"  # session.info: tenant last set in this session's transaction
 SEARCH_GUCS_INFO_KEY = "cycgraph_search_gucs"  # session.info: HNSW settings last set in it
-_SET_TENANT = text(f"SELECT set_config('{TENANT_SETTING}', :tenant, true)")
 
 T = TypeVar("T")
 
@@ -67,6 +73,30 @@ _UNITS_OF_WORK: ContextVar[Mapping[object, AsyncSession]] = ContextVar(
 
 Bind = AsyncEngine | async_sessionmaker[AsyncSession]
 """What stores and indexes are built from: an engine or an injected sessionmaker."""
+
+def advisory_lock_key(tenant_id: str, name: str) -> str:
+    """The text hashed into the advisory lock of :meth:`PostgresBackend.exclusive`.
+
+    It starts with the tenant (``cycgraph:<tenant>:<name>``): a lock is per tenant, so
+    on a sharded deployment (Citus) it never needs a cluster-wide key.
+    """
+    return f"cycgraph:{tenant_id}:{name}"
+
+
+def _maker(bind: object) -> async_sessionmaker[AsyncSession]:
+    if isinstance(bind, AsyncEngine):
+        return async_sessionmaker(bind, expire_on_commit=False)
+    if isinstance(bind, async_sessionmaker):
+        return bind
+    raise TypeError(
+        f"expected an AsyncEngine or an async_sessionmaker, got {type(bind).__name__}"
+    )
+
+
+def _key(maker: async_sessionmaker[AsyncSession]) -> object:
+    """What units of work are keyed by: the maker's bind (engine, connection) or itself."""
+    bind = maker.kw.get("bind")
+    return bind if bind is not None else maker
 
 
 def validate_tenant(tenant_id: object) -> str:
@@ -92,29 +122,24 @@ class PostgresBackend:
         tenant_id: str = DEFAULT_TENANT,
         embedding_dim: int | None = None,
         retry: RetryPolicy | None = None,
+        read_engine: Bind | None = None,
     ) -> None:
         self._tenant = validate_tenant(tenant_id)
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise InvalidInputError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
         self._retry = DEFAULT_RETRY if retry is None else retry
-        if isinstance(bind, AsyncEngine):
-            self._sessionmaker: async_sessionmaker[AsyncSession] = async_sessionmaker(
-                bind, expire_on_commit=False
-            )
-        elif isinstance(bind, async_sessionmaker):
-            self._sessionmaker = bind
-        else:
-            raise TypeError(
-                f"expected an AsyncEngine or an async_sessionmaker, got {type(bind).__name__}"
-            )
+        self._sessionmaker: async_sessionmaker[AsyncSession] = _maker(bind)
+        self._read_sessionmaker = None if read_engine is None else _maker(read_engine)
         if embedding_dim is not None and (
             not isinstance(embedding_dim, int) or embedding_dim < 1
         ):
             raise InvalidInputError(f"embedding_dim must be a positive int, got {embedding_dim!r}")
         self._configured_dim = embedding_dim
         self._schema_dim: int | None = None
-        bind_of_maker = self._sessionmaker.kw.get("bind")
-        self._uow_key: object = bind_of_maker if bind_of_maker is not None else self._sessionmaker
+        self._uow_key: object = _key(self._sessionmaker)
+        self._read_key: object | None = (
+            None if self._read_sessionmaker is None else _key(self._read_sessionmaker)
+        )
 
     @property
     def tenant_id(self) -> str:
@@ -131,9 +156,50 @@ class PostgresBackend:
         """The session factory every operation uses."""
         return self._sessionmaker
 
+    @property
+    def read_sessionmaker(self) -> async_sessionmaker[AsyncSession] | None:
+        """The session factory of the read engine (``None``: reads use the primary)."""
+        return self._read_sessionmaker
+
     def _active_session(self) -> AsyncSession | None:
         """The open unit-of-work session on this object's bind in this task, if any."""
         return _UNITS_OF_WORK.get().get(self._uow_key)
+
+    @asynccontextmanager
+    async def read_scope(self) -> AsyncIterator[None]:
+        """Share one session (one transaction) between the read calls of the block.
+
+        ``retrieve_memory`` reads through several store and index calls; inside this scope
+        they take one connection checkout, one ``BEGIN`` and one ``COMMIT`` instead of one
+        of each per call. Every Postgres object on the same binds joins the scope. Inside
+        an open :meth:`transaction` it simply joins it (no savepoint). With a read engine
+        the shared session is a transaction on it (writes made inside the block,
+        such as the touch of served facts, still go to the primary in their own
+        transaction).
+        """
+        if self._active_session() is not None:
+            yield
+            return
+        if self._read_key is None or self._read_sessionmaker is None:
+            async with self.transaction():
+                yield
+            return
+        if _UNITS_OF_WORK.get().get(self._read_key) is not None:
+            yield
+            return
+        session = self._read_sessionmaker()
+        units = dict(_UNITS_OF_WORK.get())
+        units[self._read_key] = session
+        token = _UNITS_OF_WORK.set(MappingProxyType(units))
+        try:
+            with translate_errors():
+                await session.begin()
+            yield
+        finally:
+            _UNITS_OF_WORK.reset(token)
+            with translate_errors():
+                await session.rollback()  # reads only: nothing to commit
+                await session.close()
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
@@ -197,21 +263,32 @@ class PostgresBackend:
             async with self._session() as session:
                 await session.execute(
                     text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
-                    {"key": f"cycgraph:{self._tenant}:{name}"},
+                    {"key": advisory_lock_key(self._tenant, name)},
                 )
             yield
 
     @asynccontextmanager
     async def _session(
-        self, settings: tuple[tuple[str, str], ...] = ()
+        self, settings: tuple[tuple[str, str], ...] = (), *, read: bool = False
     ) -> AsyncIterator[AsyncSession]:
         """Yield the active unit-of-work session, or a fresh session in its own transaction.
 
         The tenant (and ``settings``, transaction-local ``(name, value)`` pairs such as the
         HNSW search settings) are set before the first statement, in one round trip, and
-        not again while the transaction already has them.
+        not again while the transaction already has them. ``read=True`` (reads only): with
+        a read engine and no unit of work open on the primary, the session is the read
+        scope's, or a fresh transaction on the read engine.
         """
         active = self._active_session()
+        if active is None and read and self._read_key is not None:
+            active = _UNITS_OF_WORK.get().get(self._read_key)
+            if active is None:
+                assert self._read_sessionmaker is not None
+                with translate_errors():
+                    async with self._read_sessionmaker() as session, session.begin():
+                        await self._set_tenant(session, settings)
+                        yield session
+                return
         if active is not None:
             with translate_errors():
                 await self._set_tenant(active, settings)
@@ -221,6 +298,12 @@ class PostgresBackend:
             async with self._sessionmaker() as session, session.begin():
                 await self._set_tenant(session, settings)
                 yield session
+
+    def _read(
+        self, settings: tuple[tuple[str, str], ...] = ()
+    ) -> AbstractAsyncContextManager[AsyncSession]:
+        """:meth:`_session` for a read (the read engine when there is one; see there)."""
+        return self._session(settings, read=True)
 
     async def _set_tenant(
         self, session: AsyncSession, settings: tuple[tuple[str, str], ...] = ()
@@ -234,10 +317,14 @@ class PostgresBackend:
         if tenant_set and settings_set:
             return
         if not settings or settings_set:
-            await session.execute(_SET_TENANT, {"tenant": self._tenant})
+            pairs: tuple[tuple[str, str], ...] = ((TENANT_SETTING, self._tenant),)
         else:
             pairs = settings if tenant_set else ((TENANT_SETTING, self._tenant), *settings)
-            await session.execute(select(*(func.set_config(k, v, True) for k, v in pairs)))
+        await session.execute(
+            statements.settings(tuple(k for k, _ in pairs)),
+            {f"v{i}": v for i, (_, v) in enumerate(pairs)},
+        )
+        if settings and not settings_set:
             session.info[SEARCH_GUCS_INFO_KEY] = settings
         session.info[_TENANT_INFO_KEY] = self._tenant
 

@@ -1,17 +1,25 @@
 """Explicit conversions between pydantic records and table rows.
 
 Records -> ``dict`` of column values (ready for ``INSERT``); result rows (mappings) ->
-fresh pydantic records. Embeddings are stored as pgvector ``vector`` (single precision):
-values read back are the float32 roundings of what was written (values such as ``0.1``
-come back unchanged because pgvector prints the shortest round-tripping text).
+fresh pydantic records. Rows come from our own tables, whose values were validated when
+they were written (every ``put_*`` validates its records, and the columns' types and
+constraints hold the rest), so they are decoded with the trusted constructor
+(:func:`cycgraph_memory._construct.trusted`): no validator runs again on read. What enters
+from outside (every write, every query) is still validated.
+
+Embeddings are stored as pgvector ``vector`` (single precision): values read back are the
+float32 roundings of what was written (values such as ``0.1`` come back unchanged because
+pgvector prints the shortest round-tripping text).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
+from cycgraph_memory._construct import trusted
 from cycgraph_memory.records import (
     Entity,
     Episode,
@@ -33,6 +41,8 @@ __all__ = [
     "fact_to_row",
     "message_from_row",
     "messages_to_rows",
+    "provenance_from_json",
+    "relationship_from_json",
     "relationship_from_row",
     "relationship_to_row",
     "theme_from_row",
@@ -83,6 +93,32 @@ def _prov(value: Provenance) -> dict[str, Any]:
     return value.model_dump(mode="json")
 
 
+_fromiso = datetime.fromisoformat
+
+
+def _ts(value: Any) -> datetime:
+    # JSON (provenance, messages aggregated as jsonb) holds ISO strings; columns datetimes.
+    # jsonb prints timestamptz in the session's time zone: records hold UTC.
+    if type(value) is not str:
+        return value  # type: ignore[no-any-return]
+    parsed = _fromiso(value)
+    return parsed if parsed.tzinfo is UTC else parsed.astimezone(UTC)
+
+
+def provenance_from_json(value: Mapping[str, Any]) -> Provenance:
+    """A :class:`Provenance` from the JSON object it was written as (trusted)."""
+    return trusted(
+        Provenance,
+        source=value["source"],
+        agent_id=value.get("agent_id"),
+        tool_name=value.get("tool_name"),
+        run_id=value.get("run_id"),
+        node_id=value.get("node_id"),
+        confidence=value.get("confidence"),
+        created_at=_ts(value["created_at"]),
+    )
+
+
 def entity_to_row(entity: Entity, tenant_id: str) -> dict[str, Any]:
     """Column values of ``entity`` for ``tenant_id``."""
     return {
@@ -102,13 +138,14 @@ def entity_to_row(entity: Entity, tenant_id: str) -> dict[str, Any]:
 
 def entity_from_row(row: Row) -> Entity:
     """Build a fresh :class:`Entity` from a result row."""
-    return Entity(
+    return trusted(
+        Entity,
         id=_uuid(row["id"]),
         name=row["name"],
         entity_type=row["entity_type"],
         attributes=row["attributes"],
         embedding=_vector(row["embedding"]),
-        provenance=Provenance.model_validate(row["provenance"]),
+        provenance=provenance_from_json(row["provenance"]),
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         invalidated_at=row["invalidated_at"],
@@ -135,17 +172,35 @@ def relationship_to_row(rel: Relationship, tenant_id: str) -> dict[str, Any]:
 
 def relationship_from_row(row: Row) -> Relationship:
     """Build a fresh :class:`Relationship` from a result row."""
-    return Relationship(
+    return trusted(
+        Relationship,
         id=_uuid(row["id"]),
         source_id=_uuid(row["source_id"]),
         target_id=_uuid(row["target_id"]),
         relation_type=row["relation_type"],
-        weight=row["weight"],
+        weight=float(row["weight"]),
         attributes=row["attributes"],
         valid_from=row["valid_from"],
         valid_until=row["valid_until"],
-        provenance=Provenance.model_validate(row["provenance"]),
+        provenance=provenance_from_json(row["provenance"]),
         invalidated_by=row["invalidated_by"],
+    )
+
+
+def relationship_from_json(value: Mapping[str, Any]) -> Relationship:
+    """A :class:`Relationship` from its row as a JSON object (``to_jsonb(row)``)."""
+    return trusted(
+        Relationship,
+        id=_uuid(value["id"]),
+        source_id=_uuid(value["source_id"]),
+        target_id=_uuid(value["target_id"]),
+        relation_type=value["relation_type"],
+        weight=float(value["weight"]),
+        attributes=value["attributes"],
+        valid_from=_ts(value["valid_from"]),
+        valid_until=None if value["valid_until"] is None else _ts(value["valid_until"]),
+        provenance=provenance_from_json(value["provenance"]),
+        invalidated_by=value["invalidated_by"],
     )
 
 
@@ -194,11 +249,12 @@ def messages_to_rows(episode: Episode, tenant_id: str) -> list[dict[str, Any]]:
 
 def message_from_row(row: Row) -> Message:
     """Build a fresh :class:`Message` from a message row (or its jsonb form)."""
-    return Message(
+    return trusted(
+        Message,
         id=_uuid(row["id"]),
         role=row["role"],
         content=row["content"],
-        timestamp=row["timestamp"],
+        timestamp=_ts(row["timestamp"]),
         metadata=row["metadata"],
         embedding=_vector(row.get("embedding")),
     )
@@ -206,7 +262,8 @@ def message_from_row(row: Row) -> Message:
 
 def episode_from_rows(row: Row, messages: Sequence[Row]) -> Episode:
     """Build a fresh :class:`Episode` from its row and its message rows (in order)."""
-    return Episode(
+    return trusted(
+        Episode,
         id=_uuid(row["id"]),
         topic=row["topic"],
         messages=[message_from_row(m) for m in messages],
@@ -214,7 +271,7 @@ def episode_from_rows(row: Row, messages: Sequence[Row]) -> Episode:
         ended_at=row["ended_at"],
         embedding=_vector(row["embedding"]),
         fact_ids=_uuids(row["fact_ids"]),
-        provenance=Provenance.model_validate(row["provenance"]),
+        provenance=provenance_from_json(row["provenance"]),
         invalidated_at=row["invalidated_at"],
     )
 
@@ -243,20 +300,21 @@ def fact_to_row(fact: SemanticFact, tenant_id: str) -> dict[str, Any]:
 
 def fact_from_row(row: Row) -> SemanticFact:
     """Build a fresh :class:`SemanticFact` from a result row."""
-    return SemanticFact(
+    return trusted(
+        SemanticFact,
         id=_uuid(row["id"]),
         content=row["content"],
         source_episode_ids=_uuids(row["source_episode_ids"]),
         entity_ids=_uuids(row["entity_ids"]),
         theme_id=_uuid_opt(row["theme_id"]),
         embedding=_vector(row["embedding"]),
-        provenance=Provenance.model_validate(row["provenance"]),
+        provenance=provenance_from_json(row["provenance"]),
         valid_from=row["valid_from"],
         valid_until=row["valid_until"],
         invalidated_by=row["invalidated_by"],
         access_count=row["access_count"],
         last_accessed_at=row["last_accessed_at"],
-        tags=list(row["tags"] or []),
+        tags=list(row["tags"] or ()),
         source_message_ids=_uuids(row.get("source_message_ids")),
     )
 
@@ -278,12 +336,13 @@ def theme_to_row(theme: Theme, tenant_id: str) -> dict[str, Any]:
 
 def theme_from_row(row: Row) -> Theme:
     """Build a fresh :class:`Theme` from a result row."""
-    return Theme(
+    return trusted(
+        Theme,
         id=_uuid(row["id"]),
         label=row["label"],
         description=row["description"],
         fact_ids=_uuids(row["fact_ids"]),
         embedding=_vector(row["embedding"]),
-        provenance=Provenance.model_validate(row["provenance"]),
+        provenance=provenance_from_json(row["provenance"]),
         invalidated_at=row["invalidated_at"],
     )

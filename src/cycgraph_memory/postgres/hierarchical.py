@@ -16,24 +16,19 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, Integer, Table, literal, not_, or_, select, union_all
-
-from cycgraph_memory.postgres import convert
+from cycgraph_memory.postgres import convert, statements
 from cycgraph_memory.postgres._base import PostgresBackend
-from cycgraph_memory.postgres.schema import MAX_VECTOR_HNSW_DIM, FactRow, ThemeRow
+from cycgraph_memory.postgres.schema import MAX_VECTOR_HNSW_DIM
+from cycgraph_memory.postgres.statements import row_distance
 from cycgraph_memory.records import SearchOptions, SemanticFact, Theme
 
 __all__ = ["HierarchicalCandidates"]
 
-FACTS: Table = FactRow.__table__  # type: ignore[assignment]
-THEMES: Table = ThemeRow.__table__  # type: ignore[assignment]
-
 
 def _ranked(rows: Sequence[Any]) -> list[tuple[float, uuid.UUID, Any]]:
-    from cycgraph_memory.postgres.index import _distance
-
     return sorted(
-        ((_distance(r), convert._uuid(r["id"]), r) for r in rows), key=lambda x: (x[0], x[1])
+        ((row_distance(r), convert._uuid(r["id"]), r) for r in rows),
+        key=lambda x: (x[0], x[1]),
     )
 
 
@@ -115,26 +110,21 @@ class HierarchicalCandidates(PostgresBackend):
             ``max_facts_per_theme`` of each) that are not direct hits, in citation order
             (unfiltered unless ``theme_fact_limit`` is given).
         """
-        from cycgraph_memory.postgres.index import distance_expr
-        from cycgraph_memory.postgres.retrieval import _in, temporal_conditions
-
         query = self._query_vector(embedding, self._known_dim(), "hierarchical_candidates")
         ef = min(1000, max(self.ef_search, fact_limit + 1, theme_limit + 1))
-        async with self._session(self._search_settings(ef)) as session:
+        async with self._read(self._search_settings(ef)) as session:
             dim = await self._dim(session)
             query = self._query_vector(query, dim, "hierarchical_candidates", checked=True)
+            params: dict[str, Any] = {
+                "tenant": self._tenant, "q": query, "min_similarity": min_similarity,
+            }
             themes: list[Theme] = []
             if theme_limit:
-                t = THEMES
-                tdist = distance_expr(t, query, dim).label("distance")
-                inner = select(t, tdist).where(
-                    t.c.tenant_id == self._tenant, t.c.embedding.is_not(None)
+                stmt = statements.knn(
+                    "themes", dim, include_invalidated=include_invalidated, min_similarity=True
                 )
-                if not include_invalidated:
-                    inner = inner.where(t.c.invalidated_at.is_(None))
-                near = inner.order_by(tdist).limit(theme_limit + 1).subquery("nearest")
-                stmt = select(near).where(1 - near.c.distance >= min_similarity)
-                ranked = _ranked((await session.execute(stmt)).mappings().all())
+                rows = await statements.fetch(session, stmt, {**params, "fetch": theme_limit + 1})
+                ranked = _ranked(rows)
                 if _tie_at_cut(ranked, theme_limit, theme_limit + 1):  # rare: exact ties
                     hits = await self.search_themes(
                         query, limit=theme_limit, min_similarity=min_similarity,
@@ -146,53 +136,32 @@ class HierarchicalCandidates(PostgresBackend):
             wanted = list(
                 dict.fromkeys(i for th in themes for i in th.fact_ids[:max_facts_per_theme])
             )
-            f = FACTS
-            fdist = distance_expr(f, query, dim).label("distance")
-            filters: list[ColumnElement[bool]] = [f.c.tenant_id == self._tenant]
-            if not include_invalidated:
-                filters.append(f.c.invalidated_by.is_(None))
-            if tags:
-                filters.append(f.c.tags.overlap(list(tags)))
-            if exclude_tags:
-                filters.append(not_(f.c.tags.overlap(list(exclude_tags))))
-            conds = [*filters, f.c.embedding.is_not(None)]
-            direct_q = (
-                select(f, fdist, literal(0, Integer()).label("src"))
-                .where(*conds)
-                .order_by(fdist)
-                .limit(fact_limit + 1)
-                .cte("direct")
-            )
-            direct_sel = select(direct_q).where(1 - direct_q.c.distance >= min_similarity)
-            theme_base = select(f, fdist, literal(1, Integer()).label("src"))
             # The cut needs distances comparable with the Python ranking: not for the
             # halfvec expression index of wide schemas.
             cut_themes = theme_fact_limit is not None and dim <= MAX_VECTOR_HNSW_DIM
-            if wanted and cut_themes:
-                assert theme_fact_limit is not None
-                served = direct_sel.with_only_columns(direct_q.c.id)
-                scope = [
-                    *filters,
-                    *temporal_conditions(f, valid_at, changed_since),
-                    _in(f.c.id, wanted),
-                    f.c.id.not_in(served),  # direct hits are not read twice
-                ]
-                unscored = or_(fdist.is_(None), fdist == literal(float("nan")))
-                nearest = (
-                    theme_base.where(*scope, 1 - fdist >= min_similarity - 1e-6)
-                    .order_by(fdist, f.c.id)
-                    .limit(theme_fact_limit)
-                )
-                parts: list[Any] = [direct_sel, nearest]
-                if min_similarity <= 0:  # an unscorable fact scores 0 and is kept
-                    parts.append(theme_base.where(*scope, unscored))
-                stmt2: Any = union_all(*parts)
-            elif wanted:
-                theme_sel = theme_base.where(f.c.tenant_id == self._tenant, _in(f.c.id, wanted))
-                stmt2 = direct_sel.union_all(theme_sel)
-            else:
-                stmt2 = direct_sel
-            rows = (await session.execute(stmt2)).mappings().all()
+            params["fact_fetch"] = fact_limit + 1
+            if tags:
+                params["any_tags"] = list(tags)
+            if exclude_tags:
+                params["no_tags"] = list(exclude_tags)
+            shape = "none"
+            if wanted:
+                params["wanted"] = wanted
+                shape = "cut" if cut_themes else "all"
+            if shape == "cut":
+                params["theme_fact_limit"] = theme_fact_limit
+                params["valid_at"] = valid_at
+                params["changed_since"] = changed_since
+            stmt2 = statements.hierarchical_facts(
+                dim,
+                include_invalidated=include_invalidated,
+                tags=bool(tags),
+                exclude_tags=bool(exclude_tags),
+                themes=shape,
+                temporal=(valid_at is not None, changed_since is not None),
+                unscored=min_similarity <= 0,
+            )
+            rows = await statements.fetch(session, stmt2, params)
         direct_ranked = _ranked([r for r in rows if r["src"] == 0])
         if _tie_at_cut(direct_ranked, fact_limit, fact_limit + 1):  # rare: exact ties
             hits = await self.search_facts(

@@ -24,30 +24,29 @@ expression the migration indexed.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from pgvector.sqlalchemy import HALFVEC
-from sqlalchemy import ColumnElement, Table, cast, func, literal, not_, select, text
+from sqlalchemy import Table, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cycgraph_memory._options import coerce_options
 from cycgraph_memory._validate import check_query_vector
 from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInputError
-from cycgraph_memory.postgres import convert
+from cycgraph_memory.postgres import convert, statements
 from cycgraph_memory.postgres._base import DEFAULT_TENANT, Bind, PostgresBackend
 from cycgraph_memory.postgres.hierarchical import HierarchicalCandidates
-from cycgraph_memory.postgres.schema import MAX_VECTOR_HNSW_DIM, EmbeddingVector
 from cycgraph_memory.postgres.search import PostgresSearchMixin
-from cycgraph_memory.postgres.store import (
+from cycgraph_memory.postgres.statements import (
     ENTITIES,
     EPISODES,
     FACTS,
+    MAX_HALFVEC_HNSW_DIM,
     THEMES,
-    episode_from_result,
-    episode_messages_column,
+    distance_expr,
+    row_distance,
+    score_of,
 )
 from cycgraph_memory.records import (
     Entity,
@@ -63,29 +62,12 @@ __all__ = ["DEFAULT_EF_SEARCH", "MAX_HALFVEC_HNSW_DIM", "PostgresMemoryIndex", "
 DEFAULT_EF_SEARCH = 100
 """Default ``hnsw.ef_search`` (pgvector's own default is 40; 100 gives recall >= 0.95)."""
 
-MAX_HALFVEC_HNSW_DIM = 4000
-"""Widest ``halfvec`` pgvector can index with HNSW; wider schemas are searched exactly."""
-
 Options = Mapping[str, Any]
 R = TypeVar("R")
 
 
-def distance_expr(table: Table, query: Sequence[float], dim: int) -> ColumnElement[float]:
-    """Cosine distance between ``table.embedding`` and ``query`` matching the HNSW index.
-
-    ``dim <= 2000``: ``embedding <=> :q::vector(dim)`` (plain column index).
-    ``2000 < dim <= 4000``: ``embedding::halfvec(dim) <=> :q::halfvec(dim)`` (the migration's
-    expression index). Wider: plain vector distance (no index; exact scan).
-    """
-    values = [float(x) for x in query]
-    if MAX_VECTOR_HNSW_DIM < dim <= MAX_HALFVEC_HNSW_DIM:
-        column: Any = cast(table.c.embedding, HALFVEC(dim))
-        q: Any = cast(literal(values, HALFVEC(dim)), HALFVEC(dim))
-    else:
-        column = table.c.embedding
-        q = cast(literal(values, EmbeddingVector(dim)), EmbeddingVector(dim))
-    result: ColumnElement[float] = column.cosine_distance(q)
-    return result
+def _episode(row: Mapping[Any, Any]) -> Episode:
+    return convert.episode_from_rows(row, row["messages"] or [])
 
 
 class PostgresMemoryIndex(HierarchicalCandidates, PostgresSearchMixin, PostgresBackend):
@@ -100,6 +82,9 @@ class PostgresMemoryIndex(HierarchicalCandidates, PostgresSearchMixin, PostgresB
         embedding_dim: Expected dimension; ``None`` reads it from the schema (cached).
         ef_search: Default HNSW candidate-list size (``hnsw.ef_search``), overridden per
             query by ``SearchOptions.ef_search``; raised to at least ``limit`` (max 1000).
+        iterative_scan: pgvector's ``hnsw.iterative_scan`` for filtered searches.
+        read_engine: Where searches go (e.g. a streaming replica's engine) outside a unit
+            of work; inside one they use ``bind`` (read-your-writes). ``None``: ``bind``.
 
     Raises:
         InvalidTenantError: The tenant id is malformed.
@@ -113,8 +98,11 @@ class PostgresMemoryIndex(HierarchicalCandidates, PostgresSearchMixin, PostgresB
         *,
         ef_search: int = DEFAULT_EF_SEARCH,
         iterative_scan: str = "relaxed_order",
+        read_engine: Bind | None = None,
     ) -> None:
-        super().__init__(bind, tenant_id=tenant_id, embedding_dim=embedding_dim)
+        super().__init__(
+            bind, tenant_id=tenant_id, embedding_dim=embedding_dim, read_engine=read_engine
+        )
         if not isinstance(ef_search, int) or not 1 <= ef_search <= 1000:
             raise InvalidInputError(f"ef_search must be an int in 1..1000, got {ef_search!r}")
         if iterative_scan not in ("off", "relaxed_order", "strict_order"):
@@ -136,8 +124,7 @@ class PostgresMemoryIndex(HierarchicalCandidates, PostgresSearchMixin, PostgresB
         """Nearest entities by cosine similarity (invalidated excluded by default)."""
         opts = coerce_options(SearchOptions, options, kwargs)
         return await self._search(
-            ENTITIES, embedding, opts, convert.entity_from_row, "search_entities",
-            live=ENTITIES.c.invalidated_at.is_(None),
+            ENTITIES, embedding, opts, convert.entity_from_row, "search_entities"
         )
 
     async def search_facts(
@@ -146,14 +133,8 @@ class PostgresMemoryIndex(HierarchicalCandidates, PostgresSearchMixin, PostgresB
     ) -> list[ScoredResult[SemanticFact]]:
         """Nearest facts; ``tags`` / ``exclude_tags`` filter inside the kNN query."""
         opts = coerce_options(SearchOptions, options, kwargs)
-        filters: list[ColumnElement[bool]] = []
-        if opts.tags:
-            filters.append(FACTS.c.tags.overlap(list(opts.tags)))
-        if opts.exclude_tags:
-            filters.append(not_(FACTS.c.tags.overlap(list(opts.exclude_tags))))
         return await self._search(
-            FACTS, embedding, opts, convert.fact_from_row, "search_facts",
-            live=FACTS.c.invalidated_by.is_(None), filters=filters,
+            FACTS, embedding, opts, convert.fact_from_row, "search_facts", tag_filters=True
         )
 
     async def search_themes(
@@ -163,8 +144,7 @@ class PostgresMemoryIndex(HierarchicalCandidates, PostgresSearchMixin, PostgresB
         """Nearest themes by centroid similarity."""
         opts = coerce_options(SearchOptions, options, kwargs)
         return await self._search(
-            THEMES, embedding, opts, convert.theme_from_row, "search_themes",
-            live=THEMES.c.invalidated_at.is_(None),
+            THEMES, embedding, opts, convert.theme_from_row, "search_themes"
         )
 
     async def search_episodes(
@@ -173,10 +153,7 @@ class PostgresMemoryIndex(HierarchicalCandidates, PostgresSearchMixin, PostgresB
     ) -> list[ScoredResult[Episode]]:
         """Nearest episodes (returned with their messages)."""
         opts = coerce_options(SearchOptions, options, kwargs)
-        return await self._search(
-            EPISODES, embedding, opts, episode_from_result, "search_episodes",
-            live=EPISODES.c.invalidated_at.is_(None), extra=(episode_messages_column(),),
-        )
+        return await self._search(EPISODES, embedding, opts, _episode, "search_episodes")
 
     async def index_sizes(self) -> dict[str, int]:
         """On-disk bytes of the database's HNSW and GIN indexes (shared by all tenants)."""
@@ -211,8 +188,18 @@ class PostgresMemoryIndex(HierarchicalCandidates, PostgresSearchMixin, PostgresB
         return values
 
     def _search_settings(self, ef: int) -> tuple[tuple[str, str], ...]:
-        """Transaction-local HNSW settings of a search with candidate list ``ef``."""
-        return (("hnsw.ef_search", str(ef)), ("hnsw.iterative_scan", self._iterative_scan))
+        """Transaction-local settings of a search with HNSW candidate list ``ef``.
+
+        ``plan_cache_mode = force_custom_plan``: the statements are prepared once per
+        connection, and after five runs Postgres may switch to a generic plan that ignores
+        the bound values; a search is planned for its own tenant and limit instead (an
+        exact scan for a tenant of a few rows, the HNSW index for a large one).
+        """
+        return (
+            ("hnsw.ef_search", str(ef)),
+            ("hnsw.iterative_scan", self._iterative_scan),
+            ("plan_cache_mode", "force_custom_plan"),
+        )
 
     async def _set_search_gucs(self, session: AsyncSession, ef: int) -> None:
         # Skipped when this transaction already has them (a retrieval searches themes,
@@ -227,56 +214,44 @@ class PostgresMemoryIndex(HierarchicalCandidates, PostgresSearchMixin, PostgresB
         from_row: Callable[[Any], R],
         where: str,
         *,
-        live: ColumnElement[bool],
-        filters: Sequence[ColumnElement[bool]] = (),
-        extra: Sequence[ColumnElement[Any]] = (),
+        tag_filters: bool = False,
     ) -> list[ScoredResult[R]]:
         # Reject a wrong dimension before any SQL when the dimension is already known.
         query = self._query_vector(embedding, self._known_dim(), where)
         limit = opts.limit
         first_ef = min(1000, max(opts.ef_search or self._ef_search, limit + 1))
-        async with self._session(self._search_settings(first_ef)) as session:
+        tags = bool(tag_filters and opts.tags)
+        exclude = bool(tag_filters and opts.exclude_tags)
+        params: dict[str, Any] = {"tenant": self._tenant, "q": query}
+        if tags:
+            params["any_tags"] = list(opts.tags or ())
+        if exclude:
+            params["no_tags"] = list(opts.exclude_tags or ())
+        if opts.min_similarity is not None:
+            params["min_similarity"] = opts.min_similarity
+        async with self._read(self._search_settings(first_ef)) as session:
             dim = await self._dim(session)
-            query = self._query_vector(query, dim, where, checked=True)
-            distance = distance_expr(table, query, dim).label("distance")
-            inner = select(table, *extra, distance).where(
-                table.c.tenant_id == self._tenant, table.c.embedding.is_not(None), *filters
+            params["q"] = self._query_vector(query, dim, where, checked=True)
+            stmt = statements.knn(
+                table.name, dim, include_invalidated=opts.include_invalidated, tags=tags,
+                exclude_tags=exclude, min_similarity=opts.min_similarity is not None,
+                zero_query=not any(params["q"]),
             )
-            if not opts.include_invalidated:
-                inner = inner.where(live)
             # The HNSW scan can only order by distance, so ties are broken by id here: fetch
             # one row more than asked and widen the fetch while a tie straddles the cut.
             fetch = limit + 1
             while True:
-                nearest = inner.order_by(distance).limit(fetch).subquery("nearest")
-                stmt = select(nearest)
-                if opts.min_similarity is not None:
-                    # pgvector gives NaN for a zero vector, and NaN sorts above every number
-                    # in SQL: score it 0.0 like the in-memory index (cosine_similarity's rule).
-                    similarity = func.coalesce(
-                        func.nullif(1 - nearest.c.distance, literal(math.nan)), 0.0
-                    )
-                    stmt = stmt.where(similarity >= opts.min_similarity)
                 ef = min(1000, max(opts.ef_search or self._ef_search, fetch))
                 await self._set_search_gucs(session, ef)
-                rows = (await session.execute(stmt)).mappings().all()
+                params["fetch"] = fetch
+                rows = await statements.fetch(session, stmt, params)
                 ranked = sorted(
-                    ((_distance(row), convert._uuid(row["id"]), row) for row in rows),
+                    ((row_distance(row), convert._uuid(row["id"]), row) for row in rows),
                     key=lambda item: (item[0], item[1]),
                 )
                 if len(ranked) < fetch or ranked[limit - 1][0] != ranked[-1][0]:
                     break
                 fetch *= 2
         return [
-            ScoredResult(item=from_row(row), score=_score(d)) for d, _, row in ranked[:limit]
+            ScoredResult(item=from_row(row), score=score_of(d)) for d, _, row in ranked[:limit]
         ]
-
-
-def _distance(row: Mapping[Any, Any]) -> float:
-    d = row["distance"]
-    return math.inf if d is None or math.isnan(d) else float(d)
-
-
-def _score(distance: float) -> float:
-    # pgvector yields NaN for zero vectors; like the in-memory index, score those 0.
-    return 0.0 if math.isinf(distance) else 1.0 - distance

@@ -28,7 +28,8 @@ from cycgraph_memory.postgres._base import (
     parse_ids,
 )
 from cycgraph_memory.postgres.schema import GateAuditRow, OutcomeRunFactRow, OutcomeRunRow
-from cycgraph_memory.postgres.store import coerce_record, in_ids
+from cycgraph_memory.postgres.statements import in_ids
+from cycgraph_memory.postgres.store import coerce_record
 from cycgraph_memory.records import (
     FactStats,
     GateAuditEntry,

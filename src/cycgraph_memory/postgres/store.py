@@ -17,7 +17,6 @@ from sqlalchemy import (
     Uuid,
     any_,
     bindparam,
-    case,
     delete,
     func,
     not_,
@@ -26,17 +25,16 @@ from sqlalchemy import (
     tuple_,
     update,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB, aggregate_order_by, distinct_on
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.sql import literal_column, type_coerce
 
 from cycgraph_memory._options import coerce_options
 from cycgraph_memory._validate import normalize_ts, validate_record
 from cycgraph_memory.errors import DanglingReferenceError, InvalidInputError, InvalidTypeError
 from cycgraph_memory.lifecycle.models import PurgeCandidates, PurgePlan, PurgeSelector
 from cycgraph_memory.normalize import normalize_entity_name
-from cycgraph_memory.postgres import convert
+from cycgraph_memory.postgres import convert, statements
 from cycgraph_memory.postgres import lifecycle as _lifecycle
 from cycgraph_memory.postgres._base import (
     DEFAULT_TENANT,
@@ -45,17 +43,20 @@ from cycgraph_memory.postgres._base import (
     parse_id,
     parse_ids,
 )
-from cycgraph_memory.postgres.retrieval import WRITER_KEYS, RetrievalQueries
-from cycgraph_memory.postgres.schema import (
-    EntityRow,
-    EpisodeRow,
-    FactRow,
-    MessageRow,
-    RelationshipRow,
-    ThemeRow,
+from cycgraph_memory.postgres.references import check_fact_references
+from cycgraph_memory.postgres.retrieval import RetrievalQueries
+from cycgraph_memory.postgres.statements import (
+    ENTITIES,
+    EPISODES,
+    FACTS,
+    MESSAGES,
+    RELATIONSHIPS,
+    THEMES,
+    WRITER_KEYS,
+    episode_messages_column,
+    in_ids,
 )
 from cycgraph_memory.records import (
-    MAX_ACCESS_COUNT,
     Entity,
     EntityFilter,
     Episode,
@@ -72,7 +73,6 @@ from cycgraph_memory.retry import RetryPolicy
 
 __all__ = [
     "PostgresMemoryStore",
-    "check_fact_references",
     "coerce_record",
     "convert_ts",
     "episode_from_result",
@@ -81,13 +81,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-
-ENTITIES: Table = EntityRow.__table__  # type: ignore[assignment]
-RELATIONSHIPS: Table = RelationshipRow.__table__  # type: ignore[assignment]
-EPISODES: Table = EpisodeRow.__table__  # type: ignore[assignment]
-MESSAGES: Table = MessageRow.__table__  # type: ignore[assignment]
-FACTS: Table = FactRow.__table__  # type: ignore[assignment]
-THEMES: Table = ThemeRow.__table__  # type: ignore[assignment]
 
 _KEY = ("tenant_id", "id")
 _ROWS_PER_BATCH = 1_000
@@ -116,36 +109,6 @@ def _records(values: object, model: type[M]) -> list[M]:
     return [coerce_record(model, v) for v in values]
 
 
-def in_ids(column: ColumnElement[Any], ids: Sequence[uuid.UUID]) -> ColumnElement[bool]:
-    """``column = ANY(:ids)`` with the ids bound as one ``uuid[]`` parameter."""
-    return column == any_(bindparam(None, list(ids), type_=ARRAY(Uuid(as_uuid=True))))
-
-
-def episode_messages_column(episodes: Table = EPISODES) -> ColumnElement[Any]:
-    """A correlated subquery aggregating an episode's messages (in order) as a jsonb array.
-
-    Lets every episode read (get, batch get, list, kNN) fetch the messages in the same
-    round trip as the episode rows.
-    """
-    m = MESSAGES
-    obj = func.jsonb_build_object(
-        "id", m.c.id,
-        "role", m.c.role,
-        "content", m.c.content,
-        "timestamp", m.c.timestamp,
-        "metadata", m.c.metadata,
-    )
-    agg = func.coalesce(
-        func.jsonb_agg(aggregate_order_by(obj, m.c.position)), literal_column("'[]'::jsonb")
-    )
-    sub = (
-        select(agg)
-        .where(m.c.tenant_id == episodes.c.tenant_id, m.c.episode_id == episodes.c.id)
-        .scalar_subquery()
-    )
-    return type_coerce(sub, JSONB).label("messages")
-
-
 def episode_from_result(row: Mapping[str, Any]) -> Episode:
     """Build an episode from a row that carries the ``messages`` aggregate column."""
     return convert.episode_from_rows(row, row["messages"] or [])
@@ -166,6 +129,11 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
             ``touch_facts``) are retried after a deadlock, a serialization failure or a
             lost connection (default :data:`~cycgraph_memory.retry.DEFAULT_RETRY`; pass
             ``NO_RETRY`` to surface the first error).
+        read_engine: Where reads go (an ``AsyncEngine`` or sessionmaker of a streaming
+            replica): gets, listings, scans and the retrieval reads, outside a unit of
+            work. Writes, :meth:`transaction`, :meth:`exclusive` and every read made
+            inside an open unit of work use ``bind`` (read-your-writes). ``None``
+            (default): everything uses ``bind``.
 
     Raises:
         InvalidTenantError: The tenant id is malformed.
@@ -183,8 +151,13 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
         tenant_id: str = DEFAULT_TENANT,
         embedding_dim: int | None = None,
         retry: RetryPolicy | None = None,
+        *,
+        read_engine: Bind | None = None,
     ) -> None:
-        super().__init__(bind, tenant_id=tenant_id, embedding_dim=embedding_dim, retry=retry)
+        super().__init__(
+            bind, tenant_id=tenant_id, embedding_dim=embedding_dim, retry=retry,
+            read_engine=read_engine,
+        )
 
     # ------------------------------------------------------------------ helpers
 
@@ -310,36 +283,30 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
         return update(t).where(self._mine(t), t.c.theme_id == rid).values(theme_id=None)
 
     async def _get_many(
-        self,
-        table: Table,
-        ids: Iterable[Any],
-        from_row: Callable[[Any], R],
-        extra: Sequence[ColumnElement[Any]] = (),
+        self, table: Table, ids: Iterable[Any], from_row: Callable[[Any], R]
     ) -> dict[uuid.UUID, R]:
         wanted = parse_ids(ids)
         if not wanted:
             return {}
-        stmt = select(table, *extra).where(self._mine(table), in_ids(table.c.id, wanted))
-        async with self._session() as session:
-            rows = (await session.execute(stmt)).mappings().all()
+        async with self._read() as session:
+            rows = await statements.fetch(
+                session, statements.by_ids(table.name), {"tenant": self._tenant, "ids": wanted}
+            )
         found = {convert._uuid(row["id"]): from_row(row) for row in rows}
         return {i: found[i] for i in wanted if i in found}
 
     async def _get_one(
-        self,
-        table: Table,
-        record_id: Any,
-        from_row: Callable[[Any], R],
-        extra: Sequence[ColumnElement[Any]] = (),
+        self, table: Table, record_id: Any, from_row: Callable[[Any], R]
     ) -> R | None:
         rid = parse_id(record_id)
-        stmt = select(table, *extra).where(self._mine(table), table.c.id == rid)
-        async with self._session() as session:
-            row = (await session.execute(stmt)).mappings().first()
-        return None if row is None else from_row(row)
+        async with self._read() as session:
+            rows = await statements.fetch(
+                session, statements.by_ids(table.name), {"tenant": self._tenant, "ids": [rid]}
+            )
+        return from_row(rows[0]) if rows else None
 
     async def _list(self, stmt: Select[Any], from_row: Callable[[Any], R]) -> list[R]:
-        async with self._session() as session:
+        async with self._read() as session:
             rows = (await session.execute(stmt)).mappings().all()
         return [from_row(row) for row in rows]
 
@@ -495,15 +462,11 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
 
     async def get_episode(self, episode_id: uuid.UUID | str) -> Episode | None:
         """Return the episode (with its messages) or ``None``."""
-        return await self._get_one(
-            EPISODES, episode_id, episode_from_result, (episode_messages_column(),)
-        )
+        return await self._get_one(EPISODES, episode_id, episode_from_result)
 
     async def get_episodes(self, ids: Iterable[uuid.UUID | str]) -> dict[uuid.UUID, Episode]:
         """Batch get (episodes and messages) in one round trip; missing ids are absent."""
-        return await self._get_many(
-            EPISODES, ids, episode_from_result, (episode_messages_column(),)
-        )
+        return await self._get_many(EPISODES, ids, episode_from_result)
 
     async def list_episodes(
         self, options: ListOptions | Options | None = None, /, **kwargs: Any
@@ -522,15 +485,10 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
         wanted = parse_ids(ids)
         if not wanted:
             return {}
-        m = MESSAGES
-        stmt = (
-            select(m)
-            .where(self._mine(m), in_ids(m.c.id, wanted))
-            .order_by(m.c.id, m.c.episode_id)
-            .ext(distinct_on(m.c.id))
-        )
-        async with self._session() as session:
-            rows = (await session.execute(stmt)).mappings().all()
+        async with self._read() as session:
+            rows = await statements.fetch(
+                session, statements.messages_by_ids(), {"tenant": self._tenant, "ids": wanted}
+            )
         found = {convert._uuid(r["id"]): convert.message_from_row(r) for r in rows}
         return {i: found[i] for i in wanted if i in found}
 
@@ -573,24 +531,113 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
         ``entity_id`` (``entity_ids @> ARRAY[:id]``) run in SQL on GIN indexes.
         """
         f = coerce_options(FactFilter, filter, options)
-        t = FACTS
-        stmt = select(t).where(self._mine(t))
-        if not f.include_invalidated:
-            stmt = stmt.where(t.c.invalidated_by.is_(None))
-        if f.theme_id is not None:
-            stmt = stmt.where(t.c.theme_id == f.theme_id)
-        if f.entity_id is not None:
-            stmt = stmt.where(t.c.entity_ids.contains([f.entity_id]))
-        if f.tags:
-            stmt = stmt.where(t.c.tags.overlap(list(f.tags)))
-        if f.exclude_tags:
-            stmt = stmt.where(not_(t.c.tags.overlap(list(f.exclude_tags))))
-        stmt = self._page(stmt.order_by(t.c.valid_from, t.c.id), f.limit, f.offset)
-        return await self._list(stmt, convert.fact_from_row)
+        stmt = statements.fact_listing(
+            include_invalidated=f.include_invalidated,
+            theme=f.theme_id is not None,
+            entity=f.entity_id is not None,
+            tags=bool(f.tags),
+            exclude_tags=bool(f.exclude_tags),
+        )
+        params = {
+            "tenant": self._tenant, "limit": f.limit, "offset": f.offset,
+            "theme_id": f.theme_id, "entity_id": f.entity_id,
+            "any_tags": list(f.tags or ()), "no_tags": list(f.exclude_tags or ()),
+        }
+        async with self._read() as session:
+            rows = await statements.fetch(session, stmt, params)
+        return [convert.fact_from_row(r) for r in rows]
 
     async def delete_fact(self, fact_id: uuid.UUID | str) -> bool:
         """Hard-delete a fact; True when it existed."""
         return await self._delete(FACTS, fact_id)
+
+    async def list_and_touch_facts(
+        self,
+        *,
+        tags: Sequence[str],
+        exclude_tags: Sequence[str] | None,
+        include_invalidated: bool,
+        limit: int,
+        at: datetime | None = None,
+    ) -> list[SemanticFact]:
+        """``find_facts(tags=..., limit=...)`` and ``touch_facts`` of what it lists, in one.
+
+        One statement on the primary (a data-modifying CTE); the facts show the counters
+        as read, before the touch. With a read engine the listing is read there and the
+        touch is a second statement on the primary. Used by ``retrieve_memory``'s tag path.
+        """
+        f = FactFilter(
+            tags=list(tags), exclude_tags=None if exclude_tags is None else list(exclude_tags),
+            include_invalidated=include_invalidated, limit=limit,
+        )
+        if not f.tags or self._read_sessionmaker is not None:
+            facts = await self.find_facts(f)
+            await self.touch_facts([x.id for x in facts], at)
+            return facts
+        when = utc_now() if at is None else convert_ts(at)
+        stmt = statements.fact_listing_touched(
+            include_invalidated=f.include_invalidated, exclude_tags=bool(f.exclude_tags)
+        )
+        params = {
+            "tenant": self._tenant, "limit": f.limit, "offset": 0, "at": when,
+            "any_tags": list(f.tags), "no_tags": list(f.exclude_tags or ()),
+        }
+
+        async def work(session: AsyncSession) -> list[SemanticFact]:
+            rows = await statements.fetch(session, stmt, params)
+            return [convert.fact_from_row(r) for r in rows]
+
+        return await self._run(work, "list and touch facts")
+
+    async def expand_facts(
+        self,
+        entity_ids: Sequence[uuid.UUID],
+        *,
+        include_invalidated: bool,
+        entity_types: Sequence[str] | None,
+        relationship_limit: int | None,
+        touch: Sequence[uuid.UUID] = (),
+        at: datetime | None = None,
+    ) -> tuple[dict[uuid.UUID, Entity], list[Relationship], bool]:
+        """``get_entities`` + ``get_relationships_for_entities`` (+ ``touch_facts``) at once.
+
+        ``retrieve_memory``'s expansion of the served facts in one statement
+        (:func:`~cycgraph_memory.postgres.statements.expansion`): the entities of
+        ``entity_ids``; the relationships (``(valid_from, id)`` order, at most
+        ``relationship_limit``, live unless ``include_invalidated``) touching those of
+        them that are live (unless ``include_invalidated``) and of ``entity_types`` (when
+        given); and the touch of the facts ``touch``. With a read engine the reads run
+        there and the touch is left to the caller (on the primary).
+
+        Returns:
+            The entities by id, the relationships, and whether ``touch`` was touched.
+        """
+        can_touch = bool(touch) and self._read_sessionmaker is None
+        if not entity_ids and not can_touch:
+            return {}, [], False
+        stmt = statements.expansion(
+            touch=can_touch, include_invalidated=include_invalidated,
+            entity_types=entity_types is not None,
+        )
+        params: dict[str, Any] = {
+            "tenant": self._tenant, "ids": list(entity_ids), "rel_limit": relationship_limit,
+            "entity_types": None if entity_types is None else list(entity_types),
+            "served": list(touch), "at": utc_now() if at is None else convert_ts(at),
+        }
+
+        async def work(session: AsyncSession) -> Sequence[Any]:
+            return await statements.fetch(session, stmt, params)
+
+        if can_touch:
+            rows = await self._run(work, "expand and touch facts")
+        else:
+            async with self._read() as session:
+                rows = await work(session)
+        entities = {convert._uuid(r["id"]): convert.entity_from_row(r) for r in rows}
+        relationships = (
+            [convert.relationship_from_json(x) for x in rows[0]["relationships"]] if rows else []
+        )
+        return entities, relationships, can_touch
 
     async def touch_facts(
         self, ids: Iterable[uuid.UUID | str], at: datetime | None = None
@@ -604,30 +651,10 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
         if not wanted:
             return
         when = utc_now() if at is None else convert_ts(at)
-        t = FACTS
-        # Lock the rows in id order first: two overlapping touches then queue instead of
-        # deadlocking on rows locked in opposite orders.
-        locked = (
-            select(t.c.id)
-            .where(self._mine(t), in_ids(t.c.id, wanted))
-            .order_by(t.c.id)
-            .with_for_update()
-        )
-        stmt = (
-            update(t)
-            .where(self._mine(t), t.c.id.in_(locked))
-            .values(
-                # CASE, not LEAST(count + 1, max): the addition itself would overflow.
-                access_count=case(
-                    (t.c.access_count < MAX_ACCESS_COUNT, t.c.access_count + 1),
-                    else_=MAX_ACCESS_COUNT,
-                ),
-                last_accessed_at=when,
-            )
-        )
+        params = {"tenant": self._tenant, "ids": wanted, "at": when}
 
         async def work(session: AsyncSession) -> None:
-            await session.execute(stmt)
+            await session.execute(statements.TOUCH_FACTS, params)
 
         await self._run(work, "touch facts")
 
@@ -850,47 +877,6 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
             if len(page) < page_size:
                 return
             last = (page[-1].created_at, page[-1].id)
-
-
-async def check_fact_references(
-    session: AsyncSession, tenant: str, facts: Sequence[SemanticFact]
-) -> None:
-    """Refuse facts citing entity, episode or theme ids that are not records of ``tenant``.
-
-    One statement; the cited rows are locked ``FOR KEY SHARE`` until the transaction ends
-    (what a foreign key does), so a concurrent delete cannot leave the facts dangling.
-
-    Raises:
-        DanglingReferenceError: Naming every missing id (nothing is written).
-    """
-    wanted: dict[str, dict[uuid.UUID, None]] = {"entity": {}, "episode": {}, "theme": {}}
-    for fact in facts:
-        wanted["entity"].update(dict.fromkeys(fact.entity_ids))
-        wanted["episode"].update(dict.fromkeys(fact.source_episode_ids))
-        if fact.theme_id is not None:
-            wanted["theme"][fact.theme_id] = None
-    parts = []
-    for kind, table in (("entity", ENTITIES), ("episode", EPISODES), ("theme", THEMES)):
-        ids = list(wanted[kind])
-        if ids:
-            locked = (
-                select(table.c.id)
-                .where(table.c.tenant_id == tenant, in_ids(table.c.id, ids))
-                .with_for_update(read=True, key_share=True)
-                .cte(f"cited_{kind}")
-            )
-            parts.append(select(literal_column(f"'{kind}'"), locked.c.id))
-    if not parts:
-        return
-    stmt = parts[0] if len(parts) == 1 else parts[0].union_all(*parts[1:])
-    found = {(kind, convert._uuid(i)) for kind, i in (await session.execute(stmt)).all()}
-    missing = [(k, i) for k, ids in wanted.items() for i in ids if (k, i) not in found]
-    if missing:
-        raise DanglingReferenceError(
-            "facts cite records that are not in this store: "
-            + ", ".join(f"{k} {i}" for k, i in missing),
-            missing_ids=[i for _, i in missing],
-        )
 
 
 def convert_ts(value: object) -> datetime:

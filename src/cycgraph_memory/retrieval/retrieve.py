@@ -209,9 +209,7 @@ async def _hierarchical_path(
 ) -> MemoryResult:
     ranked, themes = await _vector_ranking(store, index, q, opts, depth=q.limit)
     facts = cut([f for f, _ in ranked], q.limit)
-    result = await _expand(store, q, facts, themes=cut(themes, q.limit))
-    await _touch(store, facts)
-    return result
+    return await _expand(store, q, facts, themes=cut(themes, q.limit), touch=True)
 
 
 async def _vector_ranking(
@@ -309,10 +307,9 @@ async def _fused_path(
     facts, scores, messages, themes = await hybrid_candidates(
         store, index, q, opts, mode, vector=vector
     )
-    result = await _expand(store, q, facts, themes=themes)
+    result = await _expand(store, q, facts, themes=themes, touch=True)
     result.messages = messages
     result.fact_scores = scores
-    await _touch(store, facts)
     return result
 
 
@@ -342,11 +339,33 @@ async def _expand(
     facts: list[SemanticFact],
     *,
     themes: list[Theme],
+    touch: bool = False,
 ) -> MemoryResult:
-    """Episodes, entities and relationships of the served facts (hierarchical path)."""
+    """Episodes, entities and relationships of the served facts (hierarchical path).
+
+    ``touch``: also touch the served facts (after reading them), with the expansion when
+    the store can do both in one call.
+    """
     episodes = await _episodes_of(store, q, facts)
     entity_ids = ordered_ids(f.entity_ids for f in facts)
-    found = await store.get_entities(entity_ids) if entity_ids else {}
+    # Store order (valid_from, id) is the ranking of relationships here: without
+    # post-filters the store can cut at the limit itself.
+    post = q.valid_at or q.changed_since or q.relation_types
+    # Optional store capability: entities, their relationships and the touch of the
+    # served facts in one call (one statement on Postgres).
+    native = getattr(store, "expand_facts", None) if touch else None
+    fetched: list[Relationship] = []
+    touched = False
+    if native is not None:
+        found, fetched, touched = await native(
+            entity_ids,
+            include_invalidated=q.include_invalidated,
+            entity_types=q.entity_types,
+            relationship_limit=None if post else q.limit,
+            touch=[f.id for f in facts],
+        )
+    else:
+        found = await store.get_entities(entity_ids) if entity_ids else {}
     entities = filter_entities(
         by_citation(found, entity_ids),
         include_invalidated=q.include_invalidated,
@@ -355,12 +374,11 @@ async def _expand(
     relationships: list[Relationship] = []
     if entities:
         ids = [e.id for e in entities]
-        # Store order (valid_from, id) is the ranking here: without post-filters the
-        # store can cut at the limit itself.
-        post = q.valid_at or q.changed_since or q.relation_types
-        fetched = await store.get_relationships_for_entities(
-            ids, include_invalidated=q.include_invalidated, limit=None if post else q.limit
-        )
+        if native is None:
+            fetched = await store.get_relationships_for_entities(
+                ids, include_invalidated=q.include_invalidated,
+                limit=None if post else q.limit,
+            )
         rank = dict.fromkeys(ids, 0)
         relationships = rank_relationships(
             filter_relationships(
@@ -372,6 +390,8 @@ async def _expand(
             ),
             rank,
         )
+    if touch and not touched:
+        await _touch(store, facts)
     return MemoryResult(
         themes=themes,
         facts=facts,
@@ -489,6 +509,18 @@ async def _facts_of_ranked_entities(
 
 async def _tag_path(store: MemoryStore, q: MemoryQuery, opts: RetrievalOptions) -> MemoryResult:
     scope = FactScope.for_query(q)
+    # Optional store capability: the listing and the touch of what it lists in one call
+    # (one statement on Postgres). Without a temporal condition the first page is served
+    # whole (every other condition is applied by the listing itself).
+    list_and_touch = getattr(store, "list_and_touch_facts", None)
+    if list_and_touch is not None and not scope.temporal and scope.tags:
+        served: list[SemanticFact] = await list_and_touch(
+            tags=sorted(scope.tags),
+            exclude_tags=sorted(scope.exclude_tags) or None,
+            include_invalidated=q.include_invalidated,
+            limit=q.limit,
+        )
+        return MemoryResult(facts=cut(scope.apply(served), q.limit))
     page = q.limit
     if scope.temporal:
         page = opts.tag_page_size or max(4 * q.limit, 100)

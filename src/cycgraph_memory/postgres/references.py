@@ -1,0 +1,61 @@
+"""Referential checks of fact writes: a fact may cite only records of its own tenant.
+
+Shared by the store's writes and the idempotent writer (``put_facts_once``), so neither
+imports the other.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from sqlalchemy import literal_column, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from cycgraph_memory.errors import DanglingReferenceError
+from cycgraph_memory.postgres import convert
+from cycgraph_memory.postgres.statements import ENTITIES, EPISODES, THEMES, in_ids
+from cycgraph_memory.records import SemanticFact
+
+__all__ = ["check_fact_references"]
+
+
+async def check_fact_references(
+    session: AsyncSession, tenant: str, facts: Sequence[SemanticFact]
+) -> None:
+    """Refuse facts citing entity, episode or theme ids that are not records of ``tenant``.
+
+    One statement; the cited rows are locked ``FOR KEY SHARE`` until the transaction ends
+    (what a foreign key does), so a concurrent delete cannot leave the facts dangling.
+
+    Raises:
+        DanglingReferenceError: Naming every missing id (nothing is written).
+    """
+    wanted: dict[str, dict[uuid.UUID, None]] = {"entity": {}, "episode": {}, "theme": {}}
+    for fact in facts:
+        wanted["entity"].update(dict.fromkeys(fact.entity_ids))
+        wanted["episode"].update(dict.fromkeys(fact.source_episode_ids))
+        if fact.theme_id is not None:
+            wanted["theme"][fact.theme_id] = None
+    parts = []
+    for kind, table in (("entity", ENTITIES), ("episode", EPISODES), ("theme", THEMES)):
+        ids = list(wanted[kind])
+        if ids:
+            locked = (
+                select(table.c.id)
+                .where(table.c.tenant_id == tenant, in_ids(table.c.id, ids))
+                .with_for_update(read=True, key_share=True)
+                .cte(f"cited_{kind}")
+            )
+            parts.append(select(literal_column(f"'{kind}'"), locked.c.id))
+    if not parts:
+        return
+    stmt = parts[0] if len(parts) == 1 else parts[0].union_all(*parts[1:])
+    found = {(kind, convert._uuid(i)) for kind, i in (await session.execute(stmt)).all()}
+    missing = [(k, i) for k, ids in wanted.items() for i in ids if (k, i) not in found]
+    if missing:
+        raise DanglingReferenceError(
+            "facts cite records that are not in this store: "
+            + ", ".join(f"{k} {i}" for k, i in missing),
+            missing_ids=[i for _, i in missing],
+        )
