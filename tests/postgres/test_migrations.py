@@ -23,7 +23,7 @@ pytestmark = pytest.mark.postgres
 
 TABLES = {"entities", "relationships", "episodes", "episode_messages", "facts", "themes",
           "schema_metadata", "outcome_runs", "outcome_run_facts", "gate_audit_log",
-          "writer_keys"}
+          "writer_keys", "tenant_settings"}
 
 
 def _head() -> str:

@@ -72,6 +72,7 @@ __all__ = [
     "RelationshipRow",
     "SchemaMetadataRow",
     "TEXT_SEARCH_CONFIG",
+    "TenantSettingRow",
     "ThemeRow",
     "WriterKeyRow",
 ]
@@ -420,3 +421,14 @@ class WriterKeyRow(Base):
     idempotency_key: Mapped[str] = mapped_column(Text, primary_key=True)
     fact_ids: Mapped[list[uuid.UUID]] = mapped_column(_UUID_ARRAY)
     created_at: Mapped[datetime] = mapped_column(_TZ)
+
+
+class TenantSettingRow(Base):
+    """One small per-tenant record (a JSON value under a key), e.g. the theme calibration."""
+
+    __tablename__ = "tenant_settings"
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    value: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    updated_at: Mapped[datetime] = mapped_column(_TZ)
