@@ -9,6 +9,12 @@ the embedded Postgres server (default) and the in-memory store for comparison.
 Target: >= 1,000 messages/s on Postgres at 10,000 messages.
 
     python bench/ingest.py [--messages 10000] [--batch 500] [--backend postgres|memory|both]
+
+``--growth`` runs instead the growth section (``bench/_ingest_growth.py``): one tenant
+receiving many small calls, cost of the first vs the last calls, themes per 1,000 facts:
+
+    python bench/ingest.py --growth [--calls 260] [--call-size 20] [--preload 100000]
+        [--embedders hashing,minilm] [--backend memory|postgres|both] [--dsn URL]
 """
 
 from __future__ import annotations
@@ -126,6 +132,25 @@ async def _drive(
     return len(messages) / (time.perf_counter() - start), statistics.median(per_batch)
 
 
+def growth_main(args: argparse.Namespace) -> None:
+    """The ``--growth`` section: per backend and embedder, one tenant, many small calls."""
+    from _ingest_growth import growth_memory, growth_postgres, print_growth
+
+    rows = []
+    for name in args.embedders.split(","):
+        if args.backend in ("memory", "both"):
+            result = asyncio.run(growth_memory(name, args.calls, args.call_size, args.preload))
+            rows.append(("in-memory", name, args.preload, result))
+            print_growth(rows[-1:], args.call_size)
+        if args.backend in ("postgres", "both"):
+            result = asyncio.run(
+                growth_postgres(name, args.calls, args.call_size, args.preload, args.dsn)
+            )
+            rows.append(("postgres", name, args.preload, result))
+            print_growth(rows[-1:], args.call_size)
+    print_growth(rows, args.call_size)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=10_000)
@@ -133,7 +158,16 @@ def main() -> None:
     parser.add_argument("--backend", choices=["postgres", "memory", "both"], default="both")
     parser.add_argument("--hnsw-m", type=int, default=16)
     parser.add_argument("--hnsw-ef-construction", type=int, default=64)
+    parser.add_argument("--growth", action="store_true", help="run the growth section")
+    parser.add_argument("--calls", type=int, default=260)
+    parser.add_argument("--call-size", type=int, default=20)
+    parser.add_argument("--preload", type=int, default=0)
+    parser.add_argument("--embedders", default="hashing,minilm")
+    parser.add_argument("--dsn", default=None, help="Postgres server (default: embedded)")
     args = parser.parse_args()
+    if args.growth:
+        growth_main(args)
+        return
     global HNSW
     HNSW = (args.hnsw_m, args.hnsw_ef_construction)
     messages = make_messages(args.messages)
