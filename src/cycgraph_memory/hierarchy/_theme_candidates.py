@@ -4,7 +4,8 @@
 candidates instead of every theme of the tenant, so the cost of an ingest follows the batch:
 
 * each embedded fact asks the index for its ``limit`` nearest live themes (above a floor,
-  the clusterer's lowest threshold, when it has one);
+  the clusterer's lowest threshold, when it has one), all facts in one call when the index
+  offers ``search_themes_many`` (both shipped indexes; one SQL statement on Postgres);
 * the union is read back from the store by id inside the ingest's unit of work (current
   values, so a stale index entry never overwrites newer data; invalidated or missing
   themes are dropped) and handed to the clusterer in the store's listing order;
@@ -156,10 +157,19 @@ async def candidate_themes(
     ingest's unit of work.
     """
     wanted: dict[uuid.UUID, None] = {}
-    need_general = False
+    need_general = any(f.embedding is None or _unit(f.embedding) is None for f in facts)
+    vectors = [
+        f.embedding for f in facts if f.embedding is not None and _unit(f.embedding) is not None
+    ]
+    many = getattr(index, "search_themes_many", None)
+    if many is not None and vectors:
+        # Both shipped indexes: every fact's neighbours in one call (one SQL statement).
+        for hits in await many(vectors, limit=limit, min_similarity=floor):
+            for theme_id, _ in hits:
+                wanted[theme_id] = None
+        facts = []
     for fact in facts:
         if fact.embedding is None or _unit(fact.embedding) is None:
-            need_general = True
             continue
         if index is not None:
             options: dict[str, Any] = {"limit": limit}

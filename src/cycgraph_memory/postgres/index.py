@@ -39,6 +39,7 @@ from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInput
 from cycgraph_memory.postgres import convert
 from cycgraph_memory.postgres._base import DEFAULT_TENANT, Bind, PostgresBackend
 from cycgraph_memory.postgres.hierarchical import HierarchicalCandidates
+from cycgraph_memory.postgres.ingest_lookups import IngestSearch
 from cycgraph_memory.postgres.schema import MAX_VECTOR_HNSW_DIM, EmbeddingVector
 from cycgraph_memory.postgres.search import PostgresSearchMixin
 from cycgraph_memory.postgres.store import (
@@ -88,7 +89,9 @@ def distance_expr(table: Table, query: Sequence[float], dim: int) -> ColumnEleme
     return result
 
 
-class PostgresMemoryIndex(HierarchicalCandidates, PostgresSearchMixin, PostgresBackend):
+class PostgresMemoryIndex(
+    IngestSearch, HierarchicalCandidates, PostgresSearchMixin, PostgresBackend
+):
     """``MemoryIndex`` on pgvector HNSW indexes, scoped to one tenant.
 
     Also searches messages by embedding (``search_messages``) and facts, messages and
