@@ -41,6 +41,10 @@ def make_embedder(name: str) -> EmbeddingProvider:
         from cycgraph_memory.embeddings.hashing import HashingEmbeddingProvider
 
         return HashingEmbeddingProvider(dimensions=384)
+    import torch  # the local-embeddings extra brings it
+
+    # One inference thread: on 2 shared cores more threads only contend with the database.
+    torch.set_num_threads(1)
     from cycgraph_memory.embeddings.local import LocalEmbeddingProvider
 
     return LocalEmbeddingProvider()
