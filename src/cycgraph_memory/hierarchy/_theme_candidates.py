@@ -149,12 +149,15 @@ async def candidate_themes(
     neighbours: ThemeNeighbours | None,
     limit: int,
     floor: float | None,
+    max_facts: int | None = None,
 ) -> list[Theme]:
     """The live stored themes near ``facts`` (plus "General" when a fact has no vector).
 
     Reads at most ``limit`` themes per fact through the index (or ``neighbours``) and
-    that many by id from the store, whatever the size of the tenant. Call it inside the
-    ingest's unit of work.
+    that many by id from the store, whatever the size of the tenant. A theme holding
+    ``max_facts`` facts or more is full: it is not a candidate, so it neither grows nor
+    merges, and related facts start a sibling theme (the cost of writing a theme stays
+    bounded too). Call it inside the ingest's unit of work.
     """
     wanted: dict[uuid.UUID, None] = {}
     need_general = any(f.embedding is None or _unit(f.embedding) is None for f in facts)
@@ -184,7 +187,12 @@ async def candidate_themes(
     if need_general:
         wanted[GENERAL_THEME_ID] = None
     stored = await store.get_themes(list(wanted)) if wanted else {}
-    live = [t for t in stored.values() if t.invalidated_at is None]
+    live = [
+        t
+        for t in stored.values()
+        if t.invalidated_at is None
+        and (max_facts is None or len(t.fact_ids) < max_facts or t.id == GENERAL_THEME_ID)
+    ]
     live.sort(key=lambda t: (t.provenance.created_at, str(t.id)))
     if need_general and not any(t.id == GENERAL_THEME_ID for t in live):
         live.append(general_theme())  # new (or revived after a soft delete)

@@ -120,7 +120,11 @@ class _Cluster:
     def own(self) -> Theme:
         """The theme, deep-copied first if it is still the caller's object."""
         if not self.owned:
-            self.theme = self.theme.model_copy(deep=True)
+            # Ids are immutable and the centroid is replaced, never mutated: copying the
+            # list is a deep copy in effect, at a fraction of ``copy.deepcopy``'s cost.
+            theme = self.theme
+            self.theme = theme.model_copy(update={"fact_ids": list(theme.fact_ids)})
+            self.theme.provenance = theme.provenance.model_copy()
             self.owned = True
         return self.theme
 

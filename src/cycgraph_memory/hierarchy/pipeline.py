@@ -75,6 +75,9 @@ THEMES_LOCK = "themes"
 DEFAULT_THEME_CANDIDATES = 4
 """Nearest stored themes looked up per new fact (``MemoryPipeline(theme_candidates=...)``)."""
 
+DEFAULT_MAX_THEME_FACTS = 400
+"""Facts after which a theme is full (``MemoryPipeline(max_theme_facts=...)``)."""
+
 
 class IngestReport(BaseModel):
     """What one :meth:`MemoryPipeline.ingest` call wrote.
@@ -166,6 +169,9 @@ class MemoryPipeline:
         theme_candidates: Stored themes looked up per new fact (kNN over theme
             centroids); a batch is clustered against these candidates only, so an
             ingest's cost follows the batch, not the tenant.
+        max_theme_facts: A stored theme with this many facts is full: new facts no longer
+            join it (nor merge into it) and start a sibling theme, so no theme, and no
+            write of one, grows with the tenant. ``None``: no limit.
         embed_batch_size: Texts per ``embedder.embed`` call.
         merge_entities: Merge entities of one ingest that share a normalised name and
             type (the extractor mints ids per episode).
@@ -205,6 +211,7 @@ class MemoryPipeline:
         extractor: SemanticExtractor | None = None,
         clusterer: ThemeClusterer | None = None,
         theme_candidates: int = DEFAULT_THEME_CANDIDATES,
+        max_theme_facts: int | None = DEFAULT_MAX_THEME_FACTS,
         embed_batch_size: int = 256,
         merge_entities: bool = True,
         resolve_entities: bool = True,
@@ -215,6 +222,10 @@ class MemoryPipeline:
             raise ValueError("embed_batch_size must be >= 1")
         if isinstance(theme_candidates, bool) or not 1 <= theme_candidates <= 100:
             raise ValueError("theme_candidates must be an int in 1..100")
+        if max_theme_facts is not None and (
+            isinstance(max_theme_facts, bool) or max_theme_facts < 1
+        ):
+            raise ValueError("max_theme_facts must be a positive int or None")
         if segmenter is None:
             from cycgraph_memory.hierarchy.segmenters import SimpleEpisodeSegmenter
 
@@ -225,6 +236,7 @@ class MemoryPipeline:
             extractor = default_extractor(max_facts=DEFAULT_RULE_MAX_FACTS)
         self.calibrator = TenantThemeCalibrator() if clusterer is None else None
         self.theme_candidates = theme_candidates
+        self.max_theme_facts = max_theme_facts
         self._neighbours = ThemeNeighbours() if index is None else None
         self.store = store
         self.embedder = embedder
@@ -478,6 +490,7 @@ class MemoryPipeline:
             neighbours=neighbours,
             limit=self.theme_candidates,
             floor=min(thresholds) if thresholds else None,
+            max_facts=self.max_theme_facts,
         )
 
     @staticmethod
