@@ -206,3 +206,19 @@ async def test_calibrated_default_refits_at_doublings_with_a_bounded_sample(
     assert counting.records["find_facts"] <= 16 * 32
     fresh = ThemeCalibration.model_validate(await store.get_tenant_setting(THEME_CALIBRATION_KEY))
     assert fresh.fitted_at == fresh.facts > record.facts
+
+
+async def test_a_full_theme_stops_growing() -> None:
+    store, index = InMemoryMemoryStore(), InMemoryMemoryIndex(expected_dimensions=DIM)
+    pipeline = _pipeline(store, index, clusterer=SimpleThemeClusterer(-1.0), max_theme_facts=5)
+    first = await pipeline.ingest(batch(1))
+    [theme] = await store.list_themes()
+    assert len(theme.fact_ids) == len(first.fact_ids) >= 5  # one call may overfill it
+    second = await pipeline.ingest(batch(2))
+    themes = {t.id: t for t in await store.list_themes()}
+    assert themes[theme.id].fact_ids == theme.fact_ids  # full: not a candidate any more
+    assert len(themes) == 2
+    [sibling] = [t for t in themes.values() if t.id != theme.id]
+    assert set(sibling.fact_ids) == set(second.fact_ids)
+    with pytest.raises(ValueError):
+        _pipeline(store, index, max_theme_facts=0)

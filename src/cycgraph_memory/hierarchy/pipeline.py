@@ -489,7 +489,8 @@ class MemoryPipeline:
             index=self.index,
             neighbours=neighbours,
             limit=self.theme_candidates,
-            floor=min(thresholds) if thresholds else None,
+            # No floor below 0 (search floors are similarities in [0, 1]).
+            floor=min(thresholds) if thresholds and min(thresholds) > 0 else None,
             max_facts=self.max_theme_facts,
         )
 
