@@ -13,6 +13,12 @@ Target: >= 1,000 messages/s on Postgres at 10,000 messages.
 
 ``--tiers`` (issue 21) times the rule and the parser extractor tiers side by side through
 ``MemoryPipeline.ingest`` in memory with the hashing embedder (target: parser >= 500 msg/s).
+
+``--growth`` runs instead the growth section (``bench/_ingest_growth.py``): one tenant
+receiving many small calls, cost of the first vs the last calls, themes per 1,000 facts:
+
+    python bench/ingest.py --growth [--calls 260] [--call-size 20] [--preload 100000]
+        [--embedders hashing,minilm] [--backend memory|postgres|both] [--dsn URL]
 """
 
 from __future__ import annotations
@@ -163,6 +169,25 @@ def tiers(messages: list[Message], batch: int, processes: int) -> None:
         print(f"{label:<34}{rate:>8.0f}{median:>14.0f}{rate / 500:>9.2f}x{cpu_text:>12}")
 
 
+def growth_main(args: argparse.Namespace) -> None:
+    """The ``--growth`` section: per backend and embedder, one tenant, many small calls."""
+    from _ingest_growth import growth_memory, growth_postgres, print_growth
+
+    rows = []
+    for name in args.embedders.split(","):
+        if args.backend in ("memory", "both"):
+            result = asyncio.run(growth_memory(name, args.calls, args.call_size, args.preload))
+            rows.append(("in-memory", name, args.preload, result))
+            print_growth(rows[-1:], args.call_size)
+        if args.backend in ("postgres", "both"):
+            result = asyncio.run(
+                growth_postgres(name, args.calls, args.call_size, args.preload, args.dsn)
+            )
+            rows.append(("postgres", name, args.preload, result))
+            print_growth(rows[-1:], args.call_size)
+    print_growth(rows, args.call_size)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=10_000)
@@ -174,9 +199,18 @@ def main() -> None:
                         help="only compare the rule and parser extractor tiers (in memory)")
     parser.add_argument("--processes", type=int, default=2,
                         help="worker processes of the parser tier row (with --tiers)")
+    parser.add_argument("--growth", action="store_true", help="run the growth section")
+    parser.add_argument("--calls", type=int, default=260)
+    parser.add_argument("--call-size", type=int, default=20)
+    parser.add_argument("--preload", type=int, default=0)
+    parser.add_argument("--embedders", default="hashing,minilm")
+    parser.add_argument("--dsn", default=None, help="Postgres server (default: embedded)")
     args = parser.parse_args()
     if args.tiers:
         tiers(make_messages(args.messages), args.batch, args.processes)
+        return
+    if args.growth:
+        growth_main(args)
         return
     global HNSW
     HNSW = (args.hnsw_m, args.hnsw_ef_construction)

@@ -25,14 +25,22 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.hierarchy.clustering import ConsolidatingThemeClusterer
+from cycgraph_memory.records import FactFilter, SemanticFact
 
 __all__ = [
+    "DEFAULT_THEME_SIZE",
     "MIN_CALIBRATION_SAMPLE",
+    "THEME_CALIBRATION_KEY",
+    "TenantThemeCalibrator",
+    "ThemeCalibration",
     "ThemeThresholds",
     "calibrate_theme_thresholds",
     "calibrated_clusterer",
+    "fit_theme_calibration",
+    "sample_fact_vectors",
 ]
 
 MIN_CALIBRATION_SAMPLE = 10
@@ -124,3 +132,194 @@ def calibrated_clusterer(
         merge_threshold=t.merge_threshold,
         max_themes=max_themes,
     )
+
+
+# --------------------------------------------------------------------------- per tenant
+
+THEME_CALIBRATION_KEY = "theme_calibration"
+"""Key of the per-tenant calibration record (``SupportsTenantSettings``)."""
+
+DEFAULT_THEME_SIZE = 40
+"""Facts a theme gathers on average that the tenant calibration aims at."""
+
+_SAMPLE_PAGE = 32
+_SAMPLE_PAGES = 16
+_MAX_SAMPLE = 600
+
+
+class ThemeCalibration(BaseModel):
+    """The theme thresholds of one tenant, as stored with the tenant.
+
+    The thresholds are quantiles of the pairwise similarities of a sample of the tenant's
+    own fact vectors, chosen so that a fact joins a theme when the theme is about as close
+    as a fact's ``theme_size`` nearest facts of the tenant are:
+    ``assignment_quantile = 1 - theme_size / facts`` and
+    ``merge_quantile = 1 - theme_size / (4 * facts)``, each clipped to
+    ``[0.70, 0.9995]``. As the tenant grows the quantiles rise, so themes keep a bounded
+    size instead of absorbing everything. Measured on the conversation set grown call by
+    call (``bench/ingest.py --growth``), this keeps 5-100 themes per 1,000 facts for the
+    hashing embedder and all-MiniLM-L6-v2 alike.
+
+    Attributes:
+        assignment_threshold: Minimum similarity for a fact to join a theme.
+        merge_threshold: Minimum centroid similarity for two themes to merge.
+        facts: Facts of the tenant counted so far (estimated at the first fit, then
+            increased by every ingest).
+        fitted_at: ``facts`` when the thresholds were last fitted; they are fitted again
+            once ``facts`` reaches twice this (so a refit happens at doublings, never on
+            every call).
+        sample: Vectors the last fit read.
+        dimensions: Width of the vectors fitted (another width forces a refit).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    assignment_threshold: float = Field(ge=-1.0, le=1.0)
+    merge_threshold: float = Field(ge=-1.0, le=1.0)
+    facts: int = Field(ge=0)
+    fitted_at: int = Field(ge=0)
+    sample: int = Field(ge=0)
+    dimensions: int = Field(ge=0)
+
+    def due(self, facts: int, dimensions: int) -> bool:
+        """Whether a tenant with ``facts`` facts of width ``dimensions`` needs a refit."""
+        if dimensions != self.dimensions or self.sample < MIN_CALIBRATION_SAMPLE:
+            return True
+        return facts >= 2 * max(self.fitted_at, MIN_CALIBRATION_SAMPLE)
+
+
+_QUANTILE_FLOOR = 0.70
+_QUANTILE_CEILING = 0.9995
+
+
+def _quantiles(facts: int, theme_size: int) -> tuple[float, float]:
+    n = max(facts, 1)
+    assign = min(_QUANTILE_CEILING, max(_QUANTILE_FLOOR, 1.0 - theme_size / n))
+    merge = min(_QUANTILE_CEILING, max(_QUANTILE_FLOOR, 1.0 - theme_size / (4.0 * n)))
+    return assign, max(assign, merge)
+
+
+def fit_theme_calibration(
+    vectors: Sequence[Sequence[float]],
+    facts: int,
+    *,
+    theme_size: int = DEFAULT_THEME_SIZE,
+) -> ThemeCalibration:
+    """Fit the thresholds of a tenant of ``facts`` facts on a sample of its vectors.
+
+    Deterministic: the same vectors in the same order give the same thresholds.
+
+    Raises:
+        InvalidInputError: Fewer than :data:`MIN_CALIBRATION_SAMPLE` vectors, or bad ones.
+    """
+    if theme_size < 1:
+        raise InvalidInputError(f"theme_size must be >= 1, got {theme_size!r}")
+    assign_q, merge_q = _quantiles(facts, theme_size)
+    t = calibrate_theme_thresholds(
+        vectors, assignment_quantile=assign_q, merge_quantile=merge_q
+    )
+    return ThemeCalibration(
+        assignment_threshold=t.assignment_threshold,
+        merge_threshold=t.merge_threshold,
+        facts=facts,
+        fitted_at=facts,
+        sample=len(vectors),
+        dimensions=len(vectors[0]),
+    )
+
+
+async def sample_fact_vectors(store: MemoryStore) -> tuple[list[list[float]], int]:
+    """A bounded, deterministic sample of the stored facts' vectors, and a count estimate.
+
+    Reads pages of 32 live facts at offsets 0, 32, 64, 128, ... in the store's listing
+    order until a page comes back short (at most 16 pages, 512 facts), so the sample
+    spans the tenant's history at any size. The estimate is the number of facts the
+    probes prove to exist (within a factor of two of the true count up to ~1M facts).
+    """
+    vectors: list[list[float]] = []
+    offset, counted = 0, 0
+    for _ in range(_SAMPLE_PAGES):
+        page = await store.find_facts(FactFilter(limit=_SAMPLE_PAGE, offset=offset))
+        vectors.extend(list(f.embedding) for f in page if f.embedding is not None)
+        if page:
+            counted = offset + len(page)
+        if len(page) < _SAMPLE_PAGE:
+            break
+        offset = max(_SAMPLE_PAGE, 2 * offset)
+    return vectors, counted
+
+
+class TenantThemeCalibrator:
+    """Keeps a tenant's calibrated thresholds and builds the clusterer of each ingest.
+
+    Used by :class:`~cycgraph_memory.hierarchy.pipeline.MemoryPipeline` when no
+    clusterer is given. Inside the ingest's unit of work :meth:`clusterer_for` reads the
+    tenant's :class:`ThemeCalibration` (one small record), refits it when it is missing or
+    the tenant has doubled since the last fit (reading a bounded sample, see
+    :func:`sample_fact_vectors`), counts the batch's facts and writes the record back.
+    Stores without ``get_tenant_setting`` keep the record in this object instead.
+
+    Args:
+        theme_size: Facts per theme the fit aims at (:data:`DEFAULT_THEME_SIZE`).
+        max_themes: Passed to every :class:`ConsolidatingThemeClusterer`.
+    """
+
+    def __init__(self, *, theme_size: int = DEFAULT_THEME_SIZE, max_themes: int | None = None):
+        if theme_size < 1:
+            raise InvalidInputError(f"theme_size must be >= 1, got {theme_size!r}")
+        self.theme_size = theme_size
+        self.max_themes = max_themes
+        self._local: ThemeCalibration | None = None
+        self.last: ThemeCalibration | None = None
+
+    async def load(self, store: MemoryStore) -> ThemeCalibration | None:
+        """The tenant's stored calibration, if any."""
+        getter = getattr(store, "get_tenant_setting", None)
+        if getter is None:
+            return self._local
+        raw = await getter(THEME_CALIBRATION_KEY)
+        return None if raw is None else ThemeCalibration.model_validate(raw)
+
+    async def _save(self, store: MemoryStore, record: ThemeCalibration) -> None:
+        putter = getattr(store, "put_tenant_setting", None)
+        if putter is None:
+            self._local = record
+        else:
+            await putter(THEME_CALIBRATION_KEY, record.model_dump())
+
+    async def clusterer_for(
+        self, store: MemoryStore, facts: Sequence[SemanticFact]
+    ) -> ConsolidatingThemeClusterer:
+        """The clusterer for one ingest batch (call inside the ingest's unit of work)."""
+        batch = [list(f.embedding) for f in facts if f.embedding is not None]
+        record = await self.load(store)
+        if not batch:
+            self.last = record
+            return self._build(record)
+        dim = len(batch[0])
+        if record is None or record.due(record.facts + len(batch), dim):
+            stored, counted = await sample_fact_vectors(store)
+            stored = [v for v in stored if len(v) == dim]
+            total = max(counted, record.facts if record is not None else 0) + len(batch)
+            sample = (stored + batch)[:_MAX_SAMPLE]
+            if len(sample) >= MIN_CALIBRATION_SAMPLE:
+                record = fit_theme_calibration(sample, total, theme_size=self.theme_size)
+            else:  # too little to fit yet: the fixed defaults, refitted next time
+                record = ThemeCalibration(
+                    assignment_threshold=0.7, merge_threshold=0.85, facts=total,
+                    fitted_at=0, sample=len(sample), dimensions=dim,
+                )
+        else:
+            record = record.model_copy(update={"facts": record.facts + len(batch)})
+        await self._save(store, record)
+        self.last = record
+        return self._build(record)
+
+    def _build(self, record: ThemeCalibration | None) -> ConsolidatingThemeClusterer:
+        if record is None:
+            return ConsolidatingThemeClusterer(max_themes=self.max_themes)
+        return ConsolidatingThemeClusterer(
+            assignment_threshold=record.assignment_threshold,
+            merge_threshold=record.merge_threshold,
+            max_themes=self.max_themes,
+        )

@@ -101,12 +101,7 @@ async def resolve_ingest_entities(
     for fact in facts:
         if any(e in remap for e in fact.entity_ids):
             fact.entity_ids = list(dict.fromkeys(remap.get(e, e) for e in fact.entity_ids))
-    existing_edges: set[tuple[uuid.UUID, uuid.UUID, str]] = set()
-    edges_for = getattr(store, "find_relationships_for_entities", None)
-    if edges_for is not None:
-        for rel in await edges_for(sorted(set(remap.values()), key=str)):
-            existing_edges.add((rel.source_id, rel.target_id, rel.relation_type))
-    seen = set(existing_edges)
+    seen = await _stored_edges(store, relationships, remap)
     for rel in relationships:
         source = remap.get(rel.source_id, rel.source_id)
         target_id = remap.get(rel.target_id, rel.target_id)
@@ -118,3 +113,36 @@ async def resolve_ingest_entities(
             rel = rel.model_copy(update={"source_id": source, "target_id": target_id})
         out.relationships.append(rel)
     return out
+
+
+async def _stored_edges(
+    store: MemoryStore,
+    relationships: Sequence[Relationship],
+    remap: dict[uuid.UUID, uuid.UUID],
+) -> set[tuple[uuid.UUID, uuid.UUID, str]]:
+    """Live stored edges that new ``relationships`` would duplicate once remapped.
+
+    Only an edge whose two endpoints resolved to stored entities can repeat a stored one.
+    With ``find_relationships_between`` (both shipped stores) exactly those triples are
+    looked up, so the read follows the batch; other stores read the edges of the matched
+    entities.
+    """
+    stored_ids = set(remap.values())
+    keys = {
+        (remap[r.source_id], remap[r.target_id], r.relation_type)
+        for r in relationships
+        if r.source_id in remap and r.target_id in remap
+    }
+    keys = {k for k in keys if k[0] in stored_ids and k[1] in stored_ids and k[0] != k[1]}
+    if not keys:
+        return set()
+    between = getattr(store, "find_relationships_between", None)
+    if between is not None:
+        found: list[Relationship] = await between(sorted(keys, key=str))
+    else:
+        edges_for = getattr(store, "find_relationships_for_entities", None)
+        if edges_for is None:
+            return set()
+        ends = sorted({e for s, t, _ in keys for e in (s, t)}, key=str)
+        found = await edges_for(ends)
+    return {(r.source_id, r.target_id, r.relation_type) for r in found}

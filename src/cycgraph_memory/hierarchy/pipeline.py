@@ -37,6 +37,8 @@ from cycgraph_memory.contracts import (
     ThemeClusterer,
 )
 from cycgraph_memory.errors import EmbeddingDimensionMismatchError
+from cycgraph_memory.hierarchy._theme_candidates import ThemeNeighbours, candidate_themes
+from cycgraph_memory.hierarchy.calibration import TenantThemeCalibrator
 from cycgraph_memory.hierarchy.extractors.closing import (
     close_ended_relationships,
     split_ended_markers,
@@ -76,6 +78,12 @@ are bounded by the segmenter, and fillers are dropped after extraction instead).
 
 THEMES_LOCK = "themes"
 """Name of the per-tenant exclusive lock an ingest holds while it assigns and writes themes."""
+
+DEFAULT_THEME_CANDIDATES = 4
+"""Nearest stored themes looked up per new fact (``MemoryPipeline(theme_candidates=...)``)."""
+
+DEFAULT_MAX_THEME_FACTS = 400
+"""Facts after which a theme is full (``MemoryPipeline(max_theme_facts=...)``)."""
 
 
 class IngestReport(BaseModel):
@@ -161,7 +169,16 @@ class MemoryPipeline:
         extractor: Level 1 -> 2 stage; default ``ParserExtractor`` when the ``parser``
             extra is installed, else ``RuleBasedExtractor``, either with
             ``max_facts=DEFAULT_RULE_MAX_FACTS`` (no cap that silently drops sentences).
-        clusterer: Level 2 -> 3 stage; default ``ConsolidatingThemeClusterer()``.
+        clusterer: Level 2 -> 3 stage. Default: a ``ConsolidatingThemeClusterer`` whose
+            thresholds are fitted to the tenant's own vectors, stored with the tenant and
+            refitted as it doubles (:class:`~cycgraph_memory.hierarchy.calibration.
+            TenantThemeCalibrator`). A clusterer passed here is used as is.
+        theme_candidates: Stored themes looked up per new fact (kNN over theme
+            centroids); a batch is clustered against these candidates only, so an
+            ingest's cost follows the batch, not the tenant.
+        max_theme_facts: A stored theme with this many facts is full: new facts no longer
+            join it (nor merge into it) and start a sibling theme, so no theme, and no
+            write of one, grows with the tenant. ``None``: no limit.
         embed_batch_size: Texts per ``embedder.embed`` call.
         merge_entities: Merge entities of one ingest that share a normalised name and
             type (the extractor mints ids per episode).
@@ -175,6 +192,14 @@ class MemoryPipeline:
         ground_facts: Link facts to their messages, drop fillers and prefix speaker and
             date (:mod:`cycgraph_memory.hierarchy.grounding`); ``False`` keeps the
             extractor's facts as they are.
+
+    Cost per call: the stored themes a batch can join or merge with are found through
+    ``index`` (``search_themes``, ``theme_candidates`` per fact) and read back by id;
+    entities are resolved by name key and edges checked by endpoint pair. Nothing lists
+    the tenant. Without ``index``, the pipeline keeps its own table of theme centroids,
+    filled once from the store on its first ingest (see
+    :mod:`cycgraph_memory.hierarchy._theme_candidates`); pass the index you retrieve
+    with so that every writer shares one view.
 
     Concurrency: any number of pipelines may ingest into one tenant at once. The CPU stages
     run in parallel; the write phase (the "already stored?" check, theme assignment and
@@ -192,6 +217,8 @@ class MemoryPipeline:
         segmenter: EpisodeSegmenter | None = None,
         extractor: SemanticExtractor | None = None,
         clusterer: ThemeClusterer | None = None,
+        theme_candidates: int = DEFAULT_THEME_CANDIDATES,
+        max_theme_facts: int | None = DEFAULT_MAX_THEME_FACTS,
         embed_batch_size: int = 256,
         merge_entities: bool = True,
         resolve_entities: bool = True,
@@ -200,6 +227,12 @@ class MemoryPipeline:
     ) -> None:
         if embed_batch_size < 1:
             raise ValueError("embed_batch_size must be >= 1")
+        if isinstance(theme_candidates, bool) or not 1 <= theme_candidates <= 100:
+            raise ValueError("theme_candidates must be an int in 1..100")
+        if max_theme_facts is not None and (
+            isinstance(max_theme_facts, bool) or max_theme_facts < 1
+        ):
+            raise ValueError("max_theme_facts must be a positive int or None")
         if segmenter is None:
             from cycgraph_memory.hierarchy.segmenters import SimpleEpisodeSegmenter
 
@@ -208,10 +241,10 @@ class MemoryPipeline:
             from cycgraph_memory.hierarchy.extractors.parser import default_extractor
 
             extractor = default_extractor(max_facts=DEFAULT_RULE_MAX_FACTS)
-        if clusterer is None:
-            from cycgraph_memory.hierarchy.clustering import ConsolidatingThemeClusterer
-
-            clusterer = ConsolidatingThemeClusterer()
+        self.calibrator = TenantThemeCalibrator() if clusterer is None else None
+        self.theme_candidates = theme_candidates
+        self.max_theme_facts = max_theme_facts
+        self._neighbours = ThemeNeighbours() if index is None else None
         self.store = store
         self.embedder = embedder
         self.index = index
@@ -406,8 +439,9 @@ class MemoryPipeline:
             )
             if not episodes:
                 return report
-            existing = await self.store.list_themes(include_invalidated=False)
-            themes = await self.clusterer.cluster(facts, existing)
+            clusterer = await self._clusterer(facts)
+            existing = await self._candidates(facts, clusterer)
+            themes = await clusterer.cluster(facts, existing)
             survivors = {t.id for t in themes}
             now = utc_now()
             merged_away = [
@@ -440,8 +474,11 @@ class MemoryPipeline:
             await self.store.put_facts([*facts, *remapped])
             if merged_away:
                 await self.store.put_themes(merged_away)
+            # Inside the lock: the next ingest's kNN must see these themes.
+            await self._sync_index(episodes, [*facts, *remapped], entities, touched, merged_away)
 
-        await self._sync_index(episodes, [*facts, *remapped], entities, touched, merged_away)
+        if self._neighbours is not None:  # committed: this pipeline's own view follows
+            self._neighbours.update(touched, [t.id for t in merged_away])
         report.messages_ingested = sum(len(e.messages) for e in episodes)
         report.episode_ids = [e.id for e in episodes]
         report.fact_ids = [f.id for f in facts]
@@ -458,6 +495,34 @@ class MemoryPipeline:
             len(relationships),
         )
         return report
+
+    async def _clusterer(self, facts: list[SemanticFact]) -> ThemeClusterer:
+        """The configured clusterer, or the tenant-calibrated one for this batch."""
+        if self.calibrator is None:
+            assert self.clusterer is not None
+            return self.clusterer
+        return await self.calibrator.clusterer_for(self.store, facts)
+
+    async def _candidates(self, facts: list[SemanticFact], clusterer: object) -> list[Theme]:
+        """The stored themes this batch may join or merge with (kNN, then by id)."""
+        neighbours = self._neighbours
+        if neighbours is not None and not neighbours.loaded:
+            await neighbours.load(self.store)
+        thresholds = [
+            float(v)
+            for name in ("assignment_threshold", "similarity_threshold", "merge_threshold")
+            if isinstance(v := getattr(clusterer, name, None), int | float)
+        ]
+        return await candidate_themes(
+            self.store,
+            facts,
+            index=self.index,
+            neighbours=neighbours,
+            limit=self.theme_candidates,
+            # No floor below 0 (search floors are similarities in [0, 1]).
+            floor=min(thresholds) if thresholds and min(thresholds) > 0 else None,
+            max_facts=self.max_theme_facts,
+        )
 
     @staticmethod
     def _stamp(

@@ -12,7 +12,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 
-from cycgraph_memory.records import Relationship, SemanticFact
+from cycgraph_memory.normalize import normalize_entity_name
+from cycgraph_memory.records import Entity, Relationship, SemanticFact
 
 __all__ = ["StoreLookups"]
 
@@ -42,10 +43,39 @@ class StoreLookups:
         self.facts_by_tag: dict[object, set[uuid.UUID]] = {}
         self.facts_by_theme: dict[object, set[uuid.UUID]] = {}
         self.facts_by_episode: dict[object, set[uuid.UUID]] = {}
+        # (normalize_entity_name(name), entity_type) -> entity ids (ingest-time resolution)
+        self.entities_by_key: dict[object, set[uuid.UUID]] = {}
+        self.entity_key: dict[uuid.UUID, tuple[str, str]] = {}
         # Fact writes bump the version; a tag set's ids sorted by (valid_from, id) are
         # cached until then (touches do not change the order, so they keep the cache).
         self.fact_version = 0
         self._tag_order: dict[frozenset[str], tuple[int, list[uuid.UUID]]] = {}
+
+    # entities -------------------------------------------------------------------
+
+    def put_entity(self, new: Entity) -> None:
+        """Re-index one entity under its normalised name key."""
+        key = (normalize_entity_name(new.name), new.entity_type)
+        old = self.entity_key.get(new.id)
+        if old == key:
+            return
+        if old is not None:
+            _discard(self.entities_by_key, old, new.id)
+        self.entity_key[new.id] = key
+        _add(self.entities_by_key, key, new.id)
+
+    def drop_entity(self, entity_id: uuid.UUID) -> None:
+        """Forget one entity."""
+        old = self.entity_key.pop(entity_id, None)
+        if old is not None:
+            _discard(self.entities_by_key, old, entity_id)
+
+    def entities_with_keys(self, keys: Iterable[tuple[str, str]]) -> set[uuid.UUID]:
+        """Ids of entities whose ``(normalised name, type)`` is one of ``keys``."""
+        out: set[uuid.UUID] = set()
+        for key in keys:
+            out |= self.entities_by_key.get(key, set())
+        return out
 
     # relationships ------------------------------------------------------------
 
@@ -145,9 +175,12 @@ class StoreLookups:
         self,
         relationships: Mapping[uuid.UUID, Relationship],
         facts: Mapping[uuid.UUID, SemanticFact],
+        entities: Mapping[uuid.UUID, Entity] | None = None,
     ) -> None:
         """Recompute every index from the store's dicts."""
         self.__init__()  # type: ignore[misc]
+        for entity in (entities or {}).values():
+            self.put_entity(entity)
         for rel in relationships.values():
             self.put_relationship(None, rel)
         for fact in facts.values():

@@ -533,6 +533,25 @@ class InMemoryMemoryIndex(MessageAndTextSearch):
         """Nearest themes, best first (ties by id)."""
         return self._search(self._themes, embedding, options, kwargs)
 
+    async def search_themes_many(
+        self,
+        embeddings: Sequence[Sequence[float]],
+        *,
+        limit: int,
+        min_similarity: float | None = None,
+    ) -> list[list[tuple[uuid.UUID, float]]]:
+        """For each query vector, the ids and scores of its ``limit`` nearest live themes.
+
+        The batched twin of :meth:`search_themes` (no record copies), used by ingest.
+        """
+        opts = SearchOptions(limit=limit, min_similarity=min_similarity)
+        out: list[list[tuple[uuid.UUID, float]]] = []
+        for embedding in embeddings:
+            q = self._query(embedding, "search_themes_many")
+            hits = [] if q is None else self._themes.search(q, opts)
+            out.append([(theme.id, score) for theme, score in hits])
+        return out
+
     async def search_episodes(
         self,
         embedding: Sequence[float],

@@ -34,9 +34,9 @@ from cycgraph_memory.inmemory._common import (
     compact_record,
     copy_record,
 )
+from cycgraph_memory.inmemory._ingest_lookups import InMemoryIngestLookups
 from cycgraph_memory.inmemory._lookup import StoreLookups
 from cycgraph_memory.lifecycle.models import PurgeCandidates, PurgePlan, PurgeSelector
-from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
     MAX_ACCESS_COUNT,
     Entity,
@@ -67,6 +67,7 @@ _Snapshot = tuple[
     dict[str, list[uuid.UUID]],
     dict[uuid.UUID, "array[float]"],
     dict[uuid.UUID, set[uuid.UUID]],
+    dict[str, dict[str, Any]],
 ]
 
 
@@ -103,7 +104,7 @@ def _theme_key(t: Theme) -> tuple[datetime, str]:
     return (t.provenance.created_at, str(t.id))
 
 
-class InMemoryMemoryStore:
+class InMemoryMemoryStore(InMemoryIngestLookups):
     """Zero-dependency ``MemoryStore`` backed by dicts.
 
     Listings filter first, then sort by the contract's deterministic order, then apply
@@ -131,6 +132,7 @@ class InMemoryMemoryStore:
         self._exclusive_locks: dict[str, asyncio.Lock] = {}
         self._lookups = StoreLookups()
         self._idempotency: dict[str, list[uuid.UUID]] = {}
+        self._settings: dict[str, dict[str, Any]] = {}
 
     @property
     def expected_dimensions(self) -> int | None:
@@ -220,11 +222,13 @@ class InMemoryMemoryStore:
     async def put_entity(self, entity: Entity) -> None:
         """Insert or replace one entity."""
         record = self._prepare(Entity, entity)
+        self._lookups.put_entity(record)
         self._entities[record.id] = record
 
     async def put_entities(self, entities: Iterable[Entity]) -> None:
         """Insert or replace many entities; nothing is written if any is invalid."""
         for record in self._prepare_many(Entity, entities):
+            self._lookups.put_entity(record)
             self._entities[record.id] = record
 
     async def get_entity(self, entity_id: uuid.UUID | str) -> Entity | None:
@@ -258,6 +262,7 @@ class InMemoryMemoryStore:
         eid = parse_id(entity_id)
         if self._entities.pop(eid, None) is None:
             return False
+        self._lookups.drop_entity(eid)
         for rid in self._lookups.relationships_of([eid]):
             edge = self._relationships.pop(rid, None)
             if edge is not None:
@@ -733,6 +738,7 @@ class InMemoryMemoryStore:
             dict(self._idempotency),
             dict(self._message_vectors),
             dict(self._message_homes),
+            self._settings,  # replaced on write, never mutated
         )
 
     def _restore(self, snapshot: _Snapshot) -> None:
@@ -745,8 +751,9 @@ class InMemoryMemoryStore:
             self._idempotency,
             self._message_vectors,
             self._message_homes,
+            self._settings,
         ) = snapshot
-        self._lookups.rebuild(self._relationships, self._facts)
+        self._lookups.rebuild(self._relationships, self._facts, self._entities)
 
     async def clear(self) -> None:
         """Remove every record."""
@@ -757,8 +764,9 @@ class InMemoryMemoryStore:
         self._themes = {}
         self._message_vectors = {}
         self._message_homes = {}
-        self._lookups.rebuild(self._relationships, self._facts)
+        self._lookups.rebuild(self._relationships, self._facts, self._entities)
         self._idempotency = {}
+        self._settings = {}
 
     # ------------------------------------------------------------------ erasure (lifecycle)
 
@@ -828,13 +836,11 @@ class InMemoryMemoryStore:
         wanted = frozenset((str(name), str(etype)) for name, etype in keys)
         if not wanted:
             return []
-        types = frozenset(t for _, t in wanted)
+        # The name-key lookup, not a scan: the cost follows the keys asked for.
         matches = [
             e
-            for e in self._entities.values()
+            for e in (self._entities[i] for i in self._lookups.entities_with_keys(wanted))
             if e.invalidated_at is None
-            and e.entity_type in types
-            and (normalize_entity_name(e.name), e.entity_type) in wanted
         ]
         return _page(matches, _entity_key, 0, None)
 

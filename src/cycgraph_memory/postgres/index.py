@@ -37,6 +37,7 @@ from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInput
 from cycgraph_memory.postgres import convert, statements
 from cycgraph_memory.postgres._base import DEFAULT_TENANT, Bind, PostgresBackend
 from cycgraph_memory.postgres.hierarchical import HierarchicalCandidates
+from cycgraph_memory.postgres.ingest_lookups import IngestSearch
 from cycgraph_memory.postgres.search import PostgresSearchMixin
 from cycgraph_memory.postgres.statements import (
     ENTITIES,
@@ -70,7 +71,9 @@ def _episode(row: Mapping[Any, Any]) -> Episode:
     return convert.episode_from_rows(row, row["messages"] or [])
 
 
-class PostgresMemoryIndex(HierarchicalCandidates, PostgresSearchMixin, PostgresBackend):
+class PostgresMemoryIndex(
+    IngestSearch, HierarchicalCandidates, PostgresSearchMixin, PostgresBackend
+):
     """``MemoryIndex`` on pgvector HNSW indexes, scoped to one tenant.
 
     Also searches messages by embedding (``search_messages``) and facts, messages and

@@ -76,6 +76,7 @@ __all__ = [
     "TEXT_SEARCH_CONFIG",
     "TextSearchCorpusRow",
     "TextSearchTermRow",
+    "TenantSettingRow",
     "ThemeRow",
     "WriterKeyRow",
     "vector_text",
@@ -497,3 +498,14 @@ class ErasureLogRow(Base):
     selector_digests: Mapped[list[str]] = mapped_column(ARRAY(Text))
     counts: Mapped[dict[str, Any]] = mapped_column(JSONB)
     erased_at: Mapped[datetime] = mapped_column(_TZ)
+
+
+class TenantSettingRow(Base):
+    """One small per-tenant record (a JSON value under a key), e.g. the theme calibration."""
+
+    __tablename__ = "tenant_settings"
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    value: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    updated_at: Mapped[datetime] = mapped_column(_TZ)

@@ -43,6 +43,7 @@ from cycgraph_memory.postgres._base import (
     parse_id,
     parse_ids,
 )
+from cycgraph_memory.postgres.ingest_lookups import SETTINGS, IngestLookups
 from cycgraph_memory.postgres.references import check_fact_references
 from cycgraph_memory.postgres.retrieval import RetrievalQueries
 from cycgraph_memory.postgres.statements import (
@@ -114,7 +115,7 @@ def episode_from_result(row: Mapping[str, Any]) -> Episode:
     return convert.episode_from_rows(row, row["messages"] or [])
 
 
-class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
+class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
     """``MemoryStore`` on Postgres + pgvector, scoped to one tenant.
 
     Args:
@@ -697,7 +698,8 @@ class PostgresMemoryStore(RetrievalQueries, PostgresBackend):
     async def clear(self) -> None:
         """Delete every row of this tenant (other tenants are untouched)."""
         async with self._session() as session:
-            for table in (MESSAGES, EPISODES, FACTS, THEMES, RELATIONSHIPS, ENTITIES, WRITER_KEYS):
+            for table in (MESSAGES, EPISODES, FACTS, THEMES, RELATIONSHIPS, ENTITIES, WRITER_KEYS,
+                          SETTINGS):
                 await session.execute(delete(table).where(self._mine(table)))
 
 

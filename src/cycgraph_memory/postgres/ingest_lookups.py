@@ -1,0 +1,188 @@
+"""Lookups by key that keep an ingest's cost independent of the tenant's size.
+
+``IngestSearch``, a mixin of :class:`~cycgraph_memory.postgres.PostgresMemoryIndex`:
+``search_themes_many``, the nearest themes of every fact of a batch in one statement.
+
+``IngestLookups``, a mixin of :class:`~cycgraph_memory.postgres.PostgresMemoryStore`:
+
+* ``find_relationships_between``: the stored edges with given ``(source, target,
+  relation_type)`` triples, one statement on the ``(tenant_id, source_id)`` index, so
+  ingest-time resolution checks the edges of a batch without reading every edge of a
+  well-connected entity;
+* ``get_tenant_setting`` / ``put_tenant_setting``: small JSON records per tenant in
+  ``tenant_settings`` (migration 0010), e.g. the calibrated theme thresholds.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Table, and_, or_, select, text
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from cycgraph_memory._settings import check_setting, check_setting_key
+from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.postgres import convert
+from cycgraph_memory.postgres._base import PostgresBackend, parse_id
+from cycgraph_memory.postgres.schema import (
+    MAX_VECTOR_HNSW_DIM,
+    RelationshipRow,
+    TenantSettingRow,
+)
+from cycgraph_memory.records import Relationship, utc_now
+
+__all__ = ["SETTINGS", "IngestLookups", "IngestSearch"]
+
+RELATIONSHIPS: Table = RelationshipRow.__table__  # type: ignore[assignment]
+SETTINGS: Table = TenantSettingRow.__table__  # type: ignore[assignment]
+
+_TRIPLES_PER_STATEMENT = 500
+
+
+class IngestLookups(PostgresBackend):
+    """Key lookups used by ``MemoryPipeline`` (mixin of the Postgres store)."""
+
+    async def find_relationships_between(
+        self, keys: Iterable[tuple[uuid.UUID | str, uuid.UUID | str, str]]
+    ) -> list[Relationship]:
+        """Live edges whose ``(source_id, target_id, relation_type)`` is in ``keys``.
+
+        Ordered by ``(valid_from, id)``; reads only the edges asked for.
+        """
+        wanted = sorted(
+            {(parse_id(s), parse_id(t), str(r)) for s, t, r in keys}, key=str
+        )
+        if not wanted:
+            return []
+        t = RELATIONSHIPS
+        found: list[Relationship] = []
+        async with self._session() as session:
+            for start in range(0, len(wanted), _TRIPLES_PER_STATEMENT):
+                chunk = wanted[start : start + _TRIPLES_PER_STATEMENT]
+                stmt = select(t).where(
+                    t.c.tenant_id == self._tenant,
+                    t.c.invalidated_by.is_(None),
+                    or_(
+                        *(
+                            and_(t.c.source_id == s, t.c.target_id == d, t.c.relation_type == r)
+                            for s, d, r in chunk
+                        )
+                    ),
+                )
+                rows = (await session.execute(stmt)).mappings().all()
+                found.extend(convert.relationship_from_row(row) for row in rows)
+        return sorted(found, key=lambda r: (r.valid_from, str(r.id)))
+
+    async def get_tenant_setting(self, key: str) -> dict[str, Any] | None:
+        """The JSON record stored under ``key`` for this tenant, or ``None``."""
+        name = check_setting_key(key)
+        s = SETTINGS
+        stmt = select(s.c.value).where(s.c.tenant_id == self._tenant, s.c.key == name)
+        async with self._session() as session:
+            value = (await session.execute(stmt)).scalar_one_or_none()
+        return None if value is None else dict(value)
+
+    async def put_tenant_setting(self, key: str, value: Mapping[str, Any]) -> None:
+        """Insert or replace the JSON record under ``key`` for this tenant."""
+        name = check_setting_key(key)
+        document = check_setting(value)
+        s = SETTINGS
+        stmt = pg_insert(s).values(
+            tenant_id=self._tenant, key=name, value=document, updated_at=utc_now()
+        )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[s.c.tenant_id, s.c.key],
+            set_={"value": stmt.excluded.value, "updated_at": stmt.excluded.updated_at},
+        )
+
+        async def work(session: Any) -> None:
+            await session.execute(stmt)
+
+        await self._run(work, "put tenant setting")
+
+
+_THEMES_KNN_MANY = """
+SELECT q.ord AS ord, n.id AS id, n.distance AS distance
+FROM unnest(CAST(:queries AS text[])) WITH ORDINALITY AS q(v, ord)
+CROSS JOIN LATERAL (
+    SELECT t.id, t.embedding <=> CAST(q.v AS vector({dim})) AS distance
+    FROM themes t
+    WHERE t.tenant_id = :tenant AND t.embedding IS NOT NULL AND t.invalidated_at IS NULL
+    ORDER BY t.embedding <=> CAST(q.v AS vector({dim}))
+    LIMIT :k
+) n
+"""
+
+
+class IngestSearch(PostgresBackend):
+    """Batched theme kNN used by ``MemoryPipeline`` (mixin of the Postgres index)."""
+
+    if TYPE_CHECKING:
+
+        def _query_vector(
+            self, embedding: Sequence[float], dim: int | None, where: str, *,
+            checked: bool = False,
+        ) -> list[float]: ...
+
+        def _search_settings(self, ef: int) -> tuple[tuple[str, str], ...]: ...
+
+        @property
+        def ef_search(self) -> int:
+            """Default ``hnsw.ef_search`` (the index's)."""
+            ...
+
+    async def search_themes_many(
+        self,
+        embeddings: Sequence[Sequence[float]],
+        *,
+        limit: int,
+        min_similarity: float | None = None,
+    ) -> list[list[tuple[uuid.UUID, float]]]:
+        """For each query vector, the ids and scores of its ``limit`` nearest live themes.
+
+        One statement for the whole batch (a ``LATERAL`` HNSW scan per vector), best
+        first per query, ties by id. Schemas wider than 2,000 dimensions (indexed as
+        ``halfvec``) fall back to one ``search_themes`` per vector.
+        """
+        if not embeddings:
+            return []
+        if not 1 <= limit <= 1000:
+            raise InvalidInputError("limit must be in 1..1000")
+        queries = [
+            self._query_vector(v, self._known_dim(), "search_themes_many") for v in embeddings
+        ]
+        ef = min(1000, max(self.ef_search, limit + 1))
+        out: list[list[tuple[uuid.UUID, float]]] = [[] for _ in queries]
+        async with self._session(self._search_settings(ef)) as session:
+            dim = await self._dim(session)
+            for q in queries:
+                self._query_vector(q, dim, "search_themes_many", checked=True)
+            if dim > MAX_VECTOR_HNSW_DIM:
+                return await self._themes_one_by_one(queries, limit, min_similarity)
+            literals = ["[" + ",".join(repr(float(x)) for x in q) + "]" for q in queries]
+            rows = (
+                await session.execute(
+                    text(_THEMES_KNN_MANY.format(dim=int(dim))),
+                    {"queries": literals, "tenant": self._tenant, "k": limit},
+                )
+            ).all()
+        for ord_, theme_id, distance in rows:
+            score = 0.0 if distance is None or math.isnan(distance) else 1.0 - float(distance)
+            if min_similarity is None or score >= min_similarity:
+                out[int(ord_) - 1].append((convert._uuid(theme_id), score))
+        for hits in out:
+            hits.sort(key=lambda h: (-h[1], str(h[0])))
+        return out
+
+    async def _themes_one_by_one(
+        self, queries: list[list[float]], limit: int, min_similarity: float | None
+    ) -> list[list[tuple[uuid.UUID, float]]]:
+        search = getattr(self, "search_themes")  # noqa: B009 - the index's own method
+        out: list[list[tuple[uuid.UUID, float]]] = []
+        for q in queries:
+            hits = await search(q, limit=limit, min_similarity=min_similarity)
+            out.append([(h.item.id, h.score) for h in hits])
+        return out
