@@ -144,6 +144,20 @@ async def test_forget_soft_deletes_and_erase_refuses(memory: Memory) -> None:
     assert untouched is not None and untouched.invalidated_by is None
 
 
+async def test_erase_removes_what_a_run_said(memory: Memory) -> None:
+    kept = await memory.add(_messages()[:1], run_id="keep")
+    gone = await memory.add(_messages()[1:], run_id="erase-me")
+    planned = await memory.erase(run_id="erase-me", dry_run=True)
+    assert planned.facts == len(gone.fact_ids) > 0
+    assert set(await memory.store.get_facts(gone.fact_ids)) == set(gone.fact_ids)
+    report = await memory.erase(run_id="erase-me")
+    assert report.facts == planned.facts
+    assert await memory.store.get_facts(gone.fact_ids) == {}
+    assert set(await memory.store.get_facts(kept.fact_ids)) == set(kept.fact_ids)
+    served = await memory.search(text="Bob Jones search cluster", mode="text", limit=20)
+    assert not {f.id for f in served.result.facts} & set(gone.fact_ids)
+
+
 async def test_stats_counts_records(memory: Memory) -> None:
     empty = await memory.stats()
     assert all(c.live == 0 for c in empty.records.values())

@@ -21,7 +21,7 @@ catch the whole family with a single ``except``::
     │   └── TransactionError              (misuse of a unit of work)
     ├── ProviderError                     (an LLM or embedding provider failed)
     │   └── ProviderTimeoutError
-    ├── ErasureNotAvailableError          (also a NotImplementedError: no hard erasure yet)
+    ├── ErasureNotAvailableError          (also a NotImplementedError: erase by selector instead)
     └── MissingExtraError                 (also an ImportError: install an extra)
 
 Pydantic's own ``ValidationError`` is raised by record construction and by the option
@@ -202,9 +202,11 @@ class ProviderTimeoutError(ProviderError):
 
 
 class ErasureNotAvailableError(CycgraphMemoryError, NotImplementedError):
-    """Hard erasure was asked for (``Memory.forget(..., erase=True)``) but is not available.
+    """``Memory.forget(fact_ids, erase=True)``: facts are not erased one by one.
 
-    Nothing was changed. Soft deletion (``erase=False``) is available.
+    Nothing was changed. Hard erasure goes by what was said (``Memory.erase`` /
+    ``purge`` with entity ids, message ids or a provenance); soft deletion
+    (``erase=False``) is available.
     """
 
 

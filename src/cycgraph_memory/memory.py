@@ -54,6 +54,7 @@ from cycgraph_memory.errors import (
 from cycgraph_memory.hierarchy.pipeline import IngestReport, MemoryPipeline
 from cycgraph_memory.inspection import MemoryStats, memory_stats
 from cycgraph_memory.integration import memory_result_to_dicts, memory_writer, render_memory_section
+from cycgraph_memory.lifecycle import PurgeReport, PurgeSelector, purge
 from cycgraph_memory.observability import span
 from cycgraph_memory.progress import ProgressCallback
 from cycgraph_memory.records import (
@@ -501,10 +502,9 @@ class Memory:
         """Soft-delete facts: they stop being served but stay stored and auditable.
 
         Each live fact gets ``invalidated_by = "forgotten"`` (:data:`FORGOTTEN_BY`), in one
-        unit of work. ``erase=True`` asks for hard erasure (the rows, their embeddings and
-        their traces removed for good); it is not available in this version and raises
-        :class:`~cycgraph_memory.errors.ErasureNotAvailableError` without changing
-        anything.
+        unit of work. ``erase=True`` is refused with
+        :class:`~cycgraph_memory.errors.ErasureNotAvailableError` (nothing changes): hard
+        erasure goes by sources, with :meth:`erase`.
 
         Returns:
             A :class:`ForgetReport`; forgetting again changes nothing.
@@ -536,17 +536,53 @@ class Memory:
         )
 
     async def _erase(self, ids: list[uuid.UUID]) -> ForgetReport:
-        """Hard erasure of ``ids`` (the one place ``erase=True`` leads to).
+        """``forget(fact_ids, erase=True)``: refused; hard erasure goes by what was said.
 
-        To wire a hard-erasure function (e.g. a lifecycle ``purge(store, ids, ...)``):
-        call it here inside ``exclusive_pass(self.store, "forget")``, mirror the removals
-        into ``self.index`` with ``sync_index`` (``Delete`` mutations), and return a
-        ``ForgetReport`` of what was erased.
+        Erasure removes a fact together with the messages, episodes and entities it came
+        from (:meth:`erase`); erasing a fact id alone would leave its sources to re-derive
+        it, so this path changes nothing and names the call that erases.
         """
         raise ErasureNotAvailableError(
-            "forget(..., erase=True) needs hard erasure, which this version does not "
-            f"provide; {len(ids)} fact(s) left unchanged (forget without erase soft-deletes)"
+            "forget(..., erase=True) cannot erase facts one by one (their source messages "
+            "would remain); use Memory.erase(entity_ids=..., message_ids=..., run_id=...) "
+            f"to erase for good. {len(ids)} fact(s) left unchanged"
         )
+
+    async def erase(
+        self,
+        selector: PurgeSelector | Mapping[str, Any] | None = None,
+        /,
+        *,
+        dry_run: bool = False,
+        **criteria: Any,
+    ) -> PurgeReport:
+        """Erase for good what a selector names, with everything derived from it (``purge``).
+
+        Calls :func:`~cycgraph_memory.lifecycle.purge` on this tenant's store, index and
+        ledger: entity ids, message ids, a provenance (``run_id``, ``agent_id``,
+        ``source``) or ``tenant=True``; one unit of work, an erasure entry in the ledger's
+        erasure log.
+
+        Args:
+            selector: A :class:`~cycgraph_memory.lifecycle.PurgeSelector` or a dict.
+            dry_run: Report what would be erased; change nothing.
+            **criteria: The selector's fields, when ``selector`` is not given.
+
+        Returns:
+            The :class:`~cycgraph_memory.lifecycle.PurgeReport`.
+        """
+        with span("cycgraph.memory.erase", tenant=self.tenant) as sp:
+            report = await purge(
+                self.store,
+                selector,
+                index=self.index,
+                ledger=self.ledger,
+                dry_run=dry_run,
+                **criteria,
+            )
+            sp.set(dry_run=dry_run)
+        _log.info("erase (dry_run=%s) for tenant %s", dry_run, self.tenant)
+        return report
 
     async def stats(self, *, progress: ProgressCallback | None = None) -> MemoryStats:
         """Count what the tenant holds (:func:`~cycgraph_memory.inspection.memory_stats`)."""
