@@ -8,7 +8,7 @@ import pytest
 
 from cycgraph_memory import ConflictDetector, InvalidInputError
 
-from .test_conflicts import facts, seeded  # noqa: F401  (the fixture is reused)
+from .test_conflicts import _people, facts, seeded  # noqa: F401  (fixtures reused)
 
 
 async def test_plan_writes_nothing_and_matches_the_resolution(

@@ -165,14 +165,18 @@ async def test_other_record_types_rank_and_soft_delete(store: Any, index: Any, k
     assert [r.item.id for r in await search(unit(0), limit=1)] == [a.id]
 
 
-async def test_zero_vector_scores_zero(store: Any, index: Any) -> None:
+async def test_zero_vector_scores_zero(store: Any, index: Any, backend: str) -> None:
     zero = make_fact(embedding=[0.0] * EMBED_DIM)
     pos = make_fact(embedding=unit(2))
     await store.put_facts([zero, pos])
     await index.rebuild(store)
     res = await index.search_facts(unit(2))
-    assert [r.item.id for r in res] == [pos.id, zero.id]
-    assert res[1].score == pytest.approx(0.0, abs=APPROX)
+    ids = [r.item.id for r in res]
+    # A zero vector has no direction: it scores 0. pgvector's HNSW index does not index
+    # it, so on Postgres it is served only when the planner scans exactly (documented).
+    expected = [[pos.id, zero.id]] if backend == "memory" else [[pos.id, zero.id], [pos.id]]
+    assert ids in expected
+    assert all(r.score == pytest.approx(0.0, abs=APPROX) for r in res[1:])
 
 
 async def test_rebuild_reflects_store_changes(store: Any, index: Any) -> None:

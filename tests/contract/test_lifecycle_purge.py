@@ -75,9 +75,9 @@ async def _world(store: Any, index: Any, ledger: Any) -> dict[str, Any]:
     r2 = make_relationship(bob.id, paris.id, relation_type="visits")
     await store.put_relationships([r1, r2])
     await store.put_episodes([ep1, ep2])
+    await store.put_themes([t1])  # facts may cite only stored themes
     await store.put_facts([f2, f3])
     await store.put_facts_once("writer-key-1", [f1])
-    await store.put_themes([t1])
     await ledger.record_outcome(RunOutcome(run_id="r1", score=0.8, fact_ids=[f1.id, f2.id]))
     await ledger.append_gate_audit(
         [GateAuditEntry(pass_id=uuid.uuid4(), fact_id=f1.id, verdict="held", trials=1)]

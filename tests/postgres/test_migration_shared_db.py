@@ -109,7 +109,7 @@ async def test_0007_widens_counters_and_removes_dangling_references(pg_databases
         f_ok, f_bad, f_other = (str(uuid.uuid4()) for _ in range(3))
         async with engine.begin() as conn:  # the test role bypasses row-level security
             for table, rid in (("entities", ent), ("episodes", ep), ("themes", th)):
-                await conn.execute(text(_ROW[table]), {"t": "a", "id": rid})
+                await conn.execute(text(_ROW[table]), {"t": "a", "id": rid, "prov": _PROV})
             for fid, tenant, entities, episodes, theme in (
                 (f_ok, "a", [ent], [ep], th),
                 (f_bad, "a", [ghost_ent, ent], [ghost_ep, ep], ghost_th),
@@ -117,7 +117,7 @@ async def test_0007_widens_counters_and_removes_dangling_references(pg_databases
             ):
                 await conn.execute(text(_FACT), {
                     "t": tenant, "id": fid, "e": entities, "p": episodes, "th": theme,
-                    "n": 2**31 - 1,
+                    "n": 2**31 - 1, "prov": _PROV,
                 })
         await upgrade(engine)
         a = PostgresMemoryStore(engine, tenant_id="a")
@@ -142,20 +142,21 @@ def key(f: Any) -> tuple[list[str], list[str], str | None]:
     return [str(i) for i in f.entity_ids], [str(i) for i in f.source_episode_ids], theme
 
 
+_PROV = '{"source": "agent", "created_at": "2026-01-01T00:00:00+00:00"}'
 _ROW = {
     "entities": "INSERT INTO entities (tenant_id, id, name, entity_type, attributes, provenance,"
                 " created_at, updated_at) VALUES (:t, CAST(:id AS uuid), 'n', 'person', '{}',"
-                " '{\"source\": \"agent\"}', now(), now())",
+                " CAST(:prov AS jsonb), now(), now())",
     "episodes": "INSERT INTO episodes (tenant_id, id, topic, started_at, ended_at, fact_ids,"
                 " provenance) VALUES (:t, CAST(:id AS uuid), 'topic', now(), now(), '{}',"
-                " '{\"source\": \"agent\"}')",
+                " CAST(:prov AS jsonb))",
     "themes": "INSERT INTO themes (tenant_id, id, label, description, fact_ids, provenance,"
               " created_at) VALUES (:t, CAST(:id AS uuid), 'l', '', '{}',"
-              " '{\"source\": \"agent\"}', now())",
+              " CAST(:prov AS jsonb), now())",
 }
 _FACT = (
     "INSERT INTO facts (tenant_id, id, content, source_episode_ids, entity_ids, theme_id,"
     " provenance, valid_from, access_count, tags, source_message_ids) VALUES (:t,"
     " CAST(:id AS uuid), 'c', CAST(:p AS uuid[]), CAST(:e AS uuid[]), CAST(:th AS uuid),"
-    " '{\"source\": \"agent\"}', now(), :n, '{}', '{}')"
+    " CAST(:prov AS jsonb), now(), :n, '{}', '{}')"
 )

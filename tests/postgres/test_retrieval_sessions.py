@@ -136,7 +136,7 @@ _STATEMENTS: list[str] = []
 
 
 async def test_statements_per_call_do_not_grow_with_the_tenant(pg_engine: Any) -> None:
-    """Statements per retrieval: the same on a tenant of 10 facts and one of 400."""
+    """Statements per retrieval: the same on a tenant of 100 facts and one of 400."""
     from cycgraph_memory.postgres import PostgresMemoryIndex, PostgresMemoryStore
 
     prov = Provenance(source="agent")
@@ -148,7 +148,7 @@ async def test_statements_per_call_do_not_grow_with_the_tenant(pg_engine: Any) -
     counts = []
     event.listen(pg_engine.sync_engine, "before_cursor_execute", count)
     try:
-        for size in (10, 400):
+        for size in (100, 400):  # e0 is cited by 10% of the facts: specific in both
             tenant = f"shape_{size}_{secrets.token_hex(3)}"
             store = PostgresMemoryStore(pg_engine, tenant_id=tenant)
             index = PostgresMemoryIndex(pg_engine, tenant_id=tenant)
@@ -175,7 +175,8 @@ async def test_statements_per_call_do_not_grow_with_the_tenant(pg_engine: Any) -
     small, large = counts
     assert small == large
     # vector: settings, themes, facts, expansion + touch, message kNN; hybrid adds the
-    # text statements (facts, messages), the entity-name match and its facts; tags:
+    # text statements (facts, messages), the entity-name match, the matched entities'
+    # fact counts (their specificity) and their facts; tags:
     # settings, listing + touch; entity: settings, subgraph CTE, edges, facts of the
     # entities, touch (and the themes, when the facts have one).
-    assert small == {"vector": 5, "hybrid": 9, "tags": 2, "entity": 5}, small
+    assert small == {"vector": 5, "hybrid": 10, "tags": 2, "entity": 5}, small

@@ -273,7 +273,12 @@ async def apply_purge(store: PostgresMemoryStore, plan: PurgePlan) -> None:
             await session.execute(
                 update(ep)
                 .where(ep.c.tenant_id == tenant, ep.c.id == episode.id)
-                .values(fact_ids=list(episode.fact_ids))
+                # The BM25 tokens cover the episode's messages: recomputed without the
+                # erased ones, so no search path can find their words.
+                .values(
+                    fact_ids=list(episode.fact_ids),
+                    search_terms=convert.episode_terms(episode),
+                )
             )
     if plan.put_facts:
         await store.put_facts(plan.put_facts)
