@@ -62,17 +62,19 @@ from cycgraph_memory.postgres.schema import (
     HNSW_EF_CONSTRUCTION,
     HNSW_M,
     MAX_VECTOR_HNSW_DIM,
-    EntityRow,
-    EpisodeRow,
     ErasureLogRow,
-    FactRow,
     GateAuditRow,
-    MessageRow,
     OutcomeRunFactRow,
     OutcomeRunRow,
-    RelationshipRow,
-    ThemeRow,
     vector_text,
+)
+from cycgraph_memory.postgres.statements import (
+    ENTITIES,
+    EPISODES,
+    FACTS,
+    MESSAGES,
+    RELATIONSHIPS,
+    THEMES,
 )
 
 if TYPE_CHECKING:
@@ -98,12 +100,6 @@ _log = logging.getLogger(__name__)
 AUDIT_REDACTION_SETTING = "cycgraph.audit_redaction"
 """Transaction-local setting that lets the redaction UPDATE through the audit trigger."""
 
-ENTITIES: Table = EntityRow.__table__  # type: ignore[assignment]
-RELATIONSHIPS: Table = RelationshipRow.__table__  # type: ignore[assignment]
-EPISODES: Table = EpisodeRow.__table__  # type: ignore[assignment]
-MESSAGES: Table = MessageRow.__table__  # type: ignore[assignment]
-FACTS: Table = FactRow.__table__  # type: ignore[assignment]
-THEMES: Table = ThemeRow.__table__  # type: ignore[assignment]
 RUNS: Table = OutcomeRunRow.__table__  # type: ignore[assignment]
 RUN_FACTS: Table = OutcomeRunFactRow.__table__  # type: ignore[assignment]
 AUDIT: Table = GateAuditRow.__table__  # type: ignore[assignment]
