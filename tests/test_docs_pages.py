@@ -86,14 +86,46 @@ def test_cli_session_runs(
     page: str, line: int, code: str, pg_databases: Any, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    _run_session(code, 10, pg_databases, monkeypatch, capsys)
+
+
+def _readme_sessions() -> list[Any]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return [
+        pytest.param(m.group(3), id=f"README.md:{text.count(chr(10), 0, m.start()) + 1}")
+        for m in _FENCE.finditer(text)
+        if m.group(2) == "bash" and "\ncycgraph-memory " in "\n" + m.group(3)
+    ]
+
+
+def test_the_readme_shows_a_cli_session() -> None:
+    assert len(_readme_sessions()) == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("code", _readme_sessions())
+def test_readme_cli_session_runs(
+    code: str, pg_databases: Any, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _run_session(code, 5, pg_databases, monkeypatch, capsys)
+
+
+def _run_session(
+    code: str, at_least: int, pg_databases: Any, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from cycgraph_memory.cli import main
 
     dsn = asyncio.run(pg_databases.create("w20_docs_cli"))
     monkeypatch.setenv("CYCGRAPH_MEMORY_DSN", dsn)
     monkeypatch.setenv("CYCGRAPH_MEMORY_TENANT", f"docs_{secrets.token_hex(4)}")
     monkeypatch.chdir(ROOT)
-    commands = [shlex.split(c) for c in code.splitlines() if c.startswith("cycgraph-memory ")]
-    assert len(commands) >= 10
+    commands = [
+        shlex.split(c, comments=True) for c in code.splitlines()
+        if c.startswith("cycgraph-memory ")
+    ]
+    assert len(commands) >= at_least
     for argv in commands:
         codes: list[int] = []
         _in_thread(lambda argv=argv, codes=codes: codes.append(main(argv[1:])))
