@@ -727,7 +727,7 @@ class ConflictResolutionReport(_Model):
     details: list[ConflictResolutionDetail] = Field(default_factory=list)
 
 
-# --------------------------------------------------------------------------- retrieval (issue 8)
+# --------------------------------------------------------------------------- retrieval
 
 DEFAULT_MAX_SUBGRAPH_ENTITIES = 500
 """Hard cap on the entities one subgraph extraction visits (seeds included)."""

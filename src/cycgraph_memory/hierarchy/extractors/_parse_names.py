@@ -1,4 +1,4 @@
-"""Private proper-name checks of the parser tier (issue 10 follow-up: entity noise).
+"""Private proper-name checks of the parser tier (entity noise).
 
 spaCy's small English pipeline tags and labels sentence-initial capitalised common words as
 names ("Lesson recorded: ..." -> PERSON, "Understood." -> PROPN) and sometimes lowercase

@@ -1,7 +1,7 @@
 """Private word tables of the parser tier (relation lemmas, role nouns, modality).
 
 Relation names are the rule tier's canonical names (``work_at``, ``lead``, ...) plus the
-few relations the rule tier also knows after issue 10 (``appoint``, ``replace``,
+few relations the rule tier also knows (``appoint``, ``replace``,
 ``retire_from``, ``sign``, ``open``, ``publish``, ``adopt``, ``work_on``,
 ``customer_of``).
 """
