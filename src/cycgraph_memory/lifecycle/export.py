@@ -105,33 +105,24 @@ def _line(kind: str, record: BaseModel, embeddings: bool) -> str:
     return f'{{"type":"{kind}","record":{record.model_dump_json(exclude=exclude)}}}'
 
 
-async def _entity_pages(store: Any, page: int) -> AsyncIterator[list[Entity]]:
-    if hasattr(store, "scan_entities"):
-        async for batch in store.scan_entities(include_invalidated=True, page_size=page):
+async def _pages(
+    store: Any, kind: str, page: int
+) -> AsyncIterator[list[Any]]:
+    """Every ``kind`` record (``entities`` or ``facts``), invalidated ones too, page by page.
+
+    Uses the store's ``scan_<kind>`` when it has one (keyset paging), else ``find_<kind>``
+    with offsets.
+    """
+    scan = getattr(store, f"scan_{kind}", None)
+    if scan is not None:
+        async for batch in scan(include_invalidated=True, page_size=page):
             yield batch
         return
+    find = getattr(store, f"find_{kind}")
+    make_filter = EntityFilter if kind == "entities" else FactFilter
     offset = 0
     while True:
-        batch = await store.find_entities(
-            EntityFilter(include_invalidated=True, limit=page, offset=offset)
-        )
-        if batch:
-            yield batch
-        if len(batch) < page:
-            return
-        offset += len(batch)
-
-
-async def _fact_pages(store: Any, page: int) -> AsyncIterator[list[SemanticFact]]:
-    if hasattr(store, "scan_facts"):
-        async for batch in store.scan_facts(include_invalidated=True, page_size=page):
-            yield batch
-        return
-    offset = 0
-    while True:
-        batch = await store.find_facts(
-            FactFilter(include_invalidated=True, limit=page, offset=offset)
-        )
+        batch = await find(make_filter(include_invalidated=True, limit=page, offset=offset))
         if batch:
             yield batch
         if len(batch) < page:
@@ -166,12 +157,12 @@ async def export_lines(
         raise InvalidInputError(f"page_size must be a positive int, got {page_size!r}")
     counts = dict.fromkeys(_ORDER, 0)
     yield _dumps({"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "embeddings": embeddings})
-    async for entities in _entity_pages(store, page_size):
+    async for entities in _pages(store, "entities", page_size):
         for e in entities:
             counts["entity"] += 1
             yield _line("entity", e, embeddings)
     # Each edge once: with the page holding its source entity, in (valid_from, id) order.
-    async for entities in _entity_pages(store, page_size):
+    async for entities in _pages(store, "entities", page_size):
         edges = await store.get_relationships_for_entities(
             [e.id for e in entities], direction="outgoing", include_invalidated=True
         )
@@ -190,7 +181,7 @@ async def export_lines(
         for ep in episodes:
             counts["episode"] += 1
             yield _line("episode", ep, embeddings)
-    async for facts in _fact_pages(store, page_size):
+    async for facts in _pages(store, "facts", page_size):
         for f in facts:
             counts["fact"] += 1
             yield _line("fact", f, embeddings)
