@@ -84,8 +84,13 @@ async def test_text_mode_needs_no_embedder(store: Any, index: Any) -> None:
     result = await retrieve_memory(store, index, _query(), mode="text")
     assert {f.id for f in result.facts} == {w["a"].id, w["c"].id}
     assert all(result.fact_scores[f.id].vector_rank is None for f in result.facts)
-    assert w["ma"].id in [m.id for m in result.messages]
-    assert w["mb"].id not in [m.id for m in result.messages]  # no word in common
+    # mb shares no word with the question: only its episode (found by text) brings it,
+    # after the turn that matched.
+    assert [m.id for m in result.messages] == [w["ma"].id, w["mb"].id]
+    alone = await retrieve_memory(
+        store, index, _query(), mode="text", options={"episode_weight": 0.0}
+    )
+    assert [m.id for m in alone.messages] == [w["ma"].id]
 
 
 async def test_vector_mode_keeps_the_hierarchical_ranking(store: Any, index: Any) -> None:
