@@ -24,13 +24,15 @@ Facts are ordered by RRF over their signals (``RetrievalOptions.rrf_k``; text si
 weigh ``text_weight``, each graph list ``graph_weight`` times its entity's specificity,
 vector signals 1), ties by the
 best raw score, then id, and cut to ``limit``; each gets a :class:`FactScore`. Messages
-are ordered by RRF over three lists: the messages grounding the served facts (in fact
-order, weight 1) and the two message signals (weight ``message_hit_weight`` each); they
-are cut to ``message_limit``. When the query
-has tags, messages come only from the served facts (a direct message hit cannot be
-scoped by tags); ``valid_at`` / ``changed_since`` drop messages sent after ``valid_at`` /
-not after ``changed_since``. Served facts are touched once; episodes, entities and
-relationships are those of the served facts, as on the hierarchical path.
+are ordered by one RRF at the message level (:func:`message_signals`): each fact signal
+projected to the messages grounding its first ``message_candidates`` facts (the fact
+weights), the direct message hits by vector and by text (``message_hit_weight`` each) and
+the messages of the episodes found by vector and by text (``episode_weight`` each); they
+are cut to ``message_limit``. When the query has tags, messages come only from the fact
+lists (a direct message or episode hit cannot be scoped by tags); ``valid_at`` /
+``changed_since`` drop messages sent after ``valid_at`` / not after ``changed_since``.
+Served facts are touched once; episodes, entities and relationships are those of the
+served facts, as on the hierarchical path.
 """
 
 from __future__ import annotations
