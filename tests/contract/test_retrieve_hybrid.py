@@ -84,8 +84,13 @@ async def test_text_mode_needs_no_embedder(store: Any, index: Any) -> None:
     result = await retrieve_memory(store, index, _query(), mode="text")
     assert {f.id for f in result.facts} == {w["a"].id, w["c"].id}
     assert all(result.fact_scores[f.id].vector_rank is None for f in result.facts)
-    assert w["ma"].id in [m.id for m in result.messages]
-    assert w["mb"].id not in [m.id for m in result.messages]  # no word in common
+    # mb shares no word with the question: only its episode (found by text) brings it,
+    # after the turn that matched.
+    assert [m.id for m in result.messages] == [w["ma"].id, w["mb"].id]
+    alone = await retrieve_memory(
+        store, index, _query(), mode="text", options={"episode_weight": 0.0}
+    )
+    assert [m.id for m in alone.messages] == [w["ma"].id]
 
 
 async def test_vector_mode_keeps_the_hierarchical_ranking(store: Any, index: Any) -> None:
@@ -166,3 +171,26 @@ async def test_entity_named_in_the_question_adds_its_facts(store: Any, index: An
     hybrid = await retrieve_memory(store, index, _query(text="greyhound biscuit"),
                                    embedder=EMBEDDER)
     assert {sitter.id, w["a"].id} <= {f.id for f in hybrid.facts}
+
+
+async def test_messages_fuse_each_fact_signal_not_only_the_served_facts(
+    store: Any, index: Any
+) -> None:
+    """A turn behind a fact that the text signal ranks, but that is not served, is returned."""
+    m1 = make_message(content="we adopted one last week", embedding=unit(2), timestamp=at(10))
+    m2 = make_message(content="the track was loud", embedding=unit(3), timestamp=at(20))
+    episode = make_episode(messages=[m1, m2], started_at=at(10), ended_at=at(20))
+    f1 = make_fact(content="greyhound greyhound adopted", embedding=unit(2),
+                   source_message_ids=[m1.id], source_episode_ids=[episode.id])
+    f2 = make_fact(content="greyhound racing track", embedding=unit(3),
+                   source_message_ids=[m2.id], source_episode_ids=[episode.id])
+    await store.put_episodes([episode])
+    await store.put_facts([f1, f2])
+    await index.rebuild(store)
+    options = {"message_limit": 3, "episode_weight": 0.0}
+    result = await retrieve_memory(
+        store, index, _query(limit=1), mode="text", options=options
+    )
+    assert [f.id for f in result.facts] == [f1.id]  # one served fact
+    # Both facts of the text ranking bring their turn, in that ranking's order.
+    assert [m.id for m in result.messages] == [m1.id, m2.id]

@@ -98,8 +98,9 @@ async def test_round_trips_per_retrieval(pg_engine: Any) -> None:
         result = await retrieve_memory(store, index, {"embedding": [1.0] + [0.0] * 7})
         assert len(result.facts) == len(facts)
         # settings + tenant, themes, facts (direct and theme facts), the expansion
-        # (entities, relationships and the touch in one statement), message kNN
-        assert len(statements) == 5, statements
+        # (entities, relationships and the touch in one statement), message kNN, episode
+        # kNN (the episode context of the messages)
+        assert len(statements) == 6, statements
         assert sum("set_config" in s for s in statements) == 1, statements
         # Tag path: the tenant setting, then the listing and the touch in one statement.
         statements.clear()
@@ -179,4 +180,4 @@ async def test_statements_per_call_do_not_grow_with_the_tenant(pg_engine: Any) -
     # fact counts (their specificity) and their facts; tags:
     # settings, listing + touch; entity: settings, subgraph CTE, edges, facts of the
     # entities, touch (and the themes, when the facts have one).
-    assert small == {"vector": 5, "hybrid": 10, "tags": 2, "entity": 5}, small
+    assert small == {"vector": 6, "hybrid": 12, "tags": 2, "entity": 5}, small

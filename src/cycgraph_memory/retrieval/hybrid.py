@@ -24,20 +24,22 @@ Facts are ordered by RRF over their signals (``RetrievalOptions.rrf_k``; text si
 weigh ``text_weight``, each graph list ``graph_weight`` times its entity's specificity,
 vector signals 1), ties by the
 best raw score, then id, and cut to ``limit``; each gets a :class:`FactScore`. Messages
-are ordered by RRF over three lists: the messages grounding the served facts (in fact
-order, weight 1) and the two message signals (weight ``message_hit_weight`` each); they
-are cut to ``message_limit``. When the query
-has tags, messages come only from the served facts (a direct message hit cannot be
-scoped by tags); ``valid_at`` / ``changed_since`` drop messages sent after ``valid_at`` /
-not after ``changed_since``. Served facts are touched once; episodes, entities and
-relationships are those of the served facts, as on the hierarchical path.
+are ordered by one RRF at the message level (:func:`message_signals`): each fact signal
+projected to the messages grounding its first ``message_candidates`` facts (the fact
+weights), the direct message hits by vector and by text (``message_hit_weight`` each) and
+the messages of the episodes found by vector and by text (``episode_weight`` each); they
+are cut to ``message_limit``. When the query has tags, messages come only from the fact
+lists (a direct message or episode hit cannot be scoped by tags); ``valid_at`` /
+``changed_since`` drop messages sent after ``valid_at`` / not after ``changed_since``.
+Served facts are touched once; episodes, entities and relationships are those of the
+served facts, as on the hierarchical path.
 """
 
 from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from cycgraph_memory.contracts import MemoryIndex, MemoryStore
@@ -64,6 +66,7 @@ __all__ = [
     "entity_specificity",
     "hybrid_candidates",
     "message_signals",
+    "project_to_messages",
     "supports_text_search",
 ]
 
@@ -265,10 +268,33 @@ async def hybrid_candidates(
         )
         for h in fused
     }
+    fact_lists: dict[str, list[SemanticFact]] = {
+        name: [facts_by_id[i] for i, _ in ranked] for name, ranked in fact_signals.items()
+    }
     messages = await message_signals(
-        store, index, q, opts, facts, use_vector=use_vector, use_text=use_text
+        store, index, q, opts, fact_lists, {"text": opts.text_weight, **graph_weights},
+        use_vector=use_vector, use_text=use_text,
     )
     return facts, scores, messages, cut(themes, q.limit)
+
+
+def project_to_messages(
+    facts: Sequence[SemanticFact], depth: int
+) -> list[tuple[uuid.UUID, float]]:
+    """The messages grounding the first ``depth`` facts, in the facts' order (first seen)."""
+    return [(i, 0.0) for i in ordered_ids(f.source_message_ids for f in facts[:depth])]
+
+
+def _episode_messages(
+    hits: Sequence[Any], records: dict[uuid.UUID, Message]
+) -> list[tuple[uuid.UUID, float]]:
+    """Every message of the ranked episodes, episode by episode (each keeps its best)."""
+    ranked: list[tuple[uuid.UUID, float]] = []
+    for hit in hits:
+        for message in hit.item.messages:
+            records.setdefault(message.id, message)
+            ranked.append((message.id, hit.score))
+    return ranked
 
 
 async def message_signals(
@@ -276,25 +302,45 @@ async def message_signals(
     index: MemoryIndex,
     q: MemoryQuery,
     opts: RetrievalOptions,
-    facts: Sequence[SemanticFact],
+    fact_lists: Mapping[str, Sequence[SemanticFact]],
+    fact_weights: Mapping[str, float] | None = None,
     *,
     use_vector: bool,
     use_text: bool,
 ) -> list[Message]:
-    """The messages of a result: grounding of ``facts`` fused with direct message hits."""
+    """The messages of a result: one reciprocal-rank fusion at the message level.
+
+    Lists fused (each best first; a message keeps its best rank within a list):
+
+    * every fact signal of ``fact_lists`` (name -> facts in that signal's order), projected
+      to the messages grounding its first ``message_candidates`` facts, weighted as in the
+      fact fusion (``fact_weights``: vector 1, text ``text_weight``, graph lists their
+      specificity weight; a name it lacks weighs 1);
+    * the direct message hits, by vector and by text (``message_hit_weight`` each);
+    * the messages of the episodes found by vector and by text (``episode_weight`` each),
+      episode after episode: a turn that does not repeat the question's words is still
+      reached through the conversation around it.
+
+    Vector lists are used when ``use_vector``, text lists when ``use_text``. Under a tag
+    scope only the fact lists count (a message or an episode cannot be scoped by tags);
+    ``valid_at`` / ``changed_since`` drop messages sent after ``valid_at`` / not after
+    ``changed_since``.
+    """
     limit = q.limit if opts.message_limit is None else opts.message_limit
     if limit == 0:
         return []
-    grounding = ordered_ids(f.source_message_ids for f in facts)
-    signals: dict[str, list[tuple[uuid.UUID, float]]] = {}
-    records: dict[uuid.UUID, Message] = {}
-    if grounding:
-        found = await store.get_messages(grounding)
-        signals["facts"] = [(i, 0.0) for i in grounding if i in found]
-        records.update(found)
-    direct = not q.tags
     candidates = opts.message_candidates or min(1000, 2 * q.limit)
+    signals: dict[str, list[tuple[uuid.UUID, float]]] = {}
+    weights: dict[str, float] = {}
+    records: dict[uuid.UUID, Message] = {}
+    for name, facts in fact_lists.items():
+        projected = project_to_messages(facts, candidates)
+        if projected:
+            signals[f"facts:{name}"] = projected
+            weights[f"facts:{name}"] = 1.0 if fact_weights is None else fact_weights.get(name, 1.0)
+    direct = not q.tags
     search_messages = getattr(index, "search_messages", None)
+    text_index: Any = index
     if direct and use_vector and q.embedding is not None and search_messages is not None:
         hits = await search_messages(
             q.embedding,
@@ -303,21 +349,45 @@ async def message_signals(
             include_invalidated=q.include_invalidated,
         )
         signals["vector"] = [(h.item.id, h.score) for h in hits]
+        weights["vector"] = opts.message_hit_weight
         for h in hits:
             records.setdefault(h.item.id, h.item)
     if direct and use_text and q.text is not None:
-        text_index: Any = index
         hits = await text_index.text_search_messages(
             q.text, limit=candidates, include_invalidated=q.include_invalidated
         )
         signals["text"] = [(h.item.id, h.score) for h in hits]
+        weights["text"] = opts.message_hit_weight
         for h in hits:
             records.setdefault(h.item.id, h.item)
+    if direct and opts.episode_weight > 0.0:
+        episode_limit = opts.episode_candidates or q.limit
+        by_vector = getattr(index, "search_episodes", None)
+        if use_vector and q.embedding is not None and by_vector is not None:
+            episodes = await by_vector(
+                q.embedding,
+                limit=episode_limit,
+                min_similarity=q.min_similarity,
+                include_invalidated=q.include_invalidated,
+            )
+            signals["episodes:vector"] = _episode_messages(episodes, records)
+            weights["episodes:vector"] = opts.episode_weight
+        by_text = getattr(index, "text_search_episodes", None)
+        if use_text and q.text is not None and by_text is not None:
+            episodes = await by_text(
+                q.text, limit=episode_limit, include_invalidated=q.include_invalidated
+            )
+            signals["episodes:text"] = _episode_messages(episodes, records)
+            weights["episodes:text"] = opts.episode_weight
+    grounding = [
+        i for ranked in signals.values() for i, _ in ranked if i not in records
+    ]
+    if grounding:
+        records.update(await store.get_messages(ordered_ids([grounding])))
     out: list[Message] = []
-    hit_weight = opts.message_hit_weight
-    for hit in rrf_fuse(signals, k=opts.rrf_k, weights={"vector": hit_weight, "text": hit_weight}):
-        message = records[hit.id]
-        if not _message_admitted(message, q):
+    for hit in rrf_fuse(signals, k=opts.rrf_k, weights=weights):
+        message = records.get(hit.id)
+        if message is None or not _message_admitted(message, q):
             continue
         if message.embedding is not None:
             message = message.model_copy(update={"embedding": None})

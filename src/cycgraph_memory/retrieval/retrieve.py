@@ -328,7 +328,7 @@ async def _with_messages(
         for i, (f, s) in enumerate(zip(result.facts, sims, strict=True))
     }
     result.messages = await message_signals(
-        store, index, q, opts, result.facts, use_vector=True, use_text=False
+        store, index, q, opts, {"vector": result.facts}, use_vector=True, use_text=False
     )
     return result
 
