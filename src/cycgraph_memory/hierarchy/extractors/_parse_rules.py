@@ -29,6 +29,7 @@ SPEAKER: Any = object()
 """Stands for the speaker as the implicit subject of a subjectless chat clause
 ("starting at Spotify in March", "been going to Iron Temple")."""
 
+
 @dataclass(frozen=True, slots=True)
 class OrgBefore:
     """The organisation named last before token ``before`` in its sentence.
@@ -38,6 +39,7 @@ class OrgBefore:
     """
 
     before: int
+
 
 _MAX_DEPTH = 12  # ancestor walks are bounded: work per token stays constant
 _SUBJ = frozenset({"nsubj", "csubj", "expl"})
@@ -205,11 +207,15 @@ def _verb_edges_raw(verb: Any, implicit: bool = False) -> Iterator[tuple[Any, st
                         yield patient, "customer_of", subject, 0.7
         return
     for obj in _children(verb, "dobj"):
-        if obj.lemma_.lower() in {"job", "position", "role", "gig", "offer"}:
+        noun = obj.lemma_.lower()
+        if (noun in tab.JOB_NOUNS and lemma in tab.JOB_TAKING_VERBS) or (
+            noun == "offer" and lemma in tab.OFFER_TAKING_VERBS and not _children(obj, "compound")
+        ):
             # "got a job at X", "accepted an offer from X"
-            for child in _children(obj, "prep"):
+            # The preposition hangs off the noun or, as often, off the verb ("got a job at X").
+            for child in [*_children(obj, "prep"), *_children(verb, "prep")]:
                 if child.lower_ in {"at", "with", "from"}:
-                    relation = "join" if obj.lemma_.lower() == "offer" else "work_at"
+                    relation = "join" if noun == "offer" else "work_at"
                     for target in _children(child, "pobj"):
                         for subject in _subjects(verb):
                             yield subject, relation, target, 0.7
@@ -285,47 +291,150 @@ def _work_edges(noun: Any) -> Iterator[tuple[Any, str, Any, float]]:
                 yield author, "write", work, 0.65
 
 
+def _attached(tok: Any, anchors: set[int]) -> bool:
+    """``tok`` hangs (through nouns only) off one of the ``anchors`` tokens.
+
+    "former Oracle engineer X": Oracle modifies the role; in "Porthaven FC confirmed that
+    striker X" FC is the subject of another verb and no organisation of the role.
+    """
+    cur = tok
+    for _ in range(4):
+        if cur.i in anchors:
+            return True
+        if cur.head is cur or cur.pos_ in {"VERB", "AUX"}:
+            return False
+        cur = cur.head
+    return cur.i in anchors
+
+
+def _role_of_at(role: Any) -> tuple[list[Any], list[Any]]:
+    """The "of" and "at" objects of a role noun ("head of the lab at Carrow University")."""
+    of: list[Any] = []
+    at: list[Any] = []
+    for child in _children(role, "prep"):
+        if child.lower_ == "of":
+            for obj in _children(child, "pobj"):
+                of.append(obj)
+                for grand in _children(obj, "prep"):
+                    if grand.lower_ == "at":
+                        at.extend(_children(grand, "pobj"))
+        elif child.lower_ in {"at", "with"}:
+            at.extend(_children(child, "pobj"))
+    return of, at
+
+
+def _role_relation(role: Any) -> str:
+    doc = role.doc
+    word = role.lower_ if role.lower_ in tab.ROLE_RELATIONS else role.lemma_.lower()
+    relation = tab.ROLE_RELATIONS[word]
+    if word == "executive" and (role.i == 0 or doc[role.i - 1].lower_ != "chief"):
+        relation = "work_at"  # "a Visa executive" works there; a chief executive leads
+    return relation
+
+
+def _possessor(role: Any, person: Any, ref: Callable[[Any], str | None]) -> list[Any]:
+    """The organisation a possessive names on a role noun ("Helix's", "the board's", "its")."""
+    out: list[Any] = []
+    own = ref(person)
+    for child in _children(role, "poss"):
+        if child.lower_ in {"its", "their"}:
+            named_before = any(
+                t.pos_ == "PROPN" and ref(t) not in {None, own} for t in role.sent if t.i < child.i
+            )
+            # Another name earlier in the sentence makes the pronoun ambiguous with a
+            # previous sentence's organisation: only an organisation of this sentence.
+            out.append(OrgBefore(child.i) if named_before else child)
+        elif child.pos_ == "PROPN" or (
+            child.pos_ == "NOUN" and any(d.lower_ in {"the", "this"} for d in child.children)
+        ):
+            out.append(child)  # "Tidewater's chief executive", "the board's chair"
+    return out
+
+
 def _role_edges(
     person: Any, span_start: int, ref: Callable[[Any], str | None]
 ) -> Iterator[tuple[Any, str, Any, float]]:
-    """Role nouns and appositions around a person's name (``person`` is the name's head)."""
+    """Role nouns and appositions around a person's name (``person`` is the name's head).
+
+    An appositive role ("X, head of the lab at Y,") outranks a title before the name
+    ("Professor X"); the role's "of" object takes the role's relation and an "at" object
+    next to it a ``work_at`` edge. An organisation before the name counts only when it
+    modifies the role or the name ("Northgate manager X"), not when it is the subject of
+    another clause ("FC confirmed that striker X").
+    """
     doc = person.doc
     window = [doc[i] for i in range(max(person.sent.start, span_start - 4), span_start)]
-    roles = [c for c in window if c.lower_ in tab.ROLE_RELATIONS]
-    orgs = [c for c in window if c.lower_ not in tab.ROLE_RELATIONS and _org_like(c)]
-    for appos in _children(person, "appos"):
-        if appos.lemma_.lower() in tab.ROLE_RELATIONS:
-            roles.append(appos)
-            orgs.extend(_children(appos, "poss", "compound"))
-            for child in _children(appos, "prep"):
-                if child.lower_ in {"of", "at"}:
-                    orgs.extend(_children(child, "pobj"))
-    for role in roles:
+    appos_roles = [a for a in _children(person, "appos") if a.lemma_.lower() in tab.ROLE_RELATIONS]
+    # "The board's chair, Samuel Okoye": the name is the apposition of the role.
+    if person.dep_ == "appos" and person.head.lemma_.lower() in tab.ROLE_RELATIONS:
+        appos_roles.append(person.head)
+    title_roles = [c for c in window if c.lower_ in tab.ROLE_RELATIONS]
+    anchors = {person.i, *(r.i for r in title_roles)}
+    if appos_roles:
+        # "the co-founder of X" may split into several appositions: the one with a
+        # preposition or a possessive carries the organisation.
+        appos_roles.sort(key=lambda r: not _children(r, "prep", "poss"))
+        role = appos_roles[0]
+        of, at = _role_of_at(role)
+        orgs: list[Any] = [*_possessor(role, person, ref), *_children(role, "compound"), *of]
+        extra = at
+    elif title_roles:
+        role = title_roles[-1]
+        orgs = [
+            c
+            for c in window
+            if c.lower_ not in tab.ROLE_RELATIONS and _org_like(c) and _attached(c, anchors)
+        ]
+        orgs.extend(o for o in _possessor(role, person, ref) if o not in orgs)
         orgs.extend(c for c in role.children if _org_like(c) and c not in orgs)
-        for child in _children(role, "prep"):
-            if child.lower_ in {"of", "at"}:
-                orgs.extend(_children(child, "pobj"))
-    if roles:
-        # The role noun nearest the name is the head ("Helix's chief executive, X").
-        role = roles[-1] if roles[-1].i < person.i else roles[0]
-        word = role.lower_ if role.lower_ in tab.ROLE_RELATIONS else role.lemma_.lower()
-        relation = tab.ROLE_RELATIONS[word]
-        if word == "executive" and (role.i == 0 or doc[role.i - 1].lower_ != "chief"):
-            relation = "work_at"  # "a Visa executive" works there; a chief executive leads
+        of, extra = _role_of_at(role)
+        orgs.extend(of)
+    else:
+        role = None
+    if role is not None:
+        relation = _role_relation(role)
         for org in orgs:
-            if ref(org) is not None:
-                yield person, relation, org, 0.65
+            if isinstance(org, OrgBefore) or ref(org) is not None:
+                yield person, relation, org, 0.65 if not isinstance(org, OrgBefore) else 0.6
                 break
         else:
-            if relation in {"found", "lead"}:
+            if relation in {"found", "lead"} and not extra:
                 # "Tidewater said that co-founder Helen Marsh": the organisation named last
                 # before the role in the sentence (resolved by the caller).
                 yield person, relation, OrgBefore(span_start), 0.6
+        for org in extra:
+            if ref(org) is not None:
+                yield person, "work_at", org, 0.6
+                break
     # "Chef Rosa Delgado, formerly of Copper Kettle" / "Priya at Stripe"
     for child in _children(person, "prep"):
         if child.lower_ in {"of", "at"}:
             for org in _children(child, "pobj"):
                 yield person, "work_at", org, 0.6
+
+
+def _parallel_subject(subject: Any, people: set[int]) -> Any:
+    """The earlier clause's subject for a subject "it" / "they" in the same sentence.
+
+    "The checkout service never used Redis; it depends on Memcached": a subject pronoun
+    continues the subject of the clause before it (the object Redis is no antecedent).
+    Only a non-person noun of the same number before the pronoun counts.
+    """
+    if subject is SPEAKER or isinstance(subject, OrgBefore):
+        return subject
+    low = subject.lower_
+    if subject.pos_ != "PRON" or low not in {"it", "they"} or subject.dep_ != "nsubj":
+        return subject
+    plural = low == "they"
+    for tok in reversed(list(subject.sent)[: subject.i - subject.sent.start]):
+        if (
+            tok.dep_ in {"nsubj", "nsubjpass"}
+            and tok.pos_ in {"NOUN", "PROPN"}
+            and tok.i not in people
+            and tok.tag_ in ({"NNS", "NNPS"} if plural else {"NN", "NNP"})
+        ):
+            return tok
+    return subject
 
 
 def edges_for_sentence(
@@ -365,8 +474,10 @@ def edges_for_sentence(
             found.extend(_work_edges(tok))
     for head, start in person_heads:
         found.extend(_role_edges(head, start, ref))
+    people = {h.i for h, _ in person_heads}
     out: list[RawEdge] = []
     for subject, relation, obj, confidence in found:
+        subject = _parallel_subject(subject, people)
         for s in [subject] if subject is SPEAKER else _conjuncts(subject):
             for o in [obj] if isinstance(obj, OrgBefore) else _conjuncts(obj):
                 if o is obj or not verb_like_conjunct(o, tab.VERB_RELATIONS):

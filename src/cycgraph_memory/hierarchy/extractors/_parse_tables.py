@@ -95,6 +95,12 @@ PARTICLE_RELATIONS: dict[tuple[str, str], str] = {
     ("team", "up"): "partner_with",
 }
 
+# "got a job at X" (work_at) / "accepted an offer from X" (join): only verbs that take the
+# job or the offer; "refused a takeover offer from X", "applied for a job at X" say neither.
+JOB_NOUNS = _words("job position role gig post")
+JOB_TAKING_VERBS = _words("get land take accept have hold find secure start")
+OFFER_TAKING_VERBS = _words("accept take")
+
 # Nominalised events: noun lemma -> (preposition to the patient, relation).
 NOMINAL_EVENTS: dict[str, tuple[str, str]] = {
     "signing": ("of", "sign"),
@@ -184,7 +190,7 @@ NAME_PREFIXES = _words(
 NON_ASSERTING_HEADS = _words(
     """
     deny doubt wonder hope want wish plan consider imagine suppose think guess believe
-    expect intend aim try seek ask rumor rumour
+    expect intend aim try seek ask rumor rumour refuse decline reject
     """
 )
 MODALS = _words("might may could would should 'd must can ca shall")
