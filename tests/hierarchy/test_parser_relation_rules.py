@@ -116,3 +116,24 @@ def test_possessive_pronoun_is_not_resolved_across_a_closer_name(
         "Supporters criticised Bramley Town for their manager, Joe Pike.",
     )
     assert ("Joe Pike", "manage", "Carnfield Rovers") not in got
+
+
+def test_a_negated_conjunct_gets_no_edge(extractor: ParserExtractor) -> None:
+    got = triples(extractor, "The ledger service uses Cassandra but not Redis.")
+    assert ("ledger service", "use", "Cassandra") in got
+    assert not any(o == "Redis" for _, _, o in got)
+
+
+def test_passive_conjuncts_share_the_passive_subject(extractor: ParserExtractor) -> None:
+    got = triples(
+        extractor,
+        "The report was written by Noor Patel and funded by the Halden Foundation.",
+    )
+    assert ("Halden Foundation", "fund", "report") in got
+    got = triples(extractor, "The search service is deployed on Fridays and depends on Solr.")
+    assert ("search service", "depend_on", "Solr") in got
+
+
+def test_a_verb_tagged_as_plural_noun_still_reads_as_a_verb(extractor: ParserExtractor) -> None:
+    got = triples(extractor, "Their booking app runs on Heroku.")  # "runs": NNS
+    assert ("booking app", "use", "Heroku") in got

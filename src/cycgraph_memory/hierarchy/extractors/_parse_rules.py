@@ -63,18 +63,36 @@ def _children(tok: Any, *deps: str) -> list[Any]:
 
 
 def _conjuncts(tok: Any) -> list[Any]:
+    """``tok`` and the names coordinated with it, minus a negated one ("X but not Y")."""
     out = [tok]
     for _ in range(_MAX_DEPTH):
         nxt = _children(out[-1], "conj")
         if not nxt:
             break
         out.append(nxt[0])
-    return out
+    return [out[0], *(c for c in out[1:] if not _children(c, "neg"))]
+
+
+def _verbal(tok: Any) -> bool:
+    """A verb, or a root with a subject that the tagger took for a plural noun.
+
+    "the gateway runs on Envoy": "runs" is tagged NNS.
+    """
+    return tok.pos_ in {"VERB", "AUX"} or (
+        tok.dep_ == "ROOT" and tok.tag_ == "NNS" and bool(_children(tok, "nsubj"))
+    )
 
 
 def _is_passive(verb: Any) -> bool:
-    return bool(_children(verb, "nsubjpass", "auxpass")) or (
-        verb.dep_ == "acl" and verb.tag_ == "VBN"
+    if _children(verb, "nsubjpass", "auxpass") or (verb.dep_ == "acl" and verb.tag_ == "VBN"):
+        return True
+    # "The study was led by X and funded by Y": a bare participle conjunct of a passive.
+    return (
+        verb.dep_ == "conj"
+        and verb.tag_ == "VBN"
+        and not _children(verb, "nsubj", "aux")
+        and verb.head is not verb
+        and _is_passive(verb.head)
     )
 
 
@@ -128,8 +146,12 @@ def _subjects(verb: Any) -> list[Any]:
         if tok.dep_ == "xcomp":
             objects = _children(tok.head, "dobj")
             return objects or _subjects(tok.head)
-        if tok.dep_ == "conj" and tok.head.pos_ in {"VERB", "AUX"}:
+        if tok.dep_ == "conj" and _verbal(tok.head):
             tok = tok.head
+            # "X is written in Go and depends on Kafka": the shared subject is passive.
+            shared = _children(tok, "nsubjpass")
+            if shared and not _children(tok, "nsubj"):
+                return shared
             continue
         if tok.dep_ == "acl" and tok.tag_ != "VBN":
             return [tok.head]  # "the team developing X"
@@ -458,7 +480,7 @@ def edges_for_sentence(
     """
     found: list[tuple[Any, str, Any, float]] = []
     for tok in tokens:
-        if tok.pos_ in {"VERB", "AUX"} or tok.dep_ in {"relcl", "acl", "xcomp"}:
+        if _verbal(tok) or tok.dep_ in {"relcl", "acl", "xcomp"}:
             if asserted(tok):
                 found.extend(_verb_edges(tok, chat))
         elif tok.pos_ == "NOUN" and (relation := verb_like_conjunct(tok, tab.VERB_RELATIONS)):
