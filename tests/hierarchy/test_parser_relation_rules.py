@@ -137,3 +137,24 @@ def test_passive_conjuncts_share_the_passive_subject(extractor: ParserExtractor)
 def test_a_verb_tagged_as_plural_noun_still_reads_as_a_verb(extractor: ParserExtractor) -> None:
     got = triples(extractor, "Their booking app runs on Heroku.")  # "runs": NNS
     assert ("booking app", "use", "Heroku") in got
+
+
+def test_short_forms_resolve_to_the_full_name_at_once(extractor: ParserExtractor) -> None:
+    got = triples(
+        extractor,
+        "Tallis Robotics makes warehouse arms.",
+        "Tallis, a young startup, is now run by Irene Vos.",
+        "Greta Lindholm joined Tallis Robotics in May.",
+        "Lindholm replaces Aaron Brecht.",
+    )
+    assert ("Irene Vos", "lead", "Tallis Robotics") in got
+    assert ("Greta Lindholm", "replace", "Aaron Brecht") in got
+
+
+def test_a_short_form_of_two_names_stays_apart(extractor: ParserExtractor) -> None:
+    result = triples(
+        extractor,
+        "Harlow Capital and Harlow Foods both joined the index.",
+        "Harlow acquired Denby Mills last week.",
+    )
+    assert not any(s in {"Harlow Capital", "Harlow Foods"} for s, _, _ in result)

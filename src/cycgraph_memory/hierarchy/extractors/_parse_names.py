@@ -29,7 +29,13 @@ from typing import Any
 from cycgraph_memory.hierarchy.extractors import _lexicon as lex
 from cycgraph_memory.hierarchy.extractors._entities import _INTERNAL_CAP, _is_acronym, _known_type
 
-__all__ = ["CommonWords", "is_weak_name", "verb_like_conjunct"]
+__all__ = [
+    "CommonWords",
+    "is_weak_name",
+    "short_form_host",
+    "short_form_words",
+    "verb_like_conjunct",
+]
 
 _POS = ("noun", "verb", "adj", "adv")
 
@@ -146,3 +152,45 @@ def verb_like_conjunct(tok: Any, verb_relations: dict[str, dict[str, str]]) -> s
     if tok.head.dep_ != "dobj":
         return None
     return table[prep.lower_]
+
+
+def short_form_host(entities: dict[str, Any], key: str, speakers: set[str]) -> str | None:
+    """The full name an earlier one-word mention ``key`` is a short form of, else None.
+
+    Document-level short forms: "Bluefin" after "Bluefin Analytics", "Ruiz" after "Carmen
+    Ruiz". The host is the only multi-word entity seen so far whose first word is ``key``
+    (a person's only when the mention is no other entity yet) or a person whose last word
+    is ``key``. A name already an entity of its own, or a speaker, keeps its own entity.
+
+    Args:
+        entities: The episode's entities so far (key -> accumulator with ``key``,
+            ``words`` and ``type``).
+        key: The normalised one-word mention.
+        speakers: Keys of the speakers (never hosts).
+    """
+    if " " in key or key in entities or key in speakers:
+        return None
+    hosts = [
+        acc.key
+        for acc in entities.values()
+        if 2 <= acc.words < 99
+        and acc.key not in speakers
+        and (key == acc.key.split()[0] or (key == acc.key.split()[-1] and acc.type == "person"))
+    ]
+    return hosts[0] if len(hosts) == 1 else None
+
+
+def short_form_words(entities: dict[str, Any]) -> frozenset[str]:
+    """First words of multi-word entities and last names of people seen so far.
+
+    A capitalised sentence-initial word among them is a name even when the tagger calls
+    it an adjective or a common noun ("Pebble, a seed-stage startup", "Ruiz replaces").
+    """
+    out: set[str] = set()
+    for acc in entities.values():
+        if 2 <= acc.words < 99:
+            parts = acc.key.split()
+            out.add(parts[0])
+            if acc.type == "person":
+                out.add(parts[-1])
+    return frozenset(out)

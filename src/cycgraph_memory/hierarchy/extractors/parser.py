@@ -74,7 +74,12 @@ from cycgraph_memory.hierarchy.extractors._entities import (
     _shape_cues,
     is_filler,
 )
-from cycgraph_memory.hierarchy.extractors._parse_names import CommonWords, is_weak_name
+from cycgraph_memory.hierarchy.extractors._parse_names import (
+    CommonWords,
+    is_weak_name,
+    short_form_host,
+    short_form_words,
+)
 from cycgraph_memory.hierarchy.extractors._parse_rules import (
     SPEAKER,
     OrgBefore,
@@ -500,9 +505,17 @@ class ParserExtractor:
                 continue
             spans.append((ent.start, min(ent.end, limit), ent.label_))
         covered = {i for s, e, _ in spans for i in range(s, e)}
+        known = short_form_words(state.entities)
         run: list[Any] = []
         for tok in [*tokens, None]:
-            if tok is not None and tok.i not in covered and _is_name_token(tok, run):
+            if (
+                tok is not None
+                and tok.i not in covered
+                and (
+                    _is_name_token(tok, run)
+                    or (not run and tok.text[:1].isupper() and tok.lower_ in known)
+                )
+            ):
                 run.append(tok)
                 continue
             while run and run[-1].lower_ in {"&", "of", "-"}:
@@ -539,10 +552,7 @@ class ParserExtractor:
             name = span.text.rstrip(".") if len(span) > 1 else span.text  # "Acme Corp."
             words = name.split()
             if len(words) == 1 and (
-                is_filler(name)
-                or name.lower() in FIRST_PERSON
-                or "'" in name
-                or "\u2019" in name
+                is_filler(name) or name.lower() in FIRST_PERSON or "'" in name or "\u2019" in name
             ):
                 continue
             key = normalize_entity_name(name)
@@ -583,7 +593,15 @@ class ParserExtractor:
             if len(before) == 2 and before[1] in {"with", "from"} and before[0] in _DEAL_NOUNS:
                 mention.cue("organization", 60)  # "the contract with Northwind"
             introduced = before[-1:] in (["named"], ["called"]) or before == ["name", "is"]
-            self._add(state, name, mention.cues, len(words))
+            host = short_form_host(state.entities, key, state.speakers) if label is None else None
+            if host is not None:
+                # A short form of a name seen earlier in the episode: the same entity.
+                state.entities[host].add(mention.cues)
+                if name not in state.entities[host].aliases:
+                    state.entities[host].aliases.append(name)
+                key = host
+            else:
+                self._add(state, name, mention.cues, len(words))
             if (
                 label != "SPEAKER"
                 and not introduced
