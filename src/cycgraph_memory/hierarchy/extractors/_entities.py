@@ -378,14 +378,10 @@ def _keep_initial(
     if len(part) > 1:
         low = first.lower()
         second = part[1].text.lower()
-        if (
-            not _known_word(first)
-            and low not in episode_caps
-            and (
-                (low.endswith("ly") and len(low) > 4)
-                or low in _OPENER_WORDS
-                or (low.endswith(("ing", "ed")) and second in lex.FIRST_NAMES)
-            )
+        if not _known_word(first) and low not in episode_caps and (
+            (low.endswith("ly") and len(low) > 4)
+            or low in _OPENER_WORDS
+            or (low.endswith(("ing", "ed")) and second in lex.FIRST_NAMES)
         ):
             return part[1:]  # "Apparently Dana ...", "Following Acme ..."
         return part

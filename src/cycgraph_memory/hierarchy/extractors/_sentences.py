@@ -76,7 +76,9 @@ def _is_boundary(line: str, match: re.Match[str]) -> bool:
         word = nxt.group(1)
         # "Brightwave Inc. Marta Lind confirmed ...": a capitalised word after a company
         # suffix starts a new sentence (mid-sentence the suffix is followed by lowercase).
-        return word.lower().strip(",;:") in _OPENERS or (token != "etc" and word[:1].isupper())
+        return word.lower().strip(",;:") in _OPENERS or (
+            token != "etc" and word[:1].isupper()
+        )
     return True
 
 

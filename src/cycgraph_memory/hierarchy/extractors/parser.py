@@ -505,7 +505,7 @@ class ParserExtractor:
                 continue
             spans.append((ent.start, min(ent.end, limit), ent.label_))
         covered = {i for s, e, _ in spans for i in range(s, e)}
-        known = short_form_words(state.entities)
+        short_words = short_form_words(state.entities)
         run: list[Any] = []
         for tok in [*tokens, None]:
             if (
@@ -513,7 +513,7 @@ class ParserExtractor:
                 and tok.i not in covered
                 and (
                     _is_name_token(tok, run)
-                    or (not run and tok.text[:1].isupper() and tok.lower_ in known)
+                    or (not run and tok.text[:1].isupper() and tok.lower_ in short_words)
                 )
             ):
                 run.append(tok)
