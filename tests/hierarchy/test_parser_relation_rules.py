@@ -158,3 +158,61 @@ def test_a_short_form_of_two_names_stays_apart(extractor: ParserExtractor) -> No
         "Harlow acquired Denby Mills last week.",
     )
     assert not any(s in {"Harlow Capital", "Harlow Foods"} for s, _, _ in result)
+
+
+def test_founding_verb_with_a_partner(extractor: ParserExtractor) -> None:
+    got = triples(
+        extractor,
+        "Corran Labs develops vaccines.",
+        "Nadia Osei started Corran with Paul Mbeki in 2011.",
+    )
+    assert ("Nadia Osei", "found", "Corran Labs") in got
+    assert ("Paul Mbeki", "found", "Corran Labs") in got
+    # "started" on something that is no organisation founds nothing.
+    assert triples(extractor, "Nadia Osei started the migration project with Paul Mbeki.") == set()
+
+
+def test_location_from_an_organisation_description(extractor: ParserExtractor) -> None:
+    got = triples(extractor, "Vantor Analytics, a Leeds-based maker of sensors, hired Ada Kim.")
+    assert ("Vantor Analytics", "locate_in", "Leeds") in got
+    got = triples(extractor, "Orrin Labs, a small startup in Malmo, hired Ada Kim.")
+    assert ("Orrin Labs", "locate_in", "Malmo") in got
+
+
+def test_partnership_nominal_only_under_an_establishing_verb(
+    extractor: ParserExtractor,
+) -> None:
+    got = triples(extractor, "Helio Power announced a partnership with Gridwell Energy.")
+    assert ("Helio Power", "partner_with", "Gridwell Energy") in got
+    got = triples(extractor, "Helio Power ended its partnership with Gridwell Energy.")
+    assert ("Helio Power", "partner_with", "Gridwell Energy") not in got
+
+
+def test_part_of_and_move_to_a_place_noun(extractor: ParserExtractor) -> None:
+    got = triples(extractor, "The risk unit is part of the bank's Frankfurt office.")
+    assert ("risk unit", "part_of", "Frankfurt office") in got
+    got = triples(extractor, "Ferro Athletic will move to a new stadium in Dunmore next year.")
+    assert ("Ferro Athletic", "move_to", "Dunmore") in got
+
+
+def test_moved_from_an_organisation_and_to_its_short_form(extractor: ParserExtractor) -> None:
+    got = triples(
+        extractor,
+        "Osric Hale teaches at Brennan University.",
+        "Hale moved to Brennan from Kellerman University in 2017.",
+    )
+    assert ("Osric Hale", "join", "Brennan University") in got
+    assert ("Osric Hale", "work_at", "Kellerman University") in got
+
+
+def test_relative_clause_is_asserted_under_a_denial(extractor: ParserExtractor) -> None:
+    got = triples(
+        extractor,
+        "Norwood Homes, which is owned by the Pryce family, denied that it had bought land.",
+    )
+    assert ("Pryce family", "own", "Norwood Homes") in got
+    # The denied content clause itself stays unasserted.
+    assert (
+        triples(extractor, "Norwood Homes denied reports that it had acquired Tilbury Estates.")
+        == set()
+    )

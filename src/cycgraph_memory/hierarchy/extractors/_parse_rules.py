@@ -41,6 +41,7 @@ class OrgBefore:
     before: int
 
 
+_COMITATIVE = "with:"  # marks an edge whose subject came from "with": people only
 _MAX_DEPTH = 12  # ancestor walks are bounded: work per token stays constant
 _SUBJ = frozenset({"nsubj", "csubj", "expl"})
 _RELATIVE = frozenset({"who", "which", "that", "whom"})
@@ -129,6 +130,11 @@ def asserted(verb: Any) -> bool:
         if depth > 0 and tok.lemma_.lower() in tab.NON_ASSERTING_HEADS:
             return False
         if tok.dep_ == "ROOT" or tok.head is tok:
+            return True
+        if tok.dep_ == "relcl" and strict:
+            # A relative clause is asserted on its own: "Kerrigan, which is owned by the
+            # Doyle family, denied ..." (a noun's content clause, "reports that ...", is an
+            # ``acl`` and stays under the verb above it).
             return True
         own_subject = bool(_children(tok, *_SUBJ, "nsubjpass"))
         strict = strict and (tok.dep_ == "xcomp" or (tok.dep_ == "conj" and not own_subject))
@@ -267,9 +273,65 @@ def _verb_edges_raw(verb: Any, implicit: bool = False) -> Iterator[tuple[Any, st
             if implicit:
                 subjects = [verb]
             confidence = 0.8
+        if relation == "move_to":
+            objects = [_place_in(o, verb) for o in objects]
         for s in subjects:
             for o in objects:
                 yield s, relation, o, confidence
+        if relation in tab.COMITATIVE_RELATIONS and not passive and not implicit:
+            # "Marsh started Tidewater with Raj Patel": a person after "with" shares the act
+            # (kept only when that token is a person, see ``edges_for_sentence``).
+            for partner in _pobjs(verb, "with"):
+                for o in objects:
+                    yield partner, _COMITATIVE + relation, o, confidence - 0.1
+
+
+def _place_in(obj: Any, verb: Any) -> Any:
+    """The named place of "moved to a new office in Boulder" (else the object itself)."""
+    if obj.pos_ != "NOUN" or obj.lemma_.lower() not in tab.PLACE_NOUNS:
+        return obj
+    for child in [*_children(obj, "prep"), *_children(verb, "prep")]:
+        if child.lower_ == "in":
+            places = [p for p in _children(child, "pobj") if p.pos_ == "PROPN"]
+            if places:
+                return places[0]
+    return obj
+
+
+def _located_edges(tok: Any) -> Iterator[tuple[Any, str, Any, float]]:
+    """Location of an organisation from its description.
+
+    "Bluefin, a Denver-based maker of ...": the place before "-based"; "Pebble, a startup
+    in Austin,": a named place after "in" on an organisation noun in apposition.
+    """
+    if tok.lower_ == "based" and tok.dep_ == "amod":
+        noun = tok.head
+        owner = noun.head if noun.dep_ == "appos" else noun
+        for place in tok.children:
+            if place.dep_ in {"npadvmod", "compound", "nmod"} and place.pos_ == "PROPN":
+                yield owner, "locate_in", place, 0.65
+    elif (
+        tok.dep_ == "appos"
+        and tok.pos_ == "NOUN"
+        and tok.lemma_.lower() in tab.ORG_DESCRIPTION_NOUNS
+    ):
+        for child in _children(tok, "prep"):
+            if child.lower_ == "in":
+                for place in _children(child, "pobj"):
+                    if place.pos_ == "PROPN":
+                        yield tok.head, "locate_in", place, 0.6
+
+
+def _part_of_edges(noun: Any) -> Iterator[tuple[Any, str, Any, float]]:
+    """Membership from a copula: "The data division is part of the bank's office"."""
+    head = noun.head
+    if noun.dep_ != "attr" or head.lemma_ != "be" or not asserted(head):
+        return
+    for child in _children(noun, "prep"):
+        if child.lower_ == "of":
+            for whole in _children(child, "pobj"):
+                for part in _subjects(head):
+                    yield part, "part_of", whole, 0.7
 
 
 def _nominal_edges(noun: Any) -> Iterator[tuple[Any, str, Any, float]]:
@@ -280,6 +342,9 @@ def _nominal_edges(noun: Any) -> Iterator[tuple[Any, str, Any, float]]:
             patients.extend(_children(child, "pobj"))
     if not patients:
         return
+    heads = tab.NOMINAL_HEADS.get(noun.lemma_.lower())
+    if heads is not None and noun.head.lemma_.lower() not in heads:
+        return  # "ended its partnership with X" states no partnership
     agents = _children(noun, "poss")
     if not agents:
         head = noun.head
@@ -494,12 +559,20 @@ def edges_for_sentence(
             found.extend(_nominal_edges(tok))
         elif tok.pos_ == "NOUN" and tok.lemma_.lower() in tab.WORK_NOUNS:
             found.extend(_work_edges(tok))
+        elif tok.pos_ == "NOUN" and tok.lemma_.lower() == "part":
+            found.extend(_part_of_edges(tok))
+        if tok.lower_ == "based" or tok.dep_ == "appos":
+            found.extend(_located_edges(tok))
     for head, start in person_heads:
         found.extend(_role_edges(head, start, ref))
     people = {h.i for h, _ in person_heads}
     out: list[RawEdge] = []
     for subject, relation, obj, confidence in found:
         subject = _parallel_subject(subject, people)
+        if relation.startswith(_COMITATIVE):
+            if subject is SPEAKER or subject.i not in people:
+                continue
+            relation = relation.removeprefix(_COMITATIVE)
         for s in [subject] if subject is SPEAKER else _conjuncts(subject):
             for o in [obj] if isinstance(obj, OrgBefore) else _conjuncts(obj):
                 if o is obj or not verb_like_conjunct(o, tab.VERB_RELATIONS):

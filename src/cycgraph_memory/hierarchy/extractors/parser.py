@@ -526,8 +526,9 @@ class ParserExtractor:
                     tok is not None
                     and tok.pos_ == "NOUN"
                     and tok.i not in covered
-                    and run[-1].head is tok
-                    and tok.lemma_.lower() in (tab.ORG_HEAD_NOUNS | tab.TOOL_HEAD_NOUNS)
+                    and run[-1].head.i == tok.i
+                    and tok.lemma_.lower()
+                    in (tab.ORG_HEAD_NOUNS | tab.TOOL_HEAD_NOUNS | tab.NAME_GROUP_NOUNS)
                 ):
                     end = tok.i + 1  # "Ghibli museum", "the Atlas team"
                     covered.add(tok.i)
@@ -752,6 +753,9 @@ def _adjust(relation: str, target_type: str, common_noun: bool) -> str | None:
         return "join"  # "moved to the billing team"
     if relation == "work_at" and target_type == "location":
         return None  # "came from Spain"
+    if relation == "found_org":
+        # "started Tidewater" founds an organisation; "started Duolingo" (an app) does not.
+        return "found" if target_type == "organization" and not common_noun else None
     return relation
 
 
