@@ -216,3 +216,33 @@ def test_relative_clause_is_asserted_under_a_denial(extractor: ParserExtractor) 
         triples(extractor, "Norwood Homes denied reports that it had acquired Tilbury Estates.")
         == set()
     )
+
+
+def test_coordinated_agents_of_a_participle(extractor: ParserExtractor) -> None:
+    # Also the shape the tagger sometimes misparses ("Luis" as a modifier of the last name).
+    got = triples(
+        extractor,
+        "Kestrel Labs sells sensors.",
+        "The firm, founded by brothers Tomas and Rui Serrano in 2004, is based in Braga.",
+    )
+    assert ("Tomas", "found", "Kestrel Labs") in got
+    assert ("Rui Serrano", "found", "Kestrel Labs") in got
+    assert ("Kestrel Labs", "locate_in", "Braga") in got
+
+
+def test_sentence_initial_short_form_before_a_role(extractor: ParserExtractor) -> None:
+    got = triples(
+        extractor,
+        "Harwood Rovers drew on Saturday.",
+        "Harwood manager Tomas Blyth praised the defence.",
+    )
+    assert ("Tomas Blyth", "manage", "Harwood Rovers") in got
+
+
+def test_with_a_named_relative_shares_ownership(extractor: ParserExtractor) -> None:
+    got = triples(extractor, "Piotr Nowak owns Nowak Deli with his brother Adam.")
+    assert ("Piotr Nowak", "own", "Nowak Deli") in got
+    assert ("Adam", "own", "Nowak Deli") in got
+    # Not a person after "with": no co-owner.
+    got = triples(extractor, "Piotr Nowak owns Nowak Deli with a bank loan.")
+    assert {s for s, _, _ in got} == {"Piotr Nowak"}

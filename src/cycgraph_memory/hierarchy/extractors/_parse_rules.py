@@ -71,7 +71,14 @@ def _conjuncts(tok: Any) -> list[Any]:
         if not nxt:
             break
         out.append(nxt[0])
-    return [out[0], *(c for c in out[1:] if not _children(c, "neg"))]
+    # "founded by brothers Luis and Mateo Ortega": the tagger hangs "Luis and" on
+    # "Ortega" as a modifier with its own coordination; that modifier is a conjunct too.
+    split = [
+        c
+        for c in tok.lefts
+        if c.dep_ in {"nmod", "compound"} and c.pos_ == "PROPN" and _children(c, "cc")
+    ]
+    return [out[0], *split, *(c for c in out[1:] if not _children(c, "neg"))]
 
 
 def _verbal(tok: Any) -> bool:
@@ -362,10 +369,12 @@ def _nominal_edges(noun: Any) -> Iterator[tuple[Any, str, Any, float]]:
 
 
 def _org_like(tok: Any) -> bool:
+    # A capitalised adjective or noun, sentence-initial included ("Northgate manager X":
+    # the tagger makes "Northgate" an adjective); the caller keeps only resolved names.
     return (
         tok.pos_ == "PROPN"
         or tok.lower_ in {"its", "their", "our"}
-        or (tok.pos_ in {"ADJ", "NOUN"} and tok.text[:1].isupper() and tok.i > tok.sent.start)
+        or (tok.pos_ in {"ADJ", "NOUN"} and tok.text[:1].isupper())
     )
 
 
@@ -570,7 +579,12 @@ def edges_for_sentence(
     for subject, relation, obj, confidence in found:
         subject = _parallel_subject(subject, people)
         if relation.startswith(_COMITATIVE):
-            if subject is SPEAKER or subject.i not in people:
+            if subject is SPEAKER:
+                continue
+            # "with his wife Carmen": the name in apposition to the role noun.
+            named = [c for c in subject.children if c.dep_ in {"appos", "compound"}]
+            subject = next((c for c in [subject, *named] if c.i in people), None)
+            if subject is None:
                 continue
             relation = relation.removeprefix(_COMITATIVE)
         for s in [subject] if subject is SPEAKER else _conjuncts(subject):
