@@ -246,3 +246,43 @@ def test_with_a_named_relative_shares_ownership(extractor: ParserExtractor) -> N
     # Not a person after "with": no co-owner.
     got = triples(extractor, "Piotr Nowak owns Nowak Deli with a bank loan.")
     assert {s for s, _, _ in got} == {"Piotr Nowak"}
+
+
+def entity_types(extractor: ParserExtractor, *texts: str) -> dict[str, str]:
+    messages = [
+        Message(role="user", content=text, timestamp=T0 + timedelta(minutes=i))
+        for i, text in enumerate(texts)
+    ]
+    episode = Episode(
+        topic="t",
+        messages=messages,
+        started_at=T0,
+        ended_at=messages[-1].timestamp,
+        provenance=Provenance(source="agent"),
+    )
+    return {e.name: e.entity_type for e in extractor.extract_sync(episode).entities}
+
+
+def test_the_club_said_types_the_name_it_refers_to(extractor: ParserExtractor) -> None:
+    types = entity_types(
+        extractor,
+        "Jon Arvidsson has been linked with Sorrento, but he is not joining the Italian club.",
+    )
+    assert types["Sorrento"] == "organization"
+    types = entity_types(
+        extractor,
+        "Plans for a new library in Wexley were shelved.",
+        "Halvern objected. The council voted against the plans on Monday.",
+    )
+    assert types["Halvern"] == "organization"
+    assert types["Wexley"] == "location"  # a place in the sentence before is no referent
+
+
+def test_the_club_said_never_retypes_a_person(extractor: ParserExtractor) -> None:
+    types = entity_types(
+        extractor,
+        "Kettering Rovers lost again.",
+        "Chairman Brennan Colfax said the club would appeal.",
+    )
+    assert types["Brennan Colfax"] == "person"
+    assert types["Kettering Rovers"] == "organization"

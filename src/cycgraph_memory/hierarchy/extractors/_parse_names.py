@@ -31,6 +31,7 @@ from cycgraph_memory.hierarchy.extractors._entities import _INTERNAL_CAP, _is_ac
 
 __all__ = [
     "CommonWords",
+    "anaphor_type_cues",
     "is_weak_name",
     "short_form_host",
     "short_form_words",
@@ -194,3 +195,60 @@ def short_form_words(entities: dict[str, Any]) -> frozenset[str]:
             if acc.type == "person":
                 out.add(parts[-1])
     return frozenset(out)
+
+
+ANAPHOR_ORG_CUE = 60
+"""Organisation evidence from a definite organisation noun ("the club said")."""
+
+_DEFINITE = frozenset({"the", "this"})
+
+
+def anaphor_type_cues(
+    tokens: list[Any],
+    index: int,
+    history: list[tuple[tuple[int, int], str]],
+    entities: dict[str, Any],
+    org_nouns: frozenset[str],
+    speakers: set[str],
+) -> list[str]:
+    """Keys that a definite organisation noun of this sentence refers back to.
+
+    "Linked with Ajax, ... he is not joining the Dutch club", "Kingsbridge Rovers sacked
+    their manager. The club said ...": "the club" / "the council" / "the company" names an
+    organisation, and the name it refers back to is the latest one of this or the previous
+    sentence that no evidence makes a person or a place. Nothing when a name of the
+    episode already ends with that noun ("the council" after "Brookfield Town Council").
+
+    Args:
+        tokens: The sentence's tokens.
+        index: The sentence's index in the episode.
+        history: ``((sentence, token), key)`` of the mentions so far, in order.
+        entities: The episode's entities (key -> accumulator with ``cues``).
+        org_nouns: Nouns that name a whole organisation ("club", "council", "company").
+        speakers: Keys of the speakers (never an antecedent).
+
+    Returns:
+        The keys to give organisation evidence (at most one per definite noun).
+    """
+    out: list[str] = []
+    for tok in tokens:
+        lemma = tok.lemma_.lower()
+        if tok.pos_ != "NOUN" or lemma not in org_nouns:
+            continue
+        if not any(c.dep_ == "det" and c.lower_ in _DEFINITE for c in tok.children):
+            continue
+        if any(c.dep_ == "compound" for c in tok.children):
+            continue  # "the book club" is a new description, not a reference
+        if any(key.split()[-1] == lemma for _, key in history):
+            continue
+        for (sentence, start), key in reversed(history):
+            if (sentence, start) >= (index, tok.i) or key in speakers or key not in entities:
+                continue
+            if sentence < index - 1:
+                break
+            cues = entities[key].cues
+            if cues.get("person", 0) > 0 or cues.get("location", 0) > 0:
+                continue  # a person or a place is not what "the club" refers to
+            out.append(key)
+            break
+    return out

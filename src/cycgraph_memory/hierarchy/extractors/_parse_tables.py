@@ -211,7 +211,8 @@ NAME_PREFIXES = _words(
     mr mrs ms miss mx dr prof professor sir dame lord lady madam mister doctor judge
     senator president governor mayor rev reverend captain capt sgt officer coach chef
     director principal midfielder striker defender goalkeeper manager founder cofounder
-    co-founder ceo cto cfo chief deputy minister chancellor secretary
+    co-founder ceo cto cfo chief deputy minister chancellor secretary chairman chairwoman
+    chairperson
     """
 )
 
@@ -272,6 +273,15 @@ ORG_ANAPHORS = _words(
     """
     company chain firm club hospital bank startup school trust charity group business
     team organisation organization publisher
+    """
+)
+
+# Definite nouns naming a whole organisation: "the club said", "the council voted" give
+# the name they refer back to organisation evidence (a team is part of one: not here).
+ORG_TYPE_ANAPHORS = _words(
+    """
+    company firm club council startup business bank charity trust school hospital chain
+    publisher organisation organization university college agency lender retailer insurer
     """
 )
 

@@ -75,7 +75,9 @@ from cycgraph_memory.hierarchy.extractors._entities import (
     is_filler,
 )
 from cycgraph_memory.hierarchy.extractors._parse_names import (
+    ANAPHOR_ORG_CUE,
     CommonWords,
+    anaphor_type_cues,
     is_weak_name,
     short_form_host,
     short_form_words,
@@ -429,6 +431,10 @@ class ParserExtractor:
             {n for n in (turn.speaker, turn.addressee) if n} if speakers and turn.named else set()
         )
         token_keys, person_heads = self._mentions(state, sent, tokens, index, named)
+        for key in anaphor_type_cues(
+            tokens, index, state.history, state.entities, tab.ORG_TYPE_ANAPHORS, state.speakers
+        ):
+            state.entities[key].add({"organization": ANAPHOR_ORG_CUE})  # "the club said"
         keys = list(dict.fromkeys(token_keys.values()))
         speaker_key = normalize_entity_name(turn.speaker) if speakers and turn.speaker else None
         addressee_key = (
