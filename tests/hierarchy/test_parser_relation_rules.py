@@ -286,3 +286,14 @@ def test_the_club_said_never_retypes_a_person(extractor: ParserExtractor) -> Non
     )
     assert types["Brennan Colfax"] == "person"
     assert types["Kettering Rovers"] == "organization"
+
+
+def test_subject_pronoun_prefers_the_previous_subject(extractor: ParserExtractor) -> None:
+    got = triples(
+        extractor,
+        "Marisol Reyes is our new design lead, she reports to Henrik.",
+        "Before that she ran the Figma plugins team for two years.",
+    )
+    assert ("Marisol Reyes", "report_to", "Henrik") in got
+    assert ("Marisol Reyes", "lead", "Figma plugins team") in got
+    assert not any(s == "Henrik" for s, r, _ in got if r == "lead")

@@ -91,6 +91,7 @@ from cycgraph_memory.hierarchy.extractors._parse_state import (
     ParseState,
     build_result,
     merge_aliases,
+    subject_antecedent,
 )
 from cycgraph_memory.hierarchy.extractors._polarity import ended_in, stretch_of
 from cycgraph_memory.hierarchy.extractors._relations import is_question
@@ -621,6 +622,8 @@ class ParserExtractor:
                 token_keys[i] = key
             state.history.append(((index, start), key))
             head = span.root
+            if head.dep_ in {"nsubj", "nsubjpass"}:
+                state.subjects.append(((index, start), key))
             if state.entities[key].type == "person" or label == "PERSON":
                 person_heads.append((head, span.start))
         return token_keys, person_heads
@@ -657,6 +660,15 @@ class ParserExtractor:
                     )
                 return None
             if low in _PERSON_PRONOUNS:
+                if tok.dep_ in {"nsubj", "nsubjpass"}:
+                    # A subject pronoun continues the latest subject person (of this or the
+                    # two sentences before): "Carla is our manager, she reports to Victor.
+                    # ... she ran the team" is Carla, not the more recent Victor.
+                    key = subject_antecedent(state, (index, tok.i))
+                    if key is not None:
+                        if ((index, tok.i), key) not in state.subjects[-3:]:
+                            state.subjects.append(((index, tok.i), key))
+                        return key
                 return self._latest(state, (index, tok.i), {"person"}, exclude=state.speakers)
             if low in _THING_PRONOUNS:
                 return self._latest(
