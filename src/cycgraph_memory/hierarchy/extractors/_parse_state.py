@@ -42,8 +42,10 @@ class ParseState:
     backed: set[str] = field(default_factory=set)
 
 
-def subject_antecedent(state: ParseState, position: tuple[int, int]) -> str | None:
-    """The latest person that was a subject before ``position`` (same or 2 sentences back).
+def subject_antecedent(
+    state: ParseState, position: tuple[int, int], types: set[str]
+) -> str | None:
+    """The latest subject of one of ``types`` before ``position`` (same or 2 sentences back).
 
     Subject pronouns prefer the previous subject over a more recent object (centering):
     "Carla is our new manager, she reports to Victor. ... she ran the cloud team".
@@ -55,7 +57,7 @@ def subject_antecedent(state: ParseState, position: tuple[int, int]) -> str | No
         if seen[0] < position[0] - 2:
             return None
         acc = state.entities.get(key)
-        if acc is not None and acc.type == "person" and key not in state.speakers:
+        if acc is not None and acc.type in types and key not in state.speakers:
             return key
     return None
 

@@ -664,7 +664,7 @@ class ParserExtractor:
                     # A subject pronoun continues the latest subject person (of this or the
                     # two sentences before): "Carla is our manager, she reports to Victor.
                     # ... she ran the team" is Carla, not the more recent Victor.
-                    key = subject_antecedent(state, (index, tok.i))
+                    key = subject_antecedent(state, (index, tok.i), {"person"})
                     if key is not None:
                         if ((index, tok.i), key) not in state.subjects[-3:]:
                             state.subjects.append(((index, tok.i), key))
