@@ -42,9 +42,7 @@ class ParseState:
     backed: set[str] = field(default_factory=set)
 
 
-def subject_antecedent(
-    state: ParseState, position: tuple[int, int], types: set[str]
-) -> str | None:
+def subject_antecedent(state: ParseState, position: tuple[int, int], types: set[str]) -> str | None:
     """The latest subject of one of ``types`` before ``position`` (same or 2 sentences back).
 
     Subject pronouns prefer the previous subject over a more recent object (centering):
