@@ -297,3 +297,8 @@ def test_subject_pronoun_prefers_the_previous_subject(extractor: ParserExtractor
     assert ("Marisol Reyes", "report_to", "Henrik") in got
     assert ("Marisol Reyes", "lead", "Figma plugins team") in got
     assert not any(s == "Henrik" for s, r, _ in got if r == "lead")
+
+
+def test_based_on_a_tool_is_no_location(extractor: ParserExtractor) -> None:
+    got = triples(extractor, "Quillon, a Python-based startup, hired Ada Kim.")
+    assert not any(r == "locate_in" for _, r, _ in got)

@@ -763,6 +763,9 @@ def _stretch(sent: Any, raw: Any) -> str:
     return stretch_of(sent.text, subj, obj)
 
 
+_NOT_PLACES = frozenset({"tool", "person", "animal", "event"})
+
+
 def _adjust(relation: str, target_type: str, common_noun: bool) -> str | None:
     """Relation refinements by the object's type (None drops the edge)."""
     if relation == "acquire" and target_type == "tool" and common_noun:
@@ -771,6 +774,8 @@ def _adjust(relation: str, target_type: str, common_noun: bool) -> str | None:
         return "join"  # "moved to the billing team"
     if relation == "work_at" and target_type == "location":
         return None  # "came from Spain"
+    if relation in {"locate_in", "live_in", "move_to"} and target_type in _NOT_PLACES:
+        return None  # "a Python-based startup" is not located in Python
     if relation == "found_org":
         # "started Tidewater" founds an organisation; "started Duolingo" (an app) does not.
         return "found" if target_type == "organization" and not common_noun else None
