@@ -302,3 +302,14 @@ def test_subject_pronoun_prefers_the_previous_subject(extractor: ParserExtractor
 def test_based_on_a_tool_is_no_location(extractor: ParserExtractor) -> None:
     got = triples(extractor, "Quillon, a Python-based startup, hired Ada Kim.")
     assert not any(r == "locate_in" for _, r, _ in got)
+
+
+def test_a_person_is_no_part_of_an_organisation(extractor: ParserExtractor) -> None:
+    assert triples(extractor, "Tomasz Wolak is part of the platform team.") == set()
+
+
+def test_moved_from_a_tool_or_place_is_no_employer(extractor: ParserExtractor) -> None:
+    got = triples(extractor, "The analytics team moved from Jira to Linear in March.")
+    assert not any(r == "work_at" for _, r, _ in got)
+    got = triples(extractor, "Ines Barros moved from Lisbon to Porto.")
+    assert not any(r == "work_at" for _, r, _ in got)

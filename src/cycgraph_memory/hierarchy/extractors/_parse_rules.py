@@ -578,6 +578,8 @@ def edges_for_sentence(
     out: list[RawEdge] = []
     for subject, relation, obj, confidence in found:
         subject = _parallel_subject(subject, people)
+        if relation == "part_of" and subject is not SPEAKER and subject.i in people:
+            continue  # "Tom is part of the team": membership, not an organisation's part
         if relation.startswith(_COMITATIVE):
             if subject is SPEAKER:
                 continue

@@ -59,7 +59,7 @@ VERB_RELATIONS: dict[str, dict[str, str]] = {
     "design": {"": "design"},
     "study": {"at": "study_at"},
     "graduate": {"from": "study_at"},
-    "move": {"to": "move_to", "from": "work_at"},
+    "move": {"to": "move_to", "from": "left_org"},
     "relocate": {"to": "move_to"},
     "collaborate": {"with": "collaborate_with"},
     "pair": {"with": "collaborate_with"},

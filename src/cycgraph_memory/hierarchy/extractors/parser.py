@@ -776,6 +776,10 @@ def _adjust(relation: str, target_type: str, common_noun: bool) -> str | None:
         return None  # "came from Spain"
     if relation in {"locate_in", "live_in", "move_to"} and target_type in _NOT_PLACES:
         return None  # "a Python-based startup" is not located in Python
+    if relation == "left_org":
+        # "moved to X from Tsinghua University": worked there; "from Jira" (a tool), "from
+        # Lisbon" (a place) say nothing about work.
+        return "work_at" if target_type == "organization" else None
     if relation == "found_org":
         # "started Tidewater" founds an organisation; "started Duolingo" (an app) does not.
         return "found" if target_type == "organization" and not common_noun else None
