@@ -313,3 +313,17 @@ def test_moved_from_a_tool_or_place_is_no_employer(extractor: ParserExtractor) -
     assert not any(r == "work_at" for _, r, _ in got)
     got = triples(extractor, "Ines Barros moved from Lisbon to Porto.")
     assert not any(r == "work_at" for _, r, _ in got)
+
+
+def test_head_of_a_unit_works_at_the_possessor(extractor: ParserExtractor) -> None:
+    got = triples(extractor, "Dana Cole, Varga Foods' head of sales, left in May.")
+    assert ("Dana Cole", "lead", "Varga Foods") not in got
+    got = triples(extractor, "Dana Cole, Helix Bio's head of sales, left in May.")
+    assert got == {("Dana Cole", "work_at", "Helix Bio")}
+
+
+def test_a_parenthetical_does_not_end_the_main_clause(extractor: ParserExtractor) -> None:
+    got = triples(extractor, "Oren Tal, a former Intel engineer, now works for Nvidia.")
+    assert ("Oren Tal", "work_at", "Nvidia") in got  # open, not an ended marker
+    got = triples(extractor, "Oren Tal, who joined in May, no longer works for Nvidia.")
+    assert ("Oren Tal", "work_at", "Nvidia") not in got  # ended: a marker only

@@ -472,8 +472,11 @@ def _role_edges(
         appos_roles.sort(key=lambda r: not _children(r, "prep", "poss"))
         role = appos_roles[0]
         of, at = _role_of_at(role)
-        orgs: list[Any] = [*_possessor(role, person, ref), *_children(role, "compound"), *of]
-        extra = at
+        owners = [*_possessor(role, person, ref), *_children(role, "compound")]
+        # "Helix's head of sales": the role's relation goes to its "of" object (a unit, here
+        # no entity); the possessor is where the person works.
+        orgs: list[Any] = of if of else owners
+        extra = [*at, *owners] if of else at
     elif title_roles:
         role = title_roles[-1]
         orgs = [
