@@ -327,3 +327,12 @@ def test_a_parenthetical_does_not_end_the_main_clause(extractor: ParserExtractor
     assert ("Oren Tal", "work_at", "Nvidia") in got  # open, not an ended marker
     got = triples(extractor, "Oren Tal, who joined in May, no longer works for Nvidia.")
     assert ("Oren Tal", "work_at", "Nvidia") not in got  # ended: a marker only
+
+
+def test_a_titled_person_is_no_short_form_of_a_company(extractor: ParserExtractor) -> None:
+    got = triples(
+        extractor,
+        "Ashcombe Partners hired three analysts.",
+        "Dr. Ashcombe joined Pfizer last year.",
+    )
+    assert ("Ashcombe Partners", "join", "Pfizer") not in got

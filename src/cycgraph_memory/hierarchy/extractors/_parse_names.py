@@ -155,7 +155,9 @@ def verb_like_conjunct(tok: Any, verb_relations: dict[str, dict[str, str]]) -> s
     return table[prep.lower_]
 
 
-def short_form_host(entities: dict[str, Any], key: str, speakers: set[str]) -> str | None:
+def short_form_host(
+    entities: dict[str, Any], key: str, speakers: set[str], *, person: bool = False
+) -> str | None:
     """The full name an earlier one-word mention ``key`` is a short form of, else None.
 
     Document-level short forms: "Bluefin" after "Bluefin Analytics", "Ruiz" after "Carmen
@@ -168,6 +170,8 @@ def short_form_host(entities: dict[str, Any], key: str, speakers: set[str]) -> s
             ``words`` and ``type``).
         key: The normalised one-word mention.
         speakers: Keys of the speakers (never hosts).
+        person: The mention itself has person evidence (a title, a given name): only a
+            person hosts it ("Dr. Morgan" after "Morgan Stanley" stays apart).
     """
     if " " in key or key in entities or key in speakers:
         return None
@@ -178,7 +182,9 @@ def short_form_host(entities: dict[str, Any], key: str, speakers: set[str]) -> s
         and acc.key not in speakers
         and (key == acc.key.split()[0] or (key == acc.key.split()[-1] and acc.type == "person"))
     ]
-    return hosts[0] if len(hosts) == 1 else None
+    if len(hosts) != 1 or (person and entities[hosts[0]].type != "person"):
+        return None
+    return str(hosts[0])
 
 
 def short_form_words(entities: dict[str, Any]) -> frozenset[str]:

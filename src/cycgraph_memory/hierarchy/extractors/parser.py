@@ -116,6 +116,7 @@ each analysed up to ``MAX_SENTENCE_WORDS`` tokens)."""
 _SPEAKER_CUE = 100
 _CHAT_CUE = 150
 _NP_CUE = 90
+_PERSON_EVIDENCE = 60  # a title or a given name: a short form only of a person
 _KNOWN_BONUS = 50
 _PERSON_PRONOUNS = frozenset({"he", "she", "him", "her", "his", "hers", "himself", "herself"})
 _THING_PRONOUNS = frozenset({"it", "its", "they", "them", "their", "itself"})
@@ -601,7 +602,16 @@ class ParserExtractor:
             if len(before) == 2 and before[1] in {"with", "from"} and before[0] in _DEAL_NOUNS:
                 mention.cue("organization", 60)  # "the contract with Northwind"
             introduced = before[-1:] in (["named"], ["called"]) or before == ["name", "is"]
-            host = short_form_host(state.entities, key, state.speakers) if label is None else None
+            host = (
+                short_form_host(
+                    state.entities,
+                    key,
+                    state.speakers,
+                    person=mention.cues.get("person", 0) >= _PERSON_EVIDENCE,
+                )
+                if label is None
+                else None
+            )
             if host is not None:
                 # A short form of a name seen earlier in the episode: the same entity.
                 state.entities[host].add(mention.cues)
