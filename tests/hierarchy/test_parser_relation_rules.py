@@ -336,3 +336,8 @@ def test_a_titled_person_is_no_short_form_of_a_company(extractor: ParserExtracto
         "Dr. Ashcombe joined Pfizer last year.",
     )
     assert ("Ashcombe Partners", "join", "Pfizer") not in got
+
+
+def test_a_place_phrase_with_the_club_types_nothing(extractor: ParserExtractor) -> None:
+    types = entity_types(extractor, "We watched Solaris on Friday, then we went to the club.")
+    assert types.get("Solaris") != "organization"

@@ -241,6 +241,8 @@ def anaphor_type_cues(
         lemma = tok.lemma_.lower()
         if tok.pos_ != "NOUN" or lemma not in org_nouns:
             continue
+        if tok.dep_ not in {"nsubj", "nsubjpass", "dobj", "poss"}:
+            continue  # "we went to the club" refers to no name
         if not any(c.dep_ == "det" and c.lower_ in _DEFINITE for c in tok.children):
             continue
         if any(c.dep_ == "compound" for c in tok.children):
