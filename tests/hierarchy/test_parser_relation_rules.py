@@ -341,3 +341,8 @@ def test_a_titled_person_is_no_short_form_of_a_company(extractor: ParserExtracto
 def test_a_place_phrase_with_the_club_types_nothing(extractor: ParserExtractor) -> None:
     types = entity_types(extractor, "We watched Solaris on Friday, then we went to the club.")
     assert types.get("Solaris") != "organization"
+
+
+def test_coordinated_roles_hold_at_the_same_organisation(extractor: ParserExtractor) -> None:
+    got = triples(extractor, "Maria Lopez, the founder and CEO of Helix Bio, spoke first.")
+    assert {("Maria Lopez", "found", "Helix Bio"), ("Maria Lopez", "lead", "Helix Bio")} <= got

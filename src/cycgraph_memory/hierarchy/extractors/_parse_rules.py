@@ -492,9 +492,17 @@ def _role_edges(
         role = None
     if role is not None:
         relation = _role_relation(role)
+        # "the founder and CEO of Helix": a coordinated role holds at the same place.
+        also = [
+            _role_relation(c)
+            for c in _children(role, "conj")
+            if c.lemma_.lower() in tab.ROLE_RELATIONS or c.lower_ in tab.ROLE_RELATIONS
+        ]
         for org in orgs:
             if isinstance(org, OrgBefore) or ref(org) is not None:
-                yield person, relation, org, 0.65 if not isinstance(org, OrgBefore) else 0.6
+                confidence = 0.65 if not isinstance(org, OrgBefore) else 0.6
+                for rel in dict.fromkeys([relation, *also]):
+                    yield person, rel, org, confidence
                 break
         else:
             if relation in {"found", "lead"} and not extra:
