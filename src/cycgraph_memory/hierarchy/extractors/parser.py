@@ -561,7 +561,10 @@ class ParserExtractor:
             name = span.text.rstrip(".") if len(span) > 1 else span.text  # "Acme Corp."
             words = name.split()
             if len(words) == 1 and (
-                is_filler(name) or name.lower() in FIRST_PERSON or "'" in name or "\u2019" in name
+                is_filler(name)
+                or name.lower() in FIRST_PERSON
+                or "'" in name
+                or "\u2019" in name
             ):
                 continue
             key = normalize_entity_name(name)
