@@ -29,7 +29,14 @@ from typing import Any
 from cycgraph_memory.hierarchy.extractors import _lexicon as lex
 from cycgraph_memory.hierarchy.extractors._entities import _INTERNAL_CAP, _is_acronym, _known_type
 
-__all__ = ["CommonWords", "is_weak_name", "verb_like_conjunct"]
+__all__ = [
+    "CommonWords",
+    "anaphor_type_cues",
+    "is_weak_name",
+    "short_form_host",
+    "short_form_words",
+    "verb_like_conjunct",
+]
 
 _POS = ("noun", "verb", "adj", "adv")
 
@@ -146,3 +153,110 @@ def verb_like_conjunct(tok: Any, verb_relations: dict[str, dict[str, str]]) -> s
     if tok.head.dep_ != "dobj":
         return None
     return table[prep.lower_]
+
+
+def short_form_host(
+    entities: dict[str, Any], key: str, speakers: set[str], *, person: bool = False
+) -> str | None:
+    """The full name an earlier one-word mention ``key`` is a short form of, else None.
+
+    Document-level short forms: "Bluefin" after "Bluefin Analytics", "Ruiz" after "Carmen
+    Ruiz". The host is the only multi-word entity seen so far whose first word is ``key``
+    (a person's only when the mention is no other entity yet) or a person whose last word
+    is ``key``. A name already an entity of its own, or a speaker, keeps its own entity.
+
+    Args:
+        entities: The episode's entities so far (key -> accumulator with ``key``,
+            ``words`` and ``type``).
+        key: The normalised one-word mention.
+        speakers: Keys of the speakers (never hosts).
+        person: The mention itself has person evidence (a title, a given name): only a
+            person hosts it ("Dr. Morgan" after "Morgan Stanley" stays apart).
+    """
+    if " " in key or key in entities or key in speakers:
+        return None
+    hosts = [
+        acc.key
+        for acc in entities.values()
+        if 2 <= acc.words < 99
+        and acc.key not in speakers
+        and (key == acc.key.split()[0] or (key == acc.key.split()[-1] and acc.type == "person"))
+    ]
+    if len(hosts) != 1 or (person and entities[hosts[0]].type != "person"):
+        return None
+    return str(hosts[0])
+
+
+def short_form_words(entities: dict[str, Any]) -> frozenset[str]:
+    """First words of multi-word entities and last names of people seen so far.
+
+    A capitalised sentence-initial word among them is a name even when the tagger calls
+    it an adjective or a common noun ("Pebble, a seed-stage startup", "Ruiz replaces").
+    """
+    out: set[str] = set()
+    for acc in entities.values():
+        if 2 <= acc.words < 99:
+            parts = acc.key.split()
+            out.add(parts[0])
+            if acc.type == "person":
+                out.add(parts[-1])
+    return frozenset(out)
+
+
+ANAPHOR_ORG_CUE = 60
+"""Organisation evidence from a definite organisation noun ("the club said")."""
+
+_DEFINITE = frozenset({"the", "this"})
+
+
+def anaphor_type_cues(
+    tokens: list[Any],
+    index: int,
+    history: list[tuple[tuple[int, int], str]],
+    entities: dict[str, Any],
+    org_nouns: frozenset[str],
+    speakers: set[str],
+) -> list[str]:
+    """Keys that a definite organisation noun of this sentence refers back to.
+
+    "Linked with Ajax, ... he is not joining the Dutch club", "Kingsbridge Rovers sacked
+    their manager. The club said ...": "the club" / "the council" / "the company" names an
+    organisation, and the name it refers back to is the latest one of this or the previous
+    sentence that no evidence makes a person or a place. Nothing when a name of the
+    episode already ends with that noun ("the council" after "Brookfield Town Council").
+
+    Args:
+        tokens: The sentence's tokens.
+        index: The sentence's index in the episode.
+        history: ``((sentence, token), key)`` of the mentions so far, in order.
+        entities: The episode's entities (key -> accumulator with ``cues``).
+        org_nouns: Nouns that name a whole organisation ("club", "council", "company").
+        speakers: Keys of the speakers (never an antecedent).
+
+    Returns:
+        The keys to give organisation evidence (at most one per definite noun).
+    """
+    out: list[str] = []
+    for tok in tokens:
+        lemma = tok.lemma_.lower()
+        if tok.pos_ != "NOUN" or lemma not in org_nouns:
+            continue
+        if tok.dep_ not in {"nsubj", "nsubjpass", "dobj", "poss"}:
+            continue  # "we went to the club" refers to no name
+        if not any(c.dep_ == "det" and c.lower_ in _DEFINITE for c in tok.children):
+            continue
+        if any(c.dep_ == "compound" for c in tok.children):
+            continue  # "the book club" is a new description, not a reference
+        if any(key.split()[-1] == lemma for _, key in history):
+            continue
+        for (sentence, start), key in reversed(history):
+            if (sentence, start) >= (index, tok.i) or key in speakers or key not in entities:
+                continue
+            if sentence < index - 1:
+                break
+            cues = entities[key].cues
+            if cues.get("person", 0) > 0 or cues.get("location", 0) > 0:
+                continue  # a person or a place is not what "the club" refers to
+            out.append(key)
+            break
+    return out

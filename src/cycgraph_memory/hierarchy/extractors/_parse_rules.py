@@ -29,6 +29,7 @@ SPEAKER: Any = object()
 """Stands for the speaker as the implicit subject of a subjectless chat clause
 ("starting at Spotify in March", "been going to Iron Temple")."""
 
+
 @dataclass(frozen=True, slots=True)
 class OrgBefore:
     """The organisation named last before token ``before`` in its sentence.
@@ -39,6 +40,8 @@ class OrgBefore:
 
     before: int
 
+
+_COMITATIVE = "with:"  # marks an edge whose subject came from "with": people only
 _MAX_DEPTH = 12  # ancestor walks are bounded: work per token stays constant
 _SUBJ = frozenset({"nsubj", "csubj", "expl"})
 _RELATIVE = frozenset({"who", "which", "that", "whom"})
@@ -61,18 +64,43 @@ def _children(tok: Any, *deps: str) -> list[Any]:
 
 
 def _conjuncts(tok: Any) -> list[Any]:
+    """``tok`` and the names coordinated with it, minus a negated one ("X but not Y")."""
     out = [tok]
     for _ in range(_MAX_DEPTH):
         nxt = _children(out[-1], "conj")
         if not nxt:
             break
         out.append(nxt[0])
-    return out
+    # "founded by brothers Luis and Mateo Ortega": the tagger hangs "Luis and" on
+    # "Ortega" as a modifier with its own coordination; that modifier is a conjunct too.
+    split = [
+        c
+        for c in tok.lefts
+        if c.dep_ in {"nmod", "compound"} and c.pos_ == "PROPN" and _children(c, "cc")
+    ]
+    return [out[0], *split, *(c for c in out[1:] if not _children(c, "neg"))]
+
+
+def _verbal(tok: Any) -> bool:
+    """A verb, or a root with a subject that the tagger took for a plural noun.
+
+    "the gateway runs on Envoy": "runs" is tagged NNS.
+    """
+    return tok.pos_ in {"VERB", "AUX"} or (
+        tok.dep_ == "ROOT" and tok.tag_ == "NNS" and bool(_children(tok, "nsubj"))
+    )
 
 
 def _is_passive(verb: Any) -> bool:
-    return bool(_children(verb, "nsubjpass", "auxpass")) or (
-        verb.dep_ == "acl" and verb.tag_ == "VBN"
+    if _children(verb, "nsubjpass", "auxpass") or (verb.dep_ == "acl" and verb.tag_ == "VBN"):
+        return True
+    # "The study was led by X and funded by Y": a bare participle conjunct of a passive.
+    return (
+        verb.dep_ == "conj"
+        and verb.tag_ == "VBN"
+        and not _children(verb, "nsubj", "aux")
+        and verb.head is not verb
+        and _is_passive(verb.head)
     )
 
 
@@ -110,6 +138,11 @@ def asserted(verb: Any) -> bool:
             return False
         if tok.dep_ == "ROOT" or tok.head is tok:
             return True
+        if tok.dep_ == "relcl" and strict:
+            # A relative clause is asserted on its own: "Kerrigan, which is owned by the
+            # Doyle family, denied ..." (a noun's content clause, "reports that ...", is an
+            # ``acl`` and stays under the verb above it).
+            return True
         own_subject = bool(_children(tok, *_SUBJ, "nsubjpass"))
         strict = strict and (tok.dep_ == "xcomp" or (tok.dep_ == "conj" and not own_subject))
         tok = tok.head
@@ -126,8 +159,12 @@ def _subjects(verb: Any) -> list[Any]:
         if tok.dep_ == "xcomp":
             objects = _children(tok.head, "dobj")
             return objects or _subjects(tok.head)
-        if tok.dep_ == "conj" and tok.head.pos_ in {"VERB", "AUX"}:
+        if tok.dep_ == "conj" and _verbal(tok.head):
             tok = tok.head
+            # "X is written in Go and depends on Kafka": the shared subject is passive.
+            shared = _children(tok, "nsubjpass")
+            if shared and not _children(tok, "nsubj"):
+                return shared
             continue
         if tok.dep_ == "acl" and tok.tag_ != "VBN":
             return [tok.head]  # "the team developing X"
@@ -205,11 +242,15 @@ def _verb_edges_raw(verb: Any, implicit: bool = False) -> Iterator[tuple[Any, st
                         yield patient, "customer_of", subject, 0.7
         return
     for obj in _children(verb, "dobj"):
-        if obj.lemma_.lower() in {"job", "position", "role", "gig", "offer"}:
+        noun = obj.lemma_.lower()
+        if (noun in tab.JOB_NOUNS and lemma in tab.JOB_TAKING_VERBS) or (
+            noun == "offer" and lemma in tab.OFFER_TAKING_VERBS and not _children(obj, "compound")
+        ):
             # "got a job at X", "accepted an offer from X"
-            for child in _children(obj, "prep"):
+            # The preposition hangs off the noun or, as often, off the verb ("got a job at X").
+            for child in [*_children(obj, "prep"), *_children(verb, "prep")]:
                 if child.lower_ in {"at", "with", "from"}:
-                    relation = "join" if obj.lemma_.lower() == "offer" else "work_at"
+                    relation = "join" if noun == "offer" else "work_at"
                     for target in _children(child, "pobj"):
                         for subject in _subjects(verb):
                             yield subject, relation, target, 0.7
@@ -239,9 +280,65 @@ def _verb_edges_raw(verb: Any, implicit: bool = False) -> Iterator[tuple[Any, st
             if implicit:
                 subjects = [verb]
             confidence = 0.8
+        if relation == "move_to":
+            objects = [_place_in(o, verb) for o in objects]
         for s in subjects:
             for o in objects:
                 yield s, relation, o, confidence
+        if relation in tab.COMITATIVE_RELATIONS and not passive and not implicit:
+            # "Marsh started Tidewater with Raj Patel": a person after "with" shares the act
+            # (kept only when that token is a person, see ``edges_for_sentence``).
+            for partner in _pobjs(verb, "with"):
+                for o in objects:
+                    yield partner, _COMITATIVE + relation, o, confidence - 0.1
+
+
+def _place_in(obj: Any, verb: Any) -> Any:
+    """The named place of "moved to a new office in Boulder" (else the object itself)."""
+    if obj.pos_ != "NOUN" or obj.lemma_.lower() not in tab.PLACE_NOUNS:
+        return obj
+    for child in [*_children(obj, "prep"), *_children(verb, "prep")]:
+        if child.lower_ == "in":
+            places = [p for p in _children(child, "pobj") if p.pos_ == "PROPN"]
+            if places:
+                return places[0]
+    return obj
+
+
+def _located_edges(tok: Any) -> Iterator[tuple[Any, str, Any, float]]:
+    """Location of an organisation from its description.
+
+    "Bluefin, a Denver-based maker of ...": the place before "-based"; "Pebble, a startup
+    in Austin,": a named place after "in" on an organisation noun in apposition.
+    """
+    if tok.lower_ == "based" and tok.dep_ == "amod":
+        noun = tok.head
+        owner = noun.head if noun.dep_ == "appos" else noun
+        for place in tok.children:
+            if place.dep_ in {"npadvmod", "compound", "nmod"} and place.pos_ == "PROPN":
+                yield owner, "locate_in", place, 0.65
+    elif (
+        tok.dep_ == "appos"
+        and tok.pos_ == "NOUN"
+        and tok.lemma_.lower() in tab.ORG_DESCRIPTION_NOUNS
+    ):
+        for child in _children(tok, "prep"):
+            if child.lower_ == "in":
+                for place in _children(child, "pobj"):
+                    if place.pos_ == "PROPN":
+                        yield tok.head, "locate_in", place, 0.6
+
+
+def _part_of_edges(noun: Any) -> Iterator[tuple[Any, str, Any, float]]:
+    """Membership from a copula: "The data division is part of the bank's office"."""
+    head = noun.head
+    if noun.dep_ != "attr" or head.lemma_ != "be" or not asserted(head):
+        return
+    for child in _children(noun, "prep"):
+        if child.lower_ == "of":
+            for whole in _children(child, "pobj"):
+                for part in _subjects(head):
+                    yield part, "part_of", whole, 0.7
 
 
 def _nominal_edges(noun: Any) -> Iterator[tuple[Any, str, Any, float]]:
@@ -252,6 +349,9 @@ def _nominal_edges(noun: Any) -> Iterator[tuple[Any, str, Any, float]]:
             patients.extend(_children(child, "pobj"))
     if not patients:
         return
+    heads = tab.NOMINAL_HEADS.get(noun.lemma_.lower())
+    if heads is not None and noun.head.lemma_.lower() not in heads:
+        return  # "ended its partnership with X" states no partnership
     agents = _children(noun, "poss")
     if not agents:
         head = noun.head
@@ -269,10 +369,12 @@ def _nominal_edges(noun: Any) -> Iterator[tuple[Any, str, Any, float]]:
 
 
 def _org_like(tok: Any) -> bool:
+    # A capitalised adjective or noun, sentence-initial included ("Northgate manager X":
+    # the tagger makes "Northgate" an adjective); the caller keeps only resolved names.
     return (
         tok.pos_ == "PROPN"
         or tok.lower_ in {"its", "their", "our"}
-        or (tok.pos_ in {"ADJ", "NOUN"} and tok.text[:1].isupper() and tok.i > tok.sent.start)
+        or (tok.pos_ in {"ADJ", "NOUN"} and tok.text[:1].isupper())
     )
 
 
@@ -285,47 +387,161 @@ def _work_edges(noun: Any) -> Iterator[tuple[Any, str, Any, float]]:
                 yield author, "write", work, 0.65
 
 
+def _attached(tok: Any, anchors: set[int]) -> bool:
+    """``tok`` hangs (through nouns only) off one of the ``anchors`` tokens.
+
+    "former Oracle engineer X": Oracle modifies the role; in "Porthaven FC confirmed that
+    striker X" FC is the subject of another verb and no organisation of the role.
+    """
+    cur = tok
+    for _ in range(4):
+        if cur.i in anchors:
+            return True
+        if cur.head is cur or cur.pos_ in {"VERB", "AUX"}:
+            return False
+        cur = cur.head
+    return cur.i in anchors
+
+
+def _role_of_at(role: Any) -> tuple[list[Any], list[Any]]:
+    """The "of" and "at" objects of a role noun ("head of the lab at Carrow University")."""
+    of: list[Any] = []
+    at: list[Any] = []
+    for child in _children(role, "prep"):
+        if child.lower_ == "of":
+            for obj in _children(child, "pobj"):
+                of.append(obj)
+                for grand in _children(obj, "prep"):
+                    if grand.lower_ == "at":
+                        at.extend(_children(grand, "pobj"))
+        elif child.lower_ in {"at", "with"}:
+            at.extend(_children(child, "pobj"))
+    return of, at
+
+
+def _role_relation(role: Any) -> str:
+    doc = role.doc
+    word = role.lower_ if role.lower_ in tab.ROLE_RELATIONS else role.lemma_.lower()
+    relation = tab.ROLE_RELATIONS[word]
+    if word == "executive" and (role.i == 0 or doc[role.i - 1].lower_ != "chief"):
+        relation = "work_at"  # "a Visa executive" works there; a chief executive leads
+    return relation
+
+
+def _possessor(role: Any, person: Any, ref: Callable[[Any], str | None]) -> list[Any]:
+    """The organisation a possessive names on a role noun ("Helix's", "the board's", "its")."""
+    out: list[Any] = []
+    own = ref(person)
+    for child in _children(role, "poss"):
+        if child.lower_ in {"its", "their"}:
+            named_before = any(
+                t.pos_ == "PROPN" and ref(t) not in {None, own} for t in role.sent if t.i < child.i
+            )
+            # Another name earlier in the sentence makes the pronoun ambiguous with a
+            # previous sentence's organisation: only an organisation of this sentence.
+            out.append(OrgBefore(child.i) if named_before else child)
+        elif child.pos_ == "PROPN" or (
+            child.pos_ == "NOUN" and any(d.lower_ in {"the", "this"} for d in child.children)
+        ):
+            out.append(child)  # "Tidewater's chief executive", "the board's chair"
+    return out
+
+
 def _role_edges(
     person: Any, span_start: int, ref: Callable[[Any], str | None]
 ) -> Iterator[tuple[Any, str, Any, float]]:
-    """Role nouns and appositions around a person's name (``person`` is the name's head)."""
+    """Role nouns and appositions around a person's name (``person`` is the name's head).
+
+    An appositive role ("X, head of the lab at Y,") outranks a title before the name
+    ("Professor X"); the role's "of" object takes the role's relation and an "at" object
+    next to it a ``work_at`` edge. An organisation before the name counts only when it
+    modifies the role or the name ("Northgate manager X"), not when it is the subject of
+    another clause ("FC confirmed that striker X").
+    """
     doc = person.doc
     window = [doc[i] for i in range(max(person.sent.start, span_start - 4), span_start)]
-    roles = [c for c in window if c.lower_ in tab.ROLE_RELATIONS]
-    orgs = [c for c in window if c.lower_ not in tab.ROLE_RELATIONS and _org_like(c)]
-    for appos in _children(person, "appos"):
-        if appos.lemma_.lower() in tab.ROLE_RELATIONS:
-            roles.append(appos)
-            orgs.extend(_children(appos, "poss", "compound"))
-            for child in _children(appos, "prep"):
-                if child.lower_ in {"of", "at"}:
-                    orgs.extend(_children(child, "pobj"))
-    for role in roles:
+    appos_roles = [a for a in _children(person, "appos") if a.lemma_.lower() in tab.ROLE_RELATIONS]
+    # "The board's chair, Samuel Okoye": the name is the apposition of the role.
+    if person.dep_ == "appos" and person.head.lemma_.lower() in tab.ROLE_RELATIONS:
+        appos_roles.append(person.head)
+    title_roles = [c for c in window if c.lower_ in tab.ROLE_RELATIONS]
+    anchors = {person.i, *(r.i for r in title_roles)}
+    if appos_roles:
+        # "the co-founder of X" may split into several appositions: the one with a
+        # preposition or a possessive carries the organisation.
+        appos_roles.sort(key=lambda r: not _children(r, "prep", "poss"))
+        role = appos_roles[0]
+        of, at = _role_of_at(role)
+        owners = [*_possessor(role, person, ref), *_children(role, "compound")]
+        # "Helix's head of sales": the role's relation goes to its "of" object (a unit, here
+        # no entity); the possessor is where the person works.
+        orgs: list[Any] = of if of else owners
+        extra = [*at, *owners] if of else at
+    elif title_roles:
+        role = title_roles[-1]
+        orgs = [
+            c
+            for c in window
+            if c.lower_ not in tab.ROLE_RELATIONS and _org_like(c) and _attached(c, anchors)
+        ]
+        orgs.extend(o for o in _possessor(role, person, ref) if o not in orgs)
         orgs.extend(c for c in role.children if _org_like(c) and c not in orgs)
-        for child in _children(role, "prep"):
-            if child.lower_ in {"of", "at"}:
-                orgs.extend(_children(child, "pobj"))
-    if roles:
-        # The role noun nearest the name is the head ("Helix's chief executive, X").
-        role = roles[-1] if roles[-1].i < person.i else roles[0]
-        word = role.lower_ if role.lower_ in tab.ROLE_RELATIONS else role.lemma_.lower()
-        relation = tab.ROLE_RELATIONS[word]
-        if word == "executive" and (role.i == 0 or doc[role.i - 1].lower_ != "chief"):
-            relation = "work_at"  # "a Visa executive" works there; a chief executive leads
+        of, extra = _role_of_at(role)
+        orgs.extend(of)
+    else:
+        role = None
+    if role is not None:
+        relation = _role_relation(role)
+        # "the founder and CEO of Helix": a coordinated role holds at the same place.
+        also = [
+            _role_relation(c)
+            for c in _children(role, "conj")
+            if c.lemma_.lower() in tab.ROLE_RELATIONS or c.lower_ in tab.ROLE_RELATIONS
+        ]
         for org in orgs:
-            if ref(org) is not None:
-                yield person, relation, org, 0.65
+            if isinstance(org, OrgBefore) or ref(org) is not None:
+                confidence = 0.65 if not isinstance(org, OrgBefore) else 0.6
+                for rel in dict.fromkeys([relation, *also]):
+                    yield person, rel, org, confidence
                 break
         else:
-            if relation in {"found", "lead"}:
+            if relation in {"found", "lead"} and not extra:
                 # "Tidewater said that co-founder Helen Marsh": the organisation named last
                 # before the role in the sentence (resolved by the caller).
                 yield person, relation, OrgBefore(span_start), 0.6
+        for org in extra:
+            if ref(org) is not None:
+                yield person, "work_at", org, 0.6
+                break
     # "Chef Rosa Delgado, formerly of Copper Kettle" / "Priya at Stripe"
     for child in _children(person, "prep"):
         if child.lower_ in {"of", "at"}:
             for org in _children(child, "pobj"):
                 yield person, "work_at", org, 0.6
+
+
+def _parallel_subject(subject: Any, people: set[int]) -> Any:
+    """The earlier clause's subject for a subject "it" / "they" in the same sentence.
+
+    "The checkout service never used Redis; it depends on Memcached": a subject pronoun
+    continues the subject of the clause before it (the object Redis is no antecedent).
+    Only a non-person noun of the same number before the pronoun counts.
+    """
+    if subject is SPEAKER or isinstance(subject, OrgBefore):
+        return subject
+    low = subject.lower_
+    if subject.pos_ != "PRON" or low not in {"it", "they"} or subject.dep_ != "nsubj":
+        return subject
+    plural = low == "they"
+    for tok in reversed(list(subject.sent)[: subject.i - subject.sent.start]):
+        if (
+            tok.dep_ in {"nsubj", "nsubjpass"}
+            and tok.pos_ in {"NOUN", "PROPN"}
+            and tok.i not in people
+            and tok.tag_ in ({"NNS", "NNPS"} if plural else {"NN", "NNP"})
+        ):
+            return tok
+    return subject
 
 
 def edges_for_sentence(
@@ -349,7 +565,7 @@ def edges_for_sentence(
     """
     found: list[tuple[Any, str, Any, float]] = []
     for tok in tokens:
-        if tok.pos_ in {"VERB", "AUX"} or tok.dep_ in {"relcl", "acl", "xcomp"}:
+        if _verbal(tok) or tok.dep_ in {"relcl", "acl", "xcomp"}:
             if asserted(tok):
                 found.extend(_verb_edges(tok, chat))
         elif tok.pos_ == "NOUN" and (relation := verb_like_conjunct(tok, tab.VERB_RELATIONS)):
@@ -363,10 +579,27 @@ def edges_for_sentence(
             found.extend(_nominal_edges(tok))
         elif tok.pos_ == "NOUN" and tok.lemma_.lower() in tab.WORK_NOUNS:
             found.extend(_work_edges(tok))
+        elif tok.pos_ == "NOUN" and tok.lemma_.lower() == "part":
+            found.extend(_part_of_edges(tok))
+        if tok.lower_ == "based" or tok.dep_ == "appos":
+            found.extend(_located_edges(tok))
     for head, start in person_heads:
         found.extend(_role_edges(head, start, ref))
+    people = {h.i for h, _ in person_heads}
     out: list[RawEdge] = []
     for subject, relation, obj, confidence in found:
+        subject = _parallel_subject(subject, people)
+        if relation == "part_of" and subject is not SPEAKER and subject.i in people:
+            continue  # "Tom is part of the team": membership, not an organisation's part
+        if relation.startswith(_COMITATIVE):
+            if subject is SPEAKER:
+                continue
+            # "with his wife Carmen": the name in apposition to the role noun.
+            named = [c for c in subject.children if c.dep_ in {"appos", "compound"}]
+            subject = next((c for c in [subject, *named] if c.i in people), None)
+            if subject is None:
+                continue
+            relation = relation.removeprefix(_COMITATIVE)
         for s in [subject] if subject is SPEAKER else _conjuncts(subject):
             for o in [obj] if isinstance(obj, OrgBefore) else _conjuncts(obj):
                 if o is obj or not verb_like_conjunct(o, tab.VERB_RELATIONS):

@@ -18,7 +18,7 @@ from cycgraph_memory.records import (
     SemanticFact,
 )
 
-__all__ = ["ParseState", "build_result", "merge_aliases"]
+__all__ = ["ParseState", "build_result", "merge_aliases", "subject_antecedent"]
 
 
 @dataclass(slots=True)
@@ -32,11 +32,32 @@ class ParseState:
     questions: list[bool] = field(default_factory=list)
     sentence_keys: list[list[str]] = field(default_factory=list)
     history: list[tuple[tuple[int, int], str]] = field(default_factory=list)
+    # ((sentence, token), key) of the mentions that were grammatical subjects, in order
+    # (a subject pronoun prefers the latest of them: see ``ParserExtractor._ref``).
+    subjects: list[tuple[tuple[int, int], str]] = field(default_factory=list)
     speakers: set[str] = field(default_factory=set)
     role_speakers: set[str] = field(default_factory=set)
     # Names only the parser proposes (kept when an edge uses them), and names backed once.
     weak: set[str] = field(default_factory=set)
     backed: set[str] = field(default_factory=set)
+
+
+def subject_antecedent(state: ParseState, position: tuple[int, int], types: set[str]) -> str | None:
+    """The latest subject of one of ``types`` before ``position`` (same or 2 sentences back).
+
+    Subject pronouns prefer the previous subject over a more recent object (centering):
+    "Carla is our new manager, she reports to Victor. ... she ran the cloud team".
+    Speakers are left to first-person resolution.
+    """
+    for seen, key in reversed(state.subjects):
+        if seen >= position:
+            continue
+        if seen[0] < position[0] - 2:
+            return None
+        acc = state.entities.get(key)
+        if acc is not None and acc.type in types and key not in state.speakers:
+            return key
+    return None
 
 
 def merge_aliases(state: ParseState) -> None:

@@ -45,7 +45,9 @@ VERB_RELATIONS: dict[str, dict[str, str]] = {
     "purchase": {"": "acquire"},
     "join": {"": "join", "from": "work_at"},
     "come": {"from": "work_at"},
-    "start": {"at": "join"},
+    "start": {"at": "join", "": "found_org"},
+    "establish": {"": "found_org"},
+    "co-own": {"": "own"},
     "maintain": {"": "maintain"},
     "develop": {"": "develop"},
     "partner": {"with": "partner_with"},
@@ -57,7 +59,7 @@ VERB_RELATIONS: dict[str, dict[str, str]] = {
     "design": {"": "design"},
     "study": {"at": "study_at"},
     "graduate": {"from": "study_at"},
-    "move": {"to": "move_to"},
+    "move": {"to": "move_to", "from": "left_org"},
     "relocate": {"to": "move_to"},
     "collaborate": {"with": "collaborate_with"},
     "pair": {"with": "collaborate_with"},
@@ -95,8 +97,41 @@ PARTICLE_RELATIONS: dict[tuple[str, str], str] = {
     ("team", "up"): "partner_with",
 }
 
+# "got a job at X" (work_at) / "accepted an offer from X" (join): only verbs that take the
+# job or the offer; "refused a takeover offer from X", "applied for a job at X" say neither.
+JOB_NOUNS = _words("job position role gig post")
+JOB_TAKING_VERBS = _words("get land take accept have hold find secure start")
+OFFER_TAKING_VERBS = _words("accept take")
+
+# Relations whose "with" person shares the act: "founded X with Y", "owns X with Y".
+COMITATIVE_RELATIONS = frozenset({"found", "found_org", "own"})
+
+# Lowercase place nouns that a named place refines: "moved to a new office in Boulder".
+PLACE_NOUNS = _words(
+    """
+    office offices ground stadium site building home house flat apartment premises
+    headquarters hq campus facility warehouse plant studio
+    """
+)
+
+# Nouns that describe an organisation in apposition ("Pebble, a startup in Austin,").
+ORG_DESCRIPTION_NOUNS = _words(
+    """
+    company startup start-up firm business agency bank charity nonprofit non-profit
+    maker manufacturer retailer chain club group lender insurer publisher studio
+    consultancy provider supplier carrier operator developer producer brewery school
+    """
+)
+
+# Nominal events that hold only under these head verbs ("announced a partnership with X";
+# "ended its partnership with X" states none).
+NOMINAL_HEADS: dict[str, frozenset[str]] = {
+    "partnership": _words("announce form sign strike seal enter unveil launch have expand"),
+}
+
 # Nominalised events: noun lemma -> (preposition to the patient, relation).
 NOMINAL_EVENTS: dict[str, tuple[str, str]] = {
+    "partnership": ("with", "partner_with"),
     "signing": ("of", "sign"),
     "appointment": ("of", "appoint"),
     "acquisition": ("of", "acquire"),
@@ -176,7 +211,8 @@ NAME_PREFIXES = _words(
     mr mrs ms miss mx dr prof professor sir dame lord lady madam mister doctor judge
     senator president governor mayor rev reverend captain capt sgt officer coach chef
     director principal midfielder striker defender goalkeeper manager founder cofounder
-    co-founder ceo cto cfo chief deputy minister chancellor secretary
+    co-founder ceo cto cfo chief deputy minister chancellor secretary chairman chairwoman
+    chairperson
     """
 )
 
@@ -184,11 +220,15 @@ NAME_PREFIXES = _words(
 NON_ASSERTING_HEADS = _words(
     """
     deny doubt wonder hope want wish plan consider imagine suppose think guess believe
-    expect intend aim try seek ask rumor rumour
+    expect intend aim try seek ask rumor rumour refuse decline reject
     """
 )
 MODALS = _words("might may could would should 'd must can ca shall")
 CONDITIONAL_MARKS = _words("if unless whether whenever")
+
+# Lowercase nouns that extend a name before them ("the Doyle family") beyond the
+# organisation and tool head nouns.
+NAME_GROUP_NOUNS = _words("family")
 
 # Head nouns that type a lowercase noun phrase endpoint.
 TOOL_HEAD_NOUNS = _words(
@@ -233,6 +273,15 @@ ORG_ANAPHORS = _words(
     """
     company chain firm club hospital bank startup school trust charity group business
     team organisation organization publisher
+    """
+)
+
+# Definite nouns naming a whole organisation: "the club said", "the council voted" give
+# the name they refer back to organisation evidence (a team is part of one: not here).
+ORG_TYPE_ANAPHORS = _words(
+    """
+    company firm club council startup business bank charity trust school hospital chain
+    publisher organisation organization university college agency lender retailer insurer
     """
 )
 

@@ -106,6 +106,9 @@ def _follow(sentence: str, end: int, words: int) -> str:
     return " ".join(tail.split()[:words])
 
 
+_PARENTHETICAL = re.compile(r",[^,]*,")
+
+
 def stretch_of(
     sentence: str,
     source: tuple[int, int],
@@ -120,7 +123,10 @@ def stretch_of(
     verb phrase right after it ("Tidewater said co-founder Helen Marsh no longer works").
     """
     (a_start, a_end), (b_start, _) = sorted([source, target])
-    parts = [sentence[_lead_in(sentence, a_start, lead) : a_start], sentence[a_end:b_start]]
+    # A parenthetical between commas inside the gap is off the path: "Oren Tal, a former
+    # Intel engineer, now works for Nvidia" has not stopped working for Nvidia.
+    gap = _PARENTHETICAL.sub(" ", sentence[a_end:b_start])
+    parts = [sentence[_lead_in(sentence, a_start, lead) : a_start], gap]
     if source[0] > target[0]:
         parts.append(_follow(sentence, source[1], 4))
     return " ".join(parts)

@@ -74,7 +74,14 @@ from cycgraph_memory.hierarchy.extractors._entities import (
     _shape_cues,
     is_filler,
 )
-from cycgraph_memory.hierarchy.extractors._parse_names import CommonWords, is_weak_name
+from cycgraph_memory.hierarchy.extractors._parse_names import (
+    ANAPHOR_ORG_CUE,
+    CommonWords,
+    anaphor_type_cues,
+    is_weak_name,
+    short_form_host,
+    short_form_words,
+)
 from cycgraph_memory.hierarchy.extractors._parse_rules import (
     SPEAKER,
     OrgBefore,
@@ -84,6 +91,7 @@ from cycgraph_memory.hierarchy.extractors._parse_state import (
     ParseState,
     build_result,
     merge_aliases,
+    subject_antecedent,
 )
 from cycgraph_memory.hierarchy.extractors._polarity import ended_in, stretch_of
 from cycgraph_memory.hierarchy.extractors._relations import is_question
@@ -108,6 +116,7 @@ each analysed up to ``MAX_SENTENCE_WORDS`` tokens)."""
 _SPEAKER_CUE = 100
 _CHAT_CUE = 150
 _NP_CUE = 90
+_PERSON_EVIDENCE = 60  # a title or a given name: a short form only of a person
 _KNOWN_BONUS = 50
 _PERSON_PRONOUNS = frozenset({"he", "she", "him", "her", "his", "hers", "himself", "herself"})
 _THING_PRONOUNS = frozenset({"it", "its", "they", "them", "their", "itself"})
@@ -424,6 +433,10 @@ class ParserExtractor:
             {n for n in (turn.speaker, turn.addressee) if n} if speakers and turn.named else set()
         )
         token_keys, person_heads = self._mentions(state, sent, tokens, index, named)
+        for key in anaphor_type_cues(
+            tokens, index, state.history, state.entities, tab.ORG_TYPE_ANAPHORS, state.speakers
+        ):
+            state.entities[key].add({"organization": ANAPHOR_ORG_CUE})  # "the club said"
         keys = list(dict.fromkeys(token_keys.values()))
         speaker_key = normalize_entity_name(turn.speaker) if speakers and turn.speaker else None
         addressee_key = (
@@ -500,9 +513,17 @@ class ParserExtractor:
                 continue
             spans.append((ent.start, min(ent.end, limit), ent.label_))
         covered = {i for s, e, _ in spans for i in range(s, e)}
+        short_words = short_form_words(state.entities)
         run: list[Any] = []
         for tok in [*tokens, None]:
-            if tok is not None and tok.i not in covered and _is_name_token(tok, run):
+            if (
+                tok is not None
+                and tok.i not in covered
+                and (
+                    _is_name_token(tok, run)
+                    or (not run and tok.text[:1].isupper() and tok.lower_ in short_words)
+                )
+            ):
                 run.append(tok)
                 continue
             while run and run[-1].lower_ in {"&", "of", "-"}:
@@ -513,8 +534,9 @@ class ParserExtractor:
                     tok is not None
                     and tok.pos_ == "NOUN"
                     and tok.i not in covered
-                    and run[-1].head is tok
-                    and tok.lemma_.lower() in (tab.ORG_HEAD_NOUNS | tab.TOOL_HEAD_NOUNS)
+                    and run[-1].head.i == tok.i
+                    and tok.lemma_.lower()
+                    in (tab.ORG_HEAD_NOUNS | tab.TOOL_HEAD_NOUNS | tab.NAME_GROUP_NOUNS)
                 ):
                     end = tok.i + 1  # "Ghibli museum", "the Atlas team"
                     covered.add(tok.i)
@@ -583,7 +605,24 @@ class ParserExtractor:
             if len(before) == 2 and before[1] in {"with", "from"} and before[0] in _DEAL_NOUNS:
                 mention.cue("organization", 60)  # "the contract with Northwind"
             introduced = before[-1:] in (["named"], ["called"]) or before == ["name", "is"]
-            self._add(state, name, mention.cues, len(words))
+            host = (
+                short_form_host(
+                    state.entities,
+                    key,
+                    state.speakers,
+                    person=mention.cues.get("person", 0) >= _PERSON_EVIDENCE,
+                )
+                if label is None
+                else None
+            )
+            if host is not None:
+                # A short form of a name seen earlier in the episode: the same entity.
+                state.entities[host].add(mention.cues)
+                if name not in state.entities[host].aliases:
+                    state.entities[host].aliases.append(name)
+                key = host
+            else:
+                self._add(state, name, mention.cues, len(words))
             if (
                 label != "SPEAKER"
                 and not introduced
@@ -596,6 +635,8 @@ class ParserExtractor:
                 token_keys[i] = key
             state.history.append(((index, start), key))
             head = span.root
+            if head.dep_ in {"nsubj", "nsubjpass"}:
+                state.subjects.append(((index, start), key))
             if state.entities[key].type == "person" or label == "PERSON":
                 person_heads.append((head, span.start))
         return token_keys, person_heads
@@ -632,6 +673,15 @@ class ParserExtractor:
                     )
                 return None
             if low in _PERSON_PRONOUNS:
+                if tok.dep_ in {"nsubj", "nsubjpass"}:
+                    # A subject pronoun continues the latest subject person (of this or the
+                    # two sentences before): "Carla is our manager, she reports to Victor.
+                    # ... she ran the team" is Carla, not the more recent Victor.
+                    key = subject_antecedent(state, (index, tok.i), {"person"})
+                    if key is not None:
+                        if ((index, tok.i), key) not in state.subjects[-3:]:
+                            state.subjects.append(((index, tok.i), key))
+                        return key
                 return self._latest(state, (index, tok.i), {"person"}, exclude=state.speakers)
             if low in _THING_PRONOUNS:
                 return self._latest(
@@ -726,6 +776,9 @@ def _stretch(sent: Any, raw: Any) -> str:
     return stretch_of(sent.text, subj, obj)
 
 
+_NOT_PLACES = frozenset({"tool", "person", "animal", "event"})
+
+
 def _adjust(relation: str, target_type: str, common_noun: bool) -> str | None:
     """Relation refinements by the object's type (None drops the edge)."""
     if relation == "acquire" and target_type == "tool" and common_noun:
@@ -734,6 +787,15 @@ def _adjust(relation: str, target_type: str, common_noun: bool) -> str | None:
         return "join"  # "moved to the billing team"
     if relation == "work_at" and target_type == "location":
         return None  # "came from Spain"
+    if relation in {"locate_in", "live_in", "move_to"} and target_type in _NOT_PLACES:
+        return None  # "a Python-based startup" is not located in Python
+    if relation == "left_org":
+        # "moved to X from Tsinghua University": worked there; "from Jira" (a tool), "from
+        # Lisbon" (a place) say nothing about work.
+        return "work_at" if target_type == "organization" else None
+    if relation == "found_org":
+        # "started Tidewater" founds an organisation; "started Duolingo" (an app) does not.
+        return "found" if target_type == "organization" and not common_noun else None
     return relation
 
 
