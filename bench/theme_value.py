@@ -57,7 +57,7 @@ async def score_conversation(
 async def run(backend: str, embedder_name: str, dsn: str | None) -> dict[str, Any]:
     """Every conversation on one backend; recall@10 per theme limit and theme counts."""
     embedder = make_embedder(embedder_name)
-    data = json.loads(DATA.read_text(encoding="utf-8"))
+    data = json.loads(DATA["conversations"].read_text(encoding="utf-8"))
     recall: dict[int, list[float]] = {limit: [] for limit in LIMITS}
     facts = themes = 0
     if backend == "memory":
