@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 from cycgraph_memory._construct import trusted
 from cycgraph_memory.records import (
     Entity,
@@ -34,6 +36,7 @@ from cycgraph_memory.textsearch import tokenize
 __all__ = [
     "entity_from_row",
     "entity_to_row",
+    "episode_from_json",
     "episode_from_rows",
     "episode_terms",
     "episode_to_row",
@@ -274,6 +277,31 @@ def episode_from_rows(row: Row, messages: Sequence[Row]) -> Episode:
         provenance=provenance_from_json(row["provenance"]),
         invalidated_at=row["invalidated_at"],
     )
+
+
+def episode_from_json(value: Mapping[str, Any]) -> Episode:
+    """An :class:`Episode` from its jsonb form (``embedding`` as pgvector text)."""
+    emb = value["embedding"]
+    return trusted(
+        Episode,
+        id=_uuid(value["id"]),
+        topic=value["topic"],
+        messages=[message_from_row(m) for m in value["messages"] or ()],
+        started_at=_ts(value["started_at"]),
+        ended_at=_ts(value["ended_at"]),
+        embedding=None if emb is None else _vector_text(emb),
+        fact_ids=[uuid.UUID(i) for i in value["fact_ids"] or ()],
+        provenance=provenance_from_json(value["provenance"]),
+        invalidated_at=None if value["invalidated_at"] is None else _ts(value["invalidated_at"]),
+    )
+
+
+def _vector_text(value: str) -> list[float]:
+    # pgvector prints the shortest decimal identifying each float32: parse as float32.
+    if value == "[]":
+        return []
+    parsed: list[float] = np.array(value[1:-1].split(","), dtype=np.float32).tolist()
+    return parsed
 
 
 def fact_to_row(fact: SemanticFact, tenant_id: str) -> dict[str, Any]:
