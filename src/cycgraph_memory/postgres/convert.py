@@ -79,7 +79,21 @@ def _uuid_opt(value: Any) -> uuid.UUID | None:
 
 
 def _uuids(values: Iterable[Any] | None) -> list[uuid.UUID]:
-    return [] if values is None else [_uuid(v) for v in values]
+    if not values:
+        return []
+    out: list[uuid.UUID] = []
+    append = out.append
+    for value in values:
+        if type(value) is uuid.UUID:
+            append(value)
+        elif isinstance(value, uuid.UUID):  # asyncpg's UUID: copy its 128-bit int
+            u = _new(uuid.UUID)
+            _set(u, "int", value.int)
+            _set(u, "is_safe", _SAFE_UNKNOWN)
+            append(u)
+        else:
+            append(uuid.UUID(str(value)))
+    return out
 
 
 def _vector(value: Any) -> list[float] | None:

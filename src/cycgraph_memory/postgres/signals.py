@@ -230,11 +230,11 @@ def signals_statement(
             .cte("th")
         )
         doc = func.jsonb_build_object(
-            "label", t.c.label, "description", t.c.description, "fact_ids", t.c.fact_ids,
+            "label", t.c.label, "description", t.c.description,
             "provenance", t.c.provenance, "invalidated_at", t.c.invalidated_at,
         )
         branches.append(
-            _row(THEME, {"id": t.c.id, "score": th.c.distance,
+            _row(THEME, {"id": t.c.id, "score": th.c.distance, "entity_ids": t.c.fact_ids,
                          "emb": func.vector_send(t.c.embedding), "doc": doc})
             .select_from(th.join(t, and_(t.c.tenant_id == tenant, t.c.id == th.c.id)))
         )
@@ -442,7 +442,7 @@ def _vec(raw: bytes | None) -> list[float] | None:
     return values
 
 
-def _fact(row: Sequence[Any]) -> SemanticFact:
+def _fact(row: Sequence[Any], *, vector: bool = True) -> SemanticFact:
     return trusted(
         SemanticFact,
         id=convert._uuid(row[3]),
@@ -450,7 +450,7 @@ def _fact(row: Sequence[Any]) -> SemanticFact:
         source_episode_ids=convert._uuids(row[7]),
         entity_ids=convert._uuids(row[8]),
         theme_id=convert._uuid_opt(row[9]),
-        embedding=_vec(row[5]),
+        embedding=_vec(row[5]) if vector else None,
         provenance=convert.provenance_from_json(row[10]),
         valid_from=row[11],
         valid_until=row[12],
@@ -473,7 +473,7 @@ def _theme(row: Sequence[Any]) -> Theme:
         id=convert._uuid(row[3]),
         label=doc["label"],
         description=doc["description"],
-        fact_ids=[uuid.UUID(i) for i in doc["fact_ids"]],
+        fact_ids=convert._uuids(row[8]),  # the uuid[] column ``entity_ids`` of the row
         embedding=_vec(row[5]),
         provenance=convert.provenance_from_json(doc["provenance"]),
         invalidated_at=_ts_opt(doc["invalidated_at"]),
@@ -541,6 +541,8 @@ def _ranked_ok(rows: list[Sequence[Any]], limit: int, fetch: int) -> list[Sequen
 def _key(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
     def freeze(v: Any) -> Any:
         if isinstance(v, list | tuple):
+            if v and type(v[0]) is float:  # a vector: its floats, in C
+                return tuple(v)
             return tuple(freeze(x) for x in v)
         if isinstance(v, Mapping):
             return tuple(sorted((k, freeze(x)) for k, x in v.items()))
@@ -555,6 +557,9 @@ class _Answers:
     def __init__(self) -> None:
         self.calls: dict[tuple[str, Any], Callable[[], Any]] = {}
         self.subset: dict[str, Any] = {}
+        # Facts handed out without their vector (``embedding`` still to set), by object
+        # id, with the vector's bytes: see _View.candidate_vectors / complete_facts.
+        self.pending: dict[int, tuple[SemanticFact, bytes | None]] = {}
 
     def put(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any],
             answer: Callable[[], Any]) -> None:
@@ -574,6 +579,28 @@ class _View:
     def __init__(self, real: Any, answers: _Answers) -> None:
         self._real = real
         self._answers = answers
+
+    def candidate_vectors(self, facts: Sequence[SemanticFact]) -> list[Any]:
+        """The facts' vectors (float64 arrays for facts handed out without one)."""
+        pending = self._answers.pending
+        out: list[Any] = []
+        for f in facts:
+            held = pending.get(id(f))
+            if held is None:
+                out.append(f.embedding)
+            elif held[1] is None:
+                out.append(None)
+            else:
+                out.append(np.frombuffer(held[1], dtype=">f4", offset=4).astype(np.float64))
+        return out
+
+    def complete_facts(self, facts: Sequence[SemanticFact]) -> None:
+        """Set the vector of every fact of ``facts`` handed out without one."""
+        pending = self._answers.pending
+        for f in facts:
+            held = pending.pop(id(f), None)
+            if held is not None and held[0] is f:
+                f.__dict__["embedding"] = _vec(held[1])
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._real, name)
@@ -818,10 +845,20 @@ class SignalPrefetch(PostgresBackend):
         all_direct = by_kind.get(DIRECT, [])
         per_theme = kw["max_facts_per_theme"]
 
+        pending = answers.pending
+
+        def lean(row: Sequence[Any]) -> SemanticFact:
+            # Without its vector: the ranking reads the vectors as arrays
+            # (candidate_vectors) and only the served facts get theirs as lists
+            # (complete_facts): hundreds of 384-float lists per call otherwise.
+            fact = _fact(row, vector=False)
+            pending[id(fact)] = (fact, row[5])
+            return fact
+
         def answer() -> tuple[list[Theme], list[SemanticFact], list[SemanticFact]]:
             themes = [_theme(r) for r in themes_rows]
             wanted = list(dict.fromkeys(i for th in themes for i in th.fact_ids[:per_theme]))
-            direct = [_fact(r) for r in direct_rows]
+            direct = [lean(r) for r in direct_rows]
             direct_ids = {d.id for d in direct}
             by_id = {convert._uuid(r[3]): r for r in theme_rows}
             if cut:
@@ -830,7 +867,7 @@ class SignalPrefetch(PostgresBackend):
                 for r in all_direct:
                     by_id.setdefault(convert._uuid(r[3]), r)
             return themes, direct, [
-                _fact(by_id[i]) for i in wanted if i in by_id and i not in direct_ids
+                lean(by_id[i]) for i in wanted if i in by_id and i not in direct_ids
             ]
 
         answers.put("hierarchical_candidates", (vector,), kw, answer)

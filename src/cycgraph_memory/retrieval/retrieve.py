@@ -215,7 +215,7 @@ async def _hierarchical_path(
 ) -> MemoryResult:
     reader, searcher = views or (store, index)
     ranked, themes = await _vector_ranking(reader, searcher, q, opts, depth=q.limit)
-    facts = cut([f for f, _ in ranked], q.limit)
+    facts = _complete(searcher, cut([f for f, _ in ranked], q.limit))
     return await _expand(store, q, facts, themes=cut(themes, q.limit), touch=True)
 
 
@@ -260,9 +260,21 @@ async def _vector_ranking(
     else:
         themes, direct, theme_facts = await _candidates(store, index, q, opts, scope)
     # One similarity ranking over every candidate, then the cut.
-    candidates = merge_unique(direct, theme_facts)
-    ranked = rank_by_similarity(scope.apply(candidates), vector, q.min_similarity)
+    candidates = scope.apply(merge_unique(direct, theme_facts))
+    # Optional index capability: the candidates' vectors as arrays (a prefetching index
+    # decodes them into lists only for the facts it serves, see _complete).
+    vectors = getattr(index, "candidate_vectors", None)
+    embeddings = vectors(candidates) if vectors is not None else None
+    ranked = rank_by_similarity(candidates, vector, q.min_similarity, embeddings)
     return ranked, themes
+
+
+def _complete(index: Any, facts: list[SemanticFact]) -> list[SemanticFact]:
+    """The served facts with every field set (see ``candidate_vectors``)."""
+    complete = getattr(index, "complete_facts", None)
+    if complete is not None:
+        complete(facts)
+    return facts
 
 
 async def _candidates(
@@ -315,6 +327,7 @@ async def _fused_path(
     facts, scores, messages, themes = await hybrid_candidates(
         reader, searcher, q, opts, mode, vector=vector
     )
+    facts = _complete(searcher, facts)
     result = await _expand(store, q, facts, themes=themes, touch=True)
     result.messages = messages
     result.fact_scores = scores
