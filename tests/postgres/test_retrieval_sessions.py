@@ -120,6 +120,7 @@ async def _counts(store: Any, index: Any, entity: Any) -> dict[str, int]:
         "vector": (MemoryQuery(embedding=[1.0] + [0.0] * 7, limit=5), "vector"),
         "hybrid": (MemoryQuery(embedding=[1.0] + [0.0] * 7, text="alpha topic e0",
                                limit=5, min_similarity=0.0), "hybrid"),
+        "text": (MemoryQuery(text="alpha topic e0", limit=5), "text"),
         "tags": (MemoryQuery(tags=["lesson"], limit=5), None),
         "entity": (MemoryQuery(entity_ids=[entity.id], max_hops=2, limit=5), None),
     }
@@ -179,7 +180,8 @@ async def test_statements_per_call_do_not_grow_with_the_tenant(pg_engine: Any) -
     # one statement, the expansion + episodes + touch; hybrid: the same three (the text
     # candidates of facts and messages, the entity-name match, the matched entities'
     # fact counts and their facts are branches of the candidates statement), plus the
-    # served facts' messages when they cite some; tags: settings, listing + touch;
+    # served facts' messages when they cite some; text: the same three without the
+    # vector branches; tags: settings, listing + touch;
     # entity: settings, subgraph CTE, edges, facts of the entities, touch (and the
     # themes, when the facts have one).
-    assert small == {"vector": 3, "hybrid": 3, "tags": 2, "entity": 5}, small
+    assert small == {"vector": 3, "hybrid": 3, "text": 3, "tags": 2, "entity": 5}, small
