@@ -345,15 +345,22 @@ async def _reference_postgres(args: argparse.Namespace, w: Any, recall_vectors: 
         upgrade,
     )
 
-    name = "bench_scale_reference"
-    dsn = await create_database(args.dsn, name)
+    name = args.db or "bench_scale_reference"
+    if args.reuse:
+        from sqlalchemy.engine import make_url
+
+        dsn = make_url(args.dsn).set(database=name).render_as_string(hide_password=False)
+    else:
+        dsn = await create_database(args.dsn, name)
     engine = create_engine_from_dsn(dsn)
     try:
-        await upgrade(engine, embedding_dim=DIM)
-        definitions = await drop_hnsw(engine)
         store, index = PostgresMemoryStore(engine), PostgresMemoryIndex(engine)
-        seconds = await load_reference(store, w)
-        build = await build_hnsw(dsn, definitions)
+        seconds = build = 0.0
+        if not args.reuse:
+            await upgrade(engine, embedding_dim=DIM)
+            definitions = await drop_hnsw(engine)
+            seconds = await load_reference(store, w)
+            build = await build_hnsw(dsn, definitions)
         gc.collect()
         recall = 0.0
         for v, exact in zip(recall_vectors, exact_ids, strict=True):
@@ -373,7 +380,7 @@ async def _reference_postgres(args: argparse.Namespace, w: Any, recall_vectors: 
         print(f"\nfloor after the run: SELECT 1 p50 {await floor_ms(engine):.2f} ms")
     finally:
         await engine.dispose()
-        if not args.keep:
+        if not (args.keep or args.reuse):
             await drop_database(args.dsn, name)
 
 
@@ -593,9 +600,11 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200, help="timed calls per strategy")
     parser.add_argument("--recall-queries", type=int, default=20)
     parser.add_argument("--keep", action="store_true", help="keep the database")
+    parser.add_argument("--db", default=None, help="database name (reference scale)")
     parser.add_argument("--reuse", action="store_true",
-                        help="tenants: query the database a previous --keep run left "
-                             "(load skipped when it exists)")
+                        help="query the kept database without loading it (reference: --db; "
+                             "tenants: the database a previous --keep run left, loaded when "
+                             "missing)")
     parser.add_argument("--batch-size", type=int, default=5_000,
                         help="tenants: records per bulk-import transaction")
     args = parser.parse_args()

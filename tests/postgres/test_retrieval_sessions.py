@@ -97,10 +97,10 @@ async def test_round_trips_per_retrieval(pg_engine: Any) -> None:
         statements.clear()
         result = await retrieve_memory(store, index, {"embedding": [1.0] + [0.0] * 7})
         assert len(result.facts) == len(facts)
-        # settings + tenant, themes, facts (direct and theme facts), the expansion
-        # (entities, relationships and the touch in one statement), message kNN, episode
-        # kNN (the episode context of the messages)
-        assert len(statements) == 6, statements
+        # settings + tenant; the candidates (themes, direct and theme facts, message kNN)
+        # in one statement; the expansion (entities, relationships, episodes and the touch
+        # in one statement)
+        assert len(statements) == 4, statements
         assert sum("set_config" in s for s in statements) == 1, statements
         # Tag path: the tenant setting, then the listing and the touch in one statement.
         statements.clear()
@@ -120,6 +120,7 @@ async def _counts(store: Any, index: Any, entity: Any) -> dict[str, int]:
         "vector": (MemoryQuery(embedding=[1.0] + [0.0] * 7, limit=5), "vector"),
         "hybrid": (MemoryQuery(embedding=[1.0] + [0.0] * 7, text="alpha topic e0",
                                limit=5, min_similarity=0.0), "hybrid"),
+        "text": (MemoryQuery(text="alpha topic e0", limit=5), "text"),
         "tags": (MemoryQuery(tags=["lesson"], limit=5), None),
         "entity": (MemoryQuery(entity_ids=[entity.id], max_hops=2, limit=5), None),
     }
@@ -175,9 +176,12 @@ async def test_statements_per_call_do_not_grow_with_the_tenant(pg_engine: Any) -
             await store.clear()
     small, large = counts
     assert small == large
-    # vector: settings, themes, facts, expansion + touch, message kNN; hybrid adds the
-    # text statements (facts, messages), the entity-name match, the matched entities'
-    # fact counts (their specificity) and their facts; tags:
-    # settings, listing + touch; entity: settings, subgraph CTE, edges, facts of the
-    # entities, touch (and the themes, when the facts have one).
-    assert small == {"vector": 6, "hybrid": 12, "tags": 2, "entity": 5}, small
+    # vector: settings, the candidates of every signal (themes, facts, message kNN) in
+    # one statement, the expansion + episodes + touch; hybrid: the same three (the text
+    # candidates of facts and messages, the entity-name match, the matched entities'
+    # fact counts and their facts are branches of the candidates statement), plus the
+    # served facts' messages when they cite some; text: the same three without the
+    # vector branches; tags: settings, listing + touch;
+    # entity: settings, subgraph CTE, edges, facts of the entities, touch (and the
+    # themes, when the facts have one).
+    assert small == {"vector": 4, "hybrid": 5, "text": 4, "tags": 2, "entity": 5}, small

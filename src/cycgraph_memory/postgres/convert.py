@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 from cycgraph_memory._construct import trusted
 from cycgraph_memory.records import (
     Entity,
@@ -34,6 +36,7 @@ from cycgraph_memory.textsearch import tokenize
 __all__ = [
     "entity_from_row",
     "entity_to_row",
+    "episode_from_json",
     "episode_from_rows",
     "episode_terms",
     "episode_to_row",
@@ -76,7 +79,21 @@ def _uuid_opt(value: Any) -> uuid.UUID | None:
 
 
 def _uuids(values: Iterable[Any] | None) -> list[uuid.UUID]:
-    return [] if values is None else [_uuid(v) for v in values]
+    if not values:
+        return []
+    out: list[uuid.UUID] = []
+    append = out.append
+    for value in values:
+        if type(value) is uuid.UUID:
+            append(value)
+        elif isinstance(value, uuid.UUID):  # asyncpg's UUID: copy its 128-bit int
+            u = _new(uuid.UUID)
+            _set(u, "int", value.int)
+            _set(u, "is_safe", _SAFE_UNKNOWN)
+            append(u)
+        else:
+            append(uuid.UUID(str(value)))
+    return out
 
 
 def _vector(value: Any) -> list[float] | None:
@@ -274,6 +291,31 @@ def episode_from_rows(row: Row, messages: Sequence[Row]) -> Episode:
         provenance=provenance_from_json(row["provenance"]),
         invalidated_at=row["invalidated_at"],
     )
+
+
+def episode_from_json(value: Mapping[str, Any]) -> Episode:
+    """An :class:`Episode` from its jsonb form (``embedding`` as pgvector text)."""
+    emb = value["embedding"]
+    return trusted(
+        Episode,
+        id=_uuid(value["id"]),
+        topic=value["topic"],
+        messages=[message_from_row(m) for m in value["messages"] or ()],
+        started_at=_ts(value["started_at"]),
+        ended_at=_ts(value["ended_at"]),
+        embedding=None if emb is None else _vector_text(emb),
+        fact_ids=[uuid.UUID(i) for i in value["fact_ids"] or ()],
+        provenance=provenance_from_json(value["provenance"]),
+        invalidated_at=None if value["invalidated_at"] is None else _ts(value["invalidated_at"]),
+    )
+
+
+def _vector_text(value: str) -> list[float]:
+    # pgvector prints the shortest decimal identifying each float32: parse as float32.
+    if value == "[]":
+        return []
+    parsed: list[float] = np.array(value[1:-1].split(","), dtype=np.float32).tolist()
+    return parsed
 
 
 def fact_to_row(fact: SemanticFact, tenant_id: str) -> dict[str, Any]:

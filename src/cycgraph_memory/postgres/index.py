@@ -39,6 +39,7 @@ from cycgraph_memory.postgres._base import DEFAULT_TENANT, Bind, PostgresBackend
 from cycgraph_memory.postgres.hierarchical import HierarchicalCandidates
 from cycgraph_memory.postgres.ingest_lookups import IngestSearch
 from cycgraph_memory.postgres.search import PostgresSearchMixin
+from cycgraph_memory.postgres.signals import SignalPrefetch
 from cycgraph_memory.postgres.statements import (
     ENTITIES,
     EPISODES,
@@ -72,7 +73,7 @@ def _episode(row: Mapping[Any, Any]) -> Episode:
 
 
 class PostgresMemoryIndex(
-    IngestSearch, HierarchicalCandidates, PostgresSearchMixin, PostgresBackend
+    IngestSearch, HierarchicalCandidates, SignalPrefetch, PostgresSearchMixin, PostgresBackend
 ):
     """``MemoryIndex`` on pgvector HNSW indexes, scoped to one tenant.
 

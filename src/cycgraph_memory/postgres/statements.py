@@ -796,8 +796,26 @@ _ENTITY_COLUMNS = ", ".join(
 )
 
 
+_EPISODES_JSON = """(
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+        'id', ep.id, 'topic', ep.topic, 'started_at', ep.started_at,
+        'ended_at', ep.ended_at, 'embedding', ep.embedding::text, 'fact_ids', ep.fact_ids,
+        'provenance', ep.provenance, 'invalidated_at', ep.invalidated_at,
+        'messages', (
+            SELECT coalesce(jsonb_agg(jsonb_build_object(
+                'id', m.id, 'role', m.role, 'content', m.content,
+                'timestamp', m.timestamp, 'metadata', m.metadata) ORDER BY m.position),
+                '[]'::jsonb)
+            FROM episode_messages m
+            WHERE m.tenant_id = ep.tenant_id AND m.episode_id = ep.id))), '[]'::jsonb)
+    FROM episodes ep WHERE ep.tenant_id = :tenant AND ep.id = ANY(:episode_ids)
+)"""
+
+
 @lru_cache(maxsize=32)
-def expansion(*, touch: bool, include_invalidated: bool, entity_types: bool) -> TextualSelect:
+def expansion(
+    *, touch: bool, include_invalidated: bool, entity_types: bool, episodes: bool = False
+) -> TextualSelect:
     """Entities of the served facts, their relationships and (``touch``) the touch, at once.
 
     ``retrieve_memory``'s expansion in one statement: the entities of ``:ids`` (rows),
@@ -806,8 +824,11 @@ def expansion(*, touch: bool, include_invalidated: bool, entity_types: bool) -> 
     ``include_invalidated``, in ``(valid_from, id)`` order, at most ``:rel_limit``
     (``NULL``: all), as one jsonb array column; and with ``touch`` a data-modifying CTE
     that touches the served facts ``:served`` (``:at``) like :data:`TOUCH_FACTS`. The
-    touch runs even when no entity row is returned. Parameters: ``tenant``, ``ids``,
-    ``rel_limit``, ``entity_types``, ``served``, ``at``.
+    touch runs even when no entity row is returned. With ``episodes``, the episodes of
+    ``:episode_ids`` with their messages (as ``get_episodes``) as a jsonb array column
+    ``episodes``; then one row always comes back (its entity columns NULL when no entity
+    matched). Parameters: ``tenant``, ``ids``, ``rel_limit``, ``entity_types``,
+    ``served``, ``at``, ``episode_ids``.
     """
     live = "" if include_invalidated else (
         " AND e.invalidated_at IS NULL AND e.superseded_by IS NULL"
@@ -825,6 +846,14 @@ def expansion(*, touch: bool, include_invalidated: bool, entity_types: bool) -> 
     RETURNING id
 ),
 """ if touch else ""
+    episode_column = f",\n       {_EPISODES_JSON} AS episodes" if episodes else ""
+    # With episodes one row always comes back (it carries them), even without entities.
+    source = (
+        "FROM (SELECT 1) AS one\n"
+        "LEFT JOIN entities e ON e.tenant_id = :tenant AND e.id = ANY(:ids)"
+        if episodes else
+        "FROM entities e\nWHERE e.tenant_id = :tenant AND e.id = ANY(:ids)"
+    )
     sql = f"""WITH {touched}kept AS (
     SELECT e.id FROM entities e
     WHERE e.tenant_id = :tenant AND e.id = ANY(:ids){live}{types}
@@ -840,9 +869,8 @@ rels AS (
 )
 SELECT {_ENTITY_COLUMNS},
        (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.valid_from, x.id), '[]'::jsonb)
-        FROM rels x) AS relationships
-FROM entities e
-WHERE e.tenant_id = :tenant AND e.id = ANY(:ids)"""
+        FROM rels x) AS relationships{episode_column}
+{source}"""
     binds: list[BindParameter[Any]] = [
         bindparam("tenant", type_=Text()),
         bindparam("ids", type_=UUIDS),
@@ -852,4 +880,9 @@ WHERE e.tenant_id = :tenant AND e.id = ANY(:ids)"""
         binds.append(bindparam("entity_types", type_=_TEXTS))
     if touch:
         binds += [bindparam("served", type_=UUIDS), bindparam("at", type_=_TZ)]
+    if episodes:
+        binds.append(bindparam("episode_ids", type_=UUIDS))
+        return text(sql).bindparams(*binds).columns(
+            *ENTITIES.c, relationships=JSONB, episodes=JSONB
+        )
     return text(sql).bindparams(*binds).columns(*ENTITIES.c, relationships=JSONB)

@@ -599,7 +599,8 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         relationship_limit: int | None,
         touch: Sequence[uuid.UUID] = (),
         at: datetime | None = None,
-    ) -> tuple[dict[uuid.UUID, Entity], list[Relationship], bool]:
+        episode_ids: Sequence[uuid.UUID] = (),
+    ) -> tuple[dict[uuid.UUID, Entity], list[Relationship], bool, dict[uuid.UUID, Episode]]:
         """``get_entities`` + ``get_relationships_for_entities`` (+ ``touch_facts``) at once.
 
         ``retrieve_memory``'s expansion of the served facts in one statement
@@ -607,23 +608,26 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         ``entity_ids``; the relationships (``(valid_from, id)`` order, at most
         ``relationship_limit``, live unless ``include_invalidated``) touching those of
         them that are live (unless ``include_invalidated``) and of ``entity_types`` (when
-        given); and the touch of the facts ``touch``. With a read engine the reads run
-        there and the touch is left to the caller (on the primary).
+        given); the touch of the facts ``touch``; and the episodes ``episode_ids`` (as
+        ``get_episodes``). With a read engine the reads run there and the touch is left
+        to the caller (on the primary).
 
         Returns:
-            The entities by id, the relationships, and whether ``touch`` was touched.
+            The entities by id, the relationships, whether ``touch`` was touched, and the
+            episodes by id (missing ids absent).
         """
         can_touch = bool(touch) and self._read_sessionmaker is None
-        if not entity_ids and not can_touch:
-            return {}, [], False
+        if not entity_ids and not can_touch and not episode_ids:
+            return {}, [], False, {}
         stmt = statements.expansion(
             touch=can_touch, include_invalidated=include_invalidated,
-            entity_types=entity_types is not None,
+            entity_types=entity_types is not None, episodes=bool(episode_ids),
         )
         params: dict[str, Any] = {
             "tenant": self._tenant, "ids": list(entity_ids), "rel_limit": relationship_limit,
             "entity_types": None if entity_types is None else list(entity_types),
             "served": list(touch), "at": utc_now() if at is None else convert_ts(at),
+            "episode_ids": list(episode_ids),
         }
 
         async def work(session: AsyncSession) -> Sequence[Any]:
@@ -634,11 +638,19 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         else:
             async with self._read() as session:
                 rows = await work(session)
-        entities = {convert._uuid(r["id"]): convert.entity_from_row(r) for r in rows}
+        entities = {
+            convert._uuid(r["id"]): convert.entity_from_row(r) for r in rows if r["id"] is not None
+        }
         relationships = (
             [convert.relationship_from_json(x) for x in rows[0]["relationships"]] if rows else []
         )
-        return entities, relationships, can_touch
+        episodes: dict[uuid.UUID, Episode] = {}
+        if episode_ids and rows:
+            found = {
+                e.id: e for e in (convert.episode_from_json(x) for x in rows[0]["episodes"])
+            }
+            episodes = {i: found[i] for i in episode_ids if i in found}
+        return entities, relationships, can_touch, episodes
 
     async def touch_facts(
         self, ids: Iterable[uuid.UUID | str], at: datetime | None = None

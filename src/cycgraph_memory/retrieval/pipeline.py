@@ -17,6 +17,7 @@ Ranking rules (all ties broken by id as a UUID string, so every order is total):
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -137,7 +138,17 @@ def cosine_scores(
     ]
     if not rows or qn == 0.0:
         return scores
-    m = np.asarray([embeddings[i] for i in rows], dtype=np.float64)
+    chosen = [embeddings[i] for i in rows]
+    if isinstance(chosen[0], np.ndarray):
+        m = np.asarray(chosen, dtype=np.float64)  # arrays: stacked
+    else:
+        # Lists: one flat buffer, then the matrix (the same float64 values as
+        # ``np.asarray`` of the nested lists, faster for a few hundred 384-d vectors).
+        m = np.fromiter(
+            itertools.chain.from_iterable(chosen),  # type: ignore[arg-type]
+            dtype=np.float64,
+            count=len(rows) * q.shape[0],
+        ).reshape(len(rows), q.shape[0])
     norms = np.linalg.norm(m, axis=1)
     dots = m @ q
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -148,14 +159,20 @@ def cosine_scores(
 
 
 def rank_by_similarity(
-    facts: Sequence[SemanticFact], query: Sequence[float], min_similarity: float
+    facts: Sequence[SemanticFact],
+    query: Sequence[float],
+    min_similarity: float,
+    embeddings: Sequence[Sequence[float] | None] | None = None,
 ) -> list[tuple[SemanticFact, float]]:
     """Score every fact against the query, drop those below ``min_similarity``, sort.
 
     The order is similarity descending, then id: the full merged list is ranked before
-    any ``limit`` cut.
+    any ``limit`` cut. ``embeddings``: the facts' vectors when the caller holds them in
+    another form (e.g. arrays); default, each fact's ``embedding``.
     """
-    scores = cosine_scores([f.embedding for f in facts], query)
+    if embeddings is None:
+        embeddings = [f.embedding for f in facts]
+    scores = cosine_scores(embeddings, query)
     kept = [(f, s) for f, s in zip(facts, scores, strict=True) if s >= min_similarity]
     kept.sort(key=lambda fs: (-fs[1], str(fs[0].id)))
     return kept

@@ -51,6 +51,7 @@ from cycgraph_memory.records import (
     Theme,
 )
 from cycgraph_memory.retrieval.hybrid import (
+    GRAPH_COUNT_CAP,
     RetrievalMode,
     hybrid_candidates,
     message_signals,
@@ -178,8 +179,9 @@ async def _retrieve(
                 both = q.text is not None and supports_text_search(index)
                 mode = "hybrid" if both else "vector"
             if mode == "vector":
-                result = await _hierarchical_path(store, index, q, opts)
-                return await _with_messages(store, index, q, opts, result)
+                reader, searcher = await _prefetched(store, index, q, opts, "vector")
+                result = await _hierarchical_path(store, index, q, opts, (reader, searcher))
+                return await _with_messages(reader, searcher, q, opts, result)
             return await _fused_path(store, index, q, opts, mode)
         return await _tag_path(store, q, opts)
 
@@ -205,10 +207,15 @@ async def _touch(store: MemoryStore, facts: Sequence[SemanticFact]) -> None:
 
 
 async def _hierarchical_path(
-    store: MemoryStore, index: MemoryIndex, q: MemoryQuery, opts: RetrievalOptions
+    store: MemoryStore,
+    index: MemoryIndex,
+    q: MemoryQuery,
+    opts: RetrievalOptions,
+    views: tuple[Any, Any] | None = None,
 ) -> MemoryResult:
-    ranked, themes = await _vector_ranking(store, index, q, opts, depth=q.limit)
-    facts = cut([f for f, _ in ranked], q.limit)
+    reader, searcher = views or (store, index)
+    ranked, themes = await _vector_ranking(reader, searcher, q, opts, depth=q.limit)
+    facts = _complete(searcher, cut([f for f, _ in ranked], q.limit))
     return await _expand(store, q, facts, themes=cut(themes, q.limit), touch=True)
 
 
@@ -253,9 +260,21 @@ async def _vector_ranking(
     else:
         themes, direct, theme_facts = await _candidates(store, index, q, opts, scope)
     # One similarity ranking over every candidate, then the cut.
-    candidates = merge_unique(direct, theme_facts)
-    ranked = rank_by_similarity(scope.apply(candidates), vector, q.min_similarity)
+    candidates = scope.apply(merge_unique(direct, theme_facts))
+    # Optional index capability: the candidates' vectors as arrays (a prefetching index
+    # decodes them into lists only for the facts it serves, see _complete).
+    vectors = getattr(index, "candidate_vectors", None)
+    embeddings = vectors(candidates) if vectors is not None else None
+    ranked = rank_by_similarity(candidates, vector, q.min_similarity, embeddings)
     return ranked, themes
+
+
+def _complete(index: Any, facts: list[SemanticFact]) -> list[SemanticFact]:
+    """The served facts with every field set (see ``candidate_vectors``)."""
+    complete = getattr(index, "complete_facts", None)
+    if complete is not None:
+        complete(facts)
+    return facts
 
 
 async def _candidates(
@@ -302,15 +321,100 @@ async def _fused_path(
     mode: RetrievalMode,
 ) -> MemoryResult:
     vector: tuple[list[tuple[SemanticFact, float]], list[Theme]] | None = None
+    reader, searcher = await _prefetched(store, index, q, opts, mode)
     if mode == "hybrid":
-        vector = await _vector_ranking(store, index, q, opts)
+        vector = await _vector_ranking(reader, searcher, q, opts)
     facts, scores, messages, themes = await hybrid_candidates(
-        store, index, q, opts, mode, vector=vector
+        reader, searcher, q, opts, mode, vector=vector
     )
+    facts = _complete(searcher, facts)
     result = await _expand(store, q, facts, themes=themes, touch=True)
     result.messages = messages
     result.fact_scores = scores
     return result
+
+
+async def _prefetched(
+    store: MemoryStore,
+    index: MemoryIndex,
+    q: MemoryQuery,
+    opts: RetrievalOptions,
+    mode: RetrievalMode,
+) -> tuple[Any, Any]:
+    """The store and index to read the signals through.
+
+    Optional index capability (``prefetch_signals``): the candidates of every signal in
+    one statement, and stand-ins for the store and the index that answer the planned
+    calls from it (each exactly as the call itself would) and pass any other call on.
+    """
+    prefetch = getattr(index, "prefetch_signals", None) if opts.native_paths else None
+    if prefetch is None:
+        return store, index
+    views: tuple[Any, Any] = await prefetch(store, **_signal_plan(q, opts, mode))
+    return views
+
+
+def _signal_plan(q: MemoryQuery, opts: RetrievalOptions, mode: RetrievalMode) -> dict[str, Any]:
+    """The index and store calls a fused retrieval makes, with their exact arguments.
+
+    What ``_vector_ranking`` and ``hybrid_candidates`` will ask for this query, so that an
+    index able to run them at once (``prefetch_signals``) can; a call not planned here, or
+    planned with other arguments, simply runs on its own.
+    """
+    scope = FactScope.for_query(q)
+    tags = sorted(scope.tags) or None
+    exclude = sorted(scope.exclude_tags) or None
+    use_vector = mode in ("vector", "hybrid") and q.embedding is not None
+    use_text = mode in ("text", "hybrid") and q.text is not None
+    depth = opts.text_candidates or min(1000, 4 * q.limit)
+    plan: dict[str, Any] = {}
+    if use_vector:
+        hierarchical: dict[str, Any] = {
+            "theme_limit": opts.theme_limit,
+            "max_facts_per_theme": opts.max_facts_per_theme,
+            "fact_limit": opts.direct_fact_candidates or min(1000, 2 * q.limit),
+            "min_similarity": q.min_similarity,
+            "include_invalidated": q.include_invalidated,
+            "tags": tags,
+            "exclude_tags": exclude,
+        }
+        if mode == "vector":  # _hierarchical_path: _vector_ranking(depth=q.limit)
+            hierarchical.update(theme_fact_limit=2 * q.limit, valid_at=scope.valid_at,
+                                changed_since=scope.changed_since)
+        plan["hierarchical"] = (q.embedding, hierarchical)
+    if use_text:
+        assert q.text is not None
+        plan["text_facts"] = (q.text, {
+            "limit": depth, "include_invalidated": q.include_invalidated,
+            "tags": tags, "exclude_tags": exclude,
+        })
+        if opts.entity_match_limit:
+            plan["entity_names"] = (q.text, {
+                "limit": opts.entity_match_limit,
+                "include_invalidated": q.include_invalidated,
+            })
+            plan["entity_count_cap"] = GRAPH_COUNT_CAP
+            plan["entity_facts"] = {
+                "per_entity_limit": depth,
+                "include_invalidated": scope.include_invalidated,
+                "tags": tags,
+                "exclude_tags": exclude,
+                "valid_at": scope.valid_at,
+                "changed_since": scope.changed_since,
+            }
+    message_limit = q.limit if opts.message_limit is None else opts.message_limit
+    if message_limit and not q.tags:
+        candidates = opts.message_candidates or min(1000, 2 * q.limit)
+        if use_vector:
+            plan["messages_knn"] = (q.embedding, {
+                "limit": candidates, "min_similarity": q.min_similarity,
+                "include_invalidated": q.include_invalidated,
+            })
+        if use_text:
+            plan["messages_text"] = (q.text, {
+                "limit": candidates, "include_invalidated": q.include_invalidated,
+            })
+    return plan
 
 
 async def _with_messages(
@@ -346,25 +450,28 @@ async def _expand(
     ``touch``: also touch the served facts (after reading them), with the expansion when
     the store can do both in one call.
     """
-    episodes = await _episodes_of(store, q, facts)
     entity_ids = ordered_ids(f.entity_ids for f in facts)
     # Store order (valid_from, id) is the ranking of relationships here: without
     # post-filters the store can cut at the limit itself.
     post = q.valid_at or q.changed_since or q.relation_types
-    # Optional store capability: entities, their relationships and the touch of the
-    # served facts in one call (one statement on Postgres).
+    # Optional store capability: entities, their relationships, the episodes and the
+    # touch of the served facts in one call (one statement on Postgres).
     native = getattr(store, "expand_facts", None) if touch else None
     fetched: list[Relationship] = []
     touched = False
     if native is not None:
-        found, fetched, touched = await native(
+        episode_ids = ordered_ids(f.source_episode_ids for f in facts)
+        found, fetched, touched, found_episodes = await native(
             entity_ids,
             include_invalidated=q.include_invalidated,
             entity_types=q.entity_types,
             relationship_limit=None if post else q.limit,
             touch=[f.id for f in facts],
+            episode_ids=episode_ids,
         )
+        episodes = _cited_episodes(q, found_episodes, episode_ids)
     else:
+        episodes = await _episodes_of(store, q, facts)
         found = await store.get_entities(entity_ids) if entity_ids else {}
     entities = filter_entities(
         by_citation(found, entity_ids),
@@ -407,7 +514,13 @@ async def _episodes_of(
     episode_ids = ordered_ids(f.source_episode_ids for f in facts)
     if not episode_ids:
         return []
-    found = await store.get_episodes(episode_ids)
+    return _cited_episodes(q, await store.get_episodes(episode_ids), episode_ids)
+
+
+def _cited_episodes(
+    q: MemoryQuery, found: Mapping[uuid.UUID, Episode], episode_ids: Sequence[uuid.UUID]
+) -> list[Episode]:
+    """The episodes in citation order, live unless the query includes invalidated ones."""
     episodes = [
         e
         for e in by_citation(found, episode_ids)

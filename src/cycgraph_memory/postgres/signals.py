@@ -1,0 +1,916 @@
+"""The candidates of every retrieval signal in one statement (``prefetch_signals``).
+
+A hybrid retrieval asks the index and the store for seven candidate lists (matched themes,
+direct fact kNN, the themes' facts, BM25 facts, entities named in the question with their
+fact counts and their facts, message kNN, BM25 messages). Asked one by one that is seven
+statements; :meth:`SignalPrefetch.prefetch_signals` runs them as the branches of ONE
+``UNION ALL`` statement (after the transaction's settings), then hands back a view of the
+index and one of the store that answer those calls from the rows read, and send any other
+call (or a call with other arguments) to the real object.
+
+Every answer is what the real method returns for the same arguments: the branches are the
+real methods' queries (same filters, limits, order), and the Python side re-applies the
+real methods' cuts and tie checks. Where a real method would widen its fetch (an exact tie
+in distance straddling the cut) or the query cannot be scored (a zero vector, NaN
+distances), that answer is withheld and the call goes to the real method.
+
+Vectors travel as ``vector_send(embedding)`` (pgvector's binary form, decoded with
+``numpy.frombuffer``), not as ``real[]`` (one Python float object per component in the
+driver).
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from sqlalchemy import (
+    ColumnElement,
+    Double,
+    Integer,
+    LargeBinary,
+    Select,
+    Table,
+    Text,
+    and_,
+    any_,
+    bindparam,
+    func,
+    literal,
+    not_,
+    null,
+    or_,
+    select,
+    true,
+    type_coerce,
+    union_all,
+)
+from sqlalchemy.dialects.postgresql import array
+from sqlalchemy.sql import literal_column
+from sqlalchemy.types import NullType
+
+from cycgraph_memory._construct import trusted
+from cycgraph_memory._options import coerce_options
+from cycgraph_memory.postgres import convert
+from cycgraph_memory.postgres._base import PostgresBackend
+from cycgraph_memory.postgres.bm25 import CORPORA, TEXT_CANDIDATES, bm25_ranked, bm25_terms
+from cycgraph_memory.postgres.schema import MAX_VECTOR_HNSW_DIM
+from cycgraph_memory.postgres.statements import (
+    ENTITIES,
+    FACTS,
+    MESSAGES,
+    THEMES,
+    cast_any,
+    query_distance,
+    temporal_conditions,
+)
+from cycgraph_memory.records import (
+    EntityFactsFilter,
+    Message,
+    ScoredResult,
+    SearchOptions,
+    SemanticFact,
+    Theme,
+)
+from cycgraph_memory.textsearch import name_candidates
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+__all__ = ["SignalPrefetch", "signals_statement"]
+
+_ANY = NullType()
+
+# Row kinds of the statement (column ``k``).
+THEME, DIRECT, THEME_FACT, TEXT_FACT, ENTITY, GRAPH_FACT, MESSAGE_KNN, MESSAGE_TEXT = range(8)
+
+# Columns of every branch, in order; a branch fills what its record needs, NULL elsewhere.
+_COLUMNS = (
+    "k", "pos", "eid", "id", "score", "emb", "content", "source_episode_ids", "entity_ids",
+    "theme_id", "provenance", "valid_from", "valid_until", "invalidated_by", "access_count",
+    "last_accessed_at", "tags", "source_message_ids", "doc",
+)
+_I = {name: i for i, name in enumerate(_COLUMNS)}
+
+
+def _p(name: str, type_: Any) -> Any:
+    return bindparam(name, type_=type_)
+
+
+def _texts() -> Any:
+    from sqlalchemy.dialects.postgresql import ARRAY
+
+    return ARRAY(Text())
+
+
+@lru_cache(maxsize=1)
+def _column_types() -> dict[str, Any]:
+    from sqlalchemy import BigInteger, DateTime
+    from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+    from sqlalchemy.types import Uuid
+
+    uid = Uuid(as_uuid=True)
+    return {
+        "pos": BigInteger(), "eid": uid, "id": uid, "score": Double(), "emb": LargeBinary(),
+        "content": Text(), "source_episode_ids": ARRAY(uid), "entity_ids": ARRAY(uid),
+        "theme_id": uid, "provenance": JSONB(), "valid_from": DateTime(timezone=True),
+        "valid_until": DateTime(timezone=True), "invalidated_by": Text(),
+        "access_count": BigInteger(), "last_accessed_at": DateTime(timezone=True),
+        "tags": ARRAY(Text()), "source_message_ids": ARRAY(uid), "doc": JSONB(),
+    }
+
+
+def _row(k: int, values: Mapping[str, Any]) -> Select[Any]:
+    """One branch: ``values`` placed in the statement's columns.
+
+    Every column is cast to its type in every branch (``UNION`` resolves a column's type
+    pairwise, and two NULLs would make it text), then typed ``NullType`` for SQLAlchemy:
+    values arrive as the driver decodes them, without a result processor.
+    """
+    from sqlalchemy import cast
+
+    types = _column_types()
+    cols: list[Any] = [literal_column(str(k), Integer()).label("k")]
+    for name in _COLUMNS[1:]:
+        value = values.get(name)
+        if value is None:
+            expr: Any = cast(null(), types[name])
+        elif name in ("pos",):
+            expr = cast(value, types[name])
+        else:
+            expr = value
+        cols.append(type_coerce(expr, _ANY).label(name))
+    return select(*cols)
+
+
+def _fact_values(t: Any) -> dict[str, Any]:
+    return {
+        "id": t.c.id, "emb": func.vector_send(t.c.embedding), "content": t.c.content,
+        "source_episode_ids": t.c.source_episode_ids, "entity_ids": t.c.entity_ids,
+        "theme_id": t.c.theme_id, "provenance": t.c.provenance, "valid_from": t.c.valid_from,
+        "valid_until": t.c.valid_until, "invalidated_by": t.c.invalidated_by,
+        "access_count": t.c.access_count, "last_accessed_at": t.c.last_accessed_at,
+        "tags": t.c.tags, "source_message_ids": t.c.source_message_ids,
+    }
+
+
+def _similarity_ok(distance: Any) -> ColumnElement[bool]:
+    # knn(min_similarity=True): coalesce(nullif(1 - distance, 'NaN'), 0) >= :min_similarity
+    sim = func.coalesce(func.nullif(1 - distance, literal(math.nan)), 0.0)
+    result: ColumnElement[bool] = sim >= _p("min_similarity", Double())
+    return result
+
+
+def _fact_filters(
+    *, include_invalidated: bool, tags: bool, exclude_tags: bool, prefix: str = ""
+) -> list[ColumnElement[bool]]:
+    f = FACTS
+    out: list[ColumnElement[bool]] = []
+    if not include_invalidated:
+        out.append(f.c.invalidated_by.is_(None))
+    if tags:
+        out.append(f.c.tags.overlap(_p(f"{prefix}any_tags", _texts())))
+    if exclude_tags:
+        out.append(not_(f.c.tags.overlap(_p(f"{prefix}no_tags", _texts()))))
+    return out
+
+
+def _message_live() -> ColumnElement[bool]:
+    from cycgraph_memory.postgres.statements import episode_live
+
+    return episode_live()
+
+
+@lru_cache(maxsize=128)
+def signals_statement(
+    dim: int,
+    *,
+    themes: bool,
+    themes_invalidated: bool,
+    direct: tuple[bool, bool, bool] | None,
+    theme_cut: tuple[bool, bool, bool] | None = None,
+    text_facts: tuple[bool, bool, bool] | None,
+    entities: bool,
+    entities_invalidated: bool,
+    graph: tuple[bool, bool, bool, bool, bool] | None,
+    messages_knn: bool | None,
+    messages_text: bool | None,
+) -> Select[Any]:
+    """The ``UNION ALL`` of the wanted branches (``None`` / ``False``: branch absent).
+
+    ``direct`` / ``text_facts``: ``(include_invalidated, tags, exclude_tags)``; ``graph``:
+    ``(include_invalidated, tags, exclude_tags, valid_at, changed_since)``;
+    ``messages_knn`` / ``messages_text``: ``include_invalidated``. Bind parameters:
+    ``tenant``, ``q``, ``min_similarity``, ``theme_fetch``, ``theme_limit``,
+    ``per_theme``, ``fact_fetch``, ``any_tags``, ``no_tags``, ``bm25_terms``,
+    ``text_limit``, ``t_any_tags``, ``t_no_tags``, ``names``, ``match_limit``,
+    ``count_cap``, ``per_entity``, ``g_any_tags``, ``g_no_tags``, ``valid_at``,
+    ``changed_since``, ``message_fetch``, ``message_text_limit``.
+    """
+    tenant = _p("tenant", Text())
+    branches: list[Select[Any]] = []
+    f = FACTS
+
+    if themes:
+        t = THEMES
+        dist = query_distance(t, dim).label("distance")
+        knn = select(t.c.id, t.c.fact_ids, t.c.embedding.label("vec"), dist).where(
+            t.c.tenant_id == tenant, t.c.embedding.is_not(None)
+        )
+        if not themes_invalidated:
+            knn = knn.where(t.c.invalidated_at.is_(None))
+        near = knn.order_by(dist).limit(_p("theme_fetch", Integer())).subquery("th_near")
+        th = (
+            select(near.c.id, near.c.fact_ids, near.c.distance)
+            .where(_similarity_ok(near.c.distance))
+            .cte("th")
+        )
+        doc = func.jsonb_build_object(
+            "label", t.c.label, "description", t.c.description,
+            "provenance", t.c.provenance, "invalidated_at", t.c.invalidated_at,
+        )
+        branches.append(
+            _row(THEME, {"id": t.c.id, "score": th.c.distance, "entity_ids": t.c.fact_ids,
+                         "emb": func.vector_send(t.c.embedding), "doc": doc})
+            .select_from(th.join(t, and_(t.c.tenant_id == tenant, t.c.id == th.c.id)))
+        )
+        top = select(th.c.fact_ids).order_by(th.c.distance, th.c.id).limit(
+            _p("theme_limit", Integer())
+        ).subquery("th_top")
+        listed = func.unnest(top.c.fact_ids[1 : _p("per_theme", Integer())]).table_valued(
+            "fid"
+        ).render_derived(name="listed")
+        wanted = select(listed.c.fid).select_from(top).join(listed, true()).subquery("wanted")
+
+    if direct is not None:
+        inc, tags, exclude = direct
+        fdist = query_distance(f, dim).label("distance")
+        near_f = (
+            select(f.c.id, fdist)
+            .where(f.c.tenant_id == tenant, f.c.embedding.is_not(None),
+                   *_fact_filters(include_invalidated=inc, tags=tags, exclude_tags=exclude))
+            .order_by(fdist)
+            .limit(_p("fact_fetch", Integer()))
+            .cte("direct")
+        )
+        branches.append(
+            _row(DIRECT, {**_fact_values(f), "score": near_f.c.distance})
+            .select_from(near_f.join(f, and_(f.c.tenant_id == tenant, f.c.id == near_f.c.id)))
+            .where(1 - near_f.c.distance >= _p("min_similarity", Double()))
+        )
+
+    if themes:
+        tdist = query_distance(f, dim)
+        theme_facts = _row(THEME_FACT, {**_fact_values(f), "score": tdist})
+        if theme_cut is None or direct is None:
+            # hierarchical_facts(themes="all"): every listed fact, unfiltered.
+            branches.append(theme_facts.where(
+                f.c.tenant_id == tenant, f.c.id.in_(select(wanted.c.fid))
+            ))
+        else:
+            # hierarchical_facts(themes="cut"): the nearest listed facts passing the
+            # query's conditions, direct hits not read twice (and the unscorable ones).
+            valid_at, changed_since, unscored = theme_cut
+            inc, tags, exclude = direct
+            min_sim = _p("min_similarity", Double())
+            served = select(near_f.c.id).where(1 - near_f.c.distance >= min_sim)
+            scope = [
+                f.c.tenant_id == tenant,
+                *_fact_filters(include_invalidated=inc, tags=tags, exclude_tags=exclude),
+                *temporal_conditions(
+                    f,
+                    _p("h_valid_at", _tz()) if valid_at else None,
+                    _p("h_changed_since", _tz()) if changed_since else None,
+                ),
+                f.c.id.in_(select(wanted.c.fid)),
+                f.c.id.not_in(served),
+            ]
+            branches.append(
+                theme_facts.where(*scope, 1 - tdist >= min_sim - 1e-6)
+                .order_by(tdist, f.c.id)
+                .limit(_p("theme_fact_limit", Integer()))
+            )
+            if unscored:
+                branches.append(theme_facts.where(
+                    *scope, or_(tdist.is_(None), tdist == literal(math.nan))
+                ))
+
+    if text_facts is not None:
+        inc, tags, exclude = text_facts
+        ranked = bm25_ranked(
+            f, cast_any(tenant), (),
+            _fact_filters(include_invalidated=inc, tags=tags, exclude_tags=exclude,
+                          prefix="t_"),
+            cast_any(_p("text_limit", Integer())), candidates=TEXT_CANDIDATES,
+        ).subquery("text_facts")
+        pos = func.row_number().over(order_by=(ranked.c.text_rank.desc(), ranked.c.id))
+        branches.append(
+            _row(TEXT_FACT, {**_fact_values(f), "score": ranked.c.text_rank, "pos": pos})
+            .select_from(ranked.join(f, and_(f.c.tenant_id == tenant, f.c.id == ranked.c.id)))
+        )
+
+    if entities:
+        e = ENTITIES
+        position = func.array_position(_p("names", _texts()), func.lower(e.c.name))
+        matched = select(e.c.id, position.label("pos")).where(
+            e.c.tenant_id == tenant, func.lower(e.c.name) == any_(_p("names", _texts()))
+        )
+        if not entities_invalidated:
+            matched = matched.where(e.c.invalidated_at.is_(None), e.c.superseded_by.is_(None))
+        em = matched.order_by(position, e.c.id).limit(_p("match_limit", Integer())).cte("em")
+        cited = (
+            select(f.c.id)
+            .where(f.c.tenant_id == tenant, f.c.entity_ids.contains(array([em.c.id])))
+            .limit(_p("count_cap", Integer()))
+            .correlate(em)
+            .subquery("cited")
+        )
+        count = select(func.count()).select_from(cited).scalar_subquery()
+        total = (
+            select(CORPORA.c.documents)
+            .where(CORPORA.c.tenant_id == tenant, CORPORA.c.corpus == FACTS.name)
+            .scalar_subquery()
+        )
+        doc = func.jsonb_build_object(
+            "name", e.c.name, "entity_type", e.c.entity_type, "attributes", e.c.attributes,
+            "provenance", e.c.provenance, "created_at", e.c.created_at,
+            "updated_at", e.c.updated_at, "invalidated_at", e.c.invalidated_at,
+            "superseded_by", e.c.superseded_by, "count", count,
+            "total", func.coalesce(total, 0),
+        )
+        branches.append(
+            _row(ENTITY, {"id": e.c.id, "pos": em.c.pos, "doc": doc,
+                          "emb": func.vector_send(e.c.embedding)})
+            .select_from(em.join(e, and_(e.c.tenant_id == tenant, e.c.id == em.c.id)))
+        )
+        if graph is not None:
+            inc, tags, exclude, valid_at, changed_since = graph
+            conds = [
+                f.c.tenant_id == tenant,
+                f.c.entity_ids.contains(array([em.c.id])),
+                *_fact_filters(include_invalidated=inc, tags=tags, exclude_tags=exclude,
+                               prefix="g_"),
+                *temporal_conditions(
+                    f,
+                    _p("valid_at", _tz()) if valid_at else None,
+                    _p("changed_since", _tz()) if changed_since else None,
+                ),
+            ]
+            # As facts_of_entities: the GIN lookup in its own subquery (OFFSET 0), sorted.
+            matching = select(f.c.id, f.c.valid_from).where(*conds).correlate(em).offset(0)
+            m = matching.subquery("m")
+            newest = (
+                select(m.c.id, m.c.valid_from)
+                .order_by(m.c.valid_from.desc(), m.c.id)
+                .limit(_p("per_entity", Integer()))
+                .lateral("newest")
+            )
+            order = func.row_number().over(
+                partition_by=em.c.id, order_by=(newest.c.valid_from.desc(), newest.c.id)
+            )
+            pairs = (
+                select(em.c.id.label("eid"), newest.c.id.label("fid"), order.label("pos"))
+                .select_from(em.join(newest, true()))
+                .subquery("pairs")
+            )
+            branches.append(
+                _row(GRAPH_FACT, {**_fact_values(f), "eid": pairs.c.eid, "pos": pairs.c.pos})
+                .select_from(pairs.join(f, and_(f.c.tenant_id == tenant,
+                                                 f.c.id == pairs.c.fid)))
+            )
+
+    if messages_knn is not None:
+        m_ = MESSAGES
+        mdist = query_distance(m_, dim).label("distance")
+        knn_m = select(m_.c.id, mdist).where(m_.c.tenant_id == tenant, m_.c.embedding.is_not(None))
+        if not messages_knn:
+            knn_m = knn_m.where(_message_live())
+        near_m = knn_m.order_by(mdist).limit(_p("message_fetch", Integer())).subquery("mk")
+        branches.append(
+            _row(MESSAGE_KNN, {"id": m_.c.id, "score": near_m.c.distance,
+                               "doc": _message_doc(m_)})
+            .select_from(near_m.join(m_, and_(m_.c.tenant_id == tenant,
+                                               m_.c.id == near_m.c.id)))
+            .where(_similarity_ok(near_m.c.distance))
+        )
+
+    if messages_text is not None:
+        m_ = MESSAGES
+        filters = [] if messages_text else [_message_live()]
+        ranked_m = bm25_ranked(
+            m_, cast_any(tenant), (), filters,
+            cast_any(_p("message_text_limit", Integer())), candidates=TEXT_CANDIDATES,
+        ).subquery("text_messages")
+        pos = func.row_number().over(order_by=(ranked_m.c.text_rank.desc(), ranked_m.c.id))
+        branches.append(
+            _row(MESSAGE_TEXT, {"id": m_.c.id, "score": ranked_m.c.text_rank, "pos": pos,
+                                "doc": _message_doc(m_)})
+            .select_from(ranked_m.join(m_, and_(m_.c.tenant_id == tenant,
+                                                 m_.c.id == ranked_m.c.id)))
+        )
+
+    if len(branches) == 1:
+        return branches[0]
+    return select(union_all(*branches).subquery("signals"))
+
+
+def _tz() -> Any:
+    from sqlalchemy import DateTime
+
+    return DateTime(timezone=True)
+
+
+def _message_doc(m: Table) -> Any:
+    return func.jsonb_build_object(
+        "role", m.c.role, "content", m.c.content, "timestamp", m.c.timestamp,
+        "metadata", m.c.metadata,
+    )
+
+
+# ----------------------------------------------------------------------------- decoding
+
+
+def _vec(raw: bytes | None) -> list[float] | None:
+    """A vector from ``vector_send``: int16 dim, int16 unused, big-endian float4s."""
+    if raw is None:
+        return None
+    values: list[float] = np.frombuffer(raw, dtype=">f4", offset=4).tolist()
+    return values
+
+
+def _fact(row: Sequence[Any], *, vector: bool = True) -> SemanticFact:
+    return trusted(
+        SemanticFact,
+        id=convert._uuid(row[3]),
+        content=row[6],
+        source_episode_ids=convert._uuids(row[7]),
+        entity_ids=convert._uuids(row[8]),
+        theme_id=convert._uuid_opt(row[9]),
+        embedding=_vec(row[5]) if vector else None,
+        provenance=convert.provenance_from_json(row[10]),
+        valid_from=row[11],
+        valid_until=row[12],
+        invalidated_by=row[13],
+        access_count=row[14],
+        last_accessed_at=row[15],
+        tags=list(row[16] or ()),
+        source_message_ids=convert._uuids(row[17]),
+    )
+
+
+def _ts_opt(value: Any) -> Any:
+    return None if value is None else convert._ts(value)
+
+
+def _theme(row: Sequence[Any]) -> Theme:
+    doc = row[18]
+    return trusted(
+        Theme,
+        id=convert._uuid(row[3]),
+        label=doc["label"],
+        description=doc["description"],
+        fact_ids=convert._uuids(row[8]),  # the uuid[] column ``entity_ids`` of the row
+        embedding=_vec(row[5]),
+        provenance=convert.provenance_from_json(doc["provenance"]),
+        invalidated_at=_ts_opt(doc["invalidated_at"]),
+    )
+
+
+def _entity(row: Sequence[Any]) -> Any:
+    from cycgraph_memory.records import Entity
+
+    doc = row[18]
+    sup = doc["superseded_by"]
+    return trusted(
+        Entity,
+        id=convert._uuid(row[3]),
+        name=doc["name"],
+        entity_type=doc["entity_type"],
+        attributes=doc["attributes"],
+        embedding=_vec(row[5]),
+        provenance=convert.provenance_from_json(doc["provenance"]),
+        created_at=convert._ts(doc["created_at"]),
+        updated_at=convert._ts(doc["updated_at"]),
+        invalidated_at=_ts_opt(doc["invalidated_at"]),
+        superseded_by=None if sup is None else uuid.UUID(sup),
+    )
+
+
+def _message(row: Sequence[Any]) -> Message:
+    doc = row[18]
+    return trusted(
+        Message,
+        id=convert._uuid(row[3]),
+        role=doc["role"],
+        content=doc["content"],
+        timestamp=convert._ts(doc["timestamp"]),
+        metadata=doc["metadata"],
+        embedding=None,
+    )
+
+
+def _distance(value: Any) -> float:
+    return math.inf if value is None or math.isnan(value) else float(value)
+
+
+def _ranked_ok(rows: list[Sequence[Any]], limit: int, fetch: int) -> list[Sequence[Any]] | None:
+    """Rows by ``(distance, id)``, cut to ``limit``.
+
+    ``None`` where the real search would widen its fetch (a tie straddling the cut) or
+    could not score a row.
+    """
+    keyed = []
+    for r in rows:
+        d = r[4]
+        if d is None or math.isnan(d):
+            return None
+        keyed.append((float(d), convert._uuid(r[3]), r))
+    keyed.sort(key=lambda x: (x[0], x[1]))
+    if len(keyed) >= fetch and keyed[limit - 1][0] == keyed[-1][0]:
+        return None
+    return [r for _, _, r in keyed[:limit]]
+
+
+# ----------------------------------------------------------------------------- answers
+
+
+def _key(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+    def freeze(v: Any) -> Any:
+        if isinstance(v, list | tuple):
+            if v and type(v[0]) is float:  # a vector: its floats, in C
+                return tuple(v)
+            return tuple(freeze(x) for x in v)
+        if isinstance(v, Mapping):
+            return tuple(sorted((k, freeze(x)) for k, x in v.items()))
+        return v
+
+    return freeze(args), freeze(dict(kwargs))
+
+
+class _Answers:
+    """Answers by ``(method, args)``: each is given out once, then the real method runs."""
+
+    def __init__(self) -> None:
+        self.calls: dict[tuple[str, Any], Callable[[], Any]] = {}
+        self.subset: dict[str, Any] = {}
+        # Facts handed out without their vector (``embedding`` still to set), by object
+        # id, with the vector's bytes: see _View.candidate_vectors / complete_facts.
+        self.pending: dict[int, tuple[SemanticFact, bytes | None]] = {}
+
+    def put(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any],
+            answer: Callable[[], Any]) -> None:
+        self.calls[(name, _key(args, kwargs))] = answer
+
+    def take(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+        answer = self.calls.pop((name, _key(args, kwargs)), None)
+        return _MISSING if answer is None else answer()
+
+
+_MISSING = object()
+
+
+class _View:
+    """A stand-in for an index or a store: prefetched answers first, the real object else."""
+
+    def __init__(self, real: Any, answers: _Answers) -> None:
+        self._real = real
+        self._answers = answers
+
+    def candidate_vectors(self, facts: Sequence[SemanticFact]) -> list[Any]:
+        """The facts' vectors (float64 arrays for facts handed out without one)."""
+        pending = self._answers.pending
+        out: list[Any] = []
+        for f in facts:
+            held = pending.get(id(f))
+            if held is None:
+                out.append(f.embedding)
+            elif held[1] is None:
+                out.append(None)
+            else:
+                out.append(np.frombuffer(held[1], dtype=">f4", offset=4).astype(np.float64))
+        return out
+
+    def complete_facts(self, facts: Sequence[SemanticFact]) -> None:
+        """Set the vector of every fact of ``facts`` handed out without one."""
+        pending = self._answers.pending
+        for f in facts:
+            held = pending.pop(id(f), None)
+            if held is not None and held[0] is f:
+                f.__dict__["embedding"] = _vec(held[1])
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._real, name)
+        if not callable(attr) or name.startswith("_"):
+            return attr
+        answers = self._answers
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            special = answers.subset.get(name)
+            if special is not None:
+                found = special(args, kwargs)
+                if found is not _MISSING:
+                    return found
+            found = answers.take(name, args, kwargs)
+            if found is not _MISSING:
+                return found
+            return await attr(*args, **kwargs)
+
+        return call
+
+
+class SignalPrefetch(PostgresBackend):
+    """Mixin of ``PostgresMemoryIndex``: every signal's candidates in one statement."""
+
+    if TYPE_CHECKING:
+
+        @property
+        def ef_search(self) -> int:
+            """Default ``hnsw.ef_search``."""
+
+        def _query_vector(
+            self, embedding: Sequence[float], dim: int | None, where: str, *,
+            checked: bool = False,
+        ) -> list[float]: ...
+
+        def _search_settings(self, ef: int) -> tuple[tuple[str, str], ...]: ...
+
+    async def prefetch_signals(
+        self,
+        store: Any,
+        *,
+        hierarchical: tuple[Sequence[float], Mapping[str, Any]] | None = None,
+        text_facts: tuple[str, Mapping[str, Any]] | None = None,
+        entity_names: tuple[str, Mapping[str, Any]] | None = None,
+        entity_count_cap: int | None = None,
+        entity_facts: Mapping[str, Any] | None = None,
+        messages_knn: tuple[Sequence[float], Mapping[str, Any]] | None = None,
+        messages_text: tuple[str, Mapping[str, Any]] | None = None,
+    ) -> tuple[Any, Any]:
+        """Run the planned calls' queries as one statement; views answering them.
+
+        Each argument is a planned call: its first positional argument and its keyword
+        arguments, exactly as the caller will make it (``hierarchical_candidates``,
+        ``text_search_facts``, ``match_entity_names``, ``entity_fact_counts`` with
+        ``cap=entity_count_cap``, the store's ``get_facts_for_entities`` of the matched
+        entities with ``entity_facts``, ``search_messages``, ``text_search_messages``).
+
+        Returns:
+            ``(store_view, index_view)``: stand-ins answering the planned calls from the
+            rows read (each once) and passing every other call to ``store`` / this index.
+            When nothing can be planned (a wide schema, a zero query vector), the real
+            objects themselves.
+        """
+        answers = _Answers()
+        dim = self._schema_dim
+        if dim is None:
+            session: AsyncSession
+            async with self._read() as session:
+                dim = await self._dim(session)
+        vector = hierarchical[0] if hierarchical else (messages_knn[0] if messages_knn else None)
+        if dim > MAX_VECTOR_HNSW_DIM:
+            return store, self
+        if vector is not None and not any(vector):
+            return store, self
+        same_store = (
+            isinstance(store, PostgresBackend)
+            and store._tenant == self._tenant
+            and store._uow_key == self._uow_key
+        )
+        params: dict[str, Any] = {"tenant": self._tenant}
+        shape: dict[str, Any] = {
+            "themes": False, "themes_invalidated": False, "direct": None, "theme_cut": None,
+            "text_facts": None,
+            "entities": False, "entities_invalidated": False, "graph": None,
+            "messages_knn": None, "messages_text": None,
+        }
+        efs: list[int] = []
+        h_kw: dict[str, Any] = {}
+        cut = False
+        if hierarchical is not None:
+            h_kw = dict(hierarchical[1])
+            base = {
+                "theme_limit", "max_facts_per_theme", "fact_limit", "min_similarity",
+                "include_invalidated", "tags", "exclude_tags",
+            }
+            cut = set(h_kw) == base | {"theme_fact_limit", "valid_at", "changed_since"}
+            if set(h_kw) != base and not cut:
+                hierarchical = None
+        if hierarchical is not None:
+            query = self._query_vector(hierarchical[0], dim, "hierarchical_candidates")
+            params["q"] = query
+            params["min_similarity"] = h_kw["min_similarity"]
+            tags, exclude = h_kw["tags"], h_kw["exclude_tags"]
+            efs.append(min(1000, max(self.ef_search, h_kw["fact_limit"] + 1,
+                                     h_kw["theme_limit"] + 1)))
+            if h_kw["theme_limit"]:
+                shape["themes"] = True
+                shape["themes_invalidated"] = h_kw["include_invalidated"]
+                params["theme_fetch"] = h_kw["theme_limit"] + 1
+                params["theme_limit"] = h_kw["theme_limit"]
+                per_theme = h_kw["max_facts_per_theme"]
+                params["per_theme"] = 2**31 - 1 if per_theme is None else per_theme
+            shape["direct"] = (h_kw["include_invalidated"], bool(tags), bool(exclude))
+            if cut and h_kw["theme_fact_limit"] is None:
+                cut = False
+            if cut and h_kw["theme_limit"]:
+                shape["theme_cut"] = (h_kw["valid_at"] is not None,
+                                      h_kw["changed_since"] is not None,
+                                      h_kw["min_similarity"] <= 0)
+                params["theme_fact_limit"] = h_kw["theme_fact_limit"]
+                params["h_valid_at"] = h_kw["valid_at"]
+                params["h_changed_since"] = h_kw["changed_since"]
+            params["fact_fetch"] = h_kw["fact_limit"] + 1
+            if tags:
+                params["any_tags"] = list(tags)
+            if exclude:
+                params["no_tags"] = list(exclude)
+        t_opts: SearchOptions | None = None
+        terms: list[str] = []
+        if text_facts is not None:
+            t_opts = coerce_options(SearchOptions, None, dict(text_facts[1]))
+            terms = bm25_terms(text_facts[0])
+            if terms:
+                shape["text_facts"] = (t_opts.include_invalidated, bool(t_opts.tags),
+                                       bool(t_opts.exclude_tags))
+                params["bm25_terms"] = terms
+                params["text_limit"] = t_opts.limit
+                if t_opts.tags:
+                    params["t_any_tags"] = list(t_opts.tags)
+                if t_opts.exclude_tags:
+                    params["t_no_tags"] = list(t_opts.exclude_tags)
+        names: list[str] = []
+        n_kw: dict[str, Any] = {}
+        g_opts: EntityFactsFilter | None = None
+        if entity_names is not None:
+            n_kw = {"limit": 10, "include_invalidated": False, **entity_names[1]}
+            names = name_candidates(entity_names[0])
+            if names and set(n_kw) == {"limit", "include_invalidated"}:
+                shape["entities"] = True
+                shape["entities_invalidated"] = bool(n_kw["include_invalidated"])
+                params["names"] = names
+                params["match_limit"] = n_kw["limit"]
+                params["count_cap"] = entity_count_cap or 0
+                if entity_facts is not None and same_store:
+                    g_opts = coerce_options(EntityFactsFilter, None, dict(entity_facts))
+                    shape["graph"] = (
+                        g_opts.include_invalidated, bool(g_opts.tags),
+                        bool(g_opts.exclude_tags), g_opts.valid_at is not None,
+                        g_opts.changed_since is not None,
+                    )
+                    params["per_entity"] = g_opts.per_entity_limit
+                    params["g_any_tags"] = list(g_opts.tags or ())
+                    params["g_no_tags"] = list(g_opts.exclude_tags or ())
+                    params["valid_at"] = g_opts.valid_at
+                    params["changed_since"] = g_opts.changed_since
+            else:
+                names = []
+        mk_opts: SearchOptions | None = None
+        if messages_knn is not None:
+            mk_opts = coerce_options(SearchOptions, None, dict(messages_knn[1]))
+            mq = self._query_vector(messages_knn[0], dim, "search_messages")
+            ef = min(1000, max(mk_opts.ef_search or self.ef_search, mk_opts.limit + 1))
+            if ("q" in params and params["q"] != mq) or (
+                "min_similarity" in params and params["min_similarity"] != mk_opts.min_similarity
+            ) or mk_opts.min_similarity is None or (efs and efs[0] != ef):
+                mk_opts = None
+            else:
+                efs.append(ef)
+                params["q"] = mq
+                params["min_similarity"] = mk_opts.min_similarity
+                params["message_fetch"] = mk_opts.limit + 1
+                shape["messages_knn"] = mk_opts.include_invalidated
+        mt_opts: SearchOptions | None = None
+        if messages_text is not None:
+            mt_opts = coerce_options(SearchOptions, None, dict(messages_text[1]))
+            m_terms = bm25_terms(messages_text[0])
+            if m_terms and (not terms or m_terms == terms):
+                params["bm25_terms"] = m_terms
+                params["message_text_limit"] = mt_opts.limit
+                shape["messages_text"] = mt_opts.include_invalidated
+            else:
+                mt_opts = None
+        if not any(v not in (None, False) for k, v in shape.items()
+                   if not k.endswith("_invalidated")):
+            return store, self
+        stmt = signals_statement(dim, **shape)
+        settings = self._search_settings(efs[0] if efs else self.ef_search)
+        async with self._read(settings) as session:
+            rows = (await session.execute(stmt, params)).all()
+        by_kind: dict[int, list[Sequence[Any]]] = {}
+        for r in rows:
+            by_kind.setdefault(r[0], []).append(r)
+
+        if hierarchical is not None:
+            self._answer_hierarchical(answers, hierarchical[0], h_kw, by_kind, cut=cut)
+        if text_facts is not None and t_opts is not None:
+            hits = sorted(by_kind.get(TEXT_FACT, []), key=lambda r: r[1])
+            answers.put("text_search_facts", (text_facts[0],), text_facts[1], lambda: [
+                ScoredResult(item=_fact(r), score=float(r[4])) for r in hits
+            ] if terms else [])
+        if entity_names is not None and (names or not name_candidates(entity_names[0])):
+            self._answer_entities(answers, entity_names, n_kw, entity_count_cap,
+                                  entity_facts, g_opts, by_kind)
+        if messages_knn is not None and mk_opts is not None:
+            kept = _ranked_ok(by_kind.get(MESSAGE_KNN, []), mk_opts.limit, mk_opts.limit + 1)
+            if kept is not None:
+                answers.put("search_messages", (messages_knn[0],), messages_knn[1], lambda: [
+                    ScoredResult(item=_message(r), score=1.0 - float(r[4])) for r in kept
+                ])
+        if messages_text is not None and mt_opts is not None:
+            m_hits = sorted(by_kind.get(MESSAGE_TEXT, []), key=lambda r: r[1])
+            answers.put("text_search_messages", (messages_text[0],), messages_text[1],
+                        lambda: [ScoredResult(item=_message(r), score=float(r[4]))
+                                 for r in m_hits])
+        return _View(store, answers), _View(self, answers)
+
+    def _answer_hierarchical(
+        self, answers: _Answers, vector: Sequence[float], kw: Mapping[str, Any],
+        by_kind: Mapping[int, list[Sequence[Any]]], *, cut: bool,
+    ) -> None:
+        theme_limit, fact_limit = kw["theme_limit"], kw["fact_limit"]
+        themes_rows: list[Sequence[Any]] = []
+        if theme_limit:
+            kept = _ranked_ok(by_kind.get(THEME, []), theme_limit, theme_limit + 1)
+            if kept is None:
+                return
+            themes_rows = kept
+        direct_rows = _ranked_ok(by_kind.get(DIRECT, []), fact_limit, fact_limit + 1)
+        if direct_rows is None:
+            return
+        theme_rows = by_kind.get(THEME_FACT, [])
+        all_direct = by_kind.get(DIRECT, [])
+        per_theme = kw["max_facts_per_theme"]
+
+        pending = answers.pending
+
+        def lean(row: Sequence[Any]) -> SemanticFact:
+            # Without its vector: the ranking reads the vectors as arrays
+            # (candidate_vectors) and only the served facts get theirs as lists
+            # (complete_facts): hundreds of 384-float lists per call otherwise.
+            fact = _fact(row, vector=False)
+            pending[id(fact)] = (fact, row[5])
+            return fact
+
+        def answer() -> tuple[list[Theme], list[SemanticFact], list[SemanticFact]]:
+            themes = [_theme(r) for r in themes_rows]
+            wanted = list(dict.fromkeys(i for th in themes for i in th.fact_ids[:per_theme]))
+            direct = [lean(r) for r in direct_rows]
+            direct_ids = {d.id for d in direct}
+            by_id = {convert._uuid(r[3]): r for r in theme_rows}
+            if cut:
+                # As hierarchical_candidates: direct rows beyond the final direct list
+                # are theme facts when a theme lists them.
+                for r in all_direct:
+                    by_id.setdefault(convert._uuid(r[3]), r)
+            return themes, direct, [
+                lean(by_id[i]) for i in wanted if i in by_id and i not in direct_ids
+            ]
+
+        answers.put("hierarchical_candidates", (vector,), kw, answer)
+
+    def _answer_entities(
+        self, answers: _Answers, entity_names: tuple[str, Mapping[str, Any]],
+        n_kw: Mapping[str, Any], cap: int | None, entity_facts: Mapping[str, Any] | None,
+        g_opts: EntityFactsFilter | None, by_kind: Mapping[int, list[Sequence[Any]]],
+    ) -> None:
+        rows = sorted(by_kind.get(ENTITY, []), key=lambda r: (r[1], convert._uuid(r[3])))
+        answers.put("match_entity_names", (entity_names[0],), entity_names[1],
+                    lambda: [_entity(r) for r in rows])
+        known = {convert._uuid(r[3]): r for r in rows}
+        if cap is not None:
+
+            def counts(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+                if len(args) != 1 or kwargs != {"cap": cap}:
+                    return _MISSING
+                ids = list(dict.fromkeys(args[0]))
+                if not ids:
+                    return {}, 0
+                if not all(i in known for i in ids):
+                    return _MISSING
+                out = {i: int(known[i][18]["count"]) for i in ids if known[i][18]["count"]}
+                return out, int(known[ids[0]][18]["total"])
+
+            answers.subset["entity_fact_counts"] = counts
+        if entity_facts is None or g_opts is None:
+            return
+        facts_of: dict[uuid.UUID, list[Sequence[Any]]] = {}
+        for r in by_kind.get(GRAPH_FACT, []):
+            facts_of.setdefault(convert._uuid(r[2]), []).append(r)
+        for listed in facts_of.values():
+            listed.sort(key=lambda r: r[1])
+        planned = dict(entity_facts)
+
+        def facts(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+            if len(args) != 1 or kwargs != planned:
+                return _MISSING
+            ids = [convert._uuid(i) if isinstance(i, uuid.UUID) else i for i in args[0]]
+            if not all(isinstance(i, uuid.UUID) and i in known for i in ids):
+                return _MISSING
+            wanted = list(dict.fromkeys(ids))
+            return {i: [_fact(r) for r in facts_of[i]] for i in wanted if i in facts_of}
+
+        answers.subset["get_facts_for_entities"] = facts
