@@ -99,3 +99,43 @@ async def test_deferred_vector_indexes_are_rebuilt(pg_make_store: Any, pg_tenant
     report = await bulk_import(store, facts=w["facts"], defer_vector_indexes=True)
     assert report.vector_indexes_rebuilt == ["ix_facts_embedding_hnsw"]
     assert await hnsw() == before
+
+
+async def test_bulk_rows_carry_bm25_tokens_and_exact_statistics(
+    pg_make_store: Any, pg_tenant: str, pg_sessionmaker: Any
+) -> None:
+    """COPY writes the same search_terms as put_*, and the trigger-kept statistics agree."""
+    w = _world()
+    w["facts"].append(fact(content="Dogs running; dogs barking.", embedding=unit(2)))
+    bulk = pg_make_store(f"{pg_tenant}_b")
+    put = pg_make_store(f"{pg_tenant}_p")
+    await bulk_import(bulk, batch_size=3, **w)
+    await bulk_import(bulk, batch_size=5, **w)  # upserts again: statistics unchanged
+    await put.put_entities(w["entities"])
+    await put.put_episodes(w["episodes"])
+    await put.put_facts(w["facts"])
+
+    async def state(tenant: str) -> dict[str, Any]:
+        async with pg_sessionmaker() as s:
+            await s.execute(text("SELECT set_config('cycgraph.tenant_id', :t, false)"),
+                            {"t": tenant})
+            out: dict[str, Any] = {}
+            for table in ("facts", "episodes", "episode_messages"):
+                rows = await s.execute(text(
+                    f"SELECT id, search_terms FROM {table} WHERE tenant_id = :t ORDER BY id"),
+                    {"t": tenant})
+                out[table] = [(str(i), list(terms)) for i, terms in rows.all()]
+            rows = await s.execute(text(
+                "SELECT corpus, documents, total_length FROM text_search_corpora "
+                "WHERE tenant_id = :t ORDER BY corpus"), {"t": tenant})
+            out["corpora"] = [tuple(r) for r in rows.all()]
+            rows = await s.execute(text(
+                "SELECT corpus, term, documents FROM text_search_terms "
+                "WHERE tenant_id = :t ORDER BY corpus, term"), {"t": tenant})
+            out["terms"] = [tuple(r) for r in rows.all()]
+            return out
+
+    a, b = await state(f"{pg_tenant}_b"), await state(f"{pg_tenant}_p")
+    assert a == b
+    assert ["dog", "run", "dog", "bark"] in [t for _, t in a["facts"]]
+    assert ("facts", 8, sum(len(t) for _, t in a["facts"])) in a["corpora"]
