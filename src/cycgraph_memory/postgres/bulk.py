@@ -31,8 +31,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -45,7 +46,15 @@ from cycgraph_memory.postgres._copy_binary import COLUMN_TYPES, encode_rows
 from cycgraph_memory.postgres.store import PostgresMemoryStore, coerce_record
 from cycgraph_memory.records import Entity, Episode, Relationship, SemanticFact, Theme
 
-__all__ = ["BulkImportReport", "bulk_import", "write_batch"]
+__all__ = [
+    "HNSW_BUILD_MEMORY",
+    "BulkImportReport",
+    "build_vector_indexes",
+    "bulk_import",
+    "deferred_vector_indexes",
+    "vector_rows_estimate",
+    "write_batch",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -114,6 +123,64 @@ async def _saved_hnsw(session: AsyncSession, tables: Sequence[str]) -> list[tupl
         {"tables": list(tables)},
     )
     return [(str(n), str(d)) for n, d in rows.all()]
+
+
+HNSW_BUILD_MEMORY = "1GB"
+"""``maintenance_work_mem`` for HNSW builds after a load: pgvector builds far faster when
+the whole graph fits in it (~2.5 kB a 384-d vector: 1 GB holds ~400,000). Only what the
+build needs is allocated; lower it on a small server."""
+
+
+async def build_vector_indexes(
+    store: PostgresMemoryStore, definitions: Sequence[str], *, memory: str = HNSW_BUILD_MEMORY
+) -> None:
+    """Run HNSW ``CREATE INDEX`` statements, each in its own transaction, with ``memory``."""
+    if not re.fullmatch(r"\d+\s*(kB|MB|GB)", memory):
+        raise InvalidInputError(f"memory must look like '512MB' or '1GB', got {memory!r}")
+    for definition in definitions:
+        async with store.transaction(), store._session() as session:
+            await session.execute(text(f"SET LOCAL maintenance_work_mem = '{memory}'"))
+            await session.execute(
+                text(definition.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1))
+            )
+
+
+@contextlib.asynccontextmanager
+async def deferred_vector_indexes(
+    store: PostgresMemoryStore, tables: Sequence[str], *, memory: str = HNSW_BUILD_MEMORY
+) -> AsyncIterator[list[str]]:
+    """Drop the HNSW indexes of ``tables`` for the block, rebuild them after (even on error).
+
+    Yields the names of the indexes dropped. While they are missing, vector searches of
+    every tenant fall back to exact scans (correct, slower); see the module docstring.
+    """
+    if store._active_session() is not None:
+        raise InvalidInputError("deferring vector indexes needs DDL: call it outside a transaction")
+    async with store.transaction(), store._session() as session:
+        saved = await _saved_hnsw(session, tables)
+        for name, _ in saved:
+            await session.execute(text(f'DROP INDEX IF EXISTS "{name}"'))
+    _log.warning("dropped %d HNSW indexes until the load ends", len(saved))
+    try:
+        yield [n for n, _ in saved]
+    finally:
+        await build_vector_indexes(store, [d for _, d in saved], memory=memory)
+        _log.info("rebuilt %d HNSW indexes", len(saved))
+
+
+async def vector_rows_estimate(store: PostgresMemoryStore, tables: Sequence[str]) -> int:
+    """Rows of ``tables`` in the whole deployment, from the planner's statistics (cheap)."""
+    async with store._session() as session:
+        value = (
+            await session.execute(
+                text(
+                    "SELECT coalesce(sum(greatest(reltuples, 0)), 0) FROM pg_class "
+                    "WHERE relname = ANY(:t) AND relnamespace = current_schema()::regnamespace"
+                ),
+                {"t": list(tables)},
+            )
+        ).scalar_one()
+    return int(value)
 
 
 _TABLE_OF: dict[str, tuple[str, type[Any], Callable[[Any, str], dict[str, Any]]]] = {
@@ -273,22 +340,24 @@ async def bulk_import(
         await store._checked_dim(session, [*ents, *eps, *messages, *fcts, *thms], "record")
     loaded = ("entities", "episodes", "episode_messages", "facts", "themes")
     touched = [t for t, xs in zip(loaded, (ents, eps, eps, fcts, thms), strict=True) if xs]
-    saved: list[tuple[str, str]] = []
-    if defer_vector_indexes and touched:
-        async with store.transaction(), store._session() as session:
-            saved = await _saved_hnsw(session, touched)
-            for name, _ in saved:
-                await session.execute(text(f'DROP INDEX IF EXISTS "{name}"'))
-        _log.warning("bulk import: dropped %d HNSW indexes until the load ends", len(saved))
+    async with contextlib.AsyncExitStack() as stack:
+        rebuilt: list[str] = []
+        if defer_vector_indexes and touched:
+            rebuilt = await stack.enter_async_context(deferred_vector_indexes(store, touched))
+        counts, batches = await _load(
+            store, batch_size, (("entity", ents), ("episode", eps), ("fact", fcts),
+                                ("theme", thms), ("relationship", rels))
+        )
+    return BulkImportReport(counts=counts, batches=batches, vector_indexes_rebuilt=rebuilt)
+
+
+async def _load(
+    store: PostgresMemoryStore, batch_size: int, groups: Iterable[tuple[str, list[Any]]]
+) -> tuple[dict[str, int], int]:
     counts = dict.fromkeys(("entities", "episodes", "episode_messages", "facts", "themes",
                             "relationships"), 0)
     batches = 0
-    plan = [
-        (kind, list(batch))
-        for kind, items in (("entity", ents), ("episode", eps), ("fact", fcts),
-                            ("theme", thms), ("relationship", rels))
-        for batch in _batches(items, batch_size)
-    ]
+    plan = [(kind, list(batch)) for kind, items in groups for batch in _batches(items, batch_size)]
     pending: asyncio.Task[_Prepared] | None = None
     try:
         # Pipelined: batch i+1 is encoded in a worker thread while batch i is written,
@@ -314,13 +383,4 @@ async def bulk_import(
             pending.cancel()
             with contextlib.suppress(BaseException):
                 await pending
-        if saved:
-            async with store.transaction(), store._session() as session:
-                for _, definition in saved:
-                    await session.execute(
-                        text(definition.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1))
-                    )
-            _log.info("bulk import: rebuilt %d HNSW indexes", len(saved))
-    return BulkImportReport(
-        counts=counts, batches=batches, vector_indexes_rebuilt=[n for n, _ in saved]
-    )
+    return counts, batches
