@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["COLUMN_TYPES", "encode_rows"]
+__all__ = ["COLUMN_TYPES", "encode_columns", "encode_rows"]
 
 _HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
 _TRAILER = struct.pack(">h", -1)
@@ -157,6 +157,20 @@ def encode_rows(table: str, rows: Iterable[dict[str, Any]]) -> bytes:
         append(count)
         for name, encode in encoders:
             value = row[name]
+            append(_NULL if value is None else encode(value))
+    append(_TRAILER)
+    return b"".join(parts)
+
+
+def encode_columns(types: Sequence[str], rows: Iterable[Sequence[Any]]) -> bytes:
+    """The binary ``COPY`` stream of positional ``rows`` whose columns have SQL ``types``."""
+    encoders = [_ENCODERS[kind] for kind in types]
+    count = struct.pack(">h", len(encoders))
+    parts = [_HEADER]
+    append = parts.append
+    for row in rows:
+        append(count)
+        for value, encode in zip(row, encoders, strict=True):
             append(_NULL if value is None else encode(value))
     append(_TRAILER)
     return b"".join(parts)

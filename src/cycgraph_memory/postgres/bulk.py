@@ -43,6 +43,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from cycgraph_memory.errors import DuplicateRecordError, InvalidInputError
 from cycgraph_memory.postgres import convert
 from cycgraph_memory.postgres._copy_binary import COLUMN_TYPES, encode_rows
+from cycgraph_memory.postgres.reembedding import HNSW_BUILD_MEMORY
 from cycgraph_memory.postgres.store import PostgresMemoryStore, coerce_record
 from cycgraph_memory.records import Entity, Episode, Relationship, SemanticFact, Theme
 
@@ -125,10 +126,6 @@ async def _saved_hnsw(session: AsyncSession, tables: Sequence[str]) -> list[tupl
     return [(str(n), str(d)) for n, d in rows.all()]
 
 
-HNSW_BUILD_MEMORY = "1GB"
-"""``maintenance_work_mem`` for HNSW builds after a load: pgvector builds far faster when
-the whole graph fits in it (~2.5 kB a 384-d vector: 1 GB holds ~400,000). Only what the
-build needs is allocated; lower it on a small server."""
 
 
 async def build_vector_indexes(
