@@ -132,6 +132,28 @@ async def _pages(
         offset += len(batch)
 
 
+async def _prefetched(pages: AsyncIterator[list[Any]]) -> AsyncIterator[list[Any]]:
+    """Yield ``pages`` while the next one is fetched (one fetch in flight at a time).
+
+    The caller serialises a page while the database reads and sends the next: on
+    Postgres the two run on two cores. The caller must not use the store meanwhile.
+    """
+    ahead: asyncio.Future[list[Any]] = asyncio.ensure_future(anext(pages))
+    try:
+        while True:
+            try:
+                page = await ahead
+            except StopAsyncIteration:
+                return
+            ahead = asyncio.ensure_future(anext(pages))
+            yield page
+    finally:
+        if not ahead.done():
+            ahead.cancel()
+            with contextlib.suppress(BaseException):
+                await ahead
+
+
 async def _listed(
     fetch: Callable[[ListOptions], Any], page: int
 ) -> AsyncIterator[list[Any]]:
@@ -183,7 +205,7 @@ async def export_lines(
         for ep in episodes:
             counts["episode"] += 1
             yield _line("episode", ep, embeddings)
-    async for facts in _pages(store, "facts", page_size):
+    async for facts in _prefetched(_pages(store, "facts", page_size)):
         for f in facts:
             counts["fact"] += 1
             yield _line("fact", f, embeddings)

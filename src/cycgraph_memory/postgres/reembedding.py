@@ -24,14 +24,15 @@ If step 2 fails, the old HNSW index is rebuilt and nothing is swapped.
 from __future__ import annotations
 
 import logging
-import math
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from cycgraph_memory._validate import MAX_EMBEDDING_VALUE
 from cycgraph_memory.errors import (
     EmbeddingDimensionMismatchError,
     InvalidInputError,
@@ -121,14 +122,7 @@ async def write_embeddings(
             if next_dim is None:
                 raise SchemaNotReadyError("no width change in progress: call begin_width_change")
             dim = next_dim
-        rows = []
-        for rid, v in vectors.items():
-            if len(v) != dim:
-                raise EmbeddingDimensionMismatchError(dim, len(v), f"{kind} {rid}")
-            vec = [float(x) for x in v]
-            if not all(math.isfinite(x) for x in vec):
-                raise InvalidInputError(f"{kind} {rid}: embeddings must be finite numbers")
-            rows.append((rid, vec))
+        rows = list(zip(vectors, _checked_matrix(kind, vectors, dim), strict=True))
         await session.execute(text("DROP TABLE IF EXISTS _cg_stage_vectors"))
         await session.execute(
             text(f"CREATE TEMP TABLE _cg_stage_vectors (id uuid, e vector({dim})) ON COMMIT DROP")
@@ -156,6 +150,26 @@ async def write_embeddings(
             )
         result = await session.execute(text(stmt), {"tenant": store.tenant_id})
         return int(getattr(result, "rowcount", 0) or 0)
+
+
+def _checked_matrix(
+    kind: str, vectors: Mapping[uuid.UUID, Sequence[float]], dim: int
+) -> np.ndarray[Any, Any]:
+    """The vectors as one float32 matrix (big-endian, COPY's layout), checked in numpy."""
+    for rid, v in vectors.items():
+        if len(v) != dim:
+            raise EmbeddingDimensionMismatchError(dim, len(v), f"{kind} {rid}")
+    try:
+        m = np.asarray(list(vectors.values()), dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"{kind}: embeddings must be sequences of numbers") from exc
+    ok = np.isfinite(m) & (np.abs(m) <= MAX_EMBEDDING_VALUE)
+    if not ok.all():
+        bad = list(vectors)[int(np.argmin(ok.all(axis=1)))]
+        raise InvalidInputError(
+            f"{kind} {bad}: embeddings must be finite numbers within float32 range"
+        )
+    return m.astype(">f4")
 
 
 async def recompute_theme_centroids(store: PostgresMemoryStore, *, target: str) -> int:
