@@ -77,6 +77,7 @@ def purge_candidates(store: InMemoryMemoryStore, sel: PurgeSelector) -> PurgeCan
         ],
         writer_keys={k: list(v) for k, v in s._idempotency.items() if not fact_ids.isdisjoint(v)},
         message_vectors={m for m in message_ids if m in s._message_vectors},
+        setting_keys=sorted(s._settings) if sel.tenant else [],
     )
 
 
@@ -116,6 +117,9 @@ async def apply_purge(store: InMemoryMemoryStore, plan: PurgePlan) -> None:
     if plan.delete_writer_keys:
         drop = set(plan.delete_writer_keys)
         s._idempotency = {k: v for k, v in s._idempotency.items() if k not in drop}
+    if plan.delete_setting_keys:
+        gone_keys = set(plan.delete_setting_keys)
+        s._settings = {k: v for k, v in s._settings.items() if k not in gone_keys}
 
 
 def write_embeddings(

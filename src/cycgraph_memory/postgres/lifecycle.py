@@ -52,6 +52,7 @@ from cycgraph_memory.lifecycle.models import (
     PurgeSelector,
 )
 from cycgraph_memory.postgres import convert
+from cycgraph_memory.postgres.ingest_lookups import SETTINGS
 from cycgraph_memory.postgres.reembedding import (
     NEXT_COLUMN,
     STAGING_TABLE,
@@ -221,6 +222,12 @@ async def purge_candidates(store: PostgresMemoryStore, sel: PurgeSelector) -> Pu
         vectors = await ids(
             select(m.c.id).where(mine(m), _in(m.c.id, message_ids), m.c.embedding.is_not(None))
         )
+        setting_keys: list[str] = []
+        if sel.tenant:
+            st = SETTINGS
+            setting_keys = [
+                str(k) for k in (await session.execute(select(st.c.key).where(mine(st)))).scalars()
+            ]
     entities = await store.get_entities(entity_ids)
     episodes = await store.get_episodes(episode_ids)
     facts = await store.get_facts(fact_ids)
@@ -233,6 +240,7 @@ async def purge_candidates(store: PostgresMemoryStore, sel: PurgeSelector) -> Pu
         superseding=[convert.entity_from_row(row) for row in sup_rows],
         writer_keys={str(key): convert._uuids(fids) for key, fids in key_rows},
         message_vectors=vectors,
+        setting_keys=setting_keys,
     )
 
 
@@ -263,6 +271,15 @@ async def apply_purge(store: PostgresMemoryStore, plan: PurgePlan) -> None:
                     k.c.tenant_id == tenant,
                     k.c.idempotency_key
                     == any_(bindparam(None, plan.delete_writer_keys, type_=ARRAY(String()))),
+                )
+            )
+        if plan.delete_setting_keys:
+            st = SETTINGS
+            await session.execute(
+                delete(st).where(
+                    st.c.tenant_id == tenant,
+                    st.c.key
+                    == any_(bindparam(None, plan.delete_setting_keys, type_=ARRAY(String()))),
                 )
             )
         ep = EPISODES
