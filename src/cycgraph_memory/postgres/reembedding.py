@@ -16,7 +16,8 @@ rewritten once, in :func:`finish_width_change`:
    set-based UPDATE per tenant, build the HNSW index of the new column (with
    ``HNSW_BUILD_MEMORY``);
 3. in one transaction: drop the old columns, rename the new ones and their indexes, set
-   ``embedding_dim`` in ``schema_metadata``, drop the staging table.
+   ``embedding_dim`` in ``schema_metadata``, drop the staging table;
+4. fit each listed tenant's stored theme calibration again on its new vectors.
 
 If step 2 fails, the old HNSW index is rebuilt and nothing is swapped.
 """
@@ -38,6 +39,7 @@ from cycgraph_memory.errors import (
     InvalidInputError,
     SchemaNotReadyError,
 )
+from cycgraph_memory.hierarchy.calibration import refit_theme_calibration
 from cycgraph_memory.postgres._base import validate_tenant
 from cycgraph_memory.postgres._copy_binary import encode_columns
 from cycgraph_memory.postgres.schema import HNSW_EF_CONSTRUCTION, HNSW_M, MAX_VECTOR_HNSW_DIM
@@ -370,6 +372,12 @@ async def finish_width_change(engine: AsyncEngine, tenants: Sequence[str]) -> in
         await conn.execute(text("DELETE FROM schema_metadata WHERE key = 'embedding_dim_next'"))
         await conn.execute(text(f"DROP TABLE {STAGING_TABLE}"))
     _log.warning("width change finished: vectors are now %d-wide", dim)
+    from cycgraph_memory.postgres.store import PostgresMemoryStore
+
+    for tenant in tenants:  # the theme calibration is a function of the vectors
+        store = PostgresMemoryStore(engine, tenant_id=tenant)
+        async with store.transaction():
+            await refit_theme_calibration(store)
     return dim
 
 
