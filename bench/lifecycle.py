@@ -7,19 +7,22 @@ For each backend (in-memory, Postgres), with N facts carrying 384-d embeddings:
   (records/s for the load, then the build; target >= 5,000), and a 2,000-fact load with
   the HNSW indexes in place for comparison;
 * export of the store to a JSON Lines file (target <= 60 s at 100,000 facts) and import of
-  that file into an empty store/tenant (target <= 60 s), each with the peak RSS growth
-  during the call (sampled every 10 ms; flat memory = the same growth at any N). On
-  Postgres the import writes through the live HNSW indexes: it is measured on the 2,000-fact
-  tenant and the ratio is extrapolated to N;
+  that file into an empty store (target <= 60 s), each with the peak RSS growth during the
+  call (sampled every 10 ms; flat memory = the same growth at any N). On Postgres the
+  import goes into a second, empty database (memory moved between deployments) through
+  ``import_`` (COPY batches, one transaction) with the HNSW indexes deferred: the load and
+  the index rebuild are timed apart;
 * purge of one entity mentioned by 1,000 facts (target <= 2 s);
 * re-embedding every fact with the hashing embedder (target <= 120 s at 100,000); on
-  Postgres through the staging column (``begin_width_change`` with the same width), the
-  swap (HNSW build) reported separately.
+  Postgres through the staging table (``begin_width_change`` with the same width), the
+  swap (fill of the new column, HNSW builds) reported separately.
 
-Postgres: a database ``bench_lifecycle`` is created on the server named by ``--dsn`` (or
-``CYCGRAPH_MEMORY_BENCH_DSN``), migrated, and dropped at the end.
+Postgres: databases ``--db`` (default ``bench_lifecycle``) and ``<db>_copy`` are created on
+the server named by ``--dsn`` (or ``CYCGRAPH_MEMORY_BENCH_DSN``), migrated, and dropped at
+the end.
 
 Usage: python bench/lifecycle.py --facts 100000 [--backends memory postgres] [--dsn DSN]
+       [--db NAME]
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import argparse
 import asyncio
 import gc
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -162,6 +166,7 @@ async def _build_hnsw(store: Any, definitions: list[str]) -> None:
 def row(rows: list[list[str]], backend: str, what: str, value: str, target: str,
         ratio: float | None) -> None:
     rows.append([backend, what, value, target, "" if ratio is None else f"{ratio:.2f}"])
+    print(time.strftime("%H:%M:%S"), *rows[-1], sep=" | ", file=sys.stderr, flush=True)
 
 
 async def bench_memory(n: int, rows: list[list[str]], tmp: Path) -> None:
@@ -268,7 +273,7 @@ async def bench_postgres(
             t0 = time.perf_counter()
             async with other.deferred_vector_indexes(tables):
                 secs, mb, rep = await timed(
-                    lambda: import_(other, path, batch_size=5000, defer_vector_indexes=False)
+                    lambda: import_(other, path, batch_size=2000, defer_vector_indexes=False)
                 )
             total = time.perf_counter() - t0
             m = rep.counts["fact"]
@@ -300,7 +305,7 @@ async def bench_postgres(
         swap_secs, _, _ = await timed(
             lambda: finish_width_change(engine, ["bench", "bench_live"])
         )
-        row(rows, "postgres", f"reembed {rep.counts['fact']:,} facts (staging column)",
+        row(rows, "postgres", f"reembed {rep.counts['fact']:,} facts (staging table)",
             f"{secs:.1f} s", "<= 120 s", 120 / secs)
         row(rows, "postgres", "  + swap (fill, HNSW built on 5 tables)",
             f"{swap_secs:.1f} s (other records' backfill {other_secs:.1f} s, not counted)",
