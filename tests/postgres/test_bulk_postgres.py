@@ -207,3 +207,51 @@ async def test_binary_copy_round_trips_every_column_type(pg_make_store: Any,
     assert await bulk.get_messages(mids) == await put.get_messages(mids)
     assert await bulk.get_relationships([r.id for r in rels]) == await put.get_relationships(
         [r.id for r in rels])
+
+
+async def test_parallel_batches_on_an_engine(pg_databases: Any) -> None:
+    """On an engine, two batches are written at once: same rows and BM25 statistics."""
+    from cycgraph_memory.postgres import PostgresMemoryStore, create_engine_from_dsn, upgrade
+
+    dsn = await pg_databases.create("cycgraph_bulk_parallel")
+    engine = create_engine_from_dsn(dsn)
+    try:
+        await upgrade(engine, embedding_dim=8)
+        w = _world()
+        w["facts"] += [fact(content=f"extra fact {i} about dogs", embedding=unit(i))
+                       for i in range(20)]
+        bulk = PostgresMemoryStore(engine, tenant_id="bulk")
+        put = PostgresMemoryStore(engine, tenant_id="put")
+        report = await bulk_import(bulk, batch_size=2, **w)
+        assert report.counts["facts"] == 27 and report.batches == 3 + 2 + 14 + 1 + 2
+        await put.put_entities(w["entities"])
+        await put.put_episodes(w["episodes"])
+        await put.put_facts(w["facts"])
+        await put.put_themes(w["themes"])
+        await put.put_relationships(w["relationships"])
+        assert await bulk.find_facts(include_invalidated=True) == await put.find_facts(
+            include_invalidated=True)
+        rel_ids = [r.id for r in w["relationships"]]
+        assert await bulk.get_relationships(rel_ids) == await put.get_relationships(rel_ids)
+
+        async def stats(tenant: str) -> list[Any]:
+            async with engine.begin() as conn:
+                await conn.execute(text("SELECT set_config('cycgraph.tenant_id', :t, true)"),
+                                   {"t": tenant})
+                rows = await conn.execute(text(
+                    "SELECT corpus, term, documents FROM text_search_terms "
+                    "WHERE tenant_id = :t ORDER BY corpus, term"), {"t": tenant})
+                corpora = await conn.execute(text(
+                    "SELECT corpus, documents, total_length FROM text_search_corpora "
+                    "WHERE tenant_id = :t ORDER BY corpus"), {"t": tenant})
+                return [*map(tuple, rows.all()), *map(tuple, corpora.all())]
+
+        assert await stats("bulk") == await stats("put")
+        dangling = relationship(w["entities"][0].id, entity().id)
+        other = PostgresMemoryStore(engine, tenant_id="other")
+        with pytest.raises(DanglingReferenceError):
+            await bulk_import(other, entities=w["entities"], relationships=[dangling],
+                              batch_size=2)
+        assert len(await other.find_entities()) == 5  # earlier batches stay committed
+    finally:
+        await engine.dispose()

@@ -38,7 +38,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from cycgraph_memory.errors import DuplicateRecordError, InvalidInputError
 from cycgraph_memory.postgres import convert
@@ -348,6 +348,15 @@ async def bulk_import(
     return BulkImportReport(counts=counts, batches=batches, vector_indexes_rebuilt=rebuilt)
 
 
+_WRITERS = 2
+"""Batches of one record type written at once, each in its own transaction/connection."""
+
+
+async def _write_one(store: PostgresMemoryStore, prepared: _Prepared) -> dict[str, int]:
+    async with store.transaction():  # a task of its own: its own unit of work
+        return await _write_prepared(store, prepared)
+
+
 async def _load(
     store: PostgresMemoryStore, batch_size: int, groups: Iterable[tuple[str, list[Any]]]
 ) -> tuple[dict[str, int], int]:
@@ -355,10 +364,27 @@ async def _load(
                             "relationships"), 0)
     batches = 0
     plan = [(kind, list(batch)) for kind, items in groups for batch in _batches(items, batch_size)]
-    pending: asyncio.Task[_Prepared] | None = None
+    pending: asyncio.Future[_Prepared] | None = None
+    writing: set[asyncio.Future[dict[str, int]]] = set()
+    # Several connections only when the store owns an engine (a sessionmaker bound to one
+    # connection, as in tests, must never run two statements at once).
+    writers = _WRITERS if isinstance(store.sessionmaker.kw.get("bind"), AsyncEngine) else 1
+
+    async def drain(until: int) -> None:
+        nonlocal batches
+        while len(writing) > until:
+            done, _ = await asyncio.wait(writing, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                writing.discard(task)
+                for table, n in task.result().items():  # raises a failed batch's error
+                    counts[table] += n
+                batches += 1
+
     try:
-        # Pipelined: batch i+1 is encoded in a worker thread while batch i is written,
-        # so the client's encoding and the server's upsert run on two cores at once.
+        # Pipelined: batch i+1 is encoded in a worker thread while earlier batches are
+        # written, and two batches of a type are written at once on two connections (the
+        # server's per-row work is most of a load). Types are loaded one after the other
+        # (edges need their endpoints committed).
         for i, (kind, batch) in enumerate(plan):
             current = pending or asyncio.ensure_future(
                 asyncio.to_thread(_prepare, store, kind, batch)
@@ -370,14 +396,18 @@ async def _load(
                 pending = asyncio.ensure_future(
                     asyncio.to_thread(_prepare, store, nxt_kind, nxt)
                 )
-            async with store.transaction():
-                written = await _write_prepared(store, prepared)
-            for table, n in written.items():
-                counts[table] += n
-            batches += 1
+            if i > 0 and plan[i - 1][0] != kind:
+                await drain(0)
+            await drain(writers - 1)
+            writing.add(asyncio.ensure_future(_write_one(store, prepared)))
+        await drain(0)
     finally:
+        leftovers: list[asyncio.Future[Any]] = [*writing]
         if pending is not None:
-            pending.cancel()
+            leftovers.append(pending)
+        for task in leftovers:
+            task.cancel()
+        for task in leftovers:
             with contextlib.suppress(BaseException):
-                await pending
+                await task
     return counts, batches
