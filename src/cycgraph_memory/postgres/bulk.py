@@ -15,8 +15,10 @@ its own transaction:
    tenant's document frequencies per batch) for new rows, row-level for an upsert that
    changes a stored row's tokens, so they stay exact.
 
-A batch is all or nothing; batches already committed stay (re-running the import is
-safe: every write is an upsert by id).
+Batches of one type are written two at a time on two connections when the store owns an
+engine (a store on a single connection writes one at a time). A batch is all or nothing;
+batches already committed stay (with two in flight, the one beside a failing batch may
+commit too; re-running the import is safe: every write is an upsert by id).
 
 HNSW trade-off: inserting into an HNSW index costs about a graph search per row and
 dominates large loads. ``defer_vector_indexes=True`` drops the HNSW indexes of the tables
