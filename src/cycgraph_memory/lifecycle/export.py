@@ -406,7 +406,7 @@ async def _should_defer(store: Any, handle: IO[str], choice: bool | None) -> boo
 async def _flush(store: Any, index: Any, kind: str, records: list[Any]) -> None:
     if not records:
         return
-    if hasattr(store, "write_batch"):  # Postgres: COPY, validated like put_*
+    if hasattr(store, "write_batch"):  # both shipped stores (Postgres: COPY)
         # The records were just built by validation from the file's JSON.
         await store.write_batch(kind, records, validated=True)
         if index is not None and hasattr(index, "upsert_many") and kind != "relationship":
