@@ -268,9 +268,17 @@ async def test_message_purge_keeps_facts_with_surviving_sources(
 
 async def test_purge_whole_tenant(store: Any, index: Any, ledger: Any) -> None:
     await _world(store, index, ledger)
+    await store.put_tenant_setting("theme_calibration", {"assignment_threshold": 0.8})
+    await store.put_tenant_setting("other", {"x": 1})
+    dry = await purge(store, tenant=True, dry_run=True)
+    assert dry.tenant_settings == 2
+    assert await store.get_tenant_setting("other") == {"x": 1}
     report = await purge(store, tenant=True, index=index, ledger=ledger)
     assert (report.entities, report.facts, report.episodes, report.themes) == (4, 3, 2, 1)
     assert report.ledger_runs == 1
+    assert report.tenant_settings == 2
+    assert await store.get_tenant_setting("theme_calibration") is None
+    assert await store.get_tenant_setting("other") is None
     assert await store.find_entities(include_invalidated=True) == []
     assert await store.find_facts(include_invalidated=True) == []
     assert await store.list_episodes(include_invalidated=True) == []

@@ -150,3 +150,30 @@ async def test_a_failing_provider_writes_nothing_of_its_batch(store: Any) -> Non
     assert await _state(store) == before
     with pytest.raises(InvalidInputError):
         await reembed(store, HashingEmbeddingProvider(dimensions=EMBED_DIM), record_types=["alien"])
+
+
+async def test_reembed_refits_the_theme_calibration(store: Any) -> None:
+    from cycgraph_memory.hierarchy.calibration import (
+        THEME_CALIBRATION_KEY,
+        ThemeCalibration,
+        fit_theme_calibration,
+        sample_fact_vectors,
+    )
+
+    facts = [make_fact(content=f"fact {i} about topic {i % 4}", embedding=unit(i % 8),
+                       valid_from=at(i)) for i in range(40)]
+    await store.put_facts(facts)
+    old = fit_theme_calibration([f.embedding for f in facts], 40)
+    await store.put_tenant_setting(THEME_CALIBRATION_KEY, old.model_dump())
+    await reembed(store, HashingEmbeddingProvider(dimensions=EMBED_DIM, seed=3),
+                  record_types=["fact"])
+    new = ThemeCalibration.model_validate(
+        await store.get_tenant_setting(THEME_CALIBRATION_KEY))
+    sample, _ = await sample_fact_vectors(store)
+    assert new == fit_theme_calibration(sample, 40)  # fitted on the new vectors
+    assert new != old
+    # Re-embedding other record types leaves the calibration alone.
+    await store.put_tenant_setting(THEME_CALIBRATION_KEY, old.model_dump())
+    await reembed(store, HashingEmbeddingProvider(dimensions=EMBED_DIM, seed=4),
+                  record_types=["entity"])
+    assert await store.get_tenant_setting(THEME_CALIBRATION_KEY) == old.model_dump()

@@ -89,6 +89,9 @@ async def test_width_change_backfills_then_swaps(pg_databases: Any) -> None:
             await store.put_entities([entity(name="Ada")])
             await store.put_episodes([episode()])
             await store.put_themes([theme(fact_ids=[f.id for f in facts])])
+        calibration = {"assignment_threshold": 0.9, "merge_threshold": 0.95, "facts": 4,
+                       "fitted_at": 4, "sample": 4, "dimensions": 8}
+        await stores["ta"].put_tenant_setting("theme_calibration", calibration)
         new = HashingEmbeddingProvider(dimensions=16, seed=1)
         await begin_width_change(engine, 16)
         index = PostgresMemoryIndex(engine, tenant_id="ta")
@@ -118,5 +121,12 @@ async def test_width_change_backfills_then_swaps(pg_databases: Any) -> None:
         assert all(len(m.embedding or []) == 16 for m in msgs.values())
         with pytest.raises(EmbeddingDimensionMismatchError):
             await store.put_fact(fact(embedding=unit(0)))
+        refit = await store.get_tenant_setting("theme_calibration")
+        assert refit is not None and refit["dimensions"] == 16  # refitted at the swap
+        async with engine.connect() as conn:
+            left = (await conn.execute(text(
+                "SELECT count(*) FROM pg_tables WHERE tablename = 'embedding_staging'"
+            ))).scalar_one()
+        assert left == 0
     finally:
         await engine.dispose()

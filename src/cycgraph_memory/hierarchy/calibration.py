@@ -40,6 +40,7 @@ __all__ = [
     "calibrate_theme_thresholds",
     "calibrated_clusterer",
     "fit_theme_calibration",
+    "refit_theme_calibration",
     "sample_fact_vectors",
 ]
 
@@ -247,6 +248,40 @@ async def sample_fact_vectors(store: MemoryStore) -> tuple[list[list[float]], in
             break
         offset = max(_SAMPLE_PAGE, 2 * offset)
     return vectors, counted
+
+
+async def refit_theme_calibration(
+    store: MemoryStore, *, theme_size: int = DEFAULT_THEME_SIZE
+) -> ThemeCalibration | None:
+    """Fit the tenant's stored calibration again on its current vectors (after re-embedding).
+
+    Does nothing (returns ``None``) when the store keeps no tenant settings or the tenant
+    has no calibration yet (the first ingest fits one). The fact count is kept; with too
+    few vectors the record falls back to the fixed defaults and is refitted at the next
+    ingest, as :class:`TenantThemeCalibrator` does.
+    """
+    getter = getattr(store, "get_tenant_setting", None)
+    putter = getattr(store, "put_tenant_setting", None)
+    if getter is None or putter is None:
+        return None
+    raw = await getter(THEME_CALIBRATION_KEY)
+    if raw is None:
+        return None
+    old = ThemeCalibration.model_validate(raw)
+    vectors, counted = await sample_fact_vectors(store)
+    dims = {len(v) for v in vectors}
+    dim = len(vectors[0]) if vectors else old.dimensions
+    vectors = [v for v in vectors if len(v) == dim][:_MAX_SAMPLE]
+    total = max(old.facts, counted)
+    if len(vectors) >= MIN_CALIBRATION_SAMPLE and len(dims) == 1:
+        record = fit_theme_calibration(vectors, total, theme_size=theme_size)
+    else:
+        record = ThemeCalibration(
+            assignment_threshold=0.7, merge_threshold=0.85, facts=total, fitted_at=0,
+            sample=len(vectors), dimensions=dim,
+        )
+    await putter(THEME_CALIBRATION_KEY, record.model_dump())
+    return record
 
 
 class TenantThemeCalibrator:

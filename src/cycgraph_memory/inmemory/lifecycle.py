@@ -7,7 +7,6 @@ in-memory backend is meant for small tenants).
 
 from __future__ import annotations
 
-import math
 import uuid
 from array import array
 from collections.abc import Mapping
@@ -77,6 +76,7 @@ def purge_candidates(store: InMemoryMemoryStore, sel: PurgeSelector) -> PurgeCan
         ],
         writer_keys={k: list(v) for k, v in s._idempotency.items() if not fact_ids.isdisjoint(v)},
         message_vectors={m for m in message_ids if m in s._message_vectors},
+        setting_keys=sorted(s._settings) if sel.tenant else [],
     )
 
 
@@ -116,6 +116,9 @@ async def apply_purge(store: InMemoryMemoryStore, plan: PurgePlan) -> None:
     if plan.delete_writer_keys:
         drop = set(plan.delete_writer_keys)
         s._idempotency = {k: v for k, v in s._idempotency.items() if k not in drop}
+    if plan.delete_setting_keys:
+        gone_keys = set(plan.delete_setting_keys)
+        s._settings = {k: v for k, v in s._settings.items() if k not in gone_keys}
 
 
 def write_embeddings(
@@ -125,8 +128,9 @@ def write_embeddings(
     s = store
     for v in vectors.values():
         check_dimension(s._expected_dimensions, len(v), f"{kind} embedding")
+    packed = _packed(vectors)
     if kind == "message":
-        updated = {k: array("d", v) for k, v in vectors.items() if k in s._message_homes}
+        updated = {k: v for k, v in packed.items() if k in s._message_homes}
         s._message_vectors = {**s._message_vectors, **updated}
         return len(updated)
     tables: dict[str, dict[uuid.UUID, Any]] = {
@@ -136,13 +140,13 @@ def write_embeddings(
         raise InvalidInputError(f"unknown record kind {kind!r}")
     table = tables[kind]
     n = 0
-    for rid, v in vectors.items():
+    for rid in vectors:
         old = table.get(rid)
         if old is None:
             continue
         # Replace, never mutate: transaction snapshots share the old record.
         new = copy_record(old)
-        new.__dict__["embedding"] = array("d", _checked(v))
+        new.__dict__["embedding"] = packed[rid]
         table[rid] = new
         if kind == "fact":
             s._lookups.put_fact(old, new)
@@ -150,10 +154,21 @@ def write_embeddings(
     return n
 
 
-def _checked(vector: list[float]) -> list[float]:
-    out = [float(x) for x in vector]
-    if not all(math.isfinite(x) for x in out):
+def _packed(vectors: Mapping[uuid.UUID, list[float]]) -> dict[uuid.UUID, array[float]]:
+    """The vectors checked in one numpy pass (finite) and packed as ``array("d")``."""
+    out: dict[uuid.UUID, array[float]] = {}
+    if not vectors:
+        return out
+    try:
+        m = np.asarray(list(vectors.values()), dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError("embeddings must be sequences of numbers of one width") from exc
+    if m.ndim != 2 or not np.isfinite(m).all():
         raise InvalidInputError("embeddings must be finite numbers")
+    for rid, row in zip(vectors, m, strict=True):
+        packed: array[float] = array("d")
+        packed.frombytes(row.tobytes())
+        out[rid] = packed
     return out
 
 

@@ -13,8 +13,9 @@ import asyncio
 import heapq
 import uuid
 from array import array
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -104,6 +105,9 @@ def _theme_key(t: Theme) -> tuple[datetime, str]:
     return (t.provenance.created_at, str(t.id))
 
 
+_TRUSTED: ContextVar[bool] = ContextVar("cycgraph_inmemory_trusted_batch", default=False)
+"""Set by ``write_batch(validated=True)`` for the put it makes (this task only)."""
+
 class InMemoryMemoryStore(InMemoryIngestLookups):
     """Zero-dependency ``MemoryStore`` backed by dicts.
 
@@ -143,8 +147,12 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
 
     def _prepare(self, model: type[R], value: object) -> R:
         # A freshly re-validated copy: the same checks as Postgres, even for records
-        # changed with model_copy(update=...), and no state shared with the caller.
-        record = coerce_record(model, value)
+        # changed with model_copy(update=...), and no state shared with the caller
+        # (except inside write_batch(validated=True): fresh records just validated).
+        if _TRUSTED.get() and type(value) is model:
+            record: R = value
+        else:
+            record = coerce_record(model, value)
         embedding = getattr(record, "embedding", None)
         if embedding is not None:
             check_dimension(
@@ -778,6 +786,31 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
         """Apply a purge plan; use ``cycgraph_memory.lifecycle.purge`` rather than this."""
         async with self._transaction():
             await _lifecycle.apply_purge(self, plan)
+
+    async def write_batch(
+        self, kind: str, records: Sequence[Any], *, validated: bool = False
+    ) -> dict[str, int]:
+        """Upsert a batch of ``kind`` records like the matching ``put_*`` (used by ``import_``).
+
+        ``validated=True``: the records are fresh instances the caller just built by
+        validation (``import_`` parses them from JSON); they are not validated again (the
+        embedding width is still checked).
+
+        Returns:
+            Records written by kind.
+        """
+        writers: dict[str, Callable[[Any], Awaitable[None]]] = {
+            "entity": self.put_entities, "relationship": self.put_relationships,
+            "episode": self.put_episodes, "fact": self.put_facts, "theme": self.put_themes,
+        }
+        if kind not in writers:
+            raise InvalidInputError(f"unknown record kind {kind!r}")
+        token = _TRUSTED.set(bool(validated))
+        try:
+            await writers[kind](records)
+        finally:
+            _TRUSTED.reset(token)
+        return {kind: len(records)}
 
     async def write_embeddings(
         self, kind: str, vectors: Mapping[uuid.UUID, list[float]], *, target: str = "current"

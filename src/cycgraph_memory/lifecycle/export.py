@@ -22,6 +22,7 @@ again gives the same bytes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -44,6 +45,7 @@ from cycgraph_memory.records import (
 )
 
 __all__ = [
+    "DEFER_INDEXES_MIN_RECORDS",
     "EXPORT_FORMAT",
     "EXPORT_VERSION",
     "ExportReport",
@@ -130,6 +132,28 @@ async def _pages(
         offset += len(batch)
 
 
+async def _prefetched(pages: AsyncIterator[list[Any]]) -> AsyncIterator[list[Any]]:
+    """Yield ``pages`` while the next one is fetched (one fetch in flight at a time).
+
+    The caller serialises a page while the database reads and sends the next: on
+    Postgres the two run on two cores. The caller must not use the store meanwhile.
+    """
+    ahead: asyncio.Future[list[Any]] = asyncio.ensure_future(anext(pages))
+    try:
+        while True:
+            try:
+                page = await ahead
+            except StopAsyncIteration:
+                return
+            ahead = asyncio.ensure_future(anext(pages))
+            yield page
+    finally:
+        if not ahead.done():
+            ahead.cancel()
+            with contextlib.suppress(BaseException):
+                await ahead
+
+
 async def _listed(
     fetch: Callable[[ListOptions], Any], page: int
 ) -> AsyncIterator[list[Any]]:
@@ -181,7 +205,7 @@ async def export_lines(
         for ep in episodes:
             counts["episode"] += 1
             yield _line("episode", ep, embeddings)
-    async for facts in _pages(store, "facts", page_size):
+    async for facts in _prefetched(_pages(store, "facts", page_size)):
         for f in facts:
             counts["fact"] += 1
             yield _line("fact", f, embeddings)
@@ -277,6 +301,7 @@ async def import_(
     index: Any = None,
     batch_size: int = 1000,
     atomic: bool = True,
+    defer_vector_indexes: bool | None = None,
 ) -> ImportReport:
     """Load an export into ``store`` (upserts by id: importing twice changes nothing).
 
@@ -291,6 +316,13 @@ async def import_(
         index: An index that keeps its own copies (the in-memory one) to update per batch.
         batch_size: Records written per store call (bounds memory).
         atomic: One unit of work for the whole file.
+        defer_vector_indexes: Postgres only: drop the HNSW indexes of the tables being
+            loaded for the import and rebuild them after it (see
+            ``cycgraph_memory.postgres.bulk``: vector searches of every tenant use exact
+            scans meanwhile). ``None`` (default) decides: defer when the file (a path or
+            a seekable file, whose end line gives the counts) holds at least
+            :data:`DEFER_INDEXES_MIN_RECORDS` records and at least a quarter as many as
+            the vector tables already hold; inside an open transaction never.
 
     Returns:
         Records imported by type, and the file's format version.
@@ -310,20 +342,73 @@ async def import_(
     else:
         raise InvalidTypeError(f"expected a path or a text file, got {type(source).__name__}")
     try:
-        if atomic:
-            async with store.transaction():
-                return await _import(store, handle, index, batch_size)
-        return await _import(store, handle, index, batch_size)
+        defer = await _should_defer(store, handle, defer_vector_indexes)
+        async with contextlib.AsyncExitStack() as stack:
+            if defer:
+                await stack.enter_async_context(store.deferred_vector_indexes(_VECTOR_TABLES))
+            if atomic:
+                async with store.transaction():
+                    return await _import(store, handle, index, batch_size)
+            return await _import(store, handle, index, batch_size)
     finally:
         if owned:
             await asyncio.to_thread(handle.close)
 
 
+DEFER_INDEXES_MIN_RECORDS = 20_000
+"""Fewest records of an import that ``defer_vector_indexes=None`` rebuilds HNSW for."""
+
+_VECTOR_TABLES = ("entities", "episodes", "episode_messages", "facts", "themes")
+
+
+def _footer_counts(handle: IO[str]) -> dict[str, int] | None:
+    """The end line's counts of a seekable export, read from its last bytes (or None)."""
+    try:
+        if not handle.seekable():
+            return None
+        start = handle.tell()
+        buffer = getattr(handle, "buffer", None)
+        if buffer is None:
+            return None
+        size = buffer.seek(0, os.SEEK_END)
+        buffer.seek(max(0, size - 4096))
+        tail = buffer.read().decode("utf-8", errors="replace")
+        handle.seek(start)
+    except (OSError, ValueError):
+        return None
+    lines = tail.rstrip("\n").rsplit("\n", 1)
+    try:
+        footer = json.loads(lines[-1])
+    except ValueError:
+        return None
+    counts = footer.get("counts") if isinstance(footer, dict) else None
+    if not isinstance(counts, dict) or footer.get("type") != "end":
+        return None
+    return {str(k): int(v) for k, v in counts.items() if isinstance(v, int)}
+
+
+async def _should_defer(store: Any, handle: IO[str], choice: bool | None) -> bool:
+    capable = hasattr(store, "deferred_vector_indexes")
+    if choice is not None:
+        if choice and not capable:
+            raise InvalidInputError(f"{type(store).__name__} has no vector indexes to defer")
+        return bool(choice)
+    if not capable or store.in_transaction():  # DDL cannot join a unit of work
+        return False
+    counts = await asyncio.to_thread(_footer_counts, handle)
+    incoming = sum(counts.values()) if counts else 0
+    if incoming < DEFER_INDEXES_MIN_RECORDS:
+        return False
+    existing = await store.vector_rows_estimate(_VECTOR_TABLES)
+    return bool(incoming * 4 >= existing)
+
+
 async def _flush(store: Any, index: Any, kind: str, records: list[Any]) -> None:
     if not records:
         return
-    if hasattr(store, "write_batch"):  # Postgres: COPY, validated like put_*
-        await store.write_batch(kind, records)
+    if hasattr(store, "write_batch"):  # both shipped stores (Postgres: COPY)
+        # The records were just built by validation from the file's JSON.
+        await store.write_batch(kind, records, validated=True)
         if index is not None and hasattr(index, "upsert_many") and kind != "relationship":
             index.upsert_many(records)
         return
@@ -339,25 +424,30 @@ async def _flush(store: Any, index: Any, kind: str, records: list[Any]) -> None:
         index.upsert_many(records)
 
 
-async def _import(store: Any, handle: IO[str], index: Any, batch_size: int) -> ImportReport:
-    counts = dict.fromkeys(_ORDER, 0)
-    pending: list[Any] = []
-    pending_kind: str | None = None
-    version: int | None = None
-    footer: dict[str, Any] | None = None
-    lineno = 0
-    chunks = _read_chunks(handle, batch_size)
-    while True:
-        chunk = await asyncio.to_thread(next, chunks, None)
+class _Parser:
+    """Reads and validates an export chunk by chunk (runs in a worker thread)."""
+
+    def __init__(self, handle: IO[str], batch_size: int) -> None:
+        self.chunks = _read_chunks(handle, batch_size)
+        self.counts = dict.fromkeys(_ORDER, 0)
+        self.version: int | None = None
+        self.footer: dict[str, Any] | None = None
+        self.lineno = 0
+
+    def next_records(self) -> list[tuple[str, Any]] | None:
+        """The records of the next chunk of lines, validated; ``None`` at the end."""
+        chunk = next(self.chunks, None)
         if chunk is None:
-            break
+            return None
+        out: list[tuple[str, Any]] = []
         for raw in chunk:
-            lineno += 1
-            if footer is not None:
+            self.lineno += 1
+            lineno = self.lineno
+            if self.footer is not None:
                 if raw.strip():
                     raise InvalidInputError(f"line {lineno}: data after the end line")
                 continue
-            fast = _split_record_line(raw) if version is not None else None
+            fast = _split_record_line(raw) if self.version is not None else None
             if fast is not None:
                 # The layout export writes: validate the record straight from its JSON
                 # text (pydantic's parser; no intermediate Python dict).
@@ -367,11 +457,8 @@ async def _import(store: Any, handle: IO[str], index: Any, batch_size: int) -> I
                 except ValidationError:
                     _log.warning("import: line %d holds an invalid %s", lineno, fkind)
                     raise
-                if fkind != pending_kind or len(pending) >= batch_size:
-                    await _flush(store, index, pending_kind or fkind, pending)
-                    pending, pending_kind = [], fkind
-                pending.append(record)
-                counts[fkind] += 1
+                out.append((fkind, record))
+                self.counts[fkind] += 1
                 continue
             try:
                 obj = from_json(raw)
@@ -379,7 +466,7 @@ async def _import(store: Any, handle: IO[str], index: Any, batch_size: int) -> I
                 raise InvalidInputError(f"line {lineno}: not JSON ({exc})") from exc
             if not isinstance(obj, dict):
                 raise InvalidInputError(f"line {lineno}: expected a JSON object")
-            if version is None:
+            if self.version is None:
                 if obj.get("format") != EXPORT_FORMAT:
                     raise InvalidInputError("not a cycgraph-memory export (bad header line)")
                 v = obj.get("version")
@@ -387,11 +474,11 @@ async def _import(store: Any, handle: IO[str], index: Any, batch_size: int) -> I
                     raise InvalidInputError(
                         f"unsupported export version {v!r} (this library reads 1..{EXPORT_VERSION})"
                     )
-                version = v
+                self.version = v
                 continue
             kind: Any = obj.get("type")
             if kind == "end":
-                footer = obj
+                self.footer = obj
                 continue
             model = _MODELS.get(kind) if isinstance(kind, str) else None
             if model is None:
@@ -402,18 +489,41 @@ async def _import(store: Any, handle: IO[str], index: Any, batch_size: int) -> I
             except ValidationError:
                 _log.warning("import: line %d holds an invalid %s", lineno, kind)
                 raise
-            if kind != pending_kind or len(pending) >= batch_size:
-                await _flush(store, index, pending_kind or kind, pending)
-                pending, pending_kind = [], kind
-            pending.append(record)
-            counts[kind] += 1
-    if version is None:
+            out.append((kind, record))
+            self.counts[kind] += 1
+        return out
+
+
+async def _import(store: Any, handle: IO[str], index: Any, batch_size: int) -> ImportReport:
+    parser = _Parser(handle, batch_size)
+    pending: list[Any] = []
+    pending_kind: str | None = None
+    # Pipelined: the next chunk is read and validated in a worker thread while this one
+    # is written (on Postgres the server works meanwhile: two cores busy).
+    ahead = asyncio.ensure_future(asyncio.to_thread(parser.next_records))
+    try:
+        while True:
+            records = await ahead
+            if records is None:
+                break
+            ahead = asyncio.ensure_future(asyncio.to_thread(parser.next_records))
+            for kind, record in records:
+                if kind != pending_kind or len(pending) >= batch_size:
+                    await _flush(store, index, pending_kind or kind, pending)
+                    pending, pending_kind = [], kind
+                pending.append(record)
+    finally:
+        if not ahead.done():
+            with contextlib.suppress(BaseException):
+                await ahead
+    if parser.version is None:
         raise InvalidInputError("empty input: not a cycgraph-memory export")
-    if footer is None:
+    if parser.footer is None:
         raise InvalidInputError("truncated export: the end line is missing")
-    if footer.get("counts") != counts:
+    counts = parser.counts
+    if parser.footer.get("counts") != counts:
         raise InvalidInputError(
-            f"record counts {counts} differ from the end line's {footer.get('counts')}"
+            f"record counts {counts} differ from the end line's {parser.footer.get('counts')}"
         )
     await _flush(store, index, pending_kind or "entity", pending)
-    return ImportReport(counts=counts, version=version)
+    return ImportReport(counts=counts, version=parser.version)

@@ -148,6 +148,7 @@ class PurgeCandidates(BaseModel):
     superseding: list[Entity] = Field(default_factory=list)
     writer_keys: dict[str, list[uuid.UUID]] = Field(default_factory=dict)
     message_vectors: set[uuid.UUID] = Field(default_factory=set)
+    setting_keys: list[str] = Field(default_factory=list)
 
 
 class PurgePlan(BaseModel):
@@ -159,6 +160,8 @@ class PurgePlan(BaseModel):
         put_*: Surviving records rewritten without the purged references.
         delete_message_ids: Every erased message (of deleted and of surviving episodes).
         delete_writer_keys: Idempotency keys that recorded a deleted fact.
+        delete_setting_keys: The tenant's settings (``get_tenant_setting``), on a whole
+            tenant purge.
         embeddings: Vectors erased (records and messages with an embedding).
     """
 
@@ -172,6 +175,7 @@ class PurgePlan(BaseModel):
     delete_fact_ids: list[uuid.UUID] = Field(default_factory=list)
     delete_theme_ids: list[uuid.UUID] = Field(default_factory=list)
     delete_writer_keys: list[str] = Field(default_factory=list)
+    delete_setting_keys: list[str] = Field(default_factory=list)
     put_entities: list[Entity] = Field(default_factory=list)
     put_episodes: list[Episode] = Field(default_factory=list)
     put_facts: list[SemanticFact] = Field(default_factory=list)
@@ -185,7 +189,8 @@ class PurgePlan(BaseModel):
             (
                 self.delete_entity_ids, self.delete_relationship_ids, self.delete_episode_ids,
                 self.delete_message_ids, self.delete_fact_ids, self.delete_theme_ids,
-                self.delete_writer_keys, self.put_entities, self.put_episodes,
+                self.delete_writer_keys, self.delete_setting_keys,
+                self.put_entities, self.put_episodes,
                 self.put_facts, self.put_themes,
             )
         )
@@ -215,6 +220,8 @@ class PurgeReport(BaseModel):
         embeddings: Vectors erased with their records (also gone from every index).
         text_search_entries: Full-text entries erased (facts, messages, episodes).
         idempotency_keys: ``put_facts_once`` keys that recorded a deleted fact.
+        tenant_settings: Per-tenant settings erased (whole tenant purge: e.g. the theme
+            calibration).
         ledger_links / ledger_runs: Outcome-ledger rows removed.
         audit_entries_redacted: Gate-audit rows whose fact id named a deleted fact.
         erasure_id: Id of the erasure-log entry (``None`` on a dry run or with no ledger).
@@ -237,6 +244,7 @@ class PurgeReport(BaseModel):
     embeddings: int = 0
     text_search_entries: int = 0
     idempotency_keys: int = 0
+    tenant_settings: int = 0
     ledger_links: int = 0
     ledger_runs: int = 0
     audit_entries_redacted: int = 0

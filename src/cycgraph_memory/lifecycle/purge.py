@@ -24,6 +24,8 @@ What is derived from what (the rules the planner applies):
 * Themes: deleted when their provenance matches or all their facts are deleted; a theme
   that lost facts is re-centred (mean of its surviving facts' unit embeddings) and
   relabelled from its surviving facts (labels quote fact text).
+* A whole-tenant purge also erases the tenant's settings (the theme calibration: its
+  thresholds are read off the tenant's vectors).
 * Idempotency keys that recorded a deleted fact, the ledger's links of deleted facts (and
   the run named by ``run_id``) go; gate-audit rows naming a deleted fact are redacted.
 """
@@ -196,6 +198,7 @@ def plan_purge(selector: PurgeSelector, candidates: PurgeCandidates) -> PurgePla
     )
     return PurgePlan(
         selector=sel,
+        delete_setting_keys=sorted(candidates.setting_keys) if sel.tenant else [],
         delete_entity_ids=sorted(del_entities),
         delete_relationship_ids=sorted(del_relationships),
         delete_episode_ids=sorted(del_episodes),
@@ -244,6 +247,7 @@ def _report(plan: PurgePlan, ledger: LedgerErasure, *, dry_run: bool) -> PurgeRe
         + len(plan.delete_message_ids)
         + len(plan.delete_episode_ids),
         idempotency_keys=len(plan.delete_writer_keys),
+        tenant_settings=len(plan.delete_setting_keys),
         ledger_links=ledger.ledger_links,
         ledger_runs=ledger.ledger_runs,
         audit_entries_redacted=ledger.audit_entries_redacted,

@@ -8,6 +8,8 @@ records included, and rewrites only the vectors (no other field changes):
   its text when a message has none.
 * ``entity``: the name; ``fact``: the content.
 * ``theme``: the centroid of its member facts' new vectors (nothing is embedded).
+* the tenant's theme calibration (thresholds read off its fact vectors, kept in the
+  tenant settings), when facts were re-embedded: fitted again on the new vectors.
 
 Each batch is written in its own unit of work and then reported to ``progress`` as a
 :class:`ReembedProgress`; pass the last one back as ``resume_from`` to continue after a
@@ -35,6 +37,7 @@ from cycgraph_memory.errors import (
     InvalidTypeError,
     ProviderError,
 )
+from cycgraph_memory.hierarchy.calibration import DEFAULT_THEME_SIZE, refit_theme_calibration
 from cycgraph_memory.records import EntityFilter, Episode, FactFilter, ListOptions
 
 __all__ = ["REEMBED_RECORD_TYPES", "ReembedProgress", "ReembedReport", "reembed"]
@@ -120,6 +123,7 @@ async def reembed(
     progress: Callable[[ReembedProgress], Awaitable[None] | None] | None = None,
     resume_from: ReembedProgress | None = None,
     target: Literal["current", "next"] = "current",
+    theme_size: int = DEFAULT_THEME_SIZE,
 ) -> ReembedReport:
     """Recompute the stored vectors of ``record_types`` with ``provider``.
 
@@ -134,7 +138,10 @@ async def reembed(
         progress: Called (sync or async) with a checkpoint after every committed batch.
         resume_from: The last checkpoint of an interrupted run.
         target: ``"current"`` rewrites the vectors in place; ``"next"`` fills the staging
-            column of a Postgres width change.
+            table of a Postgres width change.
+        theme_size: Facts per theme of the tenant's calibration (the calibrator's
+            ``theme_size``): when facts are re-embedded in place, the stored theme
+            calibration is fitted again on the new vectors.
 
     Returns:
         Vectors written by kind.
@@ -195,6 +202,12 @@ async def reembed(
             written += n
             offset += len(page)
             await report(kind, offset)
+    if "fact" in types and target == "current":
+        # The calibrated theme thresholds are quantiles of the tenant's fact similarities:
+        # another embedder, other similarities (on Postgres a width change refits them at
+        # the swap, when the new vectors become the readable ones).
+        async with store.transaction():
+            await refit_theme_calibration(store, theme_size=theme_size)
     await report(types[-1], 0, finished=True)
     if index is not None and hasattr(index, "upsert_many"):
         await index.rebuild(store)

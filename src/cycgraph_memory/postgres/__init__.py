@@ -29,7 +29,12 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
     raise MissingExtraError("postgres", _exc.name or "sqlalchemy") from None
 
 from cycgraph_memory.postgres._base import DEFAULT_TENANT, TENANT_SETTING, validate_tenant
-from cycgraph_memory.postgres.bulk import BulkImportReport, bulk_import
+from cycgraph_memory.postgres.bulk import (
+    HNSW_BUILD_MEMORY,
+    BulkImportReport,
+    bulk_import,
+    deferred_vector_indexes,
+)
 from cycgraph_memory.postgres.embedded import (
     EmbeddedServer,
     embedded_server_dsn,
@@ -67,6 +72,7 @@ __all__ = [
     "DEFAULT_EMBEDDING_DIM",
     "DEFAULT_TENANT",
     "DSN_ENV_VAR",
+    "HNSW_BUILD_MEMORY",
     "HNSW_EF_CONSTRUCTION",
     "HNSW_M",
     "TENANT_SETTING",
@@ -81,6 +87,7 @@ __all__ = [
     "bulk_import",
     "create_engine_from_dsn",
     "current_revision",
+    "deferred_vector_indexes",
     "downgrade",
     "dsn_from_env",
     "embedded_server_dsn",

@@ -5,13 +5,20 @@ relationships for the store's tenant. Every record is validated exactly like a `
 (pydantic model, the schema's embedding width, edge endpoints), then each batch runs in
 its own transaction:
 
-1. ``COPY`` (asyncpg's binary protocol) into a temporary table whose vectors and JSON
-   are text (no per-row parameter binding; the server parses the vectors in C);
+1. ``COPY ... (FORMAT binary)`` into a temporary table with the real column types (the
+   rows encoded by :mod:`~cycgraph_memory.postgres._copy_binary`: vectors as float32 in
+   one numpy call, no per-row parameter binding), with the BM25 tokens (``search_terms``)
+   the store writes with every record;
 2. one ``INSERT ... SELECT ... ON CONFLICT (tenant_id, id) DO UPDATE`` into the real table
-   (ids sorted, so concurrent loads lock rows in the same order).
+   (ids sorted, so concurrent loads lock rows in the same order). The BM25 statistics
+   follow through migration 0008's triggers: statement-level (one set-based update of the
+   tenant's document frequencies per batch) for new rows, row-level for an upsert that
+   changes a stored row's tokens, so they stay exact.
 
-A batch is all or nothing; batches already committed stay (re-running the import is
-safe: every write is an upsert by id).
+Batches of one type are written two at a time on two connections when the store owns an
+engine (a store on a single connection writes one at a time). A batch is all or nothing;
+batches already committed stay (with two in flight, the one beside a failing batch may
+commit too; re-running the import is safe: every write is an upsert by id).
 
 HNSW trade-off: inserting into an HNSW index costs about a graph search per row and
 dominates large loads. ``defer_vector_indexes=True`` drops the HNSW indexes of the tables
@@ -23,53 +30,39 @@ maintenance windows, not on a live multi-tenant database.
 
 from __future__ import annotations
 
-import json
+import asyncio
+import contextlib
 import logging
+import re
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from cycgraph_memory.errors import DuplicateRecordError, InvalidInputError
 from cycgraph_memory.postgres import convert
-from cycgraph_memory.postgres.schema import vector_text
+from cycgraph_memory.postgres._copy_binary import COLUMN_TYPES, encode_rows
+from cycgraph_memory.postgres.reembedding import HNSW_BUILD_MEMORY
 from cycgraph_memory.postgres.store import PostgresMemoryStore, coerce_record
 from cycgraph_memory.records import Entity, Episode, Relationship, SemanticFact, Theme
 
-__all__ = ["BulkImportReport", "bulk_import", "write_batch"]
+__all__ = [
+    "HNSW_BUILD_MEMORY",
+    "BulkImportReport",
+    "build_vector_indexes",
+    "bulk_import",
+    "deferred_vector_indexes",
+    "vector_rows_estimate",
+    "write_batch",
+]
 
 _log = logging.getLogger(__name__)
 
-_JSON = {"attributes", "provenance", "metadata"}
 _COLUMNS: dict[str, tuple[str, ...]] = {
-    "entities": (
-        "tenant_id", "id", "name", "entity_type", "attributes", "embedding", "provenance",
-        "created_at", "updated_at", "invalidated_at", "superseded_by",
-    ),
-    "relationships": (
-        "tenant_id", "id", "source_id", "target_id", "relation_type", "weight", "attributes",
-        "valid_from", "valid_until", "provenance", "invalidated_by",
-    ),
-    "episodes": (
-        "tenant_id", "id", "topic", "started_at", "ended_at", "embedding", "fact_ids",
-        "provenance", "invalidated_at",
-    ),
-    "episode_messages": (
-        "tenant_id", "episode_id", "id", "position", "role", "content", "timestamp",
-        "metadata", "embedding",
-    ),
-    "facts": (
-        "tenant_id", "id", "content", "source_episode_ids", "entity_ids", "theme_id",
-        "embedding", "provenance", "valid_from", "valid_until", "invalidated_by",
-        "access_count", "last_accessed_at", "tags", "source_message_ids",
-    ),
-    "themes": (
-        "tenant_id", "id", "label", "description", "fact_ids", "embedding", "provenance",
-        "created_at", "invalidated_at",
-    ),
+    table: tuple(types) for table, types in COLUMN_TYPES.items()
 }
 _HNSW_TABLES = ("entities", "episodes", "episode_messages", "facts", "themes")
 
@@ -85,67 +78,36 @@ class BulkImportReport(BaseModel):
 
 
 def _stage_sql(table: str) -> str:
-    cols = []
-    for c in _COLUMNS[table]:
-        if c == "embedding":
-            cols.append("embedding::text AS embedding")
-        elif c in _JSON:
-            cols.append(f"{c}::text AS {c}")
-        else:
-            cols.append(c)
+    # The real column types (vector(N), jsonb, uuid[], ...): the binary COPY stream is
+    # decoded by the types' own receive functions, and the upsert needs no casts.
     return (
         f"CREATE TEMP TABLE _cg_stage_{table} ON COMMIT DROP AS "
-        f"SELECT {', '.join(cols)} FROM {table} WITH NO DATA"
+        f"SELECT {', '.join(_COLUMNS[table])} FROM {table} WITH NO DATA"
     )
 
 
 def _upsert_sql(table: str) -> str:
     cols = _COLUMNS[table]
-    select = ", ".join(
-        "embedding::vector" if c == "embedding" else (f"{c}::jsonb" if c in _JSON else c)
-        for c in cols
-    )
     key = ("tenant_id", "episode_id", "id") if table == "episode_messages" else ("tenant_id", "id")
     sets = ", ".join(f"{c} = EXCLUDED.{c}" for c in cols if c not in key)
     return (
-        f"INSERT INTO {table} ({', '.join(cols)}) SELECT {select} FROM _cg_stage_{table} "
-        f"ORDER BY id ON CONFLICT ({', '.join(key)}) DO UPDATE SET {sets}"
+        f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(cols)} "
+        f"FROM _cg_stage_{table} ORDER BY id ON CONFLICT ({', '.join(key)}) DO UPDATE SET {sets}"
     )
 
 
-def _copy_row(table: str, row: dict[str, Any]) -> tuple[Any, ...]:
-    out = []
-    for c in _COLUMNS[table]:
-        v = row[c]
-        if c in _JSON:
-            v = json.dumps(v, separators=(",", ":"), ensure_ascii=False)
-        elif c == "embedding" and v is not None:
-            # pgvector's text form, built by one C-level % (asyncpg's binary real[]
-            # encoder checks every element in Python: ~10x slower for 384-d vectors).
-            v = vector_text(v)
-        out.append(v)
-    return tuple(out)
-
-
-async def _copy(session: AsyncSession, table: str, rows: list[dict[str, Any]]) -> None:
-    if not rows:
-        return
+async def _copy(session: AsyncSession, table: str, stream: bytes) -> None:
     await session.execute(text(f"DROP TABLE IF EXISTS _cg_stage_{table}"))
     await session.execute(text(_stage_sql(table)))
-    if "embedding" in _COLUMNS[table]:
-        # Staged vector text is read once: compressing it (pglz) would cost more than
-        # the whole upsert.
-        await session.execute(
-            text(f"ALTER TABLE _cg_stage_{table} ALTER COLUMN embedding SET STORAGE EXTERNAL")
-        )
     await session.execute(text("SET LOCAL work_mem = '64MB'"))  # the ORDER BY id sort
     conn = await session.connection()
     raw = await conn.get_raw_connection()
     driver: Any = raw.driver_connection
-    await driver.copy_records_to_table(
+    await driver.copy_to_table(
         f"_cg_stage_{table}",
-        records=[_copy_row(table, r) for r in rows],
+        source=memoryview(stream),  # bytes would be taken for a path
         columns=list(_COLUMNS[table]),
+        format="binary",
     )
     await session.execute(text(_upsert_sql(table)))
 
@@ -166,6 +128,60 @@ async def _saved_hnsw(session: AsyncSession, tables: Sequence[str]) -> list[tupl
     return [(str(n), str(d)) for n, d in rows.all()]
 
 
+
+
+async def build_vector_indexes(
+    store: PostgresMemoryStore, definitions: Sequence[str], *, memory: str = HNSW_BUILD_MEMORY
+) -> None:
+    """Run HNSW ``CREATE INDEX`` statements, each in its own transaction, with ``memory``."""
+    if not re.fullmatch(r"\d+\s*(kB|MB|GB)", memory):
+        raise InvalidInputError(f"memory must look like '512MB' or '1GB', got {memory!r}")
+    for definition in definitions:
+        async with store.transaction(), store._session() as session:
+            await session.execute(text(f"SET LOCAL maintenance_work_mem = '{memory}'"))
+            await session.execute(
+                text(definition.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1))
+            )
+
+
+@contextlib.asynccontextmanager
+async def deferred_vector_indexes(
+    store: PostgresMemoryStore, tables: Sequence[str], *, memory: str = HNSW_BUILD_MEMORY
+) -> AsyncIterator[list[str]]:
+    """Drop the HNSW indexes of ``tables`` for the block, rebuild them after (even on error).
+
+    Yields the names of the indexes dropped. While they are missing, vector searches of
+    every tenant fall back to exact scans (correct, slower); see the module docstring.
+    """
+    if store._active_session() is not None:
+        raise InvalidInputError("deferring vector indexes needs DDL: call it outside a transaction")
+    async with store.transaction(), store._session() as session:
+        saved = await _saved_hnsw(session, tables)
+        for name, _ in saved:
+            await session.execute(text(f'DROP INDEX IF EXISTS "{name}"'))
+    _log.warning("dropped %d HNSW indexes until the load ends", len(saved))
+    try:
+        yield [n for n, _ in saved]
+    finally:
+        await build_vector_indexes(store, [d for _, d in saved], memory=memory)
+        _log.info("rebuilt %d HNSW indexes", len(saved))
+
+
+async def vector_rows_estimate(store: PostgresMemoryStore, tables: Sequence[str]) -> int:
+    """Rows of ``tables`` in the whole deployment, from the planner's statistics (cheap)."""
+    async with store._session() as session:
+        value = (
+            await session.execute(
+                text(
+                    "SELECT coalesce(sum(greatest(reltuples, 0)), 0) FROM pg_class "
+                    "WHERE relname = ANY(:t) AND relnamespace = current_schema()::regnamespace"
+                ),
+                {"t": list(tables)},
+            )
+        ).scalar_one()
+    return int(value)
+
+
 _TABLE_OF: dict[str, tuple[str, type[Any], Callable[[Any, str], dict[str, Any]]]] = {
     "entity": ("entities", Entity, convert.entity_to_row),
     "episode": ("episodes", Episode, convert.episode_to_row),
@@ -173,6 +189,57 @@ _TABLE_OF: dict[str, tuple[str, type[Any], Callable[[Any, str], dict[str, Any]]]
     "theme": ("themes", Theme, convert.theme_to_row),
     "relationship": ("relationships", Relationship, convert.relationship_to_row),
 }
+
+
+class _Prepared:
+    """One batch checked and encoded for COPY (built off the event loop, in a thread)."""
+
+    __slots__ = ("items", "kind", "messages", "streams")
+
+    def __init__(self, kind: str, items: list[Any], tenant: str) -> None:
+        table, _, to_row = _TABLE_OF[kind]
+        self.kind = kind
+        self.items = items
+        self.messages: list[Any] = []
+        if kind == "episode":
+            seen: dict[uuid.UUID, uuid.UUID] = {}
+            for ep in items:
+                for m in ep.messages:
+                    if seen.setdefault(m.id, ep.id) != ep.id:
+                        raise DuplicateRecordError(f"message {m.id} appears in two episodes")
+                    self.messages.append(m)
+        self.streams: dict[str, tuple[bytes, int]] = {
+            table: (encode_rows(table, (to_row(r, tenant) for r in items)), len(items))
+        }
+        if kind == "episode":
+            rows = [r for e in items for r in convert.messages_to_rows(e, tenant)]
+            self.streams["episode_messages"] = (encode_rows("episode_messages", rows), len(rows))
+
+
+def _prepare(store: PostgresMemoryStore, kind: str, items: list[Any]) -> _Prepared:
+    store._precheck(items, kind)
+    prepared = _Prepared(kind, items, store.tenant_id)
+    store._precheck(prepared.messages, "message")
+    return prepared
+
+
+async def _write_prepared(store: PostgresMemoryStore, batch: _Prepared) -> dict[str, int]:
+    kind, items = batch.kind, batch.items
+    async with store._session() as session:
+        await store._checked_dim(session, [*items, *batch.messages], kind)
+        if kind == "relationship":
+            await store._check_endpoints(session, items)
+        if kind == "episode":
+            await session.execute(
+                text(
+                    "DELETE FROM episode_messages "
+                    "WHERE tenant_id = :t AND episode_id = ANY(:ids)"
+                ),
+                {"t": store.tenant_id, "ids": [e.id for e in items]},
+            )
+        for table, (stream, _) in batch.streams.items():
+            await _copy(session, table, stream)
+    return {table: n for table, (_, n) in batch.streams.items()}
 
 
 async def write_batch(
@@ -187,45 +254,26 @@ async def write_batch(
     The same checks as ``put_*`` (model, embedding width, edge endpoints, one episode per
     message). Used by :func:`bulk_import` and by ``lifecycle.import_`` on Postgres.
 
+    Args:
+        store: The target store.
+        kind: ``entity``, ``episode``, ``fact``, ``theme`` or ``relationship``.
+        records: The records (or mappings).
+        validated: The records are fresh instances this very call chain built by
+            validation (``import_`` parses them from JSON): do not validate them again.
+
     Returns:
         Rows written by table.
     """
     if kind not in _TABLE_OF:
         raise InvalidInputError(f"unknown record kind {kind!r}")
-    table, model, to_row = _TABLE_OF[kind]
+    model = _TABLE_OF[kind][1]
     items = list(records) if validated else [coerce_record(model, r) for r in records]
     if not items:
         return {}
-    tenant = store.tenant_id
-    messages = [m for ep in items for m in ep.messages] if kind == "episode" else []
-    if kind == "episode":
-        seen: dict[uuid.UUID, uuid.UUID] = {}
-        for ep in items:
-            for m in ep.messages:
-                if seen.setdefault(m.id, ep.id) != ep.id:
-                    raise DuplicateRecordError(f"message {m.id} appears in two episodes")
-    store._precheck(items, kind)
-    store._precheck(messages, "message")
-    out: dict[str, int] = {}
-    async with store._session() as session:
-        await store._checked_dim(session, [*items, *messages], kind)
-        if kind == "relationship":
-            await store._check_endpoints(session, items)
-        if kind == "episode":
-            await session.execute(
-                text(
-                    "DELETE FROM episode_messages "
-                    "WHERE tenant_id = :t AND episode_id = ANY(:ids)"
-                ),
-                {"t": tenant, "ids": [e.id for e in items]},
-            )
-        await _copy(session, table, [to_row(r, tenant) for r in items])
-        out[table] = len(items)
-        if kind == "episode":
-            rows = [r for e in items for r in convert.messages_to_rows(e, tenant)]
-            await _copy(session, "episode_messages", rows)
-            out["episode_messages"] = len(rows)
-    return out
+    # Encoding runs in a worker thread: the event loop stays free, and a caller that
+    # overlaps parsing with writing (``import_``) keeps both cores busy.
+    prepared = await asyncio.to_thread(_prepare, store, kind, items)
+    return await _write_prepared(store, prepared)
 
 
 async def bulk_import(
@@ -291,33 +339,77 @@ async def bulk_import(
         await store._checked_dim(session, [*ents, *eps, *messages, *fcts, *thms], "record")
     loaded = ("entities", "episodes", "episode_messages", "facts", "themes")
     touched = [t for t, xs in zip(loaded, (ents, eps, eps, fcts, thms), strict=True) if xs]
-    saved: list[tuple[str, str]] = []
-    if defer_vector_indexes and touched:
-        async with store.transaction(), store._session() as session:
-            saved = await _saved_hnsw(session, touched)
-            for name, _ in saved:
-                await session.execute(text(f'DROP INDEX IF EXISTS "{name}"'))
-        _log.warning("bulk import: dropped %d HNSW indexes until the load ends", len(saved))
+    async with contextlib.AsyncExitStack() as stack:
+        rebuilt: list[str] = []
+        if defer_vector_indexes and touched:
+            rebuilt = await stack.enter_async_context(deferred_vector_indexes(store, touched))
+        counts, batches = await _load(
+            store, batch_size, (("entity", ents), ("episode", eps), ("fact", fcts),
+                                ("theme", thms), ("relationship", rels))
+        )
+    return BulkImportReport(counts=counts, batches=batches, vector_indexes_rebuilt=rebuilt)
+
+
+_WRITERS = 2
+"""Batches of one record type written at once, each in its own transaction/connection."""
+
+
+async def _write_one(store: PostgresMemoryStore, prepared: _Prepared) -> dict[str, int]:
+    async with store.transaction():  # a task of its own: its own unit of work
+        return await _write_prepared(store, prepared)
+
+
+async def _load(
+    store: PostgresMemoryStore, batch_size: int, groups: Iterable[tuple[str, list[Any]]]
+) -> tuple[dict[str, int], int]:
     counts = dict.fromkeys(("entities", "episodes", "episode_messages", "facts", "themes",
                             "relationships"), 0)
     batches = 0
-    try:
-        for kind, items in (("entity", ents), ("episode", eps), ("fact", fcts),
-                            ("theme", thms), ("relationship", rels)):
-            for batch in _batches(items, batch_size):
-                async with store.transaction():
-                    written = await write_batch(store, kind, batch, validated=True)
-                for table, n in written.items():
+    plan = [(kind, list(batch)) for kind, items in groups for batch in _batches(items, batch_size)]
+    pending: asyncio.Future[_Prepared] | None = None
+    writing: set[asyncio.Future[dict[str, int]]] = set()
+    # Several connections only when the store owns an engine (a sessionmaker bound to one
+    # connection, as in tests, must never run two statements at once).
+    writers = _WRITERS if isinstance(store.sessionmaker.kw.get("bind"), AsyncEngine) else 1
+
+    async def drain(until: int) -> None:
+        nonlocal batches
+        while len(writing) > until:
+            done, _ = await asyncio.wait(writing, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                writing.discard(task)
+                for table, n in task.result().items():  # raises a failed batch's error
                     counts[table] += n
                 batches += 1
+
+    try:
+        # Pipelined: batch i+1 is encoded in a worker thread while earlier batches are
+        # written, and two batches of a type are written at once on two connections (the
+        # server's per-row work is most of a load). Types are loaded one after the other
+        # (edges need their endpoints committed).
+        for i, (kind, batch) in enumerate(plan):
+            current = pending or asyncio.ensure_future(
+                asyncio.to_thread(_prepare, store, kind, batch)
+            )
+            prepared = await current
+            pending = None
+            if i + 1 < len(plan):
+                nxt_kind, nxt = plan[i + 1]
+                pending = asyncio.ensure_future(
+                    asyncio.to_thread(_prepare, store, nxt_kind, nxt)
+                )
+            if i > 0 and plan[i - 1][0] != kind:
+                await drain(0)
+            await drain(writers - 1)
+            writing.add(asyncio.ensure_future(_write_one(store, prepared)))
+        await drain(0)
     finally:
-        if saved:
-            async with store.transaction(), store._session() as session:
-                for _, definition in saved:
-                    await session.execute(
-                        text(definition.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1))
-                    )
-            _log.info("bulk import: rebuilt %d HNSW indexes", len(saved))
-    return BulkImportReport(
-        counts=counts, batches=batches, vector_indexes_rebuilt=[n for n, _ in saved]
-    )
+        leftovers: list[asyncio.Future[Any]] = [*writing]
+        if pending is not None:
+            leftovers.append(pending)
+        for task in leftovers:
+            task.cancel()
+        for task in leftovers:
+            with contextlib.suppress(BaseException):
+                await task
+    return counts, batches

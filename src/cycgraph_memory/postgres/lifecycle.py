@@ -15,9 +15,8 @@ logs it.
 from __future__ import annotations
 
 import logging
-import math
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
@@ -39,13 +38,10 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from cycgraph_memory._ids import parse_ids
 from cycgraph_memory.errors import (
-    EmbeddingDimensionMismatchError,
     InvalidInputError,
-    SchemaNotReadyError,
 )
 from cycgraph_memory.lifecycle.models import (
     REDACTED_FACT_ID,
@@ -56,17 +52,22 @@ from cycgraph_memory.lifecycle.models import (
     PurgeSelector,
 )
 from cycgraph_memory.postgres import convert
-from cycgraph_memory.postgres._base import validate_tenant
+from cycgraph_memory.postgres.ingest_lookups import SETTINGS
+from cycgraph_memory.postgres.reembedding import (
+    NEXT_COLUMN,
+    STAGING_TABLE,
+    abort_width_change,
+    begin_width_change,
+    finish_width_change,
+    recompute_theme_centroids,
+    write_embeddings,
+)
 from cycgraph_memory.postgres.retrieval import WRITER_KEYS
 from cycgraph_memory.postgres.schema import (
-    HNSW_EF_CONSTRUCTION,
-    HNSW_M,
-    MAX_VECTOR_HNSW_DIM,
     ErasureLogRow,
     GateAuditRow,
     OutcomeRunFactRow,
     OutcomeRunRow,
-    vector_text,
 )
 from cycgraph_memory.postgres.statements import (
     ENTITIES,
@@ -84,6 +85,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AUDIT_REDACTION_SETTING",
     "NEXT_COLUMN",
+    "STAGING_TABLE",
     "abort_width_change",
     "apply_purge",
     "begin_width_change",
@@ -220,6 +222,12 @@ async def purge_candidates(store: PostgresMemoryStore, sel: PurgeSelector) -> Pu
         vectors = await ids(
             select(m.c.id).where(mine(m), _in(m.c.id, message_ids), m.c.embedding.is_not(None))
         )
+        setting_keys: list[str] = []
+        if sel.tenant:
+            st = SETTINGS
+            setting_keys = [
+                str(k) for k in (await session.execute(select(st.c.key).where(mine(st)))).scalars()
+            ]
     entities = await store.get_entities(entity_ids)
     episodes = await store.get_episodes(episode_ids)
     facts = await store.get_facts(fact_ids)
@@ -232,6 +240,7 @@ async def purge_candidates(store: PostgresMemoryStore, sel: PurgeSelector) -> Pu
         superseding=[convert.entity_from_row(row) for row in sup_rows],
         writer_keys={str(key): convert._uuids(fids) for key, fids in key_rows},
         message_vectors=vectors,
+        setting_keys=setting_keys,
     )
 
 
@@ -262,6 +271,15 @@ async def apply_purge(store: PostgresMemoryStore, plan: PurgePlan) -> None:
                     k.c.tenant_id == tenant,
                     k.c.idempotency_key
                     == any_(bindparam(None, plan.delete_writer_keys, type_=ARRAY(String()))),
+                )
+            )
+        if plan.delete_setting_keys:
+            st = SETTINGS
+            await session.execute(
+                delete(st).where(
+                    st.c.tenant_id == tenant,
+                    st.c.key
+                    == any_(bindparam(None, plan.delete_setting_keys, type_=ARRAY(String()))),
                 )
             )
         ep = EPISODES
@@ -378,225 +396,3 @@ async def list_erasures(
         )
         for r in rows
     ]
-
-
-
-
-# --------------------------------------------------------------------------- re-embedding
-
-_VECTOR_TABLES = {
-    "entity": "entities",
-    "episode": "episodes",
-    "message": "episode_messages",
-    "fact": "facts",
-    "theme": "themes",
-}
-NEXT_COLUMN = "embedding_next"
-"""Staging column of a width change (exists only between begin and finish)."""
-
-
-def _column(target: str) -> str:
-    if target == "current":
-        return "embedding"
-    if target == "next":
-        return NEXT_COLUMN
-    raise InvalidInputError(f"target must be 'current' or 'next', got {target!r}")
-
-
-async def _next_dim(session: Any) -> int | None:
-    value = (
-        await session.execute(
-            text("SELECT value FROM schema_metadata WHERE key = 'embedding_dim_next'")
-        )
-    ).scalar_one_or_none()
-    return None if value is None else int(value)
-
-
-async def write_embeddings(
-    store: PostgresMemoryStore,
-    kind: str,
-    vectors: Mapping[uuid.UUID, Sequence[float]],
-    *,
-    target: str,
-) -> int:
-    """Overwrite one vector column of ``kind`` rows (COPY to a staging table, one UPDATE)."""
-    table = _VECTOR_TABLES.get(kind)
-    if table is None:
-        raise InvalidInputError(f"unknown record kind {kind!r}")
-    column = _column(target)
-    if not vectors:
-        return 0
-    async with store._session() as session:
-        if target == "current":
-            dim = await store._dim(session)
-        else:
-            next_dim = await _next_dim(session)
-            if next_dim is None:
-                raise SchemaNotReadyError("no width change in progress: call begin_width_change")
-            dim = next_dim
-        rows = []
-        for rid, v in vectors.items():
-            if len(v) != dim:
-                raise EmbeddingDimensionMismatchError(dim, len(v), f"{kind} {rid}")
-            vec = [float(x) for x in v]
-            if not all(math.isfinite(x) for x in vec):
-                raise InvalidInputError(f"{kind} {rid}: embeddings must be finite numbers")
-            rows.append((rid, vector_text(vec)))
-        await session.execute(text("DROP TABLE IF EXISTS _cg_stage_vectors"))
-        await session.execute(
-            text("CREATE TEMP TABLE _cg_stage_vectors (id uuid, e text) ON COMMIT DROP")
-        )
-        conn = await session.connection()
-        raw = await conn.get_raw_connection()
-        driver: Any = raw.driver_connection
-        await driver.copy_records_to_table("_cg_stage_vectors", records=rows, columns=["id", "e"])
-        result = await session.execute(
-            text(
-                f"UPDATE {table} t SET {column} = s.e::vector FROM _cg_stage_vectors s "
-                "WHERE t.tenant_id = :tenant AND t.id = s.id"
-            ),
-            {"tenant": store.tenant_id},
-        )
-        return int(getattr(result, "rowcount", 0) or 0)
-
-
-async def recompute_theme_centroids(store: PostgresMemoryStore, *, target: str) -> int:
-    """Set every theme's vector (of ``target``) to its member facts' unit-mean, in SQL."""
-    column = _column(target)
-    async with store._session() as session:
-        result = await session.execute(
-            text(
-                f"UPDATE themes t SET {column} = c.centre FROM ("
-                f"  SELECT th.id, (SELECT CASE WHEN count(f.{column}) = 0 THEN NULL"
-                f"      ELSE l2_normalize(sum(l2_normalize(f.{column}))) END"
-                f"    FROM facts f WHERE f.tenant_id = th.tenant_id"
-                f"      AND f.id = ANY(th.fact_ids)) AS centre"
-                "  FROM themes th WHERE th.tenant_id = :tenant"
-                ") c WHERE t.tenant_id = :tenant AND t.id = c.id"
-            ),
-            {"tenant": store.tenant_id},
-        )
-        return int(getattr(result, "rowcount", 0) or 0)
-
-
-def _hnsw_sql(table: str, column: str, dim: int, name: str) -> str:
-    ops = f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
-    if dim > MAX_VECTOR_HNSW_DIM:
-        return (
-            f'CREATE INDEX "{name}" ON {table} USING hnsw '
-            f"(({column}::halfvec({dim})) halfvec_cosine_ops) {ops}"
-        )
-    return f'CREATE INDEX "{name}" ON {table} USING hnsw ({column} vector_cosine_ops) {ops}'
-
-
-async def begin_width_change(engine: AsyncEngine, embedding_dim: int) -> None:
-    """Start moving the schema to ``embedding_dim``-wide vectors (deployment-wide).
-
-    Adds a nullable ``embedding_next vector(N)`` column to every table with vectors and
-    records ``embedding_dim_next`` in ``schema_metadata``. Reads and writes keep using
-    the current vectors. Then run ``reembed(..., target="next")`` for every tenant and
-    call :func:`finish_width_change`. Idempotent for the same width.
-
-    Raises:
-        InvalidInputError: A bad width, or another width change is in progress.
-    """
-    if not isinstance(embedding_dim, int) or not 1 <= embedding_dim <= 16_000:
-        raise InvalidInputError(f"embedding_dim must be in [1, 16000], got {embedding_dim!r}")
-    async with engine.begin() as conn:
-        current = await _next_dim(conn)
-        if current is not None and current != embedding_dim:
-            raise InvalidInputError(
-                f"a change to width {current} is in progress: finish or abort it first"
-            )
-        for table in _VECTOR_TABLES.values():
-            await conn.execute(
-                text(
-                    f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {NEXT_COLUMN} "
-                    f"vector({embedding_dim})"
-                )
-            )
-        await conn.execute(
-            text(
-                "INSERT INTO schema_metadata (key, value) VALUES ('embedding_dim_next', :v) "
-                "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
-            ),
-            {"v": str(embedding_dim)},
-        )
-    _log.warning("width change to %d started: embedding_next columns added", embedding_dim)
-
-
-async def abort_width_change(engine: AsyncEngine) -> None:
-    """Drop the staging columns of an unfinished width change (the old vectors stay)."""
-    async with engine.begin() as conn:
-        for table in _VECTOR_TABLES.values():
-            await conn.execute(text(f"ALTER TABLE {table} DROP COLUMN IF EXISTS {NEXT_COLUMN}"))
-        await conn.execute(text("DELETE FROM schema_metadata WHERE key = 'embedding_dim_next'"))
-
-
-async def finish_width_change(engine: AsyncEngine, tenants: Sequence[str]) -> int:
-    """Swap the new vectors in: check the backfill, build HNSW, swap columns atomically.
-
-    1. For every tenant in ``tenants`` (row-level security shows one tenant at a time),
-       refuse if a row has an old vector but no new one (re-run ``reembed`` for it).
-    2. Build the HNSW indexes on the staging columns while reads still use the old ones.
-    3. In one transaction: drop the old columns (and their indexes), rename the staging
-       columns and indexes, set ``embedding_dim`` in ``schema_metadata``.
-
-    Store objects cache the width: build new ones after the swap.
-
-    Returns:
-        The new width.
-
-    Raises:
-        SchemaNotReadyError: No width change in progress.
-        InvalidInputError: A tenant's backfill is incomplete (nothing swapped).
-    """
-    async with engine.begin() as conn:
-        dim = await _next_dim(conn)
-        if dim is None:
-            raise SchemaNotReadyError("no width change in progress: call begin_width_change")
-        for tenant in tenants:
-            validate_tenant(tenant)
-            await conn.execute(
-                text("SELECT set_config('cycgraph.tenant_id', :t, true)"), {"t": tenant}
-            )
-            for table in _VECTOR_TABLES.values():
-                missing = (
-                    await conn.execute(
-                        text(
-                            f"SELECT count(*) FROM {table} WHERE tenant_id = :t AND "
-                            f"embedding IS NOT NULL AND {NEXT_COLUMN} IS NULL"
-                        ),
-                        {"t": tenant},
-                    )
-                ).scalar_one()
-                if missing:
-                    raise InvalidInputError(
-                        f"tenant {tenant}: {missing} {table} rows have no new vector yet; "
-                        "run reembed(..., target='next') for it again"
-                    )
-    for table in _VECTOR_TABLES.values():
-        async with engine.begin() as conn:
-            await conn.execute(text(f'DROP INDEX IF EXISTS "ix_{table}_embedding_next_hnsw"'))
-            await conn.execute(
-                text(_hnsw_sql(table, NEXT_COLUMN, dim, f"ix_{table}_embedding_next_hnsw"))
-            )
-    async with engine.begin() as conn:
-        for table in _VECTOR_TABLES.values():
-            await conn.execute(text(f"ALTER TABLE {table} DROP COLUMN embedding"))
-            await conn.execute(
-                text(f"ALTER TABLE {table} RENAME COLUMN {NEXT_COLUMN} TO embedding")
-            )
-            await conn.execute(
-                text(
-                    f'ALTER INDEX "ix_{table}_embedding_next_hnsw" '
-                    f'RENAME TO "ix_{table}_embedding_hnsw"'
-                )
-            )
-        await conn.execute(
-            text("UPDATE schema_metadata SET value = :v WHERE key = 'embedding_dim'"),
-            {"v": str(dim)},
-        )
-        await conn.execute(text("DELETE FROM schema_metadata WHERE key = 'embedding_dim_next'"))
-    _log.warning("width change finished: vectors are now %d-wide", dim)
-    return dim

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -736,11 +737,35 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         """Re-centre every theme on its member facts' vectors (used by ``reembed``)."""
         return await _lifecycle.recompute_theme_centroids(self, target=target)
 
-    async def write_batch(self, kind: str, records: Sequence[Any]) -> dict[str, int]:
-        """Upsert a batch with COPY, validated like ``put_*`` (used by ``import_``)."""
+    async def write_batch(
+        self, kind: str, records: Sequence[Any], *, validated: bool = False
+    ) -> dict[str, int]:
+        """Upsert a batch with COPY, validated like ``put_*`` (used by ``import_``).
+
+        ``validated=True``: the records are fresh instances the caller just built by
+        validation (``import_`` parses them from JSON); they are not validated again.
+        """
         from cycgraph_memory.postgres.bulk import write_batch
 
-        return await write_batch(self, kind, records)
+        return await write_batch(self, kind, records, validated=validated)
+
+    def in_transaction(self) -> bool:
+        """Whether this task has a unit of work open on this store's bind."""
+        return self._active_session() is not None
+
+    def deferred_vector_indexes(
+        self, tables: Sequence[str]
+    ) -> AbstractAsyncContextManager[list[str]]:
+        """Drop the HNSW indexes of ``tables`` for a block, rebuild them after (bulk loads)."""
+        from cycgraph_memory.postgres.bulk import deferred_vector_indexes
+
+        return deferred_vector_indexes(self, tables)
+
+    async def vector_rows_estimate(self, tables: Sequence[str]) -> int:
+        """Rows of ``tables`` in the whole deployment (planner statistics)."""
+        from cycgraph_memory.postgres.bulk import vector_rows_estimate
+
+        return await vector_rows_estimate(self, tables)
 
     # ------------------------------------------------------------------ batched lookups
     # (used by entity resolution and ingest-time resolution)
