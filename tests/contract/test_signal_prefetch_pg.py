@@ -60,8 +60,33 @@ async def _world(store: Any, index: Any) -> dict[str, Any]:
                       embedding=unit(1), timestamp=at(20))
     mc = make_message(content="engine notes for Ada", embedding=blend(0, 2, 2, 1),
                       timestamp=at(30))
-    episode = make_episode(messages=[ma, mb, mc], started_at=at(10), ended_at=at(30))
-    await store.put_episodes([episode])
+    episode = make_episode(messages=[ma, mb, mc], started_at=at(10), ended_at=at(30),
+                           topic="Ada and Bob", embedding=vec(1.0, 0.4, 0.2))
+    # More episodes for the episode lists: one near the query, one about dogs, one
+    # invalidated, one without a vector.
+    workshop = make_episode(
+        topic="analytical engine workshop", embedding=vec(1.0, 0.5, 0.3, 0.1),
+        messages=[make_message(content="the engine has a mill and a store", timestamp=at(40)),
+                  make_message(role="assistant", content="Ada wrote the notes",
+                               timestamp=at(41))],
+        started_at=at(40), ended_at=at(41),
+    )
+    dogs = make_episode(
+        topic="greyhound racing", embedding=vec(0.1, 1.0, 0.9),
+        messages=[make_message(content="Bob bets on greyhound racing", timestamp=at(50))],
+        started_at=at(50), ended_at=at(50),
+    )
+    old = make_episode(
+        topic="old engine notes", embedding=vec(1.0, 0.5, 0.2, 0.1),
+        messages=[make_message(content="Ada engine notes, superseded", timestamp=at(60))],
+        started_at=at(60), ended_at=at(60), invalidated_at=at(70),
+    )
+    plain = make_episode(
+        topic="Ada engine without vector",
+        messages=[make_message(content="Ada engine chat", timestamp=at(65))],
+        started_at=at(65), ended_at=at(65),
+    )
+    await store.put_episodes([episode, workshop, dogs, old, plain])
     facts = []
     for i in range(40):
         who = [ada.id] if i % 3 == 0 else [bob.id] if i % 3 == 1 else [engine.id]
@@ -126,6 +151,13 @@ CASES: list[tuple[dict[str, Any], str | None, dict[str, Any]]] = [
     ({"min_similarity": 0.95}, "vector", {}),
     ({"include_invalidated": True, "changed_since": at(100)}, "vector", {}),
     ({"limit": 3}, "vector", {"theme_limit": 0, "message_candidates": 2}),
+    # The episode lists of the message fusion (found by vector and by text).
+    ({"text": "Ada and the analytical engine"}, "hybrid", {"episode_weight": 0}),
+    ({"text": "Bob greyhound notes"}, "text", {"episode_weight": 0}),
+    ({}, "vector", {"episode_weight": 0}),
+    ({"text": "Ada engine"}, "hybrid", {"episode_candidates": 1, "episode_weight": 2.0}),
+    ({"text": "Ada engine", "include_invalidated": True}, "text", {"episode_candidates": 3}),
+    ({"text": "greyhound", "min_similarity": 0.9}, "hybrid", {"message_limit": 5}),
 ]
 
 
@@ -146,7 +178,7 @@ async def test_prefetched_signals_give_the_same_result(
 
 
 async def test_hybrid_statements(pg_store: Any, pg_index: Any, pg_sessionmaker: Any) -> None:
-    """Settings, the candidates, the grounding messages, the expansion (+ episodes, touch)."""
+    """Settings, the candidates, the expansion (+ episodes, touch)."""
     await _world(pg_store, pg_index)
     statements: list[str] = []
     query = MemoryQuery(embedding=QUERY, text="Ada and the analytical engine",
@@ -165,9 +197,47 @@ async def test_hybrid_statements(pg_store: Any, pg_index: Any, pg_sessionmaker: 
     finally:
         event.remove(bind, "before_cursor_execute", count)
     assert result.facts and result.messages and result.episodes and result.entities
-    # settings; every signal's candidates; the episodes found by vector and by text (two
-    # statements, not yet folded into the candidates); the expansion
-    # (entities, relationships, episodes) with the touch
-    assert len(statements) == 5, statements
+    # settings; every signal's candidates (the episodes found by vector and by text, with
+    # their messages, included); the expansion (entities, relationships, episodes) with the
+    # touch. The served facts cite only messages already read (a fourth statement else).
+    assert len(statements) == 3, statements
     assert "set_config" in statements[0] and "UNION ALL" in statements[1]
     assert "UPDATE facts" in statements[-1] and "episode_messages" in statements[-1]
+
+
+async def test_prefetched_episode_lists(
+    pg_store: Any, pg_index: Any, pg_sessionmaker: Any
+) -> None:
+    """The episode lists are answered from the one statement, as the real searches give."""
+    await _world(pg_store, pg_index)
+    async with pg_sessionmaker() as session:
+        bind = (await session.connection()).engine.sync_engine
+    statements: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "SAVEPOINT" not in statement:
+            statements.append(statement)
+
+    for inc in (False, True):
+        for limit in (1, 2, 10):
+            knn = {"limit": limit, "min_similarity": 0.0, "include_invalidated": inc}
+            text = {"limit": limit, "include_invalidated": inc}
+            words = "Ada engine notes greyhound"
+            _, view = await pg_index.prefetch_signals(
+                pg_store, episodes_knn=(QUERY, knn), episodes_text=(words, text)
+            )
+            event.listen(bind, "before_cursor_execute", count)
+            try:
+                by_vector = await view.search_episodes(QUERY, **knn)
+                by_text = await view.text_search_episodes(words, **text)
+            finally:
+                event.remove(bind, "before_cursor_execute", count)
+            assert statements == [], (inc, limit, statements)
+            expected_vector = await pg_index.search_episodes(QUERY, **knn)
+            expected_text = await pg_index.text_search_episodes(words, **text)
+            assert [h.model_dump() for h in by_vector] == [
+                h.model_dump() for h in expected_vector
+            ]
+            assert [h.model_dump() for h in by_text] == [h.model_dump() for h in expected_text]
+            assert by_vector and by_text and all(h.item.messages for h in by_text)
+            assert len(by_vector) == min(limit, 4 if inc else 3)

@@ -97,10 +97,10 @@ async def test_round_trips_per_retrieval(pg_engine: Any) -> None:
         statements.clear()
         result = await retrieve_memory(store, index, {"embedding": [1.0] + [0.0] * 7})
         assert len(result.facts) == len(facts)
-        # settings + tenant; the candidates (themes, direct and theme facts, message kNN)
-        # in one statement; the expansion (entities, relationships, episodes and the touch
-        # in one statement)
-        assert len(statements) == 4, statements
+        # settings + tenant; the candidates (themes, direct and theme facts, message and
+        # episode kNN) in one statement; the expansion (entities, relationships, episodes
+        # and the touch in one statement)
+        assert len(statements) == 3, statements
         assert sum("set_config" in s for s in statements) == 1, statements
         # Tag path: the tenant setting, then the listing and the touch in one statement.
         statements.clear()
@@ -176,12 +176,12 @@ async def test_statements_per_call_do_not_grow_with_the_tenant(pg_engine: Any) -
             await store.clear()
     small, large = counts
     assert small == large
-    # vector: settings, the candidates of every signal (themes, facts, message kNN) in
-    # one statement, the expansion + episodes + touch; hybrid: the same three (the text
-    # candidates of facts and messages, the entity-name match, the matched entities'
-    # fact counts and their facts are branches of the candidates statement), plus the
-    # served facts' messages when they cite some; text: the same three without the
-    # vector branches; tags: settings, listing + touch;
-    # entity: settings, subgraph CTE, edges, facts of the entities, touch (and the
-    # themes, when the facts have one).
-    assert small == {"vector": 4, "hybrid": 5, "text": 4, "tags": 2, "entity": 5}, small
+    # vector: settings, the candidates of every signal (themes, facts, message and
+    # episode kNN) in one statement, the expansion + episodes + touch; hybrid: the same
+    # three (the text candidates of facts, messages and episodes, the entity-name match,
+    # the matched entities' fact counts and their facts are branches of the candidates
+    # statement), plus the served facts' messages when they cite some not yet read (these
+    # facts cite none); text: the same three without the vector branches; tags:
+    # settings, listing + touch; entity: settings, subgraph CTE, edges, facts of the
+    # entities, touch (and the themes, when the facts have one).
+    assert small == {"vector": 3, "hybrid": 3, "text": 3, "tags": 2, "entity": 5}, small

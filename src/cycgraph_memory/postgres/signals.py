@@ -1,10 +1,11 @@
 """The candidates of every retrieval signal in one statement (``prefetch_signals``).
 
-A hybrid retrieval asks the index and the store for seven candidate lists (matched themes,
+A hybrid retrieval asks the index and the store for nine candidate lists (matched themes,
 direct fact kNN, the themes' facts, BM25 facts, entities named in the question with their
-fact counts and their facts, message kNN, BM25 messages). Asked one by one that is seven
-statements; :meth:`SignalPrefetch.prefetch_signals` runs them as the branches of ONE
-``UNION ALL`` statement (after the transaction's settings), then hands back a view of the
+fact counts and their facts, message kNN, BM25 messages, episode kNN and BM25 episodes, each
+episode with its messages). Asked one by one that is nine statements;
+:meth:`SignalPrefetch.prefetch_signals` runs them as the branches of ONE ``UNION ALL``
+statement (after the transaction's settings), then hands back a view of the
 index and one of the store that answer those calls from the rows read, and send any other
 call (or a call with other arguments) to the real object.
 
@@ -61,15 +62,18 @@ from cycgraph_memory.postgres.bm25 import CORPORA, TEXT_CANDIDATES, bm25_ranked,
 from cycgraph_memory.postgres.schema import MAX_VECTOR_HNSW_DIM
 from cycgraph_memory.postgres.statements import (
     ENTITIES,
+    EPISODES,
     FACTS,
     MESSAGES,
     THEMES,
     cast_any,
+    episode_messages_column,
     query_distance,
     temporal_conditions,
 )
 from cycgraph_memory.records import (
     EntityFactsFilter,
+    Episode,
     Message,
     ScoredResult,
     SearchOptions,
@@ -86,7 +90,10 @@ __all__ = ["SignalPrefetch", "signals_statement"]
 _ANY = NullType()
 
 # Row kinds of the statement (column ``k``).
-THEME, DIRECT, THEME_FACT, TEXT_FACT, ENTITY, GRAPH_FACT, MESSAGE_KNN, MESSAGE_TEXT = range(8)
+(
+    THEME, DIRECT, THEME_FACT, TEXT_FACT, ENTITY, GRAPH_FACT, MESSAGE_KNN, MESSAGE_TEXT,
+    EPISODE_KNN, EPISODE_TEXT,
+) = range(10)
 
 # Columns of every branch, in order; a branch fills what its record needs, NULL elsewhere.
 _COLUMNS = (
@@ -158,6 +165,19 @@ def _fact_values(t: Any) -> dict[str, Any]:
     }
 
 
+def _episode_values(e: Any) -> dict[str, Any]:
+    # An episode in the fact columns: topic -> content, started_at / ended_at ->
+    # valid_from / valid_until, fact_ids -> entity_ids, invalidated_at ->
+    # last_accessed_at; its messages (as every episode read: a jsonb array) -> doc.
+    messages: Any = episode_messages_column(e).element
+    return {
+        "id": e.c.id, "emb": func.vector_send(e.c.embedding), "content": e.c.topic,
+        "valid_from": e.c.started_at, "valid_until": e.c.ended_at,
+        "entity_ids": e.c.fact_ids, "provenance": e.c.provenance,
+        "last_accessed_at": e.c.invalidated_at, "doc": messages,
+    }
+
+
 def _similarity_ok(distance: Any) -> ColumnElement[bool]:
     # knn(min_similarity=True): coalesce(nullif(1 - distance, 'NaN'), 0) >= :min_similarity
     sim = func.coalesce(func.nullif(1 - distance, literal(math.nan)), 0.0)
@@ -199,17 +219,21 @@ def signals_statement(
     graph: tuple[bool, bool, bool, bool, bool] | None,
     messages_knn: bool | None,
     messages_text: bool | None,
+    episodes_knn: bool | None = None,
+    episodes_text: bool | None = None,
 ) -> Select[Any]:
     """The ``UNION ALL`` of the wanted branches (``None`` / ``False``: branch absent).
 
     ``direct`` / ``text_facts``: ``(include_invalidated, tags, exclude_tags)``; ``graph``:
     ``(include_invalidated, tags, exclude_tags, valid_at, changed_since)``;
-    ``messages_knn`` / ``messages_text``: ``include_invalidated``. Bind parameters:
+    ``messages_knn`` / ``messages_text`` / ``episodes_knn`` / ``episodes_text``:
+    ``include_invalidated``. Bind parameters:
     ``tenant``, ``q``, ``min_similarity``, ``theme_fetch``, ``theme_limit``,
     ``per_theme``, ``fact_fetch``, ``any_tags``, ``no_tags``, ``bm25_terms``,
     ``text_limit``, ``t_any_tags``, ``t_no_tags``, ``names``, ``match_limit``,
     ``count_cap``, ``per_entity``, ``g_any_tags``, ``g_no_tags``, ``valid_at``,
-    ``changed_since``, ``message_fetch``, ``message_text_limit``.
+    ``changed_since``, ``message_fetch``, ``message_text_limit``, ``episode_fetch``,
+    ``episode_text_limit``.
     """
     tenant = _p("tenant", Text())
     branches: list[Select[Any]] = []
@@ -413,6 +437,38 @@ def signals_statement(
                                                  m_.c.id == ranked_m.c.id)))
         )
 
+    if episodes_knn is not None:
+        # As search_episodes: knn("episodes") with min_similarity, joined to the rows.
+        e_ = EPISODES
+        edist = query_distance(e_, dim).label("distance")
+        knn_e = select(e_.c.id, edist).where(e_.c.tenant_id == tenant,
+                                             e_.c.embedding.is_not(None))
+        if not episodes_knn:
+            knn_e = knn_e.where(e_.c.invalidated_at.is_(None))
+        near_e = knn_e.order_by(edist).limit(_p("episode_fetch", Integer())).subquery("ek")
+        branches.append(
+            _row(EPISODE_KNN, {**_episode_values(e_), "score": near_e.c.distance})
+            .select_from(near_e.join(e_, and_(e_.c.tenant_id == tenant,
+                                               e_.c.id == near_e.c.id)))
+            .where(_similarity_ok(near_e.c.distance))
+        )
+
+    if episodes_text is not None:
+        # As text_search_episodes: text_ranked("episodes").
+        e_ = EPISODES
+        e_filters = [] if episodes_text else [e_.c.invalidated_at.is_(None)]
+        ranked_e = bm25_ranked(
+            e_, cast_any(tenant), (), e_filters,
+            cast_any(_p("episode_text_limit", Integer())), candidates=TEXT_CANDIDATES,
+        ).subquery("text_episodes")
+        pos = func.row_number().over(order_by=(ranked_e.c.text_rank.desc(), ranked_e.c.id))
+        branches.append(
+            _row(EPISODE_TEXT, {**_episode_values(e_), "score": ranked_e.c.text_rank,
+                                "pos": pos})
+            .select_from(ranked_e.join(e_, and_(e_.c.tenant_id == tenant,
+                                                 e_.c.id == ranked_e.c.id)))
+        )
+
     if len(branches) == 1:
         return branches[0]
     return select(union_all(*branches).subquery("signals"))
@@ -510,6 +566,22 @@ def _message(row: Sequence[Any]) -> Message:
         timestamp=convert._ts(doc["timestamp"]),
         metadata=doc["metadata"],
         embedding=None,
+    )
+
+
+def _episode(row: Sequence[Any]) -> Episode:
+    """An episode from its row (see ``_episode_values``), as ``search_episodes`` builds it."""
+    return trusted(
+        Episode,
+        id=convert._uuid(row[3]),
+        topic=row[6],
+        messages=[convert.message_from_row(m) for m in row[18] or ()],
+        started_at=row[11],
+        ended_at=row[12],
+        embedding=_vec(row[5]),
+        fact_ids=convert._uuids(row[8]),
+        provenance=convert.provenance_from_json(row[10]),
+        invalidated_at=row[15],
     )
 
 
@@ -649,6 +721,8 @@ class SignalPrefetch(PostgresBackend):
         entity_facts: Mapping[str, Any] | None = None,
         messages_knn: tuple[Sequence[float], Mapping[str, Any]] | None = None,
         messages_text: tuple[str, Mapping[str, Any]] | None = None,
+        episodes_knn: tuple[Sequence[float], Mapping[str, Any]] | None = None,
+        episodes_text: tuple[str, Mapping[str, Any]] | None = None,
     ) -> tuple[Any, Any]:
         """Run the planned calls' queries as one statement; views answering them.
 
@@ -656,7 +730,8 @@ class SignalPrefetch(PostgresBackend):
         arguments, exactly as the caller will make it (``hierarchical_candidates``,
         ``text_search_facts``, ``match_entity_names``, ``entity_fact_counts`` with
         ``cap=entity_count_cap``, the store's ``get_facts_for_entities`` of the matched
-        entities with ``entity_facts``, ``search_messages``, ``text_search_messages``).
+        entities with ``entity_facts``, ``search_messages``, ``text_search_messages``,
+        ``search_episodes``, ``text_search_episodes``).
 
         Returns:
             ``(store_view, index_view)``: stand-ins answering the planned calls from the
@@ -670,7 +745,9 @@ class SignalPrefetch(PostgresBackend):
             session: AsyncSession
             async with self._read() as session:
                 dim = await self._dim(session)
-        vector = hierarchical[0] if hierarchical else (messages_knn[0] if messages_knn else None)
+        vector = next(
+            (p[0] for p in (hierarchical, messages_knn, episodes_knn) if p is not None), None
+        )
         if dim > MAX_VECTOR_HNSW_DIM:
             return store, self
         if vector is not None and not any(vector):
@@ -686,6 +763,7 @@ class SignalPrefetch(PostgresBackend):
             "text_facts": None,
             "entities": False, "entities_invalidated": False, "graph": None,
             "messages_knn": None, "messages_text": None,
+            "episodes_knn": None, "episodes_text": None,
         }
         efs: list[int] = []
         h_kw: dict[str, Any] = {}
@@ -793,8 +871,39 @@ class SignalPrefetch(PostgresBackend):
                 shape["messages_text"] = mt_opts.include_invalidated
             else:
                 mt_opts = None
-        if not any(v not in (None, False) for k, v in shape.items()
-                   if not k.endswith("_invalidated")):
+        ek_opts: SearchOptions | None = None
+        if episodes_knn is not None:
+            ek_opts = coerce_options(SearchOptions, None, dict(episodes_knn[1]))
+            eq = self._query_vector(episodes_knn[0], dim, "search_episodes")
+            ef = min(1000, max(ek_opts.ef_search or self.ef_search, ek_opts.limit + 1))
+            if ("q" in params and params["q"] != eq) or (
+                "min_similarity" in params and params["min_similarity"] != ek_opts.min_similarity
+            ) or ek_opts.min_similarity is None or (efs and efs[0] != ef):
+                ek_opts = None
+            else:
+                efs.append(ef)
+                params["q"] = eq
+                params["min_similarity"] = ek_opts.min_similarity
+                params["episode_fetch"] = ek_opts.limit + 1
+                shape["episodes_knn"] = ek_opts.include_invalidated
+        et_opts: SearchOptions | None = None
+        if episodes_text is not None:
+            et_opts = coerce_options(SearchOptions, None, dict(episodes_text[1]))
+            e_terms = bm25_terms(episodes_text[0])
+            if e_terms and params.get("bm25_terms", e_terms) == e_terms:
+                params["bm25_terms"] = e_terms
+                params["episode_text_limit"] = et_opts.limit
+                shape["episodes_text"] = et_opts.include_invalidated
+            else:
+                et_opts = None
+        # A branch is wanted when its entry is set (``themes`` / ``entities``: True; the
+        # message and episode entries hold ``include_invalidated``, so False is wanted too).
+        if not (shape["themes"] or shape["entities"] or any(
+            shape[k] is not None for k in (
+                "direct", "text_facts", "messages_knn", "messages_text", "episodes_knn",
+                "episodes_text",
+            )
+        )):
             return store, self
         stmt = signals_statement(dim, **shape)
         settings = self._search_settings(efs[0] if efs else self.ef_search)
@@ -825,6 +934,17 @@ class SignalPrefetch(PostgresBackend):
             answers.put("text_search_messages", (messages_text[0],), messages_text[1],
                         lambda: [ScoredResult(item=_message(r), score=float(r[4]))
                                  for r in m_hits])
+        if episodes_knn is not None and ek_opts is not None:
+            e_kept = _ranked_ok(by_kind.get(EPISODE_KNN, []), ek_opts.limit, ek_opts.limit + 1)
+            if e_kept is not None:
+                answers.put("search_episodes", (episodes_knn[0],), episodes_knn[1], lambda: [
+                    ScoredResult(item=_episode(r), score=1.0 - float(r[4])) for r in e_kept
+                ])
+        if episodes_text is not None and et_opts is not None:
+            e_hits = sorted(by_kind.get(EPISODE_TEXT, []), key=lambda r: r[1])
+            answers.put("text_search_episodes", (episodes_text[0],), episodes_text[1],
+                        lambda: [ScoredResult(item=_episode(r), score=float(r[4]))
+                                 for r in e_hits])
         return _View(store, answers), _View(self, answers)
 
     def _answer_hierarchical(

@@ -414,6 +414,17 @@ def _signal_plan(q: MemoryQuery, opts: RetrievalOptions, mode: RetrievalMode) ->
             plan["messages_text"] = (q.text, {
                 "limit": candidates, "include_invalidated": q.include_invalidated,
             })
+        if opts.episode_weight > 0.0:  # message_signals: the episode lists
+            episode_limit = opts.episode_candidates or q.limit
+            if use_vector:
+                plan["episodes_knn"] = (q.embedding, {
+                    "limit": episode_limit, "min_similarity": q.min_similarity,
+                    "include_invalidated": q.include_invalidated,
+                })
+            if use_text:
+                plan["episodes_text"] = (q.text, {
+                    "limit": episode_limit, "include_invalidated": q.include_invalidated,
+                })
     return plan
 
 
