@@ -48,6 +48,7 @@ import multiprocessing
 import re
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime
@@ -59,6 +60,11 @@ from cycgraph_memory.contracts import SemanticExtractor
 from cycgraph_memory.errors import MissingExtraError
 from cycgraph_memory.hierarchy.extractors import _lexicon as lex
 from cycgraph_memory.hierarchy.extractors import _parse_tables as tab
+from cycgraph_memory.hierarchy.extractors._attribute_table import (
+    AttributeTable,
+    attribute_table,
+    pipe_docs,
+)
 from cycgraph_memory.hierarchy.extractors._chat_graph import chat_edges
 from cycgraph_memory.hierarchy.extractors._conversation import (
     FIRST_PERSON,
@@ -154,6 +160,7 @@ class _ParserOptions(BaseModel):
     batch_size: int = Field(default=64, ge=1, le=10_000, strict=True)
     processes: int = Field(default=1, ge=1, le=64, strict=True)
     process_min_messages: int = Field(default=2_000, ge=1, strict=True)
+    parse_cache: int = Field(default=2_048, ge=0, le=1_000_000, strict=True)
 
 
 _WORKER: dict[str, ParserExtractor] = {}
@@ -188,6 +195,9 @@ class ParserExtractor:
         batch_size: ``nlp.pipe`` batch size.
         processes: Worker processes for :meth:`extract_batch` (default 1: none).
         process_min_messages: Smallest batch (messages) worth the worker processes.
+        parse_cache: Most recent distinct message texts whose parse is kept for reuse
+            (``0``: none). A text is parsed once per batch in any case; the cache also
+            spares re-parsing the short phrases chat repeats ("thanks!", "sounds good").
         clock: Returns "now" for provenance and entity timestamps.
 
     Raises:
@@ -206,6 +216,7 @@ class ParserExtractor:
         batch_size: int = 64,
         processes: int = 1,
         process_min_messages: int = 2_000,
+        parse_cache: int = 2_048,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self._options = _ParserOptions(
@@ -215,7 +226,12 @@ class ParserExtractor:
             batch_size=batch_size,
             processes=processes,
             process_min_messages=process_min_messages,
+            parse_cache=parse_cache,
         )
+        self._docs: OrderedDict[str, Any] = OrderedDict()
+        self._table: AttributeTable | None = None
+        self._table_ready = False
+        self._docs_lock = threading.Lock()
         self._pool: ProcessPoolExecutor | None = None
         if importlib.util.find_spec("spacy") is None:
             raise MissingExtraError("parser", "spacy")
@@ -235,6 +251,16 @@ class ParserExtractor:
                 if self._nlp is None:
                     self._nlp = _load(str(self._nlp_spec))
         return self._nlp
+
+    def _attribute_table(self) -> AttributeTable | None:
+        """The pipeline's attribute ruler as token tables (``_attribute_table``), if it fits."""
+        if not self._table_ready:
+            nlp = self.nlp
+            with self._lock:
+                if not self._table_ready:
+                    self._table = attribute_table(nlp)
+                    self._table_ready = True
+        return self._table
 
     def _common_words(self) -> CommonWords:
         if self._common is None:
@@ -292,8 +318,7 @@ class ParserExtractor:
     def extract_batch_sync(self, episodes: Sequence[Episode]) -> list[ExtractionResult]:
         """Blocking twin of :meth:`extract_batch` (always in this process)."""
         per_episode = [turns_of(e, self._options.roles) for e in episodes]
-        texts = parse_texts([t for turns in per_episode for t in turns])
-        docs = iter(list(self.nlp.pipe(texts, batch_size=self._options.batch_size)))
+        docs = iter(self._parse(parse_texts([t for turns in per_episode for t in turns])))
         now = self._clock()
         results: list[ExtractionResult] = []
         for episode, turns in zip(episodes, per_episode, strict=True):
@@ -338,6 +363,38 @@ class ParserExtractor:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
 
+    def _parse(self, texts: list[str]) -> list[Any]:
+        """One spaCy ``Doc`` per text: each distinct text parsed once, recent parses reused.
+
+        The rules only read the docs, so one doc can serve every message with that text.
+        All texts still to parse go through one ``nlp.pipe`` call.
+        """
+        size = self._options.parse_cache
+        out: list[Any] = [None] * len(texts)
+        todo: dict[str, list[int]] = {}
+        with self._docs_lock:
+            for i, text in enumerate(texts):
+                doc = self._docs.get(text) if size else None
+                if doc is None:
+                    todo.setdefault(text, []).append(i)
+                else:
+                    self._docs.move_to_end(text)
+                    out[i] = doc
+        if not todo:
+            return out
+        parsed = list(
+            pipe_docs(self.nlp, self._attribute_table(), list(todo), self._options.batch_size)
+        )
+        with self._docs_lock:
+            for (text, positions), doc in zip(todo.items(), parsed, strict=True):
+                for i in positions:
+                    out[i] = doc
+                if size:
+                    self._docs[text] = doc
+            while len(self._docs) > size:
+                self._docs.popitem(last=False)
+        return out
+
     def extract_entities(self, text: str) -> list[ExtractedEntity]:
         """Detect and type the entities of a text.
 
@@ -369,7 +426,7 @@ class ParserExtractor:
         if docs is None:
             # The parser reads at most MAX_PARSE_WORDS words of a sentence: a pasted log
             # with no sentence ends costs a bounded parse instead of one of its whole length.
-            docs = list(self.nlp.pipe(parse_texts(turns), batch_size=self._options.batch_size))
+            docs = self._parse(parse_texts(turns))
         for turn_index, (turn, doc) in enumerate(zip(turns, docs, strict=True)):
             for sent in doc.sents:
                 text = sent.text.strip()
