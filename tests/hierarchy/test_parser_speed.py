@@ -116,3 +116,30 @@ def test_parse_cache_is_bounded() -> None:
     assert len(extractor._docs) == 3
     # Kept in first-seen order of the call, oldest dropped first.
     assert list(extractor._docs) == ["two texts.", "three texts.", "four texts."]
+
+
+def test_streamed_parse_extracts_the_same() -> None:
+    texts = [t for t in TEXTS if t.strip()]
+    episodes = [_episode(texts, 0), _episode(texts[::-1], 100)]
+    # batch_size=2: more texts than one batch, so spaCy runs in the helper thread.
+    streamed = ParserExtractor(clock=lambda: NOW, batch_size=2, parse_cache=0)
+    plain = ParserExtractor(clock=lambda: NOW, parse_cache=0)
+    assert streamed.extract_batch_sync(episodes) == [plain.extract_sync(e) for e in episodes]
+
+
+def test_worker_processes_extract_the_same_without_vectors() -> None:
+    import asyncio
+
+    texts = [t for t in TEXTS if t.strip()]
+    episodes = [_episode(texts, 0), _episode(texts[::-1], 100)]
+    for episode in episodes:
+        for message in episode.messages:
+            message.embedding = [0.5, 0.5]
+    pooled = ParserExtractor(clock=lambda: NOW, processes=2, process_min_messages=2)
+    try:
+        got = asyncio.run(pooled.extract_batch(episodes))
+    finally:
+        pooled.close()
+    plain = ParserExtractor(clock=lambda: NOW)
+    assert got == [plain.extract_sync(e) for e in episodes]
+    assert all(m.embedding == [0.5, 0.5] for e in episodes for m in e.messages)

@@ -45,11 +45,12 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import multiprocessing
+import queue
 import re
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime
 from typing import Any, Literal
@@ -318,7 +319,8 @@ class ParserExtractor:
     def extract_batch_sync(self, episodes: Sequence[Episode]) -> list[ExtractionResult]:
         """Blocking twin of :meth:`extract_batch` (always in this process)."""
         per_episode = [turns_of(e, self._options.roles) for e in episodes]
-        docs = iter(self._parse(parse_texts([t for turns in per_episode for t in turns])))
+        # Streamed: the rules read the first episodes' docs while spaCy parses the rest.
+        docs = self._parse_stream(parse_texts([t for turns in per_episode for t in turns]))
         now = self._clock()
         results: list[ExtractionResult] = []
         for episode, turns in zip(episodes, per_episode, strict=True):
@@ -345,7 +347,10 @@ class ParserExtractor:
             pool = self._pool
         n = self._options.processes
         size = -(-len(episodes) // n)
-        chunks = [episodes[i : i + size] for i in range(0, len(episodes), size)]
+        # The workers read text, roles, speakers and times, never vectors: sending the
+        # message embeddings would only add pickling (384+ floats per message).
+        light = [_without_vectors(e) for e in episodes]
+        chunks = [light[i : i + size] for i in range(0, len(light), size)]
         loop = asyncio.get_running_loop()
         spec = (str(self._nlp_spec), self._options.model_dump(), self._clock())
         parts = await asyncio.gather(
@@ -364,10 +369,18 @@ class ParserExtractor:
             pool.shutdown(wait=True, cancel_futures=True)
 
     def _parse(self, texts: list[str]) -> list[Any]:
-        """One spaCy ``Doc`` per text: each distinct text parsed once, recent parses reused.
+        """One spaCy ``Doc`` per text (see :meth:`_parse_stream`)."""
+        return list(self._parse_stream(texts))
 
-        The rules only read the docs, so one doc can serve every message with that text.
-        All texts still to parse go through one ``nlp.pipe`` call.
+    def _parse_stream(self, texts: list[str]) -> Iterator[Any]:
+        """One spaCy ``Doc`` per text, in order; each distinct text parsed once.
+
+        Recent parses are reused (``parse_cache``). The rules only read the docs, so one
+        doc can serve every message with that text.
+        All texts still to parse go through one ``nlp.pipe`` call; when there are more
+        than one ``batch_size`` of them it runs in a helper thread and the docs are handed
+        over as they come, so the caller's rules run on the first docs while spaCy parses
+        the next ones (its matrix products release the GIL).
         """
         size = self._options.parse_cache
         out: list[Any] = [None] * len(texts)
@@ -380,20 +393,45 @@ class ParserExtractor:
                 else:
                     self._docs.move_to_end(text)
                     out[i] = doc
-        if not todo:
-            return out
-        parsed = list(
-            pipe_docs(self.nlp, self._attribute_table(), list(todo), self._options.batch_size)
-        )
-        with self._docs_lock:
-            for (text, positions), doc in zip(todo.items(), parsed, strict=True):
-                for i in positions:
-                    out[i] = doc
+        pending = list(todo)
+        parsed = self._docs_of(pending)
+        done = 0
+        for i in range(len(texts)):
+            while out[i] is None:
+                doc = next(parsed)
+                text = pending[done]
+                done += 1
+                for position in todo[text]:
+                    out[position] = doc
                 if size:
-                    self._docs[text] = doc
-            while len(self._docs) > size:
-                self._docs.popitem(last=False)
-        return out
+                    with self._docs_lock:
+                        self._docs[text] = doc
+                        while len(self._docs) > size:
+                            self._docs.popitem(last=False)
+            yield out[i]
+
+    def _docs_of(self, texts: list[str]) -> Iterator[Any]:
+        """``nlp.pipe`` over ``texts``; in a helper thread when that can overlap the rules."""
+        batch_size = self._options.batch_size
+        if len(texts) <= batch_size:
+            yield from pipe_docs(self.nlp, self._attribute_table(), texts, batch_size)
+            return
+        nlp, table = self.nlp, self._attribute_table()
+        handoff: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
+
+        def produce() -> None:
+            try:
+                for doc in pipe_docs(nlp, table, texts, batch_size):
+                    handoff.put((True, doc))
+            except BaseException as exc:  # handed to the consumer, raised there
+                handoff.put((False, exc))
+
+        threading.Thread(target=produce, name="cycgraph-parse", daemon=True).start()
+        for _ in texts:
+            ok, item = handoff.get()
+            if not ok:
+                raise item
+            yield item
 
     def extract_entities(self, text: str) -> list[ExtractedEntity]:
         """Detect and type the entities of a text.
@@ -763,6 +801,14 @@ class ParserExtractor:
         key = self._add(state, name, cues, len(words))
         state.history.append(((index, tok.i), key))
         return key
+
+
+def _without_vectors(episode: Episode) -> Episode:
+    """A shallow copy of ``episode`` whose messages carry no embedding (for the workers)."""
+    if episode.embedding is None and all(m.embedding is None for m in episode.messages):
+        return episode
+    messages = [m.model_copy(update={"embedding": None}) for m in episode.messages]
+    return episode.model_copy(update={"messages": messages, "embedding": None})
 
 
 def _stretch(sent: Any, raw: Any) -> str:
