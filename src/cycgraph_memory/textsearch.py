@@ -14,6 +14,7 @@ its first :data:`MAX_QUERY_TERMS` distinct tokens.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import uuid
@@ -73,15 +74,21 @@ def _stem(word: str) -> str:
     return word
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _term(word: str) -> str | None:
+    """The index term of one lowercased word (``None`` for a stop word or a single letter).
+
+    Cached: the same words recur in every text, and stemming was most of tokenizing.
+    """
+    if len(word) < 2 or word in STOP_WORDS:
+        return None
+    return _stem(word)
+
+
 def tokenize(text: str) -> list[str]:
     """Lowercased, stemmed content words of ``text`` (stop words removed), in order."""
-    out: list[str] = []
-    for match in _WORD.finditer(text.lower().replace("'", "")):
-        word = match.group()
-        if len(word) < 2 or word in STOP_WORDS:
-            continue
-        out.append(_stem(word))
-    return out
+    terms = map(_term, _WORD.findall(text.lower().replace("'", "")))
+    return [t for t in terms if t is not None]
 
 
 def query_terms(text: str) -> list[str]:

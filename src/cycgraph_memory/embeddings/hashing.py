@@ -158,29 +158,38 @@ class HashingEmbeddingProvider:
         n = len(texts)
         if n == 0:
             return np.zeros((0, dim), dtype=np.float64)
+        # Per token only list appends: the cached feature arrays are concatenated once and
+        # each row's offset added once for the whole batch (same values, same order).
         idx_parts: list[_IntArray] = []
         val_parts: list[_FloatArray] = []
+        rows: list[int] = []
+        lengths: list[int] = []
+        lo, hi, key = self._ngram_min, self._ngram_max, self._key
         for row, text in enumerate(texts):
             if not isinstance(text, str):
                 raise TypeError(f"texts[{row}] is {type(text).__name__}, expected str")
             tokens = _TOKEN.findall(text.lower())
             if not tokens:
                 continue
-            offset = row * dim
             for token in tokens:
-                idx, val = _token_features(token, dim, self._ngram_min, self._ngram_max, self._key)
-                idx_parts.append(idx + offset)
+                idx, val = _token_features(token, dim, lo, hi, key)
+                idx_parts.append(idx)
                 val_parts.append(val)
+                rows.append(row)
+                lengths.append(len(idx))
             if self._word_bigrams and len(tokens) > 1:
-                pairs = [
-                    _bigram_feature(a, b, dim, self._key) for a, b in itertools.pairwise(tokens)
-                ]
-                idx_parts.append(np.fromiter((p[0] + offset for p in pairs), np.int64))
-                val_parts.append(np.fromiter((p[1] for p in pairs), np.float64))
+                pairs = [_bigram_feature(a, b, dim, key) for a, b in itertools.pairwise(tokens)]
+                idx_parts.append(np.fromiter((p[0] for p in pairs), np.int64, len(pairs)))
+                val_parts.append(np.fromiter((p[1] for p in pairs), np.float64, len(pairs)))
+                rows.append(row)
+                lengths.append(len(pairs))
         if not idx_parts:
             return np.zeros((n, dim), dtype=np.float64)
+        offsets = np.repeat(np.asarray(rows, dtype=np.int64) * dim, lengths)
         flat = np.bincount(
-            np.concatenate(idx_parts), weights=np.concatenate(val_parts), minlength=n * dim
+            np.concatenate(idx_parts) + offsets,
+            weights=np.concatenate(val_parts),
+            minlength=n * dim,
         )
         raw: npt.NDArray[np.float64] = flat.reshape(n, dim).astype(np.float64, copy=False)
         matrix: npt.NDArray[np.float64] = np.sign(raw) * np.log1p(np.abs(raw))

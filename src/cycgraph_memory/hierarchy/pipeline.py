@@ -627,7 +627,11 @@ class MemoryPipeline:
         index = self.index
         if index is None:
             return
-        upsert_many = getattr(index, "upsert_many", None)
+        # The store has just validated these records: an index that offers it skips a
+        # second validation of each (it still copies them).
+        upsert_many = getattr(index, "upsert_stored_many", None) or getattr(
+            index, "upsert_many", None
+        )
         remove = getattr(index, "remove", None)
         if upsert_many is None:
             return

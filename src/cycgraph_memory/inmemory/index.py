@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from cycgraph_memory._ids import parse_id
 from cycgraph_memory._options import coerce_options
-from cycgraph_memory._validate import check_query_vector
+from cycgraph_memory._validate import query_vector_array, query_vectors_array
 from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.inmemory._common import (
@@ -354,15 +354,32 @@ class InMemoryMemoryIndex(MessageAndTextSearch):
         Within one call, the last record with a given id wins. Every record is validated
         again (and copied) first, like a store write.
         """
+        self._upsert(records, validated=False)
+
+    def upsert_stored_many(self, records: Iterable[IndexedRecord]) -> None:
+        """:meth:`upsert_many` for records a store has just accepted, without validating again.
+
+        For a writer that indexes what it has just written (``MemoryPipeline`` after its
+        store writes): the store validated these very records, so the index only copies
+        them (it still shares nothing with the caller). Same dimension checks and
+        all-or-nothing write as :meth:`upsert_many`; pass anything else to that method.
+        """
+        self._upsert(records, validated=True)
+
+    def _upsert(self, records: Iterable[IndexedRecord], *, validated: bool) -> None:
         tables = self._tables()
         latest: dict[tuple[int, uuid.UUID], IndexedRecord] = {}
         for record in records:
             slot = tables.index(self._table_for(record))
-            latest[(slot, record.id)] = coerce_record(type(record), record)
+            # Validation builds a fresh record (sharing nothing with the caller); an
+            # already validated one is copied instead.
+            latest[(slot, record.id)] = (
+                copy_record(record) if validated else coerce_record(type(record), record)
+            )
         self._dim = self._ext_check(latest.values())
         batches: dict[int, list[IndexedRecord]] = {}
         removals: list[tuple[int, uuid.UUID]] = []
-        copies = [copy_record(record) for record in latest.values()]
+        copies = list(latest.values())
         for (slot, record_id), record in zip(latest, copies, strict=True):
             if record.embedding is None:
                 removals.append((slot, record_id))
@@ -480,7 +497,7 @@ class InMemoryMemoryIndex(MessageAndTextSearch):
     # ------------------------------------------------------------------ search
 
     def _query(self, embedding: Sequence[float], what: str) -> NDArray[np.float32] | None:
-        q = np.asarray(check_query_vector(embedding, what), dtype=np.float64)
+        q = query_vector_array(embedding, what)
         if self._dim is None:
             return None  # nothing indexed yet and no configured dimension
         check_dimension(self._dim, q.shape[0], f"{what} query")
@@ -545,11 +562,22 @@ class InMemoryMemoryIndex(MessageAndTextSearch):
         The batched twin of :meth:`search_themes` (no record copies), used by ingest.
         """
         opts = SearchOptions(limit=limit, min_similarity=min_similarity)
+        what = "search_themes_many"
         out: list[list[tuple[uuid.UUID, float]]] = []
-        for embedding in embeddings:
-            q = self._query(embedding, "search_themes_many")
-            hits = [] if q is None else self._themes.search(q, opts)
-            out.append([(theme.id, score) for theme, score in hits])
+        block = query_vectors_array(embeddings, what)
+        if block is None or self._dim is None:
+            # Not one clean block: each vector is checked (and the first bad one named)
+            # exactly as a single search would.
+            for embedding in embeddings:
+                q = self._query(embedding, what)
+                hits = [] if q is None else self._themes.search(q, opts)
+                out.append([(theme.id, score) for theme, score in hits])
+            return out
+        # One validation and one normalisation for the whole batch (rows are
+        # normalised independently, so each equals what _query returns for it).
+        check_dimension(self._dim, block.shape[1], f"{what} query")
+        for q in normalize_rows(block):
+            out.append([(theme.id, score) for theme, score in self._themes.search(q, opts)])
         return out
 
     async def search_episodes(

