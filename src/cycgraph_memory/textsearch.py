@@ -1,7 +1,6 @@
 """Lexical search helpers: one tokenisation and an incremental BM25 index (pure Python).
 
-:func:`tokenize` approximates Postgres' ``english`` text-search configuration (the one the
-generated ``search_tsv`` columns use): lowercase, split on anything that is not a letter
+:func:`tokenize` approximates Postgres' ``english`` text-search configuration: lowercase, split on anything that is not a letter
 or digit, drop English stop words and one-character tokens, then strip common English
 suffixes (a light stemmer: ``dogs`` -> ``dog``, ``running`` -> ``run``, ``married`` ->
 ``marry``, the same stem for the same word everywhere). It is the ONE tokenization of the

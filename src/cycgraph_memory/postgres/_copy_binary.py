@@ -143,8 +143,7 @@ COLUMN_TYPES: dict[str, dict[str, str]] = {
         "created_at": "timestamptz", "invalidated_at": "timestamptz",
     },
 }
-"""SQL type of every column ``bulk`` writes, by table (the generated ``search_tsv`` is not
-written: Postgres computes it)."""
+"""SQL type of every column ``bulk`` writes, by table."""
 
 
 def encode_rows(table: str, rows: Iterable[dict[str, Any]]) -> bytes:

@@ -37,7 +37,6 @@ from pgvector.sqlalchemy import VECTOR
 from sqlalchemy import (
     REAL,
     BigInteger,
-    Computed,
     DateTime,
     Double,
     ForeignKeyConstraint,
@@ -52,7 +51,7 @@ from sqlalchemy import (
     text,
     type_coerce,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -73,7 +72,6 @@ __all__ = [
     "OutcomeRunRow",
     "RelationshipRow",
     "SchemaMetadataRow",
-    "TEXT_SEARCH_CONFIG",
     "TextSearchCorpusRow",
     "TextSearchTermRow",
     "TenantSettingRow",
@@ -161,18 +159,6 @@ class EmbeddingVector(VECTOR):
             return [float(x) for x in value]
 
         return process
-
-
-TEXT_SEARCH_CONFIG = "english"
-"""Postgres text-search configuration of the generated ``search_tsv`` columns."""
-
-
-def _tsv(column: str) -> Any:
-    """A stored generated ``tsvector`` over ``column`` (full-text search, GIN-indexed)."""
-    return mapped_column(
-        TSVECTOR, Computed(f"to_tsvector('{TEXT_SEARCH_CONFIG}'::regconfig, {column})",
-                           persisted=True)
-    )
 
 
 def _terms() -> Any:
@@ -308,7 +294,6 @@ class MessageRow(Base):
             ondelete="CASCADE",
         ),
         Index(None, "tenant_id", "id"),
-        Index("ix_episode_messages_search_tsv_gin", "search_tsv", postgresql_using="gin"),
         Index("ix_episode_messages_search_terms_gin", "search_terms", postgresql_using="gin"),
         _hnsw("episode_messages"),
     )
@@ -322,7 +307,6 @@ class MessageRow(Base):
     timestamp: Mapped[datetime] = mapped_column(_TZ)
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB)
     embedding: Mapped[list[float] | None] = mapped_column(EmbeddingVector())
-    search_tsv: Mapped[str] = _tsv("content")
     search_terms: Mapped[list[str]] = _terms()
 
 
@@ -343,7 +327,6 @@ class FactRow(Base):
         Index(
             "ix_facts_source_episode_ids_gin", "source_episode_ids", postgresql_using="gin"
         ),
-        Index("ix_facts_search_tsv_gin", "search_tsv", postgresql_using="gin"),
         Index("ix_facts_search_terms_gin", "search_terms", postgresql_using="gin"),
         _hnsw("facts"),
     )
@@ -363,7 +346,6 @@ class FactRow(Base):
     last_accessed_at: Mapped[datetime | None] = mapped_column(_TZ)
     tags: Mapped[list[str]] = mapped_column(ARRAY(Text))
     source_message_ids: Mapped[list[uuid.UUID]] = mapped_column(_UUID_ARRAY)
-    search_tsv: Mapped[str] = _tsv("content")
     search_terms: Mapped[list[str]] = _terms()
 
 

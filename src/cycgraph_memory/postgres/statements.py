@@ -151,7 +151,7 @@ MAX_HALFVEC_HNSW_DIM = 4000
 # ----------------------------------------------------------------------------- helpers
 
 
-_NOT_RECORD = frozenset({"search_tsv", "search_terms"})
+_NOT_RECORD = frozenset({"search_terms"})
 
 
 @lru_cache(maxsize=16)
