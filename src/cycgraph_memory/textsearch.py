@@ -1,14 +1,14 @@
 """Lexical search helpers: one tokenisation and an incremental BM25 index (pure Python).
 
-:func:`tokenize` approximates Postgres' ``english`` text-search configuration: lowercase, split on anything that is not a letter
-or digit, drop English stop words and one-character tokens, then strip common English
-suffixes (a light stemmer: ``dogs`` -> ``dog``, ``running`` -> ``run``, ``married`` ->
-``marry``, the same stem for the same word everywhere). It is the ONE tokenization of the
-library: the in-memory index ranks with :class:`BM25Index` (Okapi BM25, ``k1=1.2``,
-``b=0.75``, IDF ``ln(1 + (N - df + 0.5) / (df + 0.5))`` over the tenant's documents), and
-the Postgres backend stores the same tokens (``search_terms``) and computes the same BM25
-in SQL (:mod:`cycgraph_memory.postgres.bm25`), so both backends rank alike. A query uses
-its first :data:`MAX_QUERY_TERMS` distinct tokens.
+:func:`tokenize` approximates Postgres' ``english`` text-search configuration: lowercase,
+split on anything that is not a letter or digit, drop English stop words and one-character
+tokens, then strip common English suffixes (a light stemmer: ``dogs`` -> ``dog``,
+``running`` -> ``run``, ``married`` -> ``marry``, the same stem for the same word
+everywhere). It is the ONE tokenization of the library: the in-memory index ranks with
+:class:`BM25Index` (Okapi BM25, ``k1=1.2``, ``b=0.75``, IDF ``ln(1 + (N - df + 0.5) / (df +
+0.5))`` over the tenant's documents), and the Postgres backend stores the same tokens
+(``search_terms``) and computes the same BM25 in SQL (:mod:`cycgraph_memory.postgres.bm25`),
+so both backends rank alike. A query uses its first :data:`MAX_QUERY_TERMS` distinct tokens.
 """
 
 from __future__ import annotations
