@@ -710,6 +710,37 @@ class SignalPrefetch(PostgresBackend):
 
         def _search_settings(self, ef: int) -> tuple[tuple[str, str], ...]: ...
 
+    def _plan_knn(
+        self,
+        planned: tuple[Sequence[float], Mapping[str, Any]],
+        dim: int,
+        method: str,
+        fetch_key: str,
+        shape_key: str,
+        params: dict[str, Any],
+        efs: list[int],
+        shape: dict[str, Any],
+    ) -> SearchOptions | None:
+        """Plan a message or episode kNN branch; ``None`` when it cannot share the statement.
+
+        It shares the statement's query vector, ``min_similarity`` and ``hnsw.ef_search``
+        with the other kNN branches; a planned call that differs in any of them (or has no
+        ``min_similarity``) is left to the real method.
+        """
+        opts = coerce_options(SearchOptions, None, dict(planned[1]))
+        q = self._query_vector(planned[0], dim, method)
+        ef = min(1000, max(opts.ef_search or self.ef_search, opts.limit + 1))
+        if ("q" in params and params["q"] != q) or (
+            "min_similarity" in params and params["min_similarity"] != opts.min_similarity
+        ) or opts.min_similarity is None or (efs and efs[0] != ef):
+            return None
+        efs.append(ef)
+        params["q"] = q
+        params["min_similarity"] = opts.min_similarity
+        params[fetch_key] = opts.limit + 1
+        shape[shape_key] = opts.include_invalidated
+        return opts
+
     async def prefetch_signals(
         self,
         store: Any,
@@ -848,19 +879,8 @@ class SignalPrefetch(PostgresBackend):
                 names = []
         mk_opts: SearchOptions | None = None
         if messages_knn is not None:
-            mk_opts = coerce_options(SearchOptions, None, dict(messages_knn[1]))
-            mq = self._query_vector(messages_knn[0], dim, "search_messages")
-            ef = min(1000, max(mk_opts.ef_search or self.ef_search, mk_opts.limit + 1))
-            if ("q" in params and params["q"] != mq) or (
-                "min_similarity" in params and params["min_similarity"] != mk_opts.min_similarity
-            ) or mk_opts.min_similarity is None or (efs and efs[0] != ef):
-                mk_opts = None
-            else:
-                efs.append(ef)
-                params["q"] = mq
-                params["min_similarity"] = mk_opts.min_similarity
-                params["message_fetch"] = mk_opts.limit + 1
-                shape["messages_knn"] = mk_opts.include_invalidated
+            mk_opts = self._plan_knn(messages_knn, dim, "search_messages", "message_fetch",
+                                     "messages_knn", params, efs, shape)
         mt_opts: SearchOptions | None = None
         if messages_text is not None:
             mt_opts = coerce_options(SearchOptions, None, dict(messages_text[1]))
@@ -873,19 +893,8 @@ class SignalPrefetch(PostgresBackend):
                 mt_opts = None
         ek_opts: SearchOptions | None = None
         if episodes_knn is not None:
-            ek_opts = coerce_options(SearchOptions, None, dict(episodes_knn[1]))
-            eq = self._query_vector(episodes_knn[0], dim, "search_episodes")
-            ef = min(1000, max(ek_opts.ef_search or self.ef_search, ek_opts.limit + 1))
-            if ("q" in params and params["q"] != eq) or (
-                "min_similarity" in params and params["min_similarity"] != ek_opts.min_similarity
-            ) or ek_opts.min_similarity is None or (efs and efs[0] != ef):
-                ek_opts = None
-            else:
-                efs.append(ef)
-                params["q"] = eq
-                params["min_similarity"] = ek_opts.min_similarity
-                params["episode_fetch"] = ek_opts.limit + 1
-                shape["episodes_knn"] = ek_opts.include_invalidated
+            ek_opts = self._plan_knn(episodes_knn, dim, "search_episodes", "episode_fetch",
+                                     "episodes_knn", params, efs, shape)
         et_opts: SearchOptions | None = None
         if episodes_text is not None:
             et_opts = coerce_options(SearchOptions, None, dict(episodes_text[1]))
