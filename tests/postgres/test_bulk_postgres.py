@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -255,3 +256,67 @@ async def test_parallel_batches_on_an_engine(pg_databases: Any) -> None:
         assert len(await other.find_entities()) == 5  # earlier batches stay committed
     finally:
         await engine.dispose()
+
+
+async def test_records_changed_without_validation_are_checked(pg_make_store: Any,
+                                                              pg_tenant: str) -> None:
+    """Instances are re-validated: values that skipped pydantic are refused, store unchanged.
+
+    ``model_copy(update=...)`` and ``__dict__`` writes bypass validation; the bulk path
+    checks embeddings as numpy blocks and must refuse what ``put_*`` refuses, with the same
+    pydantic error and nothing written.
+    """
+    store = pg_make_store(pg_tenant)
+    w = _world()
+    nan = [float("nan")] + [0.0] * 7
+    bad_episode = episode()
+    bad_episode.messages[0].__dict__["embedding"] = [float("inf")] + [0.0] * 7
+    bad_inputs: list[dict[str, Any]] = [
+        {"facts": [*w["facts"], w["facts"][0].model_copy(update={"embedding": nan})]},
+        {"facts": [w["facts"][1].model_copy(update={"embedding": [3.5e38] + [0.0] * 7})]},
+        {"facts": [w["facts"][1].model_copy(update={"embedding": ["x"] * 8})]},
+        {"facts": [w["facts"][1].model_copy(update={"embedding": []})]},
+        {"facts": [w["facts"][2].model_copy(update={"content": "nul \x00"})]},
+        {"facts": [w["facts"][2].model_copy(update={"tags": [""]})]},
+        {"facts": [fact(provenance=w["facts"][0].provenance.model_copy(
+            update={"confidence": 2.0}))]},
+        {"episodes": [bad_episode]},
+        {"entities": [w["entities"][0].model_copy(update={"embedding": nan})]},
+    ]
+    for bad in bad_inputs:
+        with pytest.raises(ValidationError):
+            await bulk_import(store, **{"entities": w["entities"], **bad})
+    assert await store.find_entities(include_invalidated=True) == []
+    assert await store.find_facts(include_invalidated=True) == []
+    assert await store.list_episodes(include_invalidated=True) == []
+
+
+async def test_lax_values_are_stored_as_put_stores_them(pg_make_store: Any,
+                                                        pg_tenant: str) -> None:
+    """Embeddings pydantic accepts but the numpy block does not (ints, strings, tuples) take
+    the exact path; a shared provenance changed between records is read per record."""
+    base = fact()
+    records = [
+        base.model_copy(update={"id": uuid.uuid4(), "embedding": [1, 0, 0, 0, 0, 0, 0, 2]}),
+        base.model_copy(update={"id": uuid.uuid4(), "embedding": ["0.5"] + [0.0] * 7}),
+        base.model_copy(update={"id": uuid.uuid4(), "embedding": (0.0,) * 7 + (1.0,)}),
+        base.model_copy(update={"id": uuid.uuid4(), "embedding": [True] + [0.25] * 7}),
+    ]
+
+    def facts() -> Any:
+        yield from records
+        prov = base.provenance.model_copy()
+        for i in range(3):
+            prov.run_id = f"run-{i}"  # one instance, changed between records
+            yield fact(provenance=prov, content=f"fact {i}")
+
+    bulk = pg_make_store(f"{pg_tenant}_b")
+    put = pg_make_store(f"{pg_tenant}_p")
+    await bulk_import(bulk, facts=facts())
+    await put.put_facts(records)
+    got = await bulk.get_facts([r.id for r in records])
+    assert got == await put.get_facts([r.id for r in records]) and len(got) == 4
+    assert got[records[0].id].embedding == [1.0, 0, 0, 0, 0, 0, 0, 2.0]
+    runs = sorted(f.provenance.run_id or "" for f in await bulk.find_facts()
+                  if f.content.startswith("fact "))
+    assert runs == ["run-0", "run-1", "run-2"]

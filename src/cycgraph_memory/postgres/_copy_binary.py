@@ -22,8 +22,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
-__all__ = ["COLUMN_TYPES", "encode_columns", "encode_rows"]
+__all__ = ["COLUMN_TYPES", "EncodedVector", "encode_columns", "encode_rows", "encode_vectors"]
 
 _HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
 _TRAILER = struct.pack(">h", -1)
@@ -77,7 +78,43 @@ def _text_array(values: Iterable[str]) -> bytes:
     return _array(_TEXT_OID, [_text(v) for v in values])
 
 
-def _vector(values: Sequence[float]) -> bytes:
+class EncodedVector:
+    """A checked vector already in COPY form (its whole field); ``len()`` is its width.
+
+    Built by :func:`encode_vectors` for many vectors at once; :func:`encode_rows` writes
+    its bytes as they are.
+    """
+
+    __slots__ = ("dim", "field")
+
+    def __init__(self, field: bytes, dim: int) -> None:
+        self.field = field
+        self.dim = dim
+
+    def __len__(self) -> int:
+        return self.dim
+
+
+def encode_vectors(block: NDArray[Any]) -> list[EncodedVector]:
+    """The ``vector`` fields of every row of a 2-D float block, converted in one numpy call.
+
+    Each field is the length word, pgvector's header (width, unused) and the values as
+    big-endian float32 (rounded to nearest, like :func:`_vector`).
+    """
+    count, dim = block.shape
+    layout = np.dtype([("len", ">i4"), ("dim", ">u2"), ("unused", ">u2"), ("x", ">f4", (dim,))])
+    fields = np.zeros(count, dtype=layout)
+    fields["len"] = 4 + 4 * dim
+    fields["dim"] = dim
+    fields["x"] = block
+    raw = fields.tobytes()
+    step = layout.itemsize
+    return [EncodedVector(raw[i : i + step], dim) for i in range(0, count * step, step)]
+
+
+def _vector(values: Sequence[float] | EncodedVector) -> bytes:
+    if type(values) is EncodedVector:
+        return values.field
     body = np.asarray(values, dtype=">f4").tobytes()
     return _field(struct.pack(">HH", len(values), 0) + body)
 
