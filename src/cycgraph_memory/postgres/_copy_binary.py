@@ -24,7 +24,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["COLUMN_TYPES", "EncodedVector", "encode_columns", "encode_rows", "encode_vectors"]
+__all__ = [
+    "COLUMN_TYPES",
+    "Encoded",
+    "EncodedVector",
+    "encode_columns",
+    "encode_jsonb",
+    "encode_rows",
+    "encode_vectors",
+]
 
 _HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
 _TRAILER = struct.pack(">h", -1)
@@ -59,7 +67,27 @@ def _timestamptz(value: datetime) -> bytes:
     return _len_i64 + _i64(micros)
 
 
+class Encoded:
+    """A column value already in COPY form (its whole field, length word included).
+
+    :func:`encode_rows` writes its bytes as they are in a ``jsonb`` or ``vector`` column:
+    a value shared by many rows is encoded once.
+    """
+
+    __slots__ = ("field",)
+
+    def __init__(self, field: bytes) -> None:
+        self.field = field
+
+
+def encode_jsonb(value: Any) -> Encoded:
+    """``value`` encoded once for a ``jsonb`` column."""
+    return Encoded(_jsonb(value))
+
+
 def _jsonb(value: Any) -> bytes:
+    if type(value) is Encoded:
+        return value.field
     body = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     return _field(b"\x01" + body.encode("utf-8"))
 
@@ -78,17 +106,16 @@ def _text_array(values: Iterable[str]) -> bytes:
     return _array(_TEXT_OID, [_text(v) for v in values])
 
 
-class EncodedVector:
+class EncodedVector(Encoded):
     """A checked vector already in COPY form (its whole field); ``len()`` is its width.
 
-    Built by :func:`encode_vectors` for many vectors at once; :func:`encode_rows` writes
-    its bytes as they are.
+    Built by :func:`encode_vectors` for many vectors at once.
     """
 
-    __slots__ = ("dim", "field")
+    __slots__ = ("dim",)
 
     def __init__(self, field: bytes, dim: int) -> None:
-        self.field = field
+        super().__init__(field)
         self.dim = dim
 
     def __len__(self) -> int:

@@ -48,7 +48,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from cycgraph_memory._validate import MAX_EMBEDDING_VALUE
 from cycgraph_memory.errors import DuplicateRecordError, InvalidInputError
 from cycgraph_memory.postgres import convert
-from cycgraph_memory.postgres._copy_binary import COLUMN_TYPES, encode_rows, encode_vectors
+from cycgraph_memory.postgres._copy_binary import (
+    COLUMN_TYPES,
+    Encoded,
+    encode_jsonb,
+    encode_rows,
+    encode_vectors,
+)
 from cycgraph_memory.postgres.reembedding import HNSW_BUILD_MEMORY
 from cycgraph_memory.postgres.store import PostgresMemoryStore, coerce_record
 from cycgraph_memory.records import (
@@ -332,7 +338,7 @@ def _validated(model: type[M], values: Iterable[object]) -> list[M]:
     return validator.done()
 
 
-_TABLE_OF: dict[str, tuple[str, type[Any], Callable[[Any, str], dict[str, Any]]]] = {
+_TABLE_OF: dict[str, tuple[str, type[Any], Callable[..., dict[str, Any]]]] = {
     "entity": ("entities", Entity, convert.entity_to_row),
     "episode": ("episodes", Episode, convert.episode_to_row),
     "fact": ("facts", SemanticFact, convert.fact_to_row),
@@ -358,8 +364,25 @@ class _Prepared:
                     if seen.setdefault(m.id, ep.id) != ep.id:
                         raise DuplicateRecordError(f"message {m.id} appears in two episodes")
                     self.messages.append(m)
+        # A provenance instance shared by many rows (the validator shares one per distinct
+        # value) is encoded once. These are the batch's own validated records: nothing
+        # else holds them, so an instance cannot change while the batch is encoded.
+        shared: dict[int, tuple[Any, Encoded]] = {}
+
+        def provenance(record: Any) -> Encoded:
+            value = record.provenance
+            hit = shared.get(id(value))
+            if hit is None or hit[0] is not value:
+                hit = shared[id(value)] = (value, encode_jsonb(convert.provenance_json(value)))
+            return hit[1]
+
         self.streams: dict[str, tuple[bytes, int]] = {
-            table: (encode_rows(table, (to_row(r, tenant) for r in items)), len(items))
+            table: (
+                encode_rows(
+                    table, (to_row(r, tenant, provenance=provenance(r)) for r in items)
+                ),
+                len(items),
+            )
         }
         if kind == "episode":
             rows = [r for e in items for r in convert.messages_to_rows(e, tenant)]

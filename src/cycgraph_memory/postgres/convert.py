@@ -45,6 +45,7 @@ __all__ = [
     "message_from_row",
     "messages_to_rows",
     "provenance_from_json",
+    "provenance_json",
     "relationship_from_json",
     "relationship_from_row",
     "relationship_to_row",
@@ -106,8 +107,12 @@ def _vector(value: Any) -> list[float] | None:
     return [float(x) for x in value]
 
 
-def _prov(value: Provenance) -> dict[str, Any]:
+def provenance_json(value: Provenance) -> dict[str, Any]:
+    """The ``provenance`` column value (jsonb) of a record's provenance."""
     return value.model_dump(mode="json")
+
+
+_prov = provenance_json
 
 
 _fromiso = datetime.fromisoformat
@@ -136,8 +141,14 @@ def provenance_from_json(value: Mapping[str, Any]) -> Provenance:
     )
 
 
-def entity_to_row(entity: Entity, tenant_id: str) -> dict[str, Any]:
-    """Column values of ``entity`` for ``tenant_id``."""
+def entity_to_row(
+    entity: Entity, tenant_id: str, *, provenance: Any = None
+) -> dict[str, Any]:
+    """Column values of ``entity`` for ``tenant_id``.
+
+    ``provenance``: the column value when the caller has it already (a bulk load encodes
+    a provenance shared by many rows once).
+    """
     return {
         "tenant_id": tenant_id,
         "id": entity.id,
@@ -145,7 +156,7 @@ def entity_to_row(entity: Entity, tenant_id: str) -> dict[str, Any]:
         "entity_type": entity.entity_type,
         "attributes": entity.attributes,
         "embedding": entity.embedding,
-        "provenance": _prov(entity.provenance),
+        "provenance": _prov(entity.provenance) if provenance is None else provenance,
         "created_at": entity.created_at,
         "updated_at": entity.updated_at,
         "invalidated_at": entity.invalidated_at,
@@ -170,8 +181,14 @@ def entity_from_row(row: Row) -> Entity:
     )
 
 
-def relationship_to_row(rel: Relationship, tenant_id: str) -> dict[str, Any]:
-    """Column values of ``rel`` for ``tenant_id``."""
+def relationship_to_row(
+    rel: Relationship, tenant_id: str, *, provenance: Any = None
+) -> dict[str, Any]:
+    """Column values of ``rel`` for ``tenant_id``.
+
+    ``provenance``: the column value when the caller has it already (a bulk load encodes
+    a provenance shared by many rows once).
+    """
     return {
         "tenant_id": tenant_id,
         "id": rel.id,
@@ -182,7 +199,7 @@ def relationship_to_row(rel: Relationship, tenant_id: str) -> dict[str, Any]:
         "attributes": rel.attributes,
         "valid_from": rel.valid_from,
         "valid_until": rel.valid_until,
-        "provenance": _prov(rel.provenance),
+        "provenance": _prov(rel.provenance) if provenance is None else provenance,
         "invalidated_by": rel.invalidated_by,
     }
 
@@ -221,8 +238,14 @@ def relationship_from_json(value: Mapping[str, Any]) -> Relationship:
     )
 
 
-def episode_to_row(episode: Episode, tenant_id: str) -> dict[str, Any]:
-    """Column values of ``episode`` (without its messages) for ``tenant_id``."""
+def episode_to_row(
+    episode: Episode, tenant_id: str, *, provenance: Any = None
+) -> dict[str, Any]:
+    """Column values of ``episode`` (without its messages) for ``tenant_id``.
+
+    ``provenance``: the column value when the caller has it already (a bulk load encodes
+    a provenance shared by many rows once).
+    """
     return {
         "tenant_id": tenant_id,
         "id": episode.id,
@@ -231,7 +254,7 @@ def episode_to_row(episode: Episode, tenant_id: str) -> dict[str, Any]:
         "ended_at": episode.ended_at,
         "embedding": episode.embedding,
         "fact_ids": list(episode.fact_ids),
-        "provenance": _prov(episode.provenance),
+        "provenance": _prov(episode.provenance) if provenance is None else provenance,
         "invalidated_at": episode.invalidated_at,
         "search_terms": episode_terms(episode),
     }
@@ -318,8 +341,14 @@ def _vector_text(value: str) -> list[float]:
     return parsed
 
 
-def fact_to_row(fact: SemanticFact, tenant_id: str) -> dict[str, Any]:
-    """Column values of ``fact`` for ``tenant_id``."""
+def fact_to_row(
+    fact: SemanticFact, tenant_id: str, *, provenance: Any = None
+) -> dict[str, Any]:
+    """Column values of ``fact`` for ``tenant_id``.
+
+    ``provenance``: the column value when the caller has it already (a bulk load encodes
+    a provenance shared by many rows once).
+    """
     return {
         "tenant_id": tenant_id,
         "id": fact.id,
@@ -328,7 +357,7 @@ def fact_to_row(fact: SemanticFact, tenant_id: str) -> dict[str, Any]:
         "entity_ids": list(fact.entity_ids),
         "theme_id": fact.theme_id,
         "embedding": fact.embedding,
-        "provenance": _prov(fact.provenance),
+        "provenance": _prov(fact.provenance) if provenance is None else provenance,
         "valid_from": fact.valid_from,
         "valid_until": fact.valid_until,
         "invalidated_by": fact.invalidated_by,
@@ -361,8 +390,14 @@ def fact_from_row(row: Row) -> SemanticFact:
     )
 
 
-def theme_to_row(theme: Theme, tenant_id: str) -> dict[str, Any]:
-    """Column values of ``theme`` for ``tenant_id`` (``created_at`` from provenance)."""
+def theme_to_row(
+    theme: Theme, tenant_id: str, *, provenance: Any = None
+) -> dict[str, Any]:
+    """Column values of ``theme`` for ``tenant_id`` (``created_at`` from provenance).
+
+    ``provenance``: the column value when the caller has it already (a bulk load encodes
+    a provenance shared by many rows once).
+    """
     return {
         "tenant_id": tenant_id,
         "id": theme.id,
@@ -370,7 +405,7 @@ def theme_to_row(theme: Theme, tenant_id: str) -> dict[str, Any]:
         "description": theme.description,
         "fact_ids": list(theme.fact_ids),
         "embedding": theme.embedding,
-        "provenance": _prov(theme.provenance),
+        "provenance": _prov(theme.provenance) if provenance is None else provenance,
         "created_at": theme.provenance.created_at,
         "invalidated_at": theme.invalidated_at,
     }
