@@ -320,3 +320,30 @@ async def test_lax_values_are_stored_as_put_stores_them(pg_make_store: Any,
     runs = sorted(f.provenance.run_id or "" for f in await bulk.find_facts()
                   if f.content.startswith("fact "))
     assert runs == ["run-0", "run-1", "run-2"]
+
+
+async def test_validation_pause_restores_the_garbage_collector(pg_make_store: Any,
+                                                               pg_tenant: str) -> None:
+    """The collector is paused only while records are validated, also on an error."""
+    import gc
+
+    from cycgraph_memory.postgres.bulk import _gc_paused
+
+    store = pg_make_store(pg_tenant)
+    assert gc.isenabled()
+    with _gc_paused():
+        with _gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(ValidationError):
+        await bulk_import(store, facts=[{"content": ""}])  # type: ignore[list-item]
+    assert gc.isenabled()
+    await bulk_import(store, facts=[fact()])
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        await bulk_import(store, facts=[fact()])
+        assert not gc.isenabled()  # a caller's choice is kept
+    finally:
+        gc.enable()
