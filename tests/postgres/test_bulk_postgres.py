@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 from cycgraph_memory.errors import DanglingReferenceError, EmbeddingDimensionMismatchError
 from cycgraph_memory.postgres.bulk import bulk_import
-from cycgraph_memory.records import Message
+from cycgraph_memory.records import Message, Provenance
 
 from ._records import T0, entity, episode, fact, relationship, theme, unit
 
@@ -258,6 +258,10 @@ async def test_parallel_batches_on_an_engine(pg_databases: Any) -> None:
         await engine.dispose()
 
 
+class _SubProvenance(Provenance):
+    """A subclass: taken apart and validated as a ``Provenance``, like ``put_*`` does."""
+
+
 async def test_records_changed_without_validation_are_checked(pg_make_store: Any,
                                                               pg_tenant: str) -> None:
     """Instances are re-validated: values that skipped pydantic are refused, store unchanged.
@@ -269,6 +273,8 @@ async def test_records_changed_without_validation_are_checked(pg_make_store: Any
     store = pg_make_store(pg_tenant)
     w = _world()
     nan = [float("nan")] + [0.0] * 7
+    sub_provenance = _SubProvenance(source="agent")
+    sub_provenance.__dict__["confidence"] = 5.0  # a subclass instance is checked too
     bad_episode = episode()
     bad_episode.messages[0].__dict__["embedding"] = [float("inf")] + [0.0] * 7
     bad_inputs: list[dict[str, Any]] = [
@@ -280,6 +286,7 @@ async def test_records_changed_without_validation_are_checked(pg_make_store: Any
         {"facts": [w["facts"][2].model_copy(update={"tags": [""]})]},
         {"facts": [fact(provenance=w["facts"][0].provenance.model_copy(
             update={"confidence": 2.0}))]},
+        {"facts": [fact(provenance=sub_provenance)]},
         {"episodes": [bad_episode]},
         {"entities": [w["entities"][0].model_copy(update={"embedding": nan})]},
     ]

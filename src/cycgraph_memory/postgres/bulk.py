@@ -47,7 +47,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from cycgraph_memory._validate import MAX_EMBEDDING_VALUE
+from cycgraph_memory._validate import MAX_EMBEDDING_VALUE, _plain
 from cycgraph_memory.errors import DuplicateRecordError, InvalidInputError
 from cycgraph_memory.postgres import convert
 from cycgraph_memory.postgres._copy_binary import (
@@ -256,8 +256,8 @@ class _Validator:
         return self.out
 
     def _provenance(self, value: object) -> object:
-        if type(value) is not Provenance:
-            return value  # a dict or anything else: pydantic decides
+        if type(value) is not Provenance:  # a subclass, a dict, anything: as coerce_record
+            return _plain(value) if isinstance(value, BaseModel) else value
         fields = value.__dict__
         cached = self._provenances.get(id(value))
         if cached is not None and cached[0] is value and cached[1] == fields:
