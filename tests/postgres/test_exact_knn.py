@@ -10,6 +10,7 @@ plans are in every kNN statement; a one-time filter runs one. These tests pin th
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
@@ -199,7 +200,7 @@ async def test_ef_search_scaled_by_tenant_share(
         await index.search_facts(shared_table["queries"][0].tolist(), limit=10)
         async with pg_sessionmaker() as s:
             ef = (await s.execute(text("SELECT current_setting('hnsw.ef_search')"))).scalar()
-        assert int(ef) == min(1000, -(-100 * total // size))
+        assert int(ef) == min(1000, math.ceil(100 * math.sqrt(total / size)))
     # A tenant alone in its table keeps the configured value (share 1).
     async with pg_sessionmaker() as s, s.begin():
         reltuples = (await s.execute(text(

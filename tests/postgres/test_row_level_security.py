@@ -7,6 +7,7 @@ the database itself keeps every transaction on the tenant named by ``cycgraph.te
 
 from __future__ import annotations
 
+import math
 import secrets
 import uuid
 from collections.abc import AsyncIterator
@@ -209,4 +210,5 @@ async def test_ef_search_scaled_by_the_tenants_share_under_rls(
                            {f"v{i}": v for i, (_, v) in enumerate(pairs)})
         ef = (await conn.execute(text("SELECT current_setting('hnsw.ef_search')"))).scalar()
     assert reltuples >= 5
-    assert int(ef) == min(1000, -(-100 * int(reltuples) // 4))  # the tenant holds 4 facts
+    # the tenant holds 4 facts
+    assert int(ef) == min(1000, math.ceil(100 * math.sqrt(reltuples / 4)))
