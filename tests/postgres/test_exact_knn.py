@@ -218,3 +218,30 @@ async def test_exact_below_validation(pg_sessionmaker: Any) -> None:
     for bad in (-1, 1.5, True, "10"):
         with pytest.raises(InvalidInputError):
             PostgresMemoryIndex(pg_sessionmaker, exact_below=bad)
+
+
+async def _walks_hnsw(sm: Any, index: Any, tenant: str, q: list[float]) -> bool:
+    captured = _Captured(sm)
+    await captured.run(lambda: index.search_facts(q, limit=10))
+    knn = [st for st in captured.statements if "<=>" in st[0]]
+    return max(_hnsw_loops(await _executed_plans(sm, tenant, knn))) >= 1
+
+
+async def test_tenant_holding_most_of_the_table_walks_hnsw(
+    pg_make_store: Any, pg_sessionmaker: Any
+) -> None:
+    # Above EXACT_KNN_ALWAYS_BELOW documents, a tenant holding half the table or more is
+    # searched through the HNSW index even below exact_below (the graph is mostly its
+    # own); a small tenant beside it stays exact.
+    from cycgraph_memory.postgres.statements import EXACT_KNN_ALWAYS_BELOW
+
+    rng = np.random.default_rng(11)
+    big, small = f"major_{uuid.uuid4().hex[:8]}", f"minor_{uuid.uuid4().hex[:8]}"
+    await _load(pg_make_store, big, _unit_rows(rng, EXACT_KNN_ALWAYS_BELOW + 500))
+    await _load(pg_make_store, small, _unit_rows(rng, 50))
+    await pg_make_store(big, index=True).rebuild(analyze=True)
+    await _force_hnsw(pg_sessionmaker)
+    q = _unit_rows(rng, 1)[0].tolist()
+    for tenant, walked in ((big, True), (small, False)):
+        index = pg_make_store(tenant, index=True, exact_below=1_000_000)
+        assert await _walks_hnsw(pg_sessionmaker, index, tenant, q) is walked

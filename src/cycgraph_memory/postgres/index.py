@@ -15,9 +15,10 @@ Each search runs, in one transaction::
     ) nearest [WHERE 1 - distance >= :min_similarity]
 
 That is the plan for a tenant with at least ``exact_below`` (default 50,000) documents in
-the table. A smaller tenant is searched EXACTLY: its rows reached through the ``tenant_id``
-B-tree, every distance computed, the nearest sorted (``statements.nearest``; both plans
-are in the statement, a one-time filter on the tenant's document count runs one). A
+the table, or holding at least half of it. A smaller tenant is searched EXACTLY: its rows
+reached through the ``tenant_id`` B-tree, every distance computed, the nearest sorted
+(``statements.nearest``; both plans are in the statement, a one-time filter on the
+tenant's document count runs one). A
 filtered HNSW scan of a graph shared with bigger tenants misses neighbours of a tenant of
 a few thousand to a few tens of thousands of rows (recall@10 0.77-0.96 measured at
 1,000,000 facts); for a bigger one ``hnsw.ef_search`` is raised by the inverse square
@@ -101,7 +102,8 @@ class PostgresMemoryIndex(
         iterative_scan: pgvector's ``hnsw.iterative_scan`` for filtered searches.
         exact_below: A tenant with fewer documents than this in a table (its count in
             ``text_search_corpora``; themes and entities go by the tenant's facts) is
-            searched exactly there (every row of the tenant scored, no HNSW): a filtered
+            searched exactly there unless it holds half the table or more (every row of
+            the tenant scored, no HNSW): a filtered
             HNSW scan of a graph shared with bigger tenants misses neighbours of a tenant
             of a few thousand rows. ``0``: always the HNSW index. Above it, the search's
             ``hnsw.ef_search`` is scaled by the inverse square root of the tenant's

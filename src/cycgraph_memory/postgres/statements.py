@@ -378,6 +378,9 @@ def settings(names: tuple[str, ...]) -> TextClause:
 EXACT_KNN_BELOW = 50_000
 """Default ``:exact_below``: tenants with fewer documents in a table are searched exactly."""
 
+EXACT_KNN_ALWAYS_BELOW = 5_000
+"""Tenants below this many documents are searched exactly whatever their share."""
+
 _CORPUS_OF = {"facts": "facts", "episode_messages": "episode_messages", "episodes": "episodes"}
 
 
@@ -391,15 +394,30 @@ def knn_corpus(table: Table) -> str:
 
 
 def _exact_gate(table: Table) -> ColumnElement[bool]:
-    """The tenant holds fewer than ``:exact_below`` documents of ``table`` (its corpus)."""
-    documents = (
+    """The tenant is small: below ``:exact_below`` documents and half the table.
+
+    Its documents of ``table`` (its corpus) are counted in ``text_search_corpora``, the
+    table's rows by ``pg_class.reltuples``. Below :data:`EXACT_KNN_ALWAYS_BELOW`
+    documents the share does not matter (and a table never analyzed has no
+    ``reltuples``).
+
+    A tenant holding most of the table is searched through the HNSW index whatever its
+    size: the graph is mostly its own, and the filter loses nothing.
+    """
+    corpus = knn_corpus(table)
+    documents = func.coalesce(
         select(CORPORA.c.documents)
-        .where(CORPORA.c.tenant_id == _tenant(), CORPORA.c.corpus == knn_corpus(table))
-        .scalar_subquery()
+        .where(CORPORA.c.tenant_id == _tenant(), CORPORA.c.corpus == corpus)
+        .scalar_subquery(),
+        0,
+    )
+    rows: ColumnElement[Any] = literal_column(
+        f"(SELECT reltuples FROM pg_class WHERE oid = '{corpus}'::regclass)"
     )
     below = bindparam("exact_below", EXACT_KNN_BELOW, type_=Integer())
-    result: ColumnElement[bool] = func.coalesce(documents, 0) < below
-    return result
+    return and_(
+        documents < below, or_(documents < EXACT_KNN_ALWAYS_BELOW, documents * 2 < rows)
+    )
 
 
 def nearest(
@@ -414,15 +432,17 @@ def nearest(
     ``text_search_corpora``, is false):
 
     * a tenant with fewer than ``:exact_below`` documents (default
-      :data:`EXACT_KNN_BELOW`): an EXACT kNN, the tenant's rows reached through the
-      ``tenant_id`` btree, every distance computed, top ``fetch`` sorted. The distances
+      :data:`EXACT_KNN_BELOW`) holding less than half of the table: an EXACT kNN, the
+      tenant's rows reached through the ``tenant_id`` btree, every distance computed, top
+      ``fetch`` sorted. The distances
       are computed in a subquery behind ``OFFSET 0``, so the planner cannot serve the
       ``ORDER BY`` from the HNSW index. A filtered HNSW scan of a graph shared with
       bigger tenants loses recall for tenants of a few thousand rows (their nearest
       neighbours sit among other tenants' rows the scan must step over); reading a few
       thousand rows is cheap and exact.
-    * a bigger tenant: ``ORDER BY embedding <=> :q LIMIT fetch`` on the HNSW index (its
-      ``hnsw.ef_search`` scaled by the tenant's share, see :func:`settings`).
+    * a bigger tenant, or one holding most of the table: ``ORDER BY embedding <=> :q
+      LIMIT fetch`` on the HNSW index (its ``hnsw.ef_search`` scaled by the tenant's
+      share, see :func:`settings`).
 
     ``conditions`` must include ``tenant_id = :tenant``. Bind parameters: ``tenant``,
     ``q``, ``exact_below`` (defaults to :data:`EXACT_KNN_BELOW`), ``fetch``'s.
