@@ -20,9 +20,15 @@ Two benches (issue 18), both against a Postgres server given by ``--dsn`` (a dat
 
 Printed per strategy: p50 / p95 latency (ms), statements per call (a
 ``before_cursor_execute`` listener), client CPU per call (``time.process_time``, p50), the
-result size; kNN recall@10 of ``search_facts`` against the exact nearest ten (a sequential
-scan, ``enable_indexscan = off``); and the floor: ``SELECT 1`` in its own session (p50), the
-least any call costs on this machine at the time.
+result size; kNN recall@10 against the exact nearest ten (``enable_indexscan = off``) of
+``search_facts`` and, for the tenants bench, of the fact kNN the strategies run
+(``hierarchical_candidates``' direct hits); the floor: ``SELECT 1`` in its own session
+(p50), the least any call costs on this machine at the time; and the load average.
+
+A tenant below ``PostgresMemoryIndex.exact_below`` documents (default 50,000) holding less
+than half of the table is searched exactly, a bigger one through HNSW with ``ef_search``
+scaled by its share (``docs/scaling.md``): in the tenants bench the classes ``<1k`` and
+``1k-10k`` and most of ``>=10k`` take the exact plan.
 
     python bench/scale.py --dsn postgresql://... --scale reference --n 100000
     python bench/scale.py --dsn postgresql://... --scale tenants --total 200000 --tenants 200
