@@ -20,9 +20,15 @@ Two benches (issue 18), both against a Postgres server given by ``--dsn`` (a dat
 
 Printed per strategy: p50 / p95 latency (ms), statements per call (a
 ``before_cursor_execute`` listener), client CPU per call (``time.process_time``, p50), the
-result size; kNN recall@10 of ``search_facts`` against the exact nearest ten (a sequential
-scan, ``enable_indexscan = off``); and the floor: ``SELECT 1`` in its own session (p50), the
-least any call costs on this machine at the time.
+result size; kNN recall@10 against the exact nearest ten (``enable_indexscan = off``) of
+``search_facts`` and, for the tenants bench, of the fact kNN the strategies run
+(``hierarchical_candidates``' direct hits); the floor: ``SELECT 1`` in its own session
+(p50), the least any call costs on this machine at the time; and the load average.
+
+A tenant below ``PostgresMemoryIndex.exact_below`` documents (default 50,000) holding less
+than half of the table is searched exactly, a bigger one through HNSW with ``ef_search``
+scaled by its share (``docs/scaling.md``): in the tenants bench the classes ``<1k`` and
+``1k-10k`` and most of ``>=10k`` take the exact plan.
 
     python bench/scale.py --dsn postgresql://... --scale reference --n 100000
     python bench/scale.py --dsn postgresql://... --scale tenants --total 200000 --tenants 200
@@ -131,6 +137,12 @@ async def timed(
         figures.cpu.append((time.process_time() - c0) * 1000)
         figures.statements += (counter.count - before) if counter else 0
         figures.facts += len(result.facts)
+
+
+def load_average() -> str:
+    """The machine's 1 / 5 / 15-minute load averages (``uptime``)."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} ({os.cpu_count()} cores)"
 
 
 async def floor_ms(engine: Any) -> float:
@@ -246,14 +258,22 @@ async def exact_top(engine: Any, tenant: str, vector: Sequence[float], k: int) -
         return [uuid.UUID(str(r[0])) for r in rows]
 
 
-async def recall_at_10(engine: Any, index: Any, tenant: str, vectors: Sequence[Any]) -> float:
-    """Mean recall@10 of ``index.search_facts`` against the exact ten."""
-    total = 0.0
+async def recall_at_10(engine: Any, index: Any, tenant: str, vectors: Sequence[Any]
+                       ) -> tuple[float, float]:
+    """Mean recall@10 against the exact ten: of ``index.search_facts``, and of the fact
+    kNN the retrieval strategies run (``hierarchical_candidates``' direct hits)."""
+    total = hot = 0.0
     for vector in vectors:
+        exact = set(await exact_top(engine, tenant, vector, 10))
         hits = await index.search_facts(vector, limit=10)
-        exact = await exact_top(engine, tenant, vector, 10)
-        total += len({h.item.id for h in hits} & set(exact)) / max(1, len(exact))
-    return total / max(1, len(vectors))
+        total += len({h.item.id for h in hits} & exact) / max(1, len(exact))
+        _, direct, _ = await index.hierarchical_candidates(
+            vector, theme_limit=0, max_facts_per_theme=None, fact_limit=10,
+            min_similarity=-1.0, include_invalidated=False, tags=None, exclude_tags=None,
+        )
+        hot += len({f.id for f in direct} & exact) / max(1, len(exact))
+    n = max(1, len(vectors))
+    return total / n, hot / n
 
 
 # ----------------------------------------------------------------------------- reference
@@ -284,8 +304,17 @@ def reference_calls(store: Any, index: Any, w: Any, n_queries: int
     }
 
 
-async def load_reference(store: Any, w: Any) -> float:
+async def load_reference(store: Any, w: Any, *, bulk: bool = False) -> float:
+    """Load the workload (Postgres with ``bulk``: ``bulk_import``, COPY in batches)."""
     t0 = time.perf_counter()
+    if bulk:
+        from cycgraph_memory.postgres import bulk_import
+
+        await bulk_import(store, entities=w.entities, themes=w.themes)
+        for i in range(0, w.n, 20_000):
+            await bulk_import(store, facts=build_facts(w, i, min(w.n, i + 20_000)))
+        await bulk_import(store, relationships=w.relationships)
+        return time.perf_counter() - t0
     await store.put_entities(w.entities)
     await store.put_themes(w.themes)
     for i in range(0, w.n, 5_000):
@@ -359,7 +388,7 @@ async def _reference_postgres(args: argparse.Namespace, w: Any, recall_vectors: 
         if not args.reuse:
             await upgrade(engine, embedding_dim=DIM)
             definitions = await drop_hnsw(engine)
-            seconds = await load_reference(store, w)
+            seconds = await load_reference(store, w, bulk=True)
             build = await build_hnsw(dsn, definitions)
         gc.collect()
         recall = 0.0
@@ -369,7 +398,7 @@ async def _reference_postgres(args: argparse.Namespace, w: Any, recall_vectors: 
         floor = await floor_ms(engine)
         print(f"\n## Postgres (loaded in {seconds:.0f} s, HNSW built after the load in "
               f"{build:.0f} s); kNN recall@10 {recall / len(recall_vectors):.3f}; "
-              f"floor SELECT 1 p50 {floor:.2f} ms\n")
+              f"floor SELECT 1 p50 {floor:.2f} ms; {load_average()}\n")
         print(HEADER)
         counter = Counter()
         event.listen(engine.sync_engine, "before_cursor_execute", counter)
@@ -377,7 +406,8 @@ async def _reference_postgres(args: argparse.Namespace, w: Any, recall_vectors: 
             figures = Figures()
             await timed(calls, counter, figures)
             print(figures.row(strategy, floor, TARGETS.get(strategy)))
-        print(f"\nfloor after the run: SELECT 1 p50 {await floor_ms(engine):.2f} ms")
+        print(f"\nfloor after the run: SELECT 1 p50 {await floor_ms(engine):.2f} ms; "
+              f"{load_average()}")
     finally:
         await engine.dispose()
         if not (args.keep or args.reuse):
@@ -505,7 +535,7 @@ async def bench_tenants(args: argparse.Namespace) -> None:
     )
 
     sizes = zipf_sizes(args.total, args.tenants)
-    name = "bench_scale_tenants"
+    name = args.db or "bench_scale_tenants"
     reused = args.reuse and await database_exists(args.dsn, name)
     dsn = (make_url_for(args.dsn, name) if reused else await create_database(args.dsn, name))
     engine = create_engine_from_dsn(dsn)
@@ -552,19 +582,19 @@ async def bench_tenants(args: argparse.Namespace) -> None:
                   f"(~{records / seconds:,.0f} facts+entities+themes/s, edges besides), "
                   f"HNSW built after the load in {build:.0f} s")
         floor = await floor_ms(engine)
-        print(f"floor SELECT 1 p50 {floor:.2f} ms\n")
+        print(f"floor SELECT 1 p50 {floor:.2f} ms; {load_average()}\n")
         counter = Counter()
         event.listen(engine.sync_engine, "before_cursor_execute", counter)
         print("| class | tenants (sizes) | strategy | p50 ms | p95 ms | client CPU p50 ms "
               "| statements/call | facts/call | p50 / floor | p50 / target |")
         print("|---|---|---|---|---|---|---|---|---|---|")
-        recalls: dict[str, float] = {}
+        recalls: dict[str, tuple[float, float]] = {}
         for cls in ("<1k", "1k-10k", ">=10k"):
             ks = queried.get(cls, [])
             if not ks:
                 continue
             figures = {s: Figures() for s in ("vector", "hybrid", "tags", "entity")}
-            recall = 0.0
+            recall = hot = 0.0
             for k in ks:
                 d = data[k]
                 store = PostgresMemoryStore(engine, tenant_id=d.name)
@@ -572,16 +602,18 @@ async def bench_tenants(args: argparse.Namespace) -> None:
                 calls = tenant_calls(store, index, d)
                 for strategy, cs in calls.items():
                     await timed(cs, counter, figures[strategy])
-                recall += await recall_at_10(
+                r, h = await recall_at_10(
                     engine, index, d.name, [v for v, _ in d.queries[: args.recall_queries]]
                 )
-            recalls[cls] = recall / len(ks)
+                recall, hot = recall + r, hot + h
+            recalls[cls] = (recall / len(ks), hot / len(ks))
             label = f"{len(ks)} ({', '.join(f'{sizes[k]:,}' for k in ks)})"
             for strategy, f in figures.items():
                 print(f"| {cls} | {label} " + f.row(strategy, floor, TARGETS.get(strategy)))
-        print("\nkNN recall@10 (search_facts vs exact) per class: " + ", ".join(
-            f"{c} {r:.3f}" for c, r in recalls.items()))
-        print(f"floor after the run: SELECT 1 p50 {await floor_ms(engine):.2f} ms")
+        print("\nkNN recall@10 vs exact per class (search_facts / the strategies' fact kNN): "
+              + ", ".join(f"{c} {r:.3f} / {h:.3f}" for c, (r, h) in recalls.items()))
+        print(f"floor after the run: SELECT 1 p50 {await floor_ms(engine):.2f} ms; "
+              f"{load_average()}")
     finally:
         await engine.dispose()
         if not (args.keep or reused):
@@ -600,7 +632,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200, help="timed calls per strategy")
     parser.add_argument("--recall-queries", type=int, default=20)
     parser.add_argument("--keep", action="store_true", help="keep the database")
-    parser.add_argument("--db", default=None, help="database name (reference scale)")
+    parser.add_argument("--db", default=None,
+                        help="database name (default bench_scale_<scale>)")
     parser.add_argument("--reuse", action="store_true",
                         help="query the kept database without loading it (reference: --db; "
                              "tenants: the database a previous --keep run left, loaded when "

@@ -27,9 +27,12 @@ async def _force_hnsw(sm: Any) -> None:
             await s.execute(text(f"SET LOCAL {guc} = off"))
 
 
+@pytest.mark.parametrize("exact_below", [0, 20_000], ids=["hnsw", "exact"])
 async def test_filtered_knn_returns_limit_rows(
-    pg_store: Any, pg_index: Any, pg_sessionmaker: Any
+    pg_store: Any, pg_make_store: Any, pg_tenant: str, pg_sessionmaker: Any, exact_below: int
 ) -> None:
+    # exact_below=0: the HNSW index (iterative scan); 20,000: this small tenant exactly.
+    pg_index = pg_make_store(pg_tenant, index=True, exact_below=exact_below)
     # 300 quarantined facts sit right next to the query; 40 clean ones are farther away.
     # Ids ascend in list order: upserts write rows in key order, and an HNSW graph depends
     # on insertion order, so this keeps the order the expectations were written for.

@@ -7,6 +7,7 @@ the database itself keeps every transaction on the tenant named by ``cycgraph.te
 
 from __future__ import annotations
 
+import math
 import secrets
 import uuid
 from collections.abc import AsyncIterator
@@ -184,3 +185,30 @@ async def test_backends_set_the_tenant_per_transaction(
         async with store_a._session() as session:
             await session.execute(_INSERT_ENTITY, {"tenant": b, "id": uuid.uuid4()})
     assert info.value.sqlstate == "42501"
+
+
+async def test_ef_search_scaled_by_the_tenants_share_under_rls(
+    app_engine: Any, pg_engine: Any, two_tenants: tuple[str, str]
+) -> None:
+    # The search settings read the tenant's document count (text_search_corpora, under
+    # row-level security) in the statement that sets the tenant: as the application role,
+    # in a fresh transaction, the count must be visible.
+    from cycgraph_memory.postgres import PostgresMemoryIndex, PostgresMemoryStore
+    from cycgraph_memory.postgres.statements import settings
+
+    a, _ = two_tenants
+    await PostgresMemoryStore(pg_engine, tenant_id=a).put_facts([fact() for _ in range(3)])
+    async with pg_engine.connect() as conn:
+        await conn.execute(text("ANALYZE facts"))
+        await conn.commit()
+        reltuples = (await conn.execute(text(
+            "SELECT reltuples FROM pg_class WHERE oid = 'facts'::regclass"))).scalar_one()
+    index = PostgresMemoryIndex(app_engine, tenant_id=a, ef_search=100)
+    pairs = (("cycgraph.tenant_id", a), *index._search_settings(100, "facts"))
+    async with app_engine.begin() as conn:
+        await conn.execute(settings(tuple(k for k, _ in pairs)),
+                           {f"v{i}": v for i, (_, v) in enumerate(pairs)})
+        ef = (await conn.execute(text("SELECT current_setting('hnsw.ef_search')"))).scalar()
+    assert reltuples >= 5
+    # the tenant holds 4 facts
+    assert int(ef) == min(1000, math.ceil(100 * math.sqrt(reltuples / 4)))

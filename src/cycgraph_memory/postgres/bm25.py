@@ -106,19 +106,27 @@ def bm25_ranked(
         every, select(per_term.c.id).select_from(query).join(per_term, true())
     ).subquery("candidates")
 
-    tokens = func.unnest(table.c.search_terms).table_valued("term").render_derived(name="tok")
+    # Each candidate's row by its key (``LIMIT 1`` keeps the lookup a nested loop on the
+    # primary key: joined as a set, the planner hashes the whole table for ~1,000 rows).
+    doc = (
+        select(table.c.id, table.c.search_terms)
+        .where(mine, table.c.id == candidate_ids.c.id)
+        .limit(1)
+        .lateral("doc")
+    )
+    tokens = func.unnest(doc.c.search_terms).table_valued("term").render_derived(name="tok")
     frequencies = (
         select(
-            table.c.id.label("id"),
+            doc.c.id.label("id"),
             tokens.c.term.label("term"),
             cast(func.count(), Double).label("tf"),
-            cast(func.max(func.cardinality(table.c.search_terms)), Double).label("length"),
+            cast(func.max(func.cardinality(doc.c.search_terms)), Double).label("length"),
         )
-        .select_from(table)
-        .join(candidate_ids, candidate_ids.c.id == table.c.id)
+        .select_from(candidate_ids)
+        .join(doc, true())
         .join(tokens, true())
-        .where(mine, tokens.c.term == any_(words))
-        .group_by(table.c.id, tokens.c.term)
+        .where(tokens.c.term == any_(words))
+        .group_by(doc.c.id, tokens.c.term)
         .subquery("frequencies")
     )
     corpus = CORPORA.c

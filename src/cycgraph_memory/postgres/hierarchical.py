@@ -42,6 +42,10 @@ class HierarchicalCandidates(PostgresBackend):
     if TYPE_CHECKING:
 
         @property
+        def exact_below(self) -> int:
+            """Tenants below this many documents are searched exactly."""
+
+        @property
         def ef_search(self) -> int:
             """Default ``hnsw.ef_search`` (the index's)."""
 
@@ -50,7 +54,9 @@ class HierarchicalCandidates(PostgresBackend):
             checked: bool = False,
         ) -> list[float]: ...
 
-        def _search_settings(self, ef: int) -> tuple[tuple[str, str], ...]: ...
+        def _search_settings(
+            self, ef: int, corpus: str = ...
+        ) -> tuple[tuple[str, str], ...]: ...
 
         async def search_facts(
             self, embedding: Sequence[float], options: SearchOptions | None = None, /,
@@ -117,6 +123,7 @@ class HierarchicalCandidates(PostgresBackend):
             query = self._query_vector(query, dim, "hierarchical_candidates", checked=True)
             params: dict[str, Any] = {
                 "tenant": self._tenant, "q": query, "min_similarity": min_similarity,
+                "exact_below": self.exact_below,
             }
             themes: list[Theme] = []
             if theme_limit:

@@ -210,6 +210,8 @@ class EntityRow(Base):
     __table_args__ = (
         Index(None, "tenant_id", "created_at", "id"),
         Index(None, "tenant_id", "entity_type"),
+        # The entity-name match of retrieval (migration 0012).
+        Index("ix_entities_tenant_id_lower_name", "tenant_id", text("lower(name)")),
         _hnsw("entities"),
     )
 

@@ -68,6 +68,8 @@ from cycgraph_memory.postgres.statements import (
     THEMES,
     cast_any,
     episode_messages_column,
+    knn_corpus,
+    nearest,
     query_distance,
     temporal_conditions,
 )
@@ -241,15 +243,13 @@ def signals_statement(
 
     if themes:
         t = THEMES
-        dist = query_distance(t, dim).label("distance")
-        knn = select(t.c.id, t.c.fact_ids, t.c.embedding.label("vec"), dist).where(
-            t.c.tenant_id == tenant, t.c.embedding.is_not(None)
-        )
+        t_conds = [t.c.tenant_id == tenant]
         if not themes_invalidated:
-            knn = knn.where(t.c.invalidated_at.is_(None))
-        near = knn.order_by(dist).limit(_p("theme_fetch", Integer())).subquery("th_near")
+            t_conds.append(t.c.invalidated_at.is_(None))
+        near = nearest(t, dim, t_conds, _p("theme_fetch", Integer()), "th").subquery("th_near")
         th = (
-            select(near.c.id, near.c.fact_ids, near.c.distance)
+            select(near.c.id, t.c.fact_ids, near.c.distance)
+            .select_from(near.join(t, and_(t.c.tenant_id == tenant, t.c.id == near.c.id)))
             .where(_similarity_ok(near.c.distance))
             .cte("th")
         )
@@ -272,15 +272,12 @@ def signals_statement(
 
     if direct is not None:
         inc, tags, exclude = direct
-        fdist = query_distance(f, dim).label("distance")
-        near_f = (
-            select(f.c.id, fdist)
-            .where(f.c.tenant_id == tenant, f.c.embedding.is_not(None),
-                   *_fact_filters(include_invalidated=inc, tags=tags, exclude_tags=exclude))
-            .order_by(fdist)
-            .limit(_p("fact_fetch", Integer()))
-            .cte("direct")
-        )
+        near_f = nearest(
+            f, dim,
+            [f.c.tenant_id == tenant,
+             *_fact_filters(include_invalidated=inc, tags=tags, exclude_tags=exclude)],
+            _p("fact_fetch", Integer()), "direct",
+        ).cte("direct")
         branches.append(
             _row(DIRECT, {**_fact_values(f), "score": near_f.c.distance})
             .select_from(near_f.join(f, and_(f.c.tenant_id == tenant, f.c.id == near_f.c.id)))
@@ -409,11 +406,12 @@ def signals_statement(
 
     if messages_knn is not None:
         m_ = MESSAGES
-        mdist = query_distance(m_, dim).label("distance")
-        knn_m = select(m_.c.id, mdist).where(m_.c.tenant_id == tenant, m_.c.embedding.is_not(None))
+        m_conds = [m_.c.tenant_id == tenant]
         if not messages_knn:
-            knn_m = knn_m.where(_message_live())
-        near_m = knn_m.order_by(mdist).limit(_p("message_fetch", Integer())).subquery("mk")
+            m_conds.append(_message_live())
+        near_m = nearest(
+            m_, dim, m_conds, _p("message_fetch", Integer()), "mk"
+        ).subquery("mk")
         branches.append(
             _row(MESSAGE_KNN, {"id": m_.c.id, "score": near_m.c.distance,
                                "doc": _message_doc(m_)})
@@ -440,12 +438,12 @@ def signals_statement(
     if episodes_knn is not None:
         # As search_episodes: knn("episodes") with min_similarity, joined to the rows.
         e_ = EPISODES
-        edist = query_distance(e_, dim).label("distance")
-        knn_e = select(e_.c.id, edist).where(e_.c.tenant_id == tenant,
-                                             e_.c.embedding.is_not(None))
+        e_conds = [e_.c.tenant_id == tenant]
         if not episodes_knn:
-            knn_e = knn_e.where(e_.c.invalidated_at.is_(None))
-        near_e = knn_e.order_by(edist).limit(_p("episode_fetch", Integer())).subquery("ek")
+            e_conds.append(e_.c.invalidated_at.is_(None))
+        near_e = nearest(
+            e_, dim, e_conds, _p("episode_fetch", Integer()), "ek"
+        ).subquery("ek")
         branches.append(
             _row(EPISODE_KNN, {**_episode_values(e_), "score": near_e.c.distance})
             .select_from(near_e.join(e_, and_(e_.c.tenant_id == tenant,
@@ -700,6 +698,10 @@ class SignalPrefetch(PostgresBackend):
     if TYPE_CHECKING:
 
         @property
+        def exact_below(self) -> int:
+            """Tenants below this many documents are searched exactly."""
+
+        @property
         def ef_search(self) -> int:
             """Default ``hnsw.ef_search``."""
 
@@ -708,7 +710,9 @@ class SignalPrefetch(PostgresBackend):
             checked: bool = False,
         ) -> list[float]: ...
 
-        def _search_settings(self, ef: int) -> tuple[tuple[str, str], ...]: ...
+        def _search_settings(
+            self, ef: int, corpus: str = ...
+        ) -> tuple[tuple[str, str], ...]: ...
 
     def _plan_knn(
         self,
@@ -788,7 +792,7 @@ class SignalPrefetch(PostgresBackend):
             and store._tenant == self._tenant
             and store._uow_key == self._uow_key
         )
-        params: dict[str, Any] = {"tenant": self._tenant}
+        params: dict[str, Any] = {"tenant": self._tenant, "exact_below": self.exact_below}
         shape: dict[str, Any] = {
             "themes": False, "themes_invalidated": False, "direct": None, "theme_cut": None,
             "text_facts": None,
@@ -915,7 +919,13 @@ class SignalPrefetch(PostgresBackend):
         )):
             return store, self
         stmt = signals_statement(dim, **shape)
-        settings = self._search_settings(efs[0] if efs else self.ef_search)
+        # hnsw.ef_search is scaled by the tenant's share of the first kNN's table.
+        corpus = knn_corpus(
+            FACTS if hierarchical is not None
+            else MESSAGES if shape["messages_knn"] is not None
+            else EPISODES
+        )
+        settings = self._search_settings(efs[0] if efs else self.ef_search, corpus)
         async with self._read(settings) as session:
             rows = (await session.execute(stmt, params)).all()
         by_kind: dict[int, list[Sequence[Any]]] = {}
