@@ -15,6 +15,7 @@ little noise, grouped into themes of ~25 facts by session) and then times the ca
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 import uuid
@@ -148,6 +149,7 @@ async def drive_growth(
         extractor=RuleBasedExtractor(max_facts=DEFAULT_RULE_MAX_FACTS),
     )
     batches = growth_calls(calls, size)
+    load_before = os.getloadavg()[0]
     times: list[float] = []
     facts = 0
     for batch in batches:
@@ -165,6 +167,7 @@ async def drive_growth(
         "themes_per_1000": 1000 * live_themes / max(live_facts, 1),
         "assign": None if calibration is None else calibration.assignment_threshold,
         "merge": None if calibration is None else calibration.merge_threshold,
+        "load": (load_before, os.getloadavg()[0]),
     }
 
 
@@ -206,7 +209,7 @@ async def growth_postgres(
             server = start_embedded_server(Path(tmp) / "pg")
             dsn = server.dsn
         admin = create_engine_from_dsn(dsn, isolation_level="AUTOCOMMIT")
-        name = f"bench_w18a_{secrets.token_hex(4)}"
+        name = f"bench_growth_{secrets.token_hex(4)}"
         async with admin.connect() as conn:
             await conn.execute(text(f"CREATE DATABASE {name}"))
         engine = create_engine_from_dsn(make_url(asyncpg_url(dsn)).set(database=name))
@@ -233,9 +236,11 @@ def print_growth(rows: list[tuple[str, str, int, dict[str, Any]]], size: int) ->
     print(f"\ningest as a tenant grows: calls of {size} messages, median per call "
           f"(first {WINDOW} vs last {WINDOW}); target last/first <= 1.5x; themes band 5-100")
     print(f"{'backend':<11}{'embedder':<10}{'preload':>8}{'calls':>6}{'first ms':>10}"
-          f"{'last ms':>9}{'ratio':>7}{'facts':>8}{'themes':>8}{'/1000':>7}{'assign':>8}")
+          f"{'last ms':>9}{'ratio':>7}{'facts':>8}{'themes':>8}{'/1000':>7}{'assign':>8}"
+          f"{'load 1m':>12}")
     for backend, emb, pre, r in rows:
         assign = "-" if r["assign"] is None else f"{r['assign']:.3f}"
         print(f"{backend:<11}{emb:<10}{pre:>8}{r['calls']:>6}{r['first_ms']:>10.0f}"
               f"{r['last_ms']:>9.0f}{r['ratio']:>6.2f}x{r['facts']:>8}{r['themes']:>8}"
-              f"{r['themes_per_1000']:>7.1f}{assign:>8}")
+              f"{r['themes_per_1000']:>7.1f}{assign:>8}"
+              f"{r['load'][0]:>6.1f}-{r['load'][1]:<5.1f}")
