@@ -203,6 +203,11 @@ class SchemaMetadataRow(Base):
     value: Mapped[str] = mapped_column(Text)
 
 
+ENTITY_NAME_KEY_SQL = "regexp_replace(lower(name), '[^[:alnum:]]', '', 'g')"
+"""An entity's name key in SQL: lower case, every non-alphanumeric character removed
+(indexed with ``(tenant_id, entity_type)``; ingest-time resolution looks entities up by it)."""
+
+
 class EntityRow(Base):
     """A knowledge-graph node."""
 
@@ -210,6 +215,12 @@ class EntityRow(Base):
     __table_args__ = (
         Index(None, "tenant_id", "created_at", "id"),
         Index(None, "tenant_id", "entity_type"),
+        Index(
+            "ix_entities_tenant_id_entity_type_name_key",
+            "tenant_id",
+            "entity_type",
+            text(f"({ENTITY_NAME_KEY_SQL})"),
+        ),
         _hnsw("entities"),
     )
 

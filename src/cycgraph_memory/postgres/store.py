@@ -49,6 +49,7 @@ from cycgraph_memory.postgres._base import (
 from cycgraph_memory.postgres.ingest_lookups import SETTINGS, IngestLookups
 from cycgraph_memory.postgres.references import check_fact_references
 from cycgraph_memory.postgres.retrieval import RetrievalQueries
+from cycgraph_memory.postgres.schema import ENTITY_NAME_KEY_SQL
 from cycgraph_memory.postgres.statements import (
     ENTITIES,
     EPISODES,
@@ -850,7 +851,9 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
             squashed.update({core, "the" + core, "a" + core, "an" + core})
         types = sorted({t for _, t in wanted})
         t = ENTITIES
-        key_expr = func.regexp_replace(func.lower(t.c.name), "[^[:alnum:]]", "", "g")
+        # Written out (not bound parameters) so that it matches the expression index
+        # (tenant_id, entity_type, name key) in every plan, custom or generic.
+        key_expr = literal_column(ENTITY_NAME_KEY_SQL, String)
         stmt = select(t).where(
             self._mine(t),
             t.c.invalidated_at.is_(None),
