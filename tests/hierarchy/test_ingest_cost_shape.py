@@ -225,3 +225,31 @@ async def test_a_full_theme_stops_growing() -> None:
     assert set(sibling.fact_ids) == set(second.fact_ids)
     with pytest.raises(ValueError):
         _pipeline(store, index, max_theme_facts=0)
+
+
+async def test_an_ended_marker_reads_only_the_edge_it_names(
+    two_tenants: list[tuple[Any, Any]],
+) -> None:
+    from cycgraph_memory.hierarchy.extractors.closing import close_ended_relationships
+    from cycgraph_memory.records import Entity, Provenance, Relationship
+
+    (store, _), _ = two_tenants
+    prov = Provenance(source="system")
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    hub, *others = [Entity(name=f"E{i}", entity_type="person", provenance=prov)
+                    for i in range(81)]
+    await store.put_entities([hub, *others])
+    edges = [Relationship(source_id=hub.id, target_id=o.id, relation_type="work_at",
+                          valid_from=start, provenance=prov) for o in others]
+    await store.put_relationships(edges)
+    when = start + timedelta(days=3)
+    marker = Relationship(source_id=hub.id, target_id=others[7].id, relation_type="work_at",
+                          valid_from=when, valid_until=when, attributes={"ended": True},
+                          provenance=prov)
+    counting = Counting(store)
+    counting.on = True
+    out = await close_ended_relationships(counting, [marker])
+    assert [(r.id, r.valid_until) for r in out] == [(edges[7].id, when)]
+    # the hub's 80 edges of that type are not read: only the one the marker names
+    assert counting.calls == Counter({"find_relationships_between": 1})
+    assert counting.records["find_relationships_between"] == 1
