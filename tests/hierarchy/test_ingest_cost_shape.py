@@ -253,3 +253,55 @@ async def test_an_ended_marker_reads_only_the_edge_it_names(
     # the hub's 80 edges of that type are not read: only the one the marker names
     assert counting.calls == Counter({"find_relationships_between": 1})
     assert counting.records["find_relationships_between"] == 1
+
+
+async def test_in_memory_unit_of_work_costs_what_it_writes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Entering a unit of work copies nothing; it journals only what the block changes."""
+    from cycgraph_memory.inmemory._journal import Journal
+
+    tenants = [(InMemoryMemoryStore(), InMemoryMemoryIndex(expected_dimensions=DIM))
+               for _ in range(2)]
+    await _grow(*tenants[0], 2)
+    await _grow(*tenants[1], 40)
+    peaks: list[int] = []
+    end = Journal.end
+
+    def record(self: Journal) -> None:
+        if self.depth == 1:
+            peaks.append(len(self.entries))
+        end(self)
+
+    monkeypatch.setattr(Journal, "end", record)
+    for store, index in tenants:
+        await _pipeline(store, index).ingest(batch(10_000, size=6))
+    small, large = peaks  # one unit of work per ingest
+    assert small == large > 0  # the same batch: the same changes journaled
+
+
+async def test_in_memory_rollback_undoes_updates_deletes_and_clear() -> None:
+    from cycgraph_memory.records import Entity, Provenance
+
+    store = InMemoryMemoryStore()
+    prov = Provenance(source="system")
+    a, b = (Entity(name=n, entity_type="person", provenance=prov) for n in "AB")
+    await store.put_entities([a, b])
+    await store.put_tenant_setting("k", {"v": 1})
+    before = await store.find_entities()
+
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom):
+        async with store.transaction():
+            await store.put_entities([a.model_copy(update={"name": "A2"})])
+            await store.delete_entity(b.id)
+            async with store.transaction():
+                await store.put_tenant_setting("k", {"v": 2})
+            await store.clear()
+            await store.put_entities([Entity(name="C", entity_type="person", provenance=prov)])
+            raise Boom
+    assert await store.find_entities() == before
+    assert await store.get_tenant_setting("k") == {"v": 1}
+    assert store._journal.depth == 0 and store._journal.entries == []
