@@ -6,10 +6,16 @@ each), the way a user grows a tenant: the turns of the frozen conversation set
 later dates until ``--calls`` calls are made. Rule-based extractor (flat extraction cost),
 default (tenant-calibrated) clustering, the index the user retrieves with. Reported per
 backend and embedder: the median per call of the first 20 and the last 20 calls and their
-ratio (target <= 1.5x), facts and themes at the end, themes per 1,000 facts (band 5-100).
+ratio (target <= 1.5x), facts and themes at the end, themes per 1,000 facts (band 5-100),
+and the machine's 1-minute load average when the row started and ended (the ratio is only
+meaningful when the load did not change much between the first and the last calls).
 
 ``--preload N`` first stores N facts cheaply (vectors of the conversation turns plus a
-little noise, grouped into themes of ~25 facts by session) and then times the calls on top.
+little noise, grouped into themes of ~25 facts by session) and then times the calls on top;
+the time the preload took (and, on Postgres, the index rebuild) is printed before the row.
+
+What grew per call and was fixed, and what still grows (HNSW inserts while the graphs are
+small, themes filling up to ``max_theme_facts``), is in ``docs/ingest-at-scale.md``.
 """
 
 from __future__ import annotations
