@@ -34,6 +34,22 @@ async def test_episode_upsert_replaces_messages(store: Any) -> None:
     assert got is not None and len(got.messages) == 1
 
 
+async def test_put_episodes_mixes_new_and_stored_episodes(store: Any) -> None:
+    stored = make_episode(topic="old")
+    await store.put_episodes([stored])
+    kept = make_message(content="kept")
+    replacement = make_episode(id=stored.id, topic="new", messages=[kept])
+    fresh = make_episode(topic="fresh")
+    await store.put_episodes([fresh, replacement])
+    got = await store.get_episodes([stored.id, fresh.id])
+    assert got == {stored.id: replacement, fresh.id: fresh}
+    gone = [m.id for m in stored.messages]
+    assert set(await store.get_messages([*gone, kept.id])) == {kept.id}
+    # the same call again (both stored now) changes nothing
+    await store.put_episodes([fresh, replacement])
+    assert await store.get_episodes([stored.id, fresh.id]) == got
+
+
 async def test_episode_copies(store: Any) -> None:
     ep = make_episode()
     await store.put_episode(ep)

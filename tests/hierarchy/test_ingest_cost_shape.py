@@ -157,6 +157,9 @@ async def test_one_ingest_reads_the_same_on_a_small_and_a_large_tenant(
         finally:
             if engine is not None:
                 event.remove(engine, "before_cursor_execute", count)
+        # New episodes have no stored messages to replace: no DELETE (whose statement
+        # trigger would scan the tenant's BM25 terms for nothing).
+        assert not [s for s in statements if s.lstrip().upper().startswith("DELETE")]
         seen.append((cs, ci, report, len(statements)))
 
     (s_store, s_index, s_report, s_sql), (l_store, l_index, l_report, l_sql) = seen
@@ -222,3 +225,83 @@ async def test_a_full_theme_stops_growing() -> None:
     assert set(sibling.fact_ids) == set(second.fact_ids)
     with pytest.raises(ValueError):
         _pipeline(store, index, max_theme_facts=0)
+
+
+async def test_an_ended_marker_reads_only_the_edge_it_names(
+    two_tenants: list[tuple[Any, Any]],
+) -> None:
+    from cycgraph_memory.hierarchy.extractors.closing import close_ended_relationships
+    from cycgraph_memory.records import Entity, Provenance, Relationship
+
+    (store, _), _ = two_tenants
+    prov = Provenance(source="system")
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    hub, *others = [Entity(name=f"E{i}", entity_type="person", provenance=prov)
+                    for i in range(81)]
+    await store.put_entities([hub, *others])
+    edges = [Relationship(source_id=hub.id, target_id=o.id, relation_type="work_at",
+                          valid_from=start, provenance=prov) for o in others]
+    await store.put_relationships(edges)
+    when = start + timedelta(days=3)
+    marker = Relationship(source_id=hub.id, target_id=others[7].id, relation_type="work_at",
+                          valid_from=when, valid_until=when, attributes={"ended": True},
+                          provenance=prov)
+    counting = Counting(store)
+    counting.on = True
+    out = await close_ended_relationships(counting, [marker])
+    assert [(r.id, r.valid_until) for r in out] == [(edges[7].id, when)]
+    # the hub's 80 edges of that type are not read: only the one the marker names
+    assert counting.calls == Counter({"find_relationships_between": 1})
+    assert counting.records["find_relationships_between"] == 1
+
+
+async def test_in_memory_unit_of_work_costs_what_it_writes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Entering a unit of work copies nothing; it journals only what the block changes."""
+    from cycgraph_memory.inmemory._journal import Journal
+
+    tenants = [(InMemoryMemoryStore(), InMemoryMemoryIndex(expected_dimensions=DIM))
+               for _ in range(2)]
+    await _grow(*tenants[0], 2)
+    await _grow(*tenants[1], 40)
+    peaks: list[int] = []
+    end = Journal.end
+
+    def record(self: Journal) -> None:
+        if self.depth == 1:
+            peaks.append(len(self.entries))
+        end(self)
+
+    monkeypatch.setattr(Journal, "end", record)
+    for store, index in tenants:
+        await _pipeline(store, index).ingest(batch(10_000, size=6))
+    small, large = peaks  # one unit of work per ingest
+    assert small == large > 0  # the same batch: the same changes journaled
+
+
+async def test_in_memory_rollback_undoes_updates_deletes_and_clear() -> None:
+    from cycgraph_memory.records import Entity, Provenance
+
+    store = InMemoryMemoryStore()
+    prov = Provenance(source="system")
+    a, b = (Entity(name=n, entity_type="person", provenance=prov) for n in "AB")
+    await store.put_entities([a, b])
+    await store.put_tenant_setting("k", {"v": 1})
+    before = await store.find_entities()
+
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom):
+        async with store.transaction():
+            await store.put_entities([a.model_copy(update={"name": "A2"})])
+            await store.delete_entity(b.id)
+            async with store.transaction():
+                await store.put_tenant_setting("k", {"v": 2})
+            await store.clear()
+            await store.put_entities([Entity(name="C", entity_type="person", provenance=prov)])
+            raise Boom
+    assert await store.find_entities() == before
+    assert await store.get_tenant_setting("k") == {"v": 1}
+    assert store._journal.depth == 0 and store._journal.entries == []

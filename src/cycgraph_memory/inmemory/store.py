@@ -36,6 +36,7 @@ from cycgraph_memory.inmemory._common import (
     copy_record,
 )
 from cycgraph_memory.inmemory._ingest_lookups import InMemoryIngestLookups
+from cycgraph_memory.inmemory._journal import Journal, JournaledDict
 from cycgraph_memory.inmemory._lookup import StoreLookups
 from cycgraph_memory.lifecycle.models import PurgeCandidates, PurgePlan, PurgeSelector
 from cycgraph_memory.records import (
@@ -59,17 +60,20 @@ __all__ = ["InMemoryMemoryStore"]
 
 R = TypeVar("R", Entity, Relationship, Episode, SemanticFact, Theme)
 
-_Snapshot = tuple[
-    dict[uuid.UUID, Entity],
-    dict[uuid.UUID, Relationship],
-    dict[uuid.UUID, Episode],
-    dict[uuid.UUID, SemanticFact],
-    dict[uuid.UUID, Theme],
-    dict[str, list[uuid.UUID]],
-    dict[uuid.UUID, "array[float]"],
-    dict[uuid.UUID, set[uuid.UUID]],
-    dict[str, dict[str, Any]],
-]
+_STATE = (
+    "_entities",
+    "_relationships",
+    "_episodes",
+    "_facts",
+    "_themes",
+    "_idempotency",
+    "_message_vectors",
+    "_message_homes",
+    "_settings",
+)
+"""The store's record dicts (and the settings, replaced on write, never mutated)."""
+
+_Snapshot = tuple[tuple[Any, ...], int]
 
 
 def _page(matches: list[R], key: Callable[[R], Any], offset: int, limit: int | None) -> list[R]:
@@ -126,16 +130,20 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
         if expected_dimensions is not None and expected_dimensions < 1:
             raise InvalidInputError("expected_dimensions must be a positive integer")
         self._expected_dimensions = expected_dimensions
-        self._entities: dict[uuid.UUID, Entity] = {}
-        self._relationships: dict[uuid.UUID, Relationship] = {}
-        self._episodes: dict[uuid.UUID, Episode] = {}
-        self._message_vectors: dict[uuid.UUID, array[float]] = {}
-        self._message_homes: dict[uuid.UUID, set[uuid.UUID]] = {}  # message -> episodes
-        self._facts: dict[uuid.UUID, SemanticFact] = {}
-        self._themes: dict[uuid.UUID, Theme] = {}
+        # Every change to these dicts inside a unit of work is journaled (see _journal).
+        self._journal = Journal()
+        j = self._journal
+        self._entities: dict[uuid.UUID, Entity] = JournaledDict(j)
+        self._relationships: dict[uuid.UUID, Relationship] = JournaledDict(j)
+        self._episodes: dict[uuid.UUID, Episode] = JournaledDict(j)
+        self._message_vectors: dict[uuid.UUID, array[float]] = JournaledDict(j)
+        # message -> episodes
+        self._message_homes: dict[uuid.UUID, set[uuid.UUID]] = JournaledDict(j)
+        self._facts: dict[uuid.UUID, SemanticFact] = JournaledDict(j)
+        self._themes: dict[uuid.UUID, Theme] = JournaledDict(j)
         self._exclusive_locks: dict[str, asyncio.Lock] = {}
         self._lookups = StoreLookups()
-        self._idempotency: dict[str, list[uuid.UUID]] = {}
+        self._idempotency: dict[str, list[uuid.UUID]] = JournaledDict(j)
         self._settings: dict[str, dict[str, Any]] = {}
 
     @property
@@ -720,6 +728,8 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
         except BaseException:
             self._restore(snapshot)
             raise
+        finally:
+            self._journal.end()
 
     def _fact_candidates(self, f: FactFilter) -> Iterable[SemanticFact]:
         # The narrowest inverted index instead of a full scan; find_facts re-checks all.
@@ -736,44 +746,29 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
         return [self._facts[i] for i in ids]
 
     def _snapshot(self) -> _Snapshot:
-        # Shallow copies suffice: stored records are replaced, never mutated in place.
-        return (
-            dict(self._entities),
-            dict(self._relationships),
-            dict(self._episodes),
-            dict(self._facts),
-            dict(self._themes),
-            dict(self._idempotency),
-            dict(self._message_vectors),
-            dict(self._message_homes),
-            self._settings,  # replaced on write, never mutated
-        )
+        # No copy: the dicts journal their changes from here on (cost independent of the
+        # store's size). The references catch a dict replaced wholesale (clear()).
+        return tuple(getattr(self, name) for name in _STATE), self._journal.begin()
 
     def _restore(self, snapshot: _Snapshot) -> None:
-        (
-            self._entities,
-            self._relationships,
-            self._episodes,
-            self._facts,
-            self._themes,
-            self._idempotency,
-            self._message_vectors,
-            self._message_homes,
-            self._settings,
-        ) = snapshot
+        refs, mark = snapshot
+        for name, ref in zip(_STATE, refs, strict=True):
+            setattr(self, name, ref)
+        self._journal.undo(mark)
         self._lookups.rebuild(self._relationships, self._facts, self._entities)
 
     async def clear(self) -> None:
         """Remove every record."""
-        self._entities = {}
-        self._relationships = {}
-        self._episodes = {}
-        self._facts = {}
-        self._themes = {}
-        self._message_vectors = {}
-        self._message_homes = {}
+        j = self._journal
+        self._entities = JournaledDict(j)
+        self._relationships = JournaledDict(j)
+        self._episodes = JournaledDict(j)
+        self._facts = JournaledDict(j)
+        self._themes = JournaledDict(j)
+        self._message_vectors = JournaledDict(j)
+        self._message_homes = JournaledDict(j)
         self._lookups.rebuild(self._relationships, self._facts, self._entities)
-        self._idempotency = {}
+        self._idempotency = JournaledDict(j)
         self._settings = {}
 
     # ------------------------------------------------------------------ erasure (lifecycle)

@@ -203,6 +203,11 @@ class SchemaMetadataRow(Base):
     value: Mapped[str] = mapped_column(Text)
 
 
+ENTITY_NAME_KEY_SQL = "regexp_replace(lower(name), '[^[:alnum:]]', '', 'g')"
+"""An entity's name key in SQL: lower case, every non-alphanumeric character removed
+(indexed with ``(tenant_id, entity_type)``; ingest-time resolution looks entities up by it)."""
+
+
 class EntityRow(Base):
     """A knowledge-graph node."""
 
@@ -212,6 +217,13 @@ class EntityRow(Base):
         Index(None, "tenant_id", "entity_type"),
         # The entity-name match of retrieval (migration 0012).
         Index("ix_entities_tenant_id_lower_name", "tenant_id", text("lower(name)")),
+        # Entity resolution at ingest (migration 0013).
+        Index(
+            "ix_entities_tenant_id_entity_type_name_key",
+            "tenant_id",
+            "entity_type",
+            text(f"({ENTITY_NAME_KEY_SQL})"),
+        ),
         _hnsw("entities"),
     )
 

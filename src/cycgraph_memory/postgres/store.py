@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 from sqlalchemy import (
+    Boolean,
     ColumnElement,
     Select,
     String,
@@ -20,6 +21,7 @@ from sqlalchemy import (
     bindparam,
     delete,
     func,
+    literal_column,
     not_,
     or_,
     select,
@@ -47,6 +49,7 @@ from cycgraph_memory.postgres._base import (
 from cycgraph_memory.postgres.ingest_lookups import SETTINGS, IngestLookups
 from cycgraph_memory.postgres.references import check_fact_references
 from cycgraph_memory.postgres.retrieval import RetrievalQueries
+from cycgraph_memory.postgres.schema import ENTITY_NAME_KEY_SQL
 from cycgraph_memory.postgres.statements import (
     ENTITIES,
     EPISODES,
@@ -184,25 +187,44 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
     async def _upsert(
         self, session: AsyncSession, table: Table, rows: list[dict[str, Any]]
     ) -> None:
+        await self._upsert_rows(session, table, rows, report_replaced=False)
+
+    async def _upsert_rows(
+        self,
+        session: AsyncSession,
+        table: Table,
+        rows: list[dict[str, Any]],
+        *,
+        report_replaced: bool,
+    ) -> list[Any]:
+        """Insert or replace ``rows``; with ``report_replaced``, the ids that were stored."""
         if not rows:
-            return
+            return []
         # Later duplicates win, like successive put_* calls (and one statement must not
         # touch a row twice). Rows go in key order so that concurrent upserts lock them in
         # the same order and cannot deadlock each other.
         unique = sorted({row["id"]: row for row in rows}.values(), key=lambda row: row["id"])
-        stmt = pg_insert(table)
-        stmt = stmt.on_conflict_do_update(
+        insert = pg_insert(table)
+        stmt: Any = insert.on_conflict_do_update(
             index_elements=[table.c.tenant_id, table.c.id],
             set_={
-                c.name: stmt.excluded[c.name]
+                c.name: insert.excluded[c.name]
                 for c in table.c
                 if c.name not in _KEY and c.computed is None
             },
         )
+        replaced: list[Any] = []
+        if report_replaced:
+            # A row the upsert updated carries the writing transaction in ``xmax`` (the
+            # conflict locked it); a freshly inserted row has 0.
+            stmt = stmt.returning(table.c.id, literal_column("(xmax::text <> '0')", Boolean))
         # executemany: SQLAlchemy compiles the statement once (cached) and the driver sends
         # the rows in batches, well under the 32,767 bind-parameter limit per statement.
         for start in range(0, len(unique), _ROWS_PER_BATCH):
-            await session.execute(stmt, unique[start : start + _ROWS_PER_BATCH])
+            result = await session.execute(stmt, unique[start : start + _ROWS_PER_BATCH])
+            if report_replaced:
+                replaced.extend(row_id for row_id, was_stored in result.all() if was_stored)
+        return replaced
 
     async def _put(
         self,
@@ -446,14 +468,21 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         async def work(session: AsyncSession) -> None:
             await self._checked_dim(session, latest, "episode")
             await self._checked_dim(session, messages, "message")
-            await self._upsert(
-                session, EPISODES, [convert.episode_to_row(e, self._tenant) for e in latest]
+            replaced = await self._upsert_rows(
+                session,
+                EPISODES,
+                [convert.episode_to_row(e, self._tenant) for e in latest],
+                report_replaced=True,
             )
-            await session.execute(
-                delete(MESSAGES).where(
-                    self._mine(MESSAGES), in_ids(MESSAGES.c.episode_id, [e.id for e in latest])
+            # Only an episode that was already stored has message rows to replace: a new
+            # one (every episode of an ingest) costs no DELETE, so no statement trigger of
+            # the BM25 statistics runs over an empty set of rows (it scanned the terms).
+            if replaced:
+                await session.execute(
+                    delete(MESSAGES).where(
+                        self._mine(MESSAGES), in_ids(MESSAGES.c.episode_id, replaced)
+                    )
                 )
-            )
             rows = [r for e in latest for r in convert.messages_to_rows(e, self._tenant)]
             for start in range(0, len(rows), _ROWS_PER_BATCH):
                 await session.execute(
@@ -822,7 +851,9 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
             squashed.update({core, "the" + core, "a" + core, "an" + core})
         types = sorted({t for _, t in wanted})
         t = ENTITIES
-        key_expr = func.regexp_replace(func.lower(t.c.name), "[^[:alnum:]]", "", "g")
+        # Written out (not bound parameters) so that it matches the expression index
+        # (tenant_id, entity_type, name key) in every plan, custom or generic.
+        key_expr = literal_column(ENTITY_NAME_KEY_SQL, String)
         stmt = select(t).where(
             self._mine(t),
             t.c.invalidated_at.is_(None),

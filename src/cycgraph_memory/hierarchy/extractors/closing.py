@@ -7,8 +7,10 @@ markers of one ingest batch: each closes the open edges with the same source, re
 and target, in the batch or in the store (``valid_until = t``), and is itself dropped, so
 an ended claim about an edge that was never stored creates nothing.
 
-Work per call depends on the batch only: one ``get_relationships_for_entity`` lookup (by
-source entity and relation type) per marker.
+Work per call depends on the batch only: the stored edges the markers name are read with
+one ``find_relationships_between`` call (their exact ``(source, target, relation)``
+triples), so a well-connected entity's other edges are never read; a store without it gets
+one ``get_relationships_for_entity`` lookup (by source entity and relation type) per marker.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ async def close_ended_relationships(
         return kept
     kept = [r.model_copy() for r in kept]
     closed: dict[uuid.UUID, Relationship] = {}
+    stored_edges = await _stored_edges(store, markers)
     for marker in markers:
         when = marker.valid_until or marker.valid_from
         for edge in kept:
@@ -75,11 +78,8 @@ async def close_ended_relationships(
                 and edge.valid_from <= when
             ):
                 edge.valid_until = when
-        stored = await store.get_relationships_for_entity(
-            marker.source_id,
-            RelationshipFilter(direction="outgoing", relation_type=marker.relation_type),
-        )
-        for edge in stored:
+        key = (marker.source_id, marker.target_id, marker.relation_type)
+        for edge in stored_edges.get(key, ()):
             if (
                 edge.target_id == marker.target_id
                 and edge.valid_until is None
@@ -90,3 +90,27 @@ async def close_ended_relationships(
                 closed[edge.id] = edge.model_copy(update={"valid_until": when})
     kept_ids = {r.id for r in kept}
     return [*kept, *(r for i, r in closed.items() if i not in kept_ids)]
+
+
+async def _stored_edges(
+    store: MemoryStore, markers: Sequence[Relationship]
+) -> dict[tuple[uuid.UUID, uuid.UUID, str], list[Relationship]]:
+    """Stored edges per ``(source, target, relation)`` triple of ``markers``."""
+    keys = list(dict.fromkeys((m.source_id, m.target_id, m.relation_type) for m in markers))
+    out: dict[tuple[uuid.UUID, uuid.UUID, str], list[Relationship]] = {k: [] for k in keys}
+    between = getattr(store, "find_relationships_between", None)
+    if between is not None:
+        found: list[Relationship] = await between(keys)
+    else:
+        found = []
+        for source, relation in dict.fromkeys((s, r) for s, _, r in keys):
+            found.extend(
+                await store.get_relationships_for_entity(
+                    source, RelationshipFilter(direction="outgoing", relation_type=relation)
+                )
+            )
+    for edge in found:
+        bucket = out.get((edge.source_id, edge.target_id, edge.relation_type))
+        if bucket is not None:
+            bucket.append(edge)
+    return out
