@@ -508,10 +508,11 @@ class ParserExtractor:
             docs = self._parse(parse_texts(turns))
         for turn_index, (turn, doc) in enumerate(zip(turns, docs, strict=True)):
             for sent in doc.sents:
-                text = sent.text.strip()
+                raw = sent.text  # a Span builds its text from its tokens: read it once
+                text = raw.strip()
                 if not text or not any(ch.isalnum() for ch in text):
                     continue
-                self._sentence(state, turn, turn_index, sent, text, speakers)
+                self._sentence(state, turn, turn_index, sent, raw, speakers)
         if speakers:
             self._chat_graph(state, turns)
         # A role ("user") is an entity only when a first/second-person claim names it.
@@ -548,8 +549,17 @@ class ParserExtractor:
             keys.extend(k for k in (source, target) if k not in keys)
 
     def _sentence(
-        self, state: ParseState, turn: Turn, turn_index: int, sent: Any, text: str, speakers: bool
+        self,
+        state: ParseState,
+        turn: Turn,
+        turn_index: int,
+        sent: Any,
+        sent_text: str,
+        speakers: bool,
     ) -> None:
+        """Mentions and edges of one sentence (``sent_text`` is ``sent.text``)."""
+        text = sent_text.strip()
+        sent_start = sent.start_char
         index = len(state.sentences)
         state.sentences.append(text)
         state.turn_of.append(turn_index)
@@ -559,7 +569,9 @@ class ParserExtractor:
         named = (
             {n for n in (turn.speaker, turn.addressee) if n} if speakers and turn.named else set()
         )
-        token_keys, person_heads = self._mentions(state, sent, tokens, index, named)
+        token_keys, person_heads = self._mentions(
+            state, sent, sent_text, sent_start, tokens, index, named
+        )
         for key in anaphor_type_cues(
             tokens, index, state.history, state.entities, tab.ORG_TYPE_ANAPHORS, state.speakers
         ):
@@ -594,7 +606,7 @@ class ParserExtractor:
                 if relation is None:
                     continue
                 raw = type(raw)(raw.subject, relation, raw.object, raw.confidence, raw.ended)
-                ended = raw.ended or ended_in(_stretch(sent, raw), relation)
+                ended = raw.ended or ended_in(_stretch(sent_text, sent_start, raw), relation)
                 state.edges.append(
                     _Edge(source, raw.relation, target, raw.confidence, index, ended)
                 )
@@ -620,7 +632,14 @@ class ParserExtractor:
         return key
 
     def _mentions(
-        self, state: ParseState, sent: Any, tokens: list[Any], index: int, named: set[str]
+        self,
+        state: ParseState,
+        sent: Any,
+        sent_text: str,
+        sent_start: int,
+        tokens: list[Any],
+        index: int,
+        named: set[str],
     ) -> tuple[dict[int, str], list[tuple[Any, int]]]:
         """Named mentions of a sentence: token index -> key, and the person name heads."""
         limit = tokens[-1].i + 1 if tokens else sent.start
@@ -628,7 +647,7 @@ class ParserExtractor:
         for name in sorted(named, key=len, reverse=True):
             # Speakers named in the text ("thx maya", "welcome Jae-won!").
             pattern = r"(?<![\w-])" + re.escape(name) + r"(?![\w-])"
-            for m in re.finditer(pattern, sent.text, re.IGNORECASE):
+            for m in re.finditer(pattern, sent_text, re.IGNORECASE):
                 span = sent.char_span(m.start(), m.end(), alignment_mode="expand")
                 if span is not None and span.end <= limit:
                     spans.append((span.start, span.end, "SPEAKER"))
@@ -698,14 +717,14 @@ class ParserExtractor:
             if not key:
                 continue
             mention = Mention(
-                span.start_char - sent.start_char,
-                span.end_char - sent.start_char,
+                span.start_char - sent_start,
+                span.end_char - sent_start,
                 name,
                 key,
                 words=len(words),
             )
             _shape_cues(mention, words)
-            _context_cues(mention, sent.text)
+            _context_cues(mention, sent_text)
             if label == "SPEAKER":
                 mention.cues = {"person": _SPEAKER_CUE}
             elif label is not None and label in tab.NER_TYPES:
@@ -893,9 +912,11 @@ def _without_vectors(episode: Episode) -> Episode:
     return episode.model_copy(update={"messages": messages, "embedding": None})
 
 
-def _stretch(sent: Any, raw: Any) -> str:
-    """The text linking an edge's two tokens (see ``_polarity.stretch_of``)."""
-    base = sent.start_char
+def _stretch(text: str, base: int, raw: Any) -> str:
+    """The text linking an edge's two tokens (see ``_polarity.stretch_of``).
+
+    ``text`` is the sentence's text and ``base`` its first character in the doc.
+    """
 
     def span(tok: Any) -> tuple[int, int]:
         start = tok.idx - base
@@ -903,12 +924,12 @@ def _stretch(sent: Any, raw: Any) -> str:
 
     if isinstance(raw.object, OrgBefore):
         subj = span(raw.subject)
-        return stretch_of(sent.text, subj, subj)
+        return stretch_of(text, subj, subj)
     obj = span(raw.object)
     subj = obj if raw.subject is SPEAKER else span(raw.subject)
     if subj == obj:
-        return stretch_of(sent.text, (max(0, obj[0] - 60), max(0, obj[0] - 60)), obj)
-    return stretch_of(sent.text, subj, obj)
+        return stretch_of(text, (max(0, obj[0] - 60), max(0, obj[0] - 60)), obj)
+    return stretch_of(text, subj, obj)
 
 
 _NOT_PLACES = frozenset({"tool", "person", "animal", "event"})
