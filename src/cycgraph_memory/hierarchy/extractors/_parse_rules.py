@@ -23,7 +23,14 @@ from typing import Any
 from cycgraph_memory.hierarchy.extractors import _parse_tables as tab
 from cycgraph_memory.hierarchy.extractors._parse_names import verb_like_conjunct
 
-__all__ = ["SPEAKER", "OrgBefore", "RawEdge", "asserted", "edges_for_sentence"]
+__all__ = [
+    "SPEAKER",
+    "OrgBefore",
+    "RawEdge",
+    "asserted",
+    "edges_for_sentence",
+    "forget_children",
+]
 
 SPEAKER: Any = object()
 """Stands for the speaker as the implicit subject of a subjectless chat clause
@@ -78,6 +85,15 @@ def _kids(tok: Any) -> list[tuple[str, Any]]:
                 table[head].append((child.dep_, child))
         doc.user_data[_KIDS] = table
     return table[tok.i]
+
+
+def forget_children(doc: Any) -> None:
+    """Drop ``doc``'s children table (built again if the doc is read again).
+
+    Called once a doc's rules have run, so a cached parse keeps no table alive for the
+    garbage collector to scan.
+    """
+    doc.user_data.pop(_KIDS, None)
 
 
 def _children(tok: Any, *deps: str) -> list[Any]:

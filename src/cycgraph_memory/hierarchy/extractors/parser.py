@@ -94,6 +94,7 @@ from cycgraph_memory.hierarchy.extractors._parse_rules import (
     SPEAKER,
     OrgBefore,
     edges_for_sentence,
+    forget_children,
 )
 from cycgraph_memory.hierarchy.extractors._parse_state import (
     ParseState,
@@ -513,6 +514,7 @@ class ParserExtractor:
                 if not text or not any(ch.isalnum() for ch in text):
                     continue
                 self._sentence(state, turn, turn_index, sent, raw, speakers)
+            forget_children(doc)
         if speakers:
             self._chat_graph(state, turns)
         # A role ("user") is an entity only when a first/second-person claim names it.
