@@ -10,9 +10,16 @@ Target: >= 1,000 messages/s on Postgres at 10,000 messages.
 
     python bench/ingest.py [--messages 10000] [--batch 500] [--backend postgres|memory|both]
     python bench/ingest.py --tiers [--messages 2000] [--batch 500] [--processes 2]
+        [--backend memory|postgres|both] [--dsn URL]
 
-``--tiers`` (issue 21) times the rule and the parser extractor tiers side by side through
-``MemoryPipeline.ingest`` in memory with the hashing embedder (target: parser >= 500 msg/s).
+``--tiers`` times the rule and the parser extractor tiers side by side through
+``MemoryPipeline.ingest`` with the hashing embedder (target: parser >= 500 msg/s in
+memory): in memory (rule, parser, parser without the parse cache, parser with worker
+processes) and on Postgres (rule, parser; a fresh database on ``--dsn``, else on an
+embedded server). Last runs (2,000 messages, batches of 500): in memory rule 602-725
+msg/s, parser 410-482, parser without the parse cache 353-419, parser with 2 processes
+452 (load 1.6-3.4); on Postgres rule 129, parser 132 (load 1.3). Run-to-run noise on the
+shared two-core machine is about +-20%.
 
 ``--growth`` runs instead the growth section (``bench/_ingest_growth.py``): one tenant
 receiving many small calls, cost of the first vs the last calls, themes per 1,000 facts:
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import statistics
 import tempfile
@@ -32,6 +40,7 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from cycgraph_memory.embeddings.hashing import HashingEmbeddingProvider
 from cycgraph_memory.hierarchy.extractors.rules import RuleBasedExtractor
@@ -136,21 +145,84 @@ async def _drive(
     return len(messages) / (time.perf_counter() - start), statistics.median(per_batch)
 
 
-def tiers(messages: list[Message], batch: int, processes: int) -> None:
-    """Issue 21: the rule and parser tiers side by side, in memory, hashing embedder."""
+async def _tier_postgres(
+    extractor: object, messages: list[Message], batch: int, dsn: str | None
+) -> tuple[float, float, float]:
+    """One tier on Postgres: a fresh database (on ``dsn``, else an embedded server).
+
+    Returns (msg/s, median batch msg/s, msg per CPU-second of this process).
+    """
+    import secrets
+
+    from sqlalchemy import make_url, text
+
+    from cycgraph_memory.postgres import (
+        PostgresMemoryIndex,
+        PostgresMemoryStore,
+        asyncpg_url,
+        create_engine_from_dsn,
+        start_embedded_server,
+        upgrade,
+    )
+
+    with tempfile.TemporaryDirectory(prefix="cycgraph-tiers-") as tmp:
+        server = None
+        if dsn is None:
+            server = start_embedded_server(Path(tmp) / "pg")
+            dsn = server.dsn
+        admin = create_engine_from_dsn(dsn, isolation_level="AUTOCOMMIT")
+        name = f"bench_tiers_{secrets.token_hex(4)}"
+        async with admin.connect() as conn:
+            await conn.execute(text(f"CREATE DATABASE {name}"))
+        engine = create_engine_from_dsn(make_url(asyncpg_url(dsn)).set(database=name))
+        try:
+            await upgrade(engine, embedding_dim=384, hnsw_m=HNSW[0],
+                          hnsw_ef_construction=HNSW[1])
+            store = PostgresMemoryStore(engine, tenant_id="bench")
+            index = PostgresMemoryIndex(engine, tenant_id="bench")
+            pipeline = MemoryPipeline(store, embedder=HashingEmbeddingProvider(dimensions=384),
+                                      index=index, extractor=extractor)  # type: ignore[arg-type]
+            c0 = time.process_time()
+            rate, median = await _drive(pipeline, messages, batch, False)
+            cpu = len(messages) / max(time.process_time() - c0, 1e-9)
+            return rate, median, cpu
+        finally:
+            await engine.dispose()
+            async with admin.connect() as conn:
+                await conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            await admin.dispose()
+            stop = getattr(server, "stop", None)
+            if stop is not None:
+                stop()
+
+
+def tiers(messages: list[Message], batch: int, processes: int, backend: str,
+          dsn: str | None) -> None:
+    """The rule and parser tiers side by side, hashing embedder, per backend.
+
+    In memory: rule, parser, parser without the parse cache, parser with worker
+    processes. On Postgres (``--backend postgres|both``): rule and parser, each on a fresh
+    database. msg/CPU-s counts this process only (the database server and worker processes
+    are apart).
+    """
     from cycgraph_memory.hierarchy.extractors.parser import ParserExtractor
 
-    print(f"\nextractor tiers: {len(messages)} messages in batches of {batch}, in memory")
+    print(f"\nextractor tiers: {len(messages)} messages in batches of {batch}")
     print(f"{'tier':<34}{'msg/s':>8}{'median batch':>14}{'vs 500/s':>10}{'msg/CPU-s':>12}")
-    for label, make in (
-        ("rule", RuleBasedExtractor),
-        ("parser", ParserExtractor),
+    rows: list[tuple[str, str, Any]] = [
+        ("memory", "rule", RuleBasedExtractor),
+        ("memory", "parser", ParserExtractor),
         # The synthetic chat repeats texts (10 templates): this row shows the parser
         # without reusing the parse of a text seen in an earlier batch.
-        ("parser, parse_cache=0", lambda: ParserExtractor(parse_cache=0)),
-        (f"parser, {processes} processes", lambda: ParserExtractor(processes=processes,
-                                                                   process_min_messages=batch)),
-    ):
+        ("memory", "parser, parse_cache=0", lambda: ParserExtractor(parse_cache=0)),
+        ("memory", f"parser, {processes} processes",
+         lambda: ParserExtractor(processes=processes, process_min_messages=batch)),
+        ("postgres", "rule", RuleBasedExtractor),
+        ("postgres", "parser", ParserExtractor),
+    ]
+    for where, label, make in rows:
+        if backend not in ("both", where):
+            continue
         if "processes" in label and processes <= 1:
             continue
         extractor = make()
@@ -158,18 +230,23 @@ def tiers(messages: list[Message], batch: int, processes: int) -> None:
                               embedder=HashingEmbeddingProvider(dimensions=384),
                               extractor=extractor)
         asyncio.run(warm.ingest(make_messages(batch, seed=99)))  # loads spaCy / workers
-        store = InMemoryMemoryStore()
-        index = InMemoryMemoryIndex(expected_dimensions=384, silence_scale_warning=True)
-        pipeline = MemoryPipeline(store, embedder=HashingEmbeddingProvider(dimensions=384),
-                                  index=index, extractor=extractor)
-        c0 = time.process_time()
-        rate, median = asyncio.run(_drive(pipeline, messages, batch, False))
-        cpu = len(messages) / max(time.process_time() - c0, 1e-9)
+        if where == "postgres":
+            rate, median, cpu = asyncio.run(_tier_postgres(extractor, messages, batch, dsn))
+        else:
+            store = InMemoryMemoryStore()
+            index = InMemoryMemoryIndex(expected_dimensions=384, silence_scale_warning=True)
+            pipeline = MemoryPipeline(store, embedder=HashingEmbeddingProvider(dimensions=384),
+                                      index=index, extractor=extractor)
+            c0 = time.process_time()
+            rate, median = asyncio.run(_drive(pipeline, messages, batch, False))
+            cpu = len(messages) / max(time.process_time() - c0, 1e-9)
         close = getattr(extractor, "close", None)
         if close is not None:
             close()
         cpu_text = "-" if "processes" in label else f"{cpu:.0f}"
-        print(f"{label:<34}{rate:>8.0f}{median:>14.0f}{rate / 500:>9.2f}x{cpu_text:>12}")
+        name = f"{label} ({'in memory' if where == 'memory' else 'Postgres'})"
+        print(f"{name:<34}{rate:>8.0f}{median:>14.0f}{rate / 500:>9.2f}x{cpu_text:>12}")
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 def growth_main(args: argparse.Namespace) -> None:
@@ -192,6 +269,7 @@ def growth_main(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
+    global HNSW
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=10_000)
     parser.add_argument("--batch", type=int, default=1000)
@@ -199,7 +277,8 @@ def main() -> None:
     parser.add_argument("--hnsw-m", type=int, default=16)
     parser.add_argument("--hnsw-ef-construction", type=int, default=64)
     parser.add_argument("--tiers", action="store_true",
-                        help="only compare the rule and parser extractor tiers (in memory)")
+                        help="only compare the rule and parser extractor tiers (--backend: "
+                             "in memory, Postgres or both)")
     parser.add_argument("--processes", type=int, default=2,
                         help="worker processes of the parser tier row (with --tiers)")
     parser.add_argument("--growth", action="store_true", help="run the growth section")
@@ -210,12 +289,12 @@ def main() -> None:
     parser.add_argument("--dsn", default=None, help="Postgres server (default: embedded)")
     args = parser.parse_args()
     if args.tiers:
-        tiers(make_messages(args.messages), args.batch, args.processes)
+        HNSW = (args.hnsw_m, args.hnsw_ef_construction)
+        tiers(make_messages(args.messages), args.batch, args.processes, args.backend, args.dsn)
         return
     if args.growth:
         growth_main(args)
         return
-    global HNSW
     HNSW = (args.hnsw_m, args.hnsw_ef_construction)
     messages = make_messages(args.messages)
     rows: list[tuple[str, str, float, float]] = []

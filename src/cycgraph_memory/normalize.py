@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 __all__ = ["normalize_entity_name"]
 
@@ -12,14 +13,8 @@ _PUNCT = re.compile(r"[^\w\s]|_", re.UNICODE)
 _SPACE = re.compile(r"\s+")
 
 
-def normalize_entity_name(name: str) -> str:
-    """Return the identity key of an entity name.
-
-    In the spec's order: lowercase (Unicode case-folding after NFKC), strip a leading
-    article (the, a, an), strip punctuation, collapse whitespace; repeated until nothing
-    changes, so the function is idempotent. ``"The Acme, Corp."`` -> ``"acme corp"``,
-    ``"A.I. Labs"`` -> ``"ai labs"``, ``"The A-Team"`` and ``"A-Team"`` -> ``"ateam"``.
-    """
+@lru_cache(maxsize=65_536)
+def _normalized(name: str) -> str:
     text = unicodedata.normalize("NFKC", name).casefold()
     while True:
         before = text
@@ -29,3 +24,18 @@ def normalize_entity_name(name: str) -> str:
         text = _SPACE.sub(" ", text).strip()
         if text == before:
             return text
+
+
+def normalize_entity_name(name: str) -> str:
+    """Return the identity key of an entity name.
+
+    In the spec's order: lowercase (Unicode case-folding after NFKC), strip a leading
+    article (the, a, an), strip punctuation, collapse whitespace; repeated until nothing
+    changes, so the function is idempotent. ``"The Acme, Corp."`` -> ``"acme corp"``,
+    ``"A.I. Labs"`` -> ``"ai labs"``, ``"The A-Team"`` and ``"A-Team"`` -> ``"ateam"``.
+    The answers for the most recent 65,536 distinct short names are remembered
+    (extraction asks for the same names many times per episode).
+    """
+    if type(name) is str and len(name) <= 256:
+        return _normalized(name)
+    return _normalized.__wrapped__(name)

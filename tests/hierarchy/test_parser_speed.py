@@ -143,3 +143,18 @@ def test_worker_processes_extract_the_same_without_vectors() -> None:
     plain = ParserExtractor(clock=lambda: NOW)
     assert got == [plain.extract_sync(e) for e in episodes]
     assert all(m.embedding == [0.5, 0.5] for e in episodes for m in e.messages)
+
+
+def test_loading_the_pipeline_freezes_the_collected_heap_once() -> None:
+    import gc
+
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        ParserExtractor(freeze_gc="yes")  # type: ignore[arg-type]
+    extractor = ParserExtractor(clock=lambda: NOW)
+    assert extractor.nlp is not None
+    frozen = gc.get_freeze_count()
+    assert frozen > 100_000  # the pipeline's objects no longer scanned by full collections
+    ParserExtractor(clock=lambda: NOW, parse_cache=0).nlp  # noqa: B018 - loads a second one
+    assert gc.get_freeze_count() <= frozen  # once per process (frozen objects may be freed)

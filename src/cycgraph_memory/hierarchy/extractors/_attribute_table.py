@@ -9,6 +9,12 @@ lookups and applies them exactly as the ruler does: every match is found on the 
 was before any change, then applied in rule order (a later rule wins), through spaCy's
 own ``set_token_attrs``.
 
+The lemmatizer that follows the ruler runs as :class:`_RuleLemmas` when it is spaCy's rule
+lemmatizer: its lemma is a function of a token's text, part of speech and morphology, so
+each distinct triple is lemmatized once (by the lemmatizer itself) and remembered, and a
+doc's lemmas are written in one array call. spaCy caches only some of these answers (not
+the base forms, most nouns) and reads each token through Python objects.
+
 :func:`attribute_table` builds the table only when every rule uses those forms (else the
 pipeline keeps its ruler); :func:`pipe_docs` runs a pipeline with the table in place of
 the ruler. The tests compare every token's annotations with the ruler's.
@@ -85,6 +91,55 @@ class _Spec:
         return all(check(row) for check in self.checks)
 
 
+class _RuleLemmas:
+    """A rule lemmatizer's answers by (text, part of speech, morphology), written per doc."""
+
+    _MAX = 200_000  # remembered triples (cleared beyond: a pure cache)
+
+    def __init__(self, lemmatizer: Any) -> None:
+        from spacy.attrs import LEMMA, MORPH, ORTH, POS
+
+        self._lemmatizer = lemmatizer
+        self._strings = lemmatizer.vocab.strings
+        self._read = [ORTH, POS, MORPH, LEMMA]
+        self._write = [LEMMA]
+        self._memo: dict[tuple[int, int, int], int] = {}
+
+    @staticmethod
+    def fits(proc: Any) -> bool:
+        """True for spaCy's rule lemmatizer that keeps lemmas already set."""
+        try:
+            from spacy.pipeline import Lemmatizer
+        except ImportError:  # pragma: no cover - the extra is installed with spaCy
+            return False
+        return (
+            isinstance(proc, Lemmatizer)
+            and getattr(proc, "mode", None) == "rule"
+            and getattr(proc, "overwrite", True) is False
+        )
+
+    def __call__(self, doc: Any) -> Any:
+        """Set the lemma of every token that has none, as the lemmatizer would."""
+        if not len(doc):
+            return self._lemmatizer(doc)
+        array = doc.to_array(self._read)
+        memo = self._memo
+        lemmas = array[:, 3].copy()
+        for i, (orth, pos, morph, lemma) in enumerate(array.tolist()):
+            if lemma:
+                continue  # set by the attribute ruler: the lemmatizer keeps it
+            key = (orth, pos, morph)
+            value = memo.get(key)
+            if value is None:
+                if len(memo) >= self._MAX:
+                    memo.clear()
+                value = self._strings.add(self._lemmatizer.lemmatize(doc[i])[0])
+                memo[key] = value
+            lemmas[i] = value
+        doc.from_array(self._write, lemmas.reshape(-1, 1))
+        return doc
+
+
 class AttributeTable:
     """The rules of one ``AttributeRuler`` as token tables (see the module docstring).
 
@@ -107,6 +162,7 @@ class AttributeTable:
         self._indices: list[int] = list(ruler.indices)
         # Patterns by the first token's indexed column value; the rest are tried everywhere.
         self._indexed: list[dict[int, list[tuple[int, list[_Spec]]]]] = [{}, {}, {}, {}]
+        self._after: dict[str, Callable[[Any], Any]] = {}
         self._anywhere: list[tuple[int, list[_Spec]]] = []
 
         def text(value: int) -> str:
@@ -124,6 +180,13 @@ class AttributeTable:
                 slot, values = key
                 for value in values:
                     self._indexed[slot].setdefault(value, []).append((rule, specs))
+
+    def after(self, name: str, proc: Any) -> Callable[[Any], Any]:
+        """The component ``name`` that follows the ruler, or its faster equivalent."""
+        fast = self._after.get(name)
+        if fast is None:
+            fast = self._after[name] = _RuleLemmas(proc) if _RuleLemmas.fits(proc) else proc
+        return fast
 
     def __call__(self, doc: Any) -> Any:
         """Annotate ``doc`` in place as the ruler would, and return it."""
@@ -183,7 +246,7 @@ def pipe_docs(
         return
     names = list(nlp.pipe_names)
     after = names[names.index("attribute_ruler") + 1 :]
-    procs = [nlp.get_pipe(name) for name in after]
+    procs = [table.after(name, nlp.get_pipe(name)) for name in after]
     ruler = nlp.get_pipe("attribute_ruler")
     for doc in nlp.pipe(texts, batch_size=batch_size, disable=["attribute_ruler", *after]):
         # An unparsed or untagged doc (empty text) goes through the ruler itself.

@@ -23,7 +23,14 @@ from typing import Any
 from cycgraph_memory.hierarchy.extractors import _parse_tables as tab
 from cycgraph_memory.hierarchy.extractors._parse_names import verb_like_conjunct
 
-__all__ = ["SPEAKER", "OrgBefore", "RawEdge", "asserted", "edges_for_sentence"]
+__all__ = [
+    "SPEAKER",
+    "OrgBefore",
+    "RawEdge",
+    "asserted",
+    "edges_for_sentence",
+    "forget_children",
+]
 
 SPEAKER: Any = object()
 """Stands for the speaker as the implicit subject of a subjectless chat clause
@@ -59,8 +66,38 @@ class RawEdge:
     """The clause says the relation has stopped ("no longer works at")."""
 
 
+_KIDS = "cycgraph_memory.children"  # Doc.user_data key of the children table
+
+
+def _kids(tok: Any) -> list[tuple[str, Any]]:
+    """``(dep_, child)`` of ``tok``'s children in order, from a table built once per doc.
+
+    The same tokens as ``tok.children`` (spaCy walks the token's left and right edges and
+    builds each child's ``dep_`` string on every call; the rules ask ~15 times a sentence).
+    """
+    doc = tok.doc
+    table: list[list[tuple[str, Any]]] | None = doc.user_data.get(_KIDS)
+    if table is None:
+        table = [[] for _ in range(len(doc))]
+        for child in doc:
+            head = child.head.i
+            if head != child.i:
+                table[head].append((child.dep_, child))
+        doc.user_data[_KIDS] = table
+    return table[tok.i]
+
+
+def forget_children(doc: Any) -> None:
+    """Drop ``doc``'s children table (built again if the doc is read again).
+
+    Called once a doc's rules have run, so a cached parse keeps no table alive for the
+    garbage collector to scan.
+    """
+    doc.user_data.pop(_KIDS, None)
+
+
 def _children(tok: Any, *deps: str) -> list[Any]:
-    return [c for c in tok.children if c.dep_ in deps]
+    return [c for dep, c in _kids(tok) if dep in deps]
 
 
 def _conjuncts(tok: Any) -> list[Any]:
@@ -106,16 +143,16 @@ def _is_passive(verb: Any) -> bool:
 
 def _blocked(tok: Any) -> bool:
     """Negation, a modal, a conditional mark or a conditional clause on ``tok`` itself."""
-    for child in tok.children:
+    for dep, child in _kids(tok):
         low = child.lower_
-        if child.dep_ == "neg" or (child.dep_ == "advmod" and low in {"never", "hardly"}):
+        if dep == "neg" or (dep == "advmod" and low in {"never", "hardly"}):
             return True
-        if child.dep_ == "aux" and low in tab.MODALS:
+        if dep == "aux" and low in tab.MODALS:
             return True
-        if child.dep_ == "mark" and low in tab.CONDITIONAL_MARKS:
+        if dep == "mark" and low in tab.CONDITIONAL_MARKS:
             return True
-        if child.dep_ == "advcl" and any(
-            m.dep_ == "mark" and m.lower_ in tab.CONDITIONAL_MARKS for m in child.children
+        if dep == "advcl" and any(
+            d == "mark" and m.lower_ in tab.CONDITIONAL_MARKS for d, m in _kids(child)
         ):
             return True  # the consequent of "if ..., X will ..."
     return False
