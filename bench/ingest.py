@@ -219,6 +219,8 @@ def tiers(messages: list[Message], batch: int, processes: int, backend: str,
          lambda: ParserExtractor(processes=processes, process_min_messages=batch)),
         ("postgres", "rule", RuleBasedExtractor),
         ("postgres", "parser", ParserExtractor),
+        # Last: the freeze is process-wide and would change every row after it.
+        ("memory", "parser, freeze_gc=True", lambda: ParserExtractor(freeze_gc=True)),
     ]
     for where, label, make in rows:
         if backend not in ("both", where):

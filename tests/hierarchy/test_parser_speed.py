@@ -152,9 +152,10 @@ def test_loading_the_pipeline_freezes_the_collected_heap_once() -> None:
 
     with pytest.raises(ValidationError):
         ParserExtractor(freeze_gc="yes")  # type: ignore[arg-type]
-    extractor = ParserExtractor(clock=lambda: NOW)
+    assert ParserExtractor(clock=lambda: NOW)._options.freeze_gc is False  # process-wide: opt-in
+    extractor = ParserExtractor(clock=lambda: NOW, freeze_gc=True)
     assert extractor.nlp is not None
     frozen = gc.get_freeze_count()
     assert frozen > 100_000  # the pipeline's objects no longer scanned by full collections
-    ParserExtractor(clock=lambda: NOW, parse_cache=0).nlp  # noqa: B018 - loads a second one
+    ParserExtractor(clock=lambda: NOW, parse_cache=0, freeze_gc=True).nlp  # noqa: B018
     assert gc.get_freeze_count() <= frozen  # once per process (frozen objects may be freed)

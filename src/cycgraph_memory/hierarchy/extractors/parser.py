@@ -173,7 +173,7 @@ class _ParserOptions(BaseModel):
     processes: int = Field(default=1, ge=1, le=64, strict=True)
     process_min_messages: int = Field(default=2_000, ge=1, strict=True)
     parse_cache: int = Field(default=2_048, ge=0, le=1_000_000, strict=True)
-    freeze_gc: bool = Field(default=True, strict=True)
+    freeze_gc: bool = Field(default=False, strict=True)
 
 
 _GC_FROZEN = False
@@ -235,8 +235,10 @@ class ParserExtractor:
             spares re-parsing the short phrases chat repeats ("thanks!", "sounds good").
         freeze_gc: After loading the pipeline by name, run ``gc.collect()`` and ``gc.freeze()``
             once in the process, so that Python's full garbage collections stop
-            re-scanning the pipeline's ~200,000 long-lived objects (default ``True``;
-            ``False`` leaves the collector alone).
+            re-scanning the pipeline's ~200,000 long-lived objects. Off by default: the
+            freeze is process-wide (every object alive at that moment is frozen, and a
+            reference cycle among them is never collected), so it is the application's
+            call, typically a service that loads the extractor at startup.
         clock: Returns "now" for provenance and entity timestamps.
 
     Raises:
@@ -256,7 +258,7 @@ class ParserExtractor:
         processes: int = 1,
         process_min_messages: int = 2_000,
         parse_cache: int = 2_048,
-        freeze_gc: bool = True,
+        freeze_gc: bool = False,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self._options = _ParserOptions(
