@@ -41,3 +41,60 @@ def test_pair_budget_and_bad_input() -> None:
         calibrate_theme_thresholds([[1.0, 2.0]] * 9 + [[1.0]])
     with pytest.raises(InvalidInputError):
         calibrate_theme_thresholds([[float("nan"), 1.0]] * 10)
+
+
+def test_tenant_fit_average_linkage_has_no_quantile_floor() -> None:
+    from cycgraph_memory.hierarchy.calibration import fit_theme_calibration
+
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(60, 16))
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    sims = (unit @ unit.T)[np.triu_indices(60, k=1)]
+    avg = fit_theme_calibration(vectors.tolist(), 100, theme_size=40)
+    assert avg.linkage == "average"
+    assert avg.assignment_threshold == pytest.approx(float(np.quantile(sims, 0.6)))
+    assert avg.merge_threshold == pytest.approx(float(np.quantile(sims, 0.9)))
+    old = fit_theme_calibration(vectors.tolist(), 100, theme_size=40, linkage="centroid")
+    assert old.assignment_threshold == pytest.approx(float(np.quantile(sims, 0.7)))
+    # fewer facts than one theme holds: the minimum pairwise similarity, one theme
+    tiny = fit_theme_calibration(vectors.tolist(), 30, theme_size=40)
+    assert tiny.assignment_threshold == pytest.approx(float(sims.min()))
+    # deterministic
+    assert fit_theme_calibration(vectors.tolist(), 100) == avg
+
+
+async def test_tenant_calibrator_refits_a_record_of_another_linkage() -> None:
+    from cycgraph_memory.hierarchy.calibration import (
+        THEME_CALIBRATION_KEY,
+        TenantThemeCalibrator,
+        ThemeCalibration,
+    )
+    from cycgraph_memory.inmemory import InMemoryMemoryStore
+    from cycgraph_memory.records import Provenance, SemanticFact
+
+    store = InMemoryMemoryStore()
+    rng = np.random.default_rng(5)
+    facts = [
+        SemanticFact(content=f"f{i}", embedding=v.tolist(), provenance=Provenance(source="agent"))
+        for i, v in enumerate(rng.normal(size=(20, 8)))
+    ]
+    # a record written before linkage existed (no such key): fitted for centroids
+    old = ThemeCalibration(
+        assignment_threshold=0.9, merge_threshold=0.95, facts=20, fitted_at=20,
+        sample=20, dimensions=8,
+    ).model_dump()
+    del old["linkage"]
+    await store.put_tenant_setting(THEME_CALIBRATION_KEY, old)
+    assert ThemeCalibration.model_validate(old).linkage == "centroid"
+    calibrator = TenantThemeCalibrator()
+    clusterer = await calibrator.clusterer_for(store, facts[:2])
+    assert calibrator.last is not None and calibrator.last.linkage == "average"
+    assert calibrator.last.assignment_threshold != 0.9
+    assert clusterer.linkage == "average"
+    stored = await store.get_tenant_setting(THEME_CALIBRATION_KEY)
+    assert stored is not None and stored["linkage"] == "average"
+    # same linkage, not doubled: kept, only the count grows
+    again = await calibrator.clusterer_for(store, facts[2:4])
+    assert again.assignment_threshold == clusterer.assignment_threshold
+    with pytest.raises(InvalidInputError):
+        TenantThemeCalibrator(linkage="single")  # type: ignore[arg-type]
