@@ -43,24 +43,28 @@ def test_pair_budget_and_bad_input() -> None:
         calibrate_theme_thresholds([[float("nan"), 1.0]] * 10)
 
 
-def test_tenant_fit_average_linkage_has_no_quantile_floor() -> None:
+def test_tenant_fit_quantile_floors() -> None:
     from cycgraph_memory.hierarchy.calibration import fit_theme_calibration
 
     rng = np.random.default_rng(3)
     vectors = rng.normal(size=(60, 16))
     unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
     sims = (unit @ unit.T)[np.triu_indices(60, k=1)]
-    avg = fit_theme_calibration(vectors.tolist(), 100, theme_size=40)
-    assert avg.linkage == "average"
-    assert avg.assignment_threshold == pytest.approx(float(np.quantile(sims, 0.6)))
-    assert avg.merge_threshold == pytest.approx(float(np.quantile(sims, 0.9)))
-    old = fit_theme_calibration(vectors.tolist(), 100, theme_size=40, linkage="centroid")
-    assert old.assignment_threshold == pytest.approx(float(np.quantile(sims, 0.7)))
-    # fewer facts than one theme holds: the minimum pairwise similarity, one theme
-    tiny = fit_theme_calibration(vectors.tolist(), 30, theme_size=40)
+    # 100 facts: 1 - 40/100 = 0.6 and 1 - 40/400 = 0.9, above both floors
+    for linkage in ("centroid", "average"):
+        fit = fit_theme_calibration(vectors.tolist(), 100, theme_size=40, linkage=linkage)
+        assert fit.linkage == linkage
+        assert fit.assignment_threshold == pytest.approx(float(np.quantile(sims, 0.6)))
+        assert fit.merge_threshold == pytest.approx(float(np.quantile(sims, 0.9)))
+    # 60 facts: 1 - 40/60 = 0.33, so centroid linkage holds the median
+    small = fit_theme_calibration(vectors.tolist(), 60, theme_size=40)
+    assert small.linkage == "centroid"
+    assert small.assignment_threshold == pytest.approx(float(np.quantile(sims, 0.5)))
+    # average linkage has no floor: fewer facts than a theme holds, the minimum
+    tiny = fit_theme_calibration(vectors.tolist(), 30, theme_size=40, linkage="average")
     assert tiny.assignment_threshold == pytest.approx(float(sims.min()))
     # deterministic
-    assert fit_theme_calibration(vectors.tolist(), 100) == avg
+    assert fit_theme_calibration(vectors.tolist(), 60, theme_size=40) == small
 
 
 async def test_tenant_calibrator_refits_a_record_of_another_linkage() -> None:
@@ -86,7 +90,8 @@ async def test_tenant_calibrator_refits_a_record_of_another_linkage() -> None:
     del old["linkage"]
     await store.put_tenant_setting(THEME_CALIBRATION_KEY, old)
     assert ThemeCalibration.model_validate(old).linkage == "centroid"
-    calibrator = TenantThemeCalibrator()
+    assert TenantThemeCalibrator().linkage == "centroid"
+    calibrator = TenantThemeCalibrator(linkage="average")
     clusterer = await calibrator.clusterer_for(store, facts[:2])
     assert calibrator.last is not None and calibrator.last.linkage == "average"
     assert calibrator.last.assignment_threshold != 0.9
