@@ -368,3 +368,65 @@ async def test_many_facts_vectorised_smoke() -> None:
     themes = await consolidating(assignment_threshold=0.8, merge_threshold=0.9).cluster(facts)
     assert len(themes) == 5
     assert sorted(len(t.fact_ids) for t in themes) == [40] * 5
+
+
+# ---------------------------------------------------------------- average linkage
+
+
+async def test_average_linkage_does_not_let_a_big_theme_absorb() -> None:
+    # Members at +-60 degrees: their centroid points at 0 degrees, but a fact at
+    # 0 degrees is only cos(60) = 0.5 similar to each member.
+    members = [fact("a", deg(60)), fact("b", deg(-60))]
+    probe = fact("c", deg(0))
+    central = await consolidating(assignment_threshold=0.45, merge_threshold=0.99).cluster(
+        [*members, fact("d", deg(0))]
+    )
+    assert len(central) == 2  # the first two are only cos(120) = -0.5 apart
+    centroid = await consolidating(assignment_threshold=0.7, merge_threshold=0.99).cluster(
+        [fact("x", deg(0)), *members, probe]
+    )
+    # centroid linkage: the fact at 0 degrees joins whatever is near the centroid
+    assert any(len(t.fact_ids) >= 2 for t in centroid)
+    big = theme("big", deg(0), [uuid.uuid4() for _ in range(50)])
+    fresh = fact("e", deg(50))  # cos(50) = 0.64 to the stored centroid
+    centroid_run = await consolidating(assignment_threshold=0.6, merge_threshold=0.99).cluster(
+        [fresh], [big]
+    )
+    assert fresh.theme_id == big.id and len(centroid_run) == 1
+    fresh2 = fact("f", deg(50))
+    average_run = await consolidating(
+        assignment_threshold=0.6, merge_threshold=0.99, linkage="average"
+    ).cluster([fresh2], [big])
+    # mean similarity to 50 members at cohesion 0.6: 0.64 * sqrt(50 + 50*49*0.6) / 50
+    assert fresh2.theme_id != big.id and len(average_run) == 2
+
+
+async def test_average_linkage_compares_means_over_members() -> None:
+    # a, b identical; c at 70 degrees: mean similarity of c to {a, b} is cos(70) = 0.34
+    c = consolidating(assignment_threshold=0.3, merge_threshold=0.99, linkage="average")
+    out = await c.cluster([fact("a", deg(0)), fact("b", deg(0)), fact("c", deg(70))])
+    assert [len(t.fact_ids) for t in out] == [3]
+    c2 = consolidating(assignment_threshold=0.4, merge_threshold=0.99, linkage="average")
+    out2 = await c2.cluster([fact("a", deg(0)), fact("b", deg(0)), fact("c", deg(70))])
+    assert sorted(len(t.fact_ids) for t in out2) == [1, 2]
+    assert c2.linkage == "average" and consolidating().linkage == "centroid"
+
+
+async def test_average_linkage_merge_uses_mean_cross_similarity() -> None:
+    # two themes of two facts: {0, 10} and {40, 50}; mean cross similarity is the mean
+    # of cos(40), cos(50), cos(30), cos(40) = 0.760; centroids are cos(40) = 0.766 apart
+    facts = [fact("a", deg(0)), fact("b", deg(10)), fact("c", deg(40)), fact("d", deg(50))]
+    mean_cross = float(np.mean([math.cos(math.radians(x)) for x in (40, 50, 30, 40)]))
+    between = (mean_cross + math.cos(math.radians(40))) / 2
+    for linkage, merged in (("centroid", True), ("average", False)):
+        c = consolidating(
+            assignment_threshold=0.97, merge_threshold=between,
+            linkage=linkage,
+        )
+        out = await c.cluster([fact(f.content, f.embedding) for f in facts])
+        assert (len(out) == 1) is merged, linkage
+
+
+def test_unknown_linkage_rejected() -> None:
+    with pytest.raises(InvalidInputError):
+        consolidating(linkage="single")

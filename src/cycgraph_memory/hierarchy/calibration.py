@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import InvalidInputError
-from cycgraph_memory.hierarchy.clustering import ConsolidatingThemeClusterer
+from cycgraph_memory.hierarchy.clustering import ConsolidatingThemeClusterer, Linkage
 from cycgraph_memory.records import FactFilter, SemanticFact
 
 __all__ = [
@@ -156,10 +156,27 @@ class ThemeCalibration(BaseModel):
     as a fact's ``theme_size`` nearest facts of the tenant are:
     ``assignment_quantile = 1 - theme_size / facts`` and
     ``merge_quantile = 1 - theme_size / (4 * facts)``, each clipped to
-    ``[0.70, 0.9995]``. As the tenant grows the quantiles rise, so themes keep a bounded
-    size instead of absorbing everything. Measured on the conversation set grown call by
-    call (``bench/ingest.py --growth``), this keeps 5-100 themes per 1,000 facts for the
-    hashing embedder and all-MiniLM-L6-v2 alike.
+    ``[0.5, 0.9995]``: a fact never joins a theme it is less similar to than the median
+    pair of the tenant's facts. As the tenant grows the quantiles rise, so themes keep a
+    bounded size instead of absorbing everything; below ``2 * theme_size`` facts the
+    median holds.
+
+    The floor was 0.70 before (records fitted then keep their thresholds until the tenant
+    doubles). It set the quantile of every tenant under 133 facts, and with
+    all-MiniLM-L6-v2 on one-conversation tenants of about 93 facts that left the facts
+    least like the rest (the assistant's replies, whose grounded prefix differs) in
+    one-fact themes: 112 themes per 1,000 facts, above the 5-100 band.
+
+    Linkage. The thresholds describe fact-to-fact similarities, while the default
+    clusterer compares a fact with a theme's centroid, and a large theme's centroid tends
+    to the tenant's mean direction, which every fact resembles (with all-MiniLM-L6-v2 the
+    grounded prefix "Priya on 2024-09-06:" alone does it), so one theme gathers most of a
+    small tenant. ``linkage="average"`` compares by the mean similarity to the members
+    instead (quantiles clipped at 0): in those small tenants it gives themes of 15-60
+    facts instead of one of 80-110, but a growing tenant (1,351 facts of the three
+    frozen sets in one tenant) gets about 200 themes per 1,000 facts, out of the band,
+    because the rising quantile is too strict a bar for a mean over members. It is an
+    option, not the default, until its fit accounts for that.
 
     Attributes:
         assignment_threshold: Minimum similarity for a fact to join a theme.
@@ -171,6 +188,9 @@ class ThemeCalibration(BaseModel):
             every call).
         sample: Vectors the last fit read.
         dimensions: Width of the vectors fitted (another width forces a refit).
+        linkage: The clusterer linkage the thresholds were fitted for (records written
+            before it existed were fitted for ``"centroid"``; another linkage forces a
+            refit).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -181,22 +201,29 @@ class ThemeCalibration(BaseModel):
     fitted_at: int = Field(ge=0)
     sample: int = Field(ge=0)
     dimensions: int = Field(ge=0)
+    linkage: Linkage = "centroid"
 
-    def due(self, facts: int, dimensions: int) -> bool:
-        """Whether a tenant with ``facts`` facts of width ``dimensions`` needs a refit."""
+    def due(self, facts: int, dimensions: int, linkage: Linkage | None = None) -> bool:
+        """Whether a tenant with ``facts`` facts of width ``dimensions`` needs a refit.
+
+        A record fitted for another ``linkage`` (when one is given) is due as well.
+        """
         if dimensions != self.dimensions or self.sample < MIN_CALIBRATION_SAMPLE:
+            return True
+        if linkage is not None and linkage != self.linkage:
             return True
         return facts >= 2 * max(self.fitted_at, MIN_CALIBRATION_SAMPLE)
 
 
-_QUANTILE_FLOOR = 0.70
+_QUANTILE_FLOOR = {"centroid": 0.5, "average": 0.0}
 _QUANTILE_CEILING = 0.9995
 
 
-def _quantiles(facts: int, theme_size: int) -> tuple[float, float]:
+def _quantiles(facts: int, theme_size: int, linkage: Linkage) -> tuple[float, float]:
     n = max(facts, 1)
-    assign = min(_QUANTILE_CEILING, max(_QUANTILE_FLOOR, 1.0 - theme_size / n))
-    merge = min(_QUANTILE_CEILING, max(_QUANTILE_FLOOR, 1.0 - theme_size / (4.0 * n)))
+    floor = _QUANTILE_FLOOR[linkage]
+    assign = min(_QUANTILE_CEILING, max(floor, 1.0 - theme_size / n))
+    merge = min(_QUANTILE_CEILING, max(floor, 1.0 - theme_size / (4.0 * n)))
     return assign, max(assign, merge)
 
 
@@ -205,17 +232,21 @@ def fit_theme_calibration(
     facts: int,
     *,
     theme_size: int = DEFAULT_THEME_SIZE,
+    linkage: Linkage = "centroid",
 ) -> ThemeCalibration:
     """Fit the thresholds of a tenant of ``facts`` facts on a sample of its vectors.
 
-    Deterministic: the same vectors in the same order give the same thresholds.
+    Deterministic: the same vectors in the same order give the same thresholds. The
+    quantiles are ``1 - theme_size / facts`` (assignment) and ``1 - theme_size /
+    (4 * facts)`` (merge), clipped to at least 0.5 for ``linkage="centroid"`` and to at
+    least 0 for ``"average"`` (see :class:`ThemeCalibration`).
 
     Raises:
         InvalidInputError: Fewer than :data:`MIN_CALIBRATION_SAMPLE` vectors, or bad ones.
     """
     if theme_size < 1:
         raise InvalidInputError(f"theme_size must be >= 1, got {theme_size!r}")
-    assign_q, merge_q = _quantiles(facts, theme_size)
+    assign_q, merge_q = _quantiles(facts, theme_size, linkage)
     t = calibrate_theme_thresholds(
         vectors, assignment_quantile=assign_q, merge_quantile=merge_q
     )
@@ -226,6 +257,7 @@ def fit_theme_calibration(
         fitted_at=facts,
         sample=len(vectors),
         dimensions=len(vectors[0]),
+        linkage=linkage,
     )
 
 
@@ -274,11 +306,13 @@ async def refit_theme_calibration(
     vectors = [v for v in vectors if len(v) == dim][:_MAX_SAMPLE]
     total = max(old.facts, counted)
     if len(vectors) >= MIN_CALIBRATION_SAMPLE and len(dims) == 1:
-        record = fit_theme_calibration(vectors, total, theme_size=theme_size)
+        record = fit_theme_calibration(
+            vectors, total, theme_size=theme_size, linkage=old.linkage
+        )
     else:
         record = ThemeCalibration(
             assignment_threshold=0.7, merge_threshold=0.85, facts=total, fitted_at=0,
-            sample=len(vectors), dimensions=dim,
+            sample=len(vectors), dimensions=dim, linkage=old.linkage,
         )
     await putter(THEME_CALIBRATION_KEY, record.model_dump())
     return record
@@ -297,13 +331,27 @@ class TenantThemeCalibrator:
     Args:
         theme_size: Facts per theme the fit aims at (:data:`DEFAULT_THEME_SIZE`).
         max_themes: Passed to every :class:`ConsolidatingThemeClusterer`.
+        linkage: Passed to every :class:`ConsolidatingThemeClusterer` and stored in the
+            record; a record fitted for another linkage is refitted. ``"centroid"`` (the
+            default) or ``"average"`` (mean similarity to the members: better-shaped
+            themes in small tenants, too many in growing ones; see
+            :class:`ThemeCalibration`).
     """
 
-    def __init__(self, *, theme_size: int = DEFAULT_THEME_SIZE, max_themes: int | None = None):
+    def __init__(
+        self,
+        *,
+        theme_size: int = DEFAULT_THEME_SIZE,
+        max_themes: int | None = None,
+        linkage: Linkage = "centroid",
+    ):
+        if linkage not in ("centroid", "average"):
+            raise InvalidInputError(f"linkage must be 'centroid' or 'average', got {linkage!r}")
         if theme_size < 1:
             raise InvalidInputError(f"theme_size must be >= 1, got {theme_size!r}")
         self.theme_size = theme_size
         self.max_themes = max_themes
+        self.linkage: Linkage = linkage
         self._local: ThemeCalibration | None = None
         self.last: ThemeCalibration | None = None
 
@@ -332,17 +380,19 @@ class TenantThemeCalibrator:
             self.last = record
             return self._build(record)
         dim = len(batch[0])
-        if record is None or record.due(record.facts + len(batch), dim):
+        if record is None or record.due(record.facts + len(batch), dim, self.linkage):
             stored, counted = await sample_fact_vectors(store)
             stored = [v for v in stored if len(v) == dim]
             total = max(counted, record.facts if record is not None else 0) + len(batch)
             sample = (stored + batch)[:_MAX_SAMPLE]
             if len(sample) >= MIN_CALIBRATION_SAMPLE:
-                record = fit_theme_calibration(sample, total, theme_size=self.theme_size)
+                record = fit_theme_calibration(
+                    sample, total, theme_size=self.theme_size, linkage=self.linkage
+                )
             else:  # too little to fit yet: the fixed defaults, refitted next time
                 record = ThemeCalibration(
                     assignment_threshold=0.7, merge_threshold=0.85, facts=total,
-                    fitted_at=0, sample=len(sample), dimensions=dim,
+                    fitted_at=0, sample=len(sample), dimensions=dim, linkage=self.linkage,
                 )
         else:
             record = record.model_copy(update={"facts": record.facts + len(batch)})
@@ -357,4 +407,5 @@ class TenantThemeCalibrator:
             assignment_threshold=record.assignment_threshold,
             merge_threshold=record.merge_threshold,
             max_themes=self.max_themes,
+            linkage=self.linkage,
         )

@@ -48,6 +48,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -60,10 +61,14 @@ __all__ = [
     "GENERAL_THEME_LABEL",
     "ClusteringResult",
     "ConsolidatingThemeClusterer",
+    "Linkage",
     "SimpleThemeClusterer",
 ]
 
 logger = logging.getLogger(__name__)
+
+Linkage = Literal["centroid", "average"]
+"""How a fact is compared with a theme: its centroid, or the mean over its members."""
 
 GENERAL_THEME_LABEL = "General"
 """Label of the catch-all theme for facts without embeddings."""
@@ -110,6 +115,7 @@ class _Cluster:
     general: bool = False
     active: bool = True
     vec_sum: FloatArray | None = None
+    count: float = 0.0  # unit vectors summed in ``vec_sum`` (estimated for stored themes)
     members: list[SemanticFact] = field(default_factory=list)
     member_vecs: list[tuple[SemanticFact, FloatArray]] = field(default_factory=list)
     changed: bool = False
@@ -140,8 +146,9 @@ class _Cluster:
             self.own().fact_ids.append(fact_id)
             self.changed = True
 
-    def add_vec(self, vec: FloatArray) -> None:
+    def add_vec(self, vec: FloatArray, count: float = 1.0) -> None:
         self.vec_sum = vec.copy() if self.vec_sum is None else self.vec_sum + vec
+        self.count += count
         self.changed = True
 
     def centroid(self) -> FloatArray | None:
@@ -203,13 +210,36 @@ class _GreedyClusterer:
         max_themes: int | None,
         id_factory: Callable[[], uuid.UUID],
         now: Callable[[], datetime],
+        linkage: Linkage = "centroid",
     ) -> None:
+        if linkage not in ("centroid", "average"):
+            raise InvalidInputError(f"linkage must be 'centroid' or 'average', got {linkage!r}")
+        self._linkage: Linkage = linkage
         self._threshold = threshold
         self._merge_threshold = merge_threshold
         self._max_themes = max_themes
         self._id_factory = id_factory
         self._now = now
         self._last_merges: dict[uuid.UUID, uuid.UUID] = {}
+
+    @property
+    def linkage(self) -> Linkage:
+        """How a fact's similarity to a theme is measured (``centroid`` or ``average``)."""
+        return self._linkage
+
+    @property
+    def _average(self) -> bool:
+        return self._linkage == "average"
+
+    def _stored_norm(self, m: int) -> float:
+        """Estimated norm of the sum of a stored theme's ``m`` unit member vectors.
+
+        A stored theme keeps only its unit centroid; with average linkage its members were
+        admitted at a mean similarity of at least the threshold, so their pairwise
+        similarity is taken to be the threshold: ``|sum|^2 = m + m (m - 1) t``.
+        """
+        t = max(self._threshold, 0.0)
+        return float(np.sqrt(m + m * (m - 1) * t))
 
     @property
     def last_merges(self) -> dict[uuid.UUID, uuid.UUID]:
@@ -277,7 +307,9 @@ class _GreedyClusterer:
             if theme.embedding is not None:
                 u = _unit(np.asarray(theme.embedding, dtype=np.float64))
                 if u is not None:
-                    cl.vec_sum = u * max(len(theme.fact_ids), 1)
+                    m = max(len(theme.fact_ids), 1)
+                    cl.count = float(m)
+                    cl.vec_sum = u * (self._stored_norm(m) if self._average else m)
             clusters.append(cl)
             by_id[theme.id] = cl
             for fid in batch_ids.intersection(theme.fact_ids):
@@ -288,8 +320,14 @@ class _GreedyClusterer:
         capacity = len(clusters) + len(facts)
         matrix = np.zeros((capacity, max(dim, 1)), dtype=np.float64)
         attract = np.zeros(capacity, dtype=bool)
+        average = self._average
 
         def refresh_row(cl: _Cluster) -> None:
+            if average:  # mean similarity to the members: x . sum / count
+                if cl.vec_sum is not None and cl.count > 0:
+                    matrix[cl.order] = cl.vec_sum / cl.count
+                    attract[cl.order] = True
+                return
             c = cl.centroid()
             if c is not None:
                 matrix[cl.order] = c
@@ -406,7 +444,14 @@ class _GreedyClusterer:
             return
         cap = self._max_themes
         count = len(clusters)  # live themes; invalidated pass-through ones do not count
-        cents = np.stack([_unit_or_zero(_vec(cl)) for cl in eligible])
+        average = self._average
+
+        def row(cl: _Cluster) -> FloatArray:
+            # centroid linkage: the unit centroid; average linkage: sum / count, so that
+            # row_a . row_b is the mean similarity between the two themes' members
+            return _vec(cl) / max(cl.count, 1.0) if average else _unit_or_zero(_vec(cl))
+
+        cents = np.stack([row(cl) for cl in eligible])
         sims = cents @ cents.T
         np.fill_diagonal(sims, -np.inf)
         alive = np.ones(k, dtype=bool)
@@ -430,12 +475,12 @@ class _GreedyClusterer:
                 keep.add_id(fid)
             keep.members.extend(lose.members)
             keep.member_vecs.extend(lose.member_vecs)
-            keep.add_vec(_vec(lose))
+            keep.add_vec(_vec(lose), lose.count)
             lose.active = False
             lose.merged_into = keep
             count -= 1
             alive[b] = False
-            cents[a] = _unit_or_zero(_vec(keep))
+            cents[a] = row(keep)
             new = cents @ cents[a]
             new[~alive] = -np.inf
             new[a] = -np.inf
@@ -522,10 +567,17 @@ class ConsolidatingThemeClusterer(_GreedyClusterer):
         max_themes: Soft cap on the number of themes returned (``None``: no cap).
         id_factory: Makes ids of new themes (random UUIDs by default).
         now: Wall clock for new themes' ``provenance.created_at``.
+        linkage: ``"centroid"`` (default): a fact is compared with a theme's unit
+            centroid and two themes by their centroids. ``"average"``: by the mean
+            cosine similarity to the theme's members (``x . sum / count``) and between
+            two themes' members, the quantity pairwise-calibrated thresholds are read
+            from; a large theme's centroid drifts towards the tenant's mean direction,
+            which every fact resembles, so centroid linkage lets it absorb facts that
+            resemble none of its members.
 
     Raises:
-        InvalidInputError: If a threshold is outside ``[-1, 1]`` or ``max_themes`` is not a
-            positive integer.
+        InvalidInputError: If a threshold is outside ``[-1, 1]``, ``max_themes`` is not a
+            positive integer or ``linkage`` is unknown.
     """
 
     def __init__(
@@ -536,6 +588,7 @@ class ConsolidatingThemeClusterer(_GreedyClusterer):
         *,
         id_factory: Callable[[], uuid.UUID] = new_id,
         now: Callable[[], datetime] = utc_now,
+        linkage: Linkage = "centroid",
     ) -> None:
         if max_themes is not None and (
             isinstance(max_themes, bool) or not isinstance(max_themes, int) or max_themes < 1
@@ -547,6 +600,7 @@ class ConsolidatingThemeClusterer(_GreedyClusterer):
             max_themes,
             id_factory,
             now,
+            linkage,
         )
 
     @property
