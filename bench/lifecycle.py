@@ -5,10 +5,10 @@ For each backend (in-memory, Postgres), with N facts carrying 384-d embeddings:
 * bulk import (Postgres): entities, episodes with messages, facts and relationships with
   ``bulk_import`` into an empty deployment whose HNSW indexes are built after the load
   (records/s for the load, then the build; target >= 5,000), and a 2,000-fact load with
-  the HNSW indexes in place for comparison. Last measured at 100,000 facts: 4,520
-  records/s (25.4 s for 115,000 records, load average 4-8; 3,994 at load 2-3 before the
-  validation path checked embeddings as numpy blocks; the bulk step alone back to back
-  at load 3.4: 6,408 before, 8,867 after), see ``docs/lifecycle.md``;
+  the HNSW indexes in place for comparison. Last measured at 100,000 facts: 7,289
+  records/s (15.8 s for 115,000 records, load average 2.4-2.6; 4,520 on a busier machine,
+  3,994 before the validation path checked embeddings as numpy blocks), see
+  ``docs/lifecycle.md``. ``--bulk-only`` runs this row alone;
 * export of the store to a JSON Lines file (target <= 60 s at 100,000 facts) and import of
   that file into an empty store (target <= 60 s), each with the peak RSS growth during the
   call (sampled every 10 ms; flat memory = the same growth at any N). On Postgres the
