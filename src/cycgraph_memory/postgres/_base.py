@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from contextvars import ContextVar
 from types import MappingProxyType
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -46,6 +46,7 @@ __all__ = [
     "TENANT_SETTING",
     "Bind",
     "PostgresBackend",
+    "PostgresIndexMixin",
     "advisory_lock_key",
     "parse_id",
     "parse_ids",
@@ -369,3 +370,30 @@ class PostgresBackend:
     def _check_vector(self, vector: Sequence[float] | None, dim: int | None, context: str) -> None:
         if vector is not None and dim is not None and len(vector) != dim:
             raise EmbeddingDimensionMismatchError(dim, len(vector), context)
+
+
+class PostgresIndexMixin(PostgresBackend):
+    """Base of the ``PostgresMemoryIndex`` mixins: the index members they call.
+
+    ``PostgresMemoryIndex`` defines them; declared here once so that each mixin type-checks
+    on its own.
+    """
+
+    if TYPE_CHECKING:
+
+        @property
+        def exact_below(self) -> int:
+            """Tenants below this many documents are searched exactly."""
+
+        @property
+        def ef_search(self) -> int:
+            """Default ``hnsw.ef_search`` (the index's)."""
+
+        def _query_vector(
+            self, embedding: Sequence[float], dim: int | None, where: str, *,
+            checked: bool = False,
+        ) -> list[float]: ...
+
+        def _search_settings(
+            self, ef: int, corpus: str = ...
+        ) -> tuple[tuple[str, str], ...]: ...

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from cycgraph_memory.postgres import convert, statements
-from cycgraph_memory.postgres._base import PostgresBackend
+from cycgraph_memory.postgres._base import PostgresIndexMixin
 from cycgraph_memory.postgres.schema import MAX_VECTOR_HNSW_DIM
 from cycgraph_memory.postgres.statements import row_distance
 from cycgraph_memory.records import SearchOptions, SemanticFact, Theme
@@ -36,27 +36,10 @@ def _tie_at_cut(ranked: list[tuple[float, uuid.UUID, Any]], limit: int, fetch: i
     return len(ranked) >= fetch and ranked[limit - 1][0] == ranked[-1][0]
 
 
-class HierarchicalCandidates(PostgresBackend):
+class HierarchicalCandidates(PostgresIndexMixin):
     """Mixin of ``PostgresMemoryIndex``: ``hierarchical_candidates`` in one session."""
 
     if TYPE_CHECKING:
-
-        @property
-        def exact_below(self) -> int:
-            """Tenants below this many documents are searched exactly."""
-
-        @property
-        def ef_search(self) -> int:
-            """Default ``hnsw.ef_search`` (the index's)."""
-
-        def _query_vector(
-            self, embedding: Sequence[float], dim: int | None, where: str, *,
-            checked: bool = False,
-        ) -> list[float]: ...
-
-        def _search_settings(
-            self, ef: int, corpus: str = ...
-        ) -> tuple[tuple[str, str], ...]: ...
 
         async def search_facts(
             self, embedding: Sequence[float], options: SearchOptions | None = None, /,

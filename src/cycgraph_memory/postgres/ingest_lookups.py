@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Table, and_, or_, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -26,7 +26,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from cycgraph_memory._settings import check_setting, check_setting_key
 from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.postgres import convert
-from cycgraph_memory.postgres._base import PostgresBackend, parse_id
+from cycgraph_memory.postgres._base import PostgresBackend, PostgresIndexMixin, parse_id
 from cycgraph_memory.postgres.schema import (
     MAX_VECTOR_HNSW_DIM,
     RelationshipRow,
@@ -121,22 +121,8 @@ CROSS JOIN LATERAL (
 """
 
 
-class IngestSearch(PostgresBackend):
+class IngestSearch(PostgresIndexMixin):
     """Batched theme kNN used by ``MemoryPipeline`` (mixin of the Postgres index)."""
-
-    if TYPE_CHECKING:
-
-        def _query_vector(
-            self, embedding: Sequence[float], dim: int | None, where: str, *,
-            checked: bool = False,
-        ) -> list[float]: ...
-
-        def _search_settings(self, ef: int) -> tuple[tuple[str, str], ...]: ...
-
-        @property
-        def ef_search(self) -> int:
-            """Default ``hnsw.ef_search`` (the index's)."""
-            ...
 
     async def search_themes_many(
         self,

@@ -57,7 +57,7 @@ from sqlalchemy.types import NullType
 from cycgraph_memory._construct import trusted
 from cycgraph_memory._options import coerce_options
 from cycgraph_memory.postgres import convert
-from cycgraph_memory.postgres._base import PostgresBackend
+from cycgraph_memory.postgres._base import PostgresBackend, PostgresIndexMixin
 from cycgraph_memory.postgres.bm25 import CORPORA, TEXT_CANDIDATES, bm25_ranked, bm25_terms
 from cycgraph_memory.postgres.schema import MAX_VECTOR_HNSW_DIM
 from cycgraph_memory.postgres.statements import (
@@ -692,27 +692,8 @@ class _View:
         return call
 
 
-class SignalPrefetch(PostgresBackend):
+class SignalPrefetch(PostgresIndexMixin):
     """Mixin of ``PostgresMemoryIndex``: every signal's candidates in one statement."""
-
-    if TYPE_CHECKING:
-
-        @property
-        def exact_below(self) -> int:
-            """Tenants below this many documents are searched exactly."""
-
-        @property
-        def ef_search(self) -> int:
-            """Default ``hnsw.ef_search``."""
-
-        def _query_vector(
-            self, embedding: Sequence[float], dim: int | None, where: str, *,
-            checked: bool = False,
-        ) -> list[float]: ...
-
-        def _search_settings(
-            self, ef: int, corpus: str = ...
-        ) -> tuple[tuple[str, str], ...]: ...
 
     def _plan_knn(
         self,
