@@ -34,6 +34,10 @@ document prompt ``"passage: "``). Themes per 1,000 facts are printed with each t
 Reported: recall@5/10/20 (share of a question's evidence turns within the first K turns,
 averaged over questions), recall@10 on single- and multi-session questions, and
 all-evidence@20 on multi-session questions (every evidence turn within the first 20).
+With each table: hybrid's margin over the better single mode (recall@10 of ``library
+hybrid`` minus that of the better of ``library vector`` and ``library text``) and its
+paired standard error (the standard deviation of the per-question differences over the
+square root of the number of questions), so that a margin is read with its noise.
 
 Postgres: ``--dsn`` (default ``$CYCGRAPH_MEMORY_TEST_DSN``) names a server where the bench
 creates, migrates and finally drops its own database (``--database``).
@@ -288,12 +292,31 @@ async def run_set(
         print(f"| {method} | {mean(s.recall[5]):.3f} | {mean(s.recall[10]):.3f} | "
               f"{mean(s.recall[20]):.3f} | {mean(s.single10):.3f} | {mean(s.multi10):.3f} | "
               f"{mean(s.multi_all20):.3f} |")
+    margin, margin_se, better = hybrid_margin(scores)
+    print(f"hybrid over the better single mode ({better}): {margin:+.3f} recall@10, "
+          f"paired standard error {margin_se:.3f} ({questions} questions)")
     for mode in ("vector", "text", "hybrid"):
         ms = [t * 1000 for t in timings[mode]]
         print(f"retrieve_memory mode={mode}: p50 {statistics.median(ms):.2f} ms, "
               f"p95 {statistics.quantiles(ms, n=20)[-1]:.2f} ms ({backend.name})")
     print(f"ingest: median {statistics.median(timings['ingest']) * 1000:.0f} ms per conversation")
-    return {m: mean(scores[m].recall[10]) for m in METHODS}
+    return {**{m: mean(scores[m].recall[10]) for m in METHODS},
+            "margin": margin, "margin_se": margin_se}
+
+
+def hybrid_margin(scores: dict[str, Scores]) -> tuple[float, float, str]:
+    """Hybrid's recall@10 margin over the better single mode, its paired standard error.
+
+    The better mode is the one with the higher mean recall@10 (``library vector`` or
+    ``library text``); the error is the standard deviation of the per-question
+    differences divided by the square root of the number of questions.
+    """
+    better = max(("library vector", "library text"),
+                 key=lambda m: statistics.fmean(scores[m].recall[10]))
+    diffs = [h - b for h, b in zip(scores["library hybrid"].recall[10],
+                                   scores[better].recall[10], strict=True)]
+    se = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else 0.0
+    return statistics.fmean(diffs), se, better
 
 
 async def run_postgres(
@@ -353,11 +376,13 @@ def main() -> None:
         for (set_name, _, embedder_name), r in zip(jobs, results, strict=True):
             summary.append((set_name, embedder_name, "Postgres", r))
     print("\n## recall@10 summary")
-    print("| set | embedder | backend | " + " | ".join(METHODS) + " |")
-    print("|---|---|---|" + "---|" * len(METHODS))
+    print("| set | embedder | backend | " + " | ".join(METHODS)
+          + " | hybrid over the better mode (paired SE) |")
+    print("|---|---|---|" + "---|" * (len(METHODS) + 1))
     for set_name, embedder_name, backend, r in summary:
         print(f"| {set_name} | {embedder_name} | {backend} | "
-              + " | ".join(f"{r[m]:.3f}" for m in METHODS) + " |")
+              + " | ".join(f"{r[m]:.3f}" for m in METHODS)
+              + f" | {r['margin']:+.3f} ({r['margin_se']:.3f}) |")
 
 
 if __name__ == "__main__":
