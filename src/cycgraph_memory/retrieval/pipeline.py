@@ -174,7 +174,7 @@ def rank_by_similarity(
         embeddings = [f.embedding for f in facts]
     scores = cosine_scores(embeddings, query)
     kept = [(f, s) for f, s in zip(facts, scores, strict=True) if s >= min_similarity]
-    kept.sort(key=lambda fs: (-fs[1], str(fs[0].id)))
+    kept.sort(key=lambda fs: (-fs[1], fs[0].id.int))
     return kept
 
 
@@ -184,7 +184,7 @@ def rank_themes(
     """Live themes by similarity (then id), those below ``min_similarity`` dropped."""
     scores = cosine_scores([t.embedding for t in themes], query)
     kept = [(t, s) for t, s in zip(themes, scores, strict=True) if s >= min_similarity]
-    kept.sort(key=lambda ts: (-ts[1], str(ts[0].id)))
+    kept.sort(key=lambda ts: (-ts[1], ts[0].id.int))
     return [t for t, _ in kept]
 
 
@@ -247,7 +247,7 @@ def rank_relationships(
 
     def key(r: Relationship) -> tuple[int, datetime, str]:
         near = min(hops.get(r.source_id, far), hops.get(r.target_id, far))
-        return (near, r.valid_from, str(r.id))
+        return (near, r.valid_from, r.id.int)
 
     return sorted(relationships, key=key)
 
@@ -267,7 +267,7 @@ def rank_subgraph_facts(
             held = best.get(fact.id)
             if held is None or r < held[0]:
                 best[fact.id] = (r, fact)
-    ordered = sorted(best.values(), key=lambda rf: str(rf[1].id))
+    ordered = sorted(best.values(), key=lambda rf: rf[1].id.int)
     ordered.sort(key=lambda rf: rf[1].valid_from, reverse=True)
     ordered.sort(key=lambda rf: rf[0])
     return [f for _, f in ordered]
