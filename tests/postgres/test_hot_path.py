@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from ._records import fact
+from ._records import DIM, fact, prov
 
 pytestmark = [pytest.mark.postgres]
 
@@ -68,3 +68,45 @@ async def test_a_checkout_costs_no_round_trip(pg_dsn: str) -> None:
         assert sent == ["BEGIN;", "COMMIT;"]
     finally:
         await engine.dispose()
+
+
+async def test_ranked_candidates_decode_provenance_only_for_served_facts(
+    pg_store: Any, pg_index: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Candidates the ranking drops are never built with their provenance or vector; the
+    # served facts are complete (equal to the stored records).
+    from cycgraph_memory import MemoryQuery, retrieve_memory
+    from cycgraph_memory.postgres import convert, signals
+
+    facts = [
+        fact(content=f"fact {i}", provenance=prov(agent_id=f"agent-{i}"),
+             embedding=[1.0, 0.05 * i, *([0.0] * (DIM - 2))])
+        for i in range(12)
+    ]
+    await pg_store.put_facts(facts)
+    decoded: list[str | None] = []
+    original = convert.provenance_from_json
+
+    def counting(value: Any) -> Any:
+        decoded.append(value.get("agent_id"))
+        return original(value)
+
+    monkeypatch.setattr(signals.convert, "provenance_from_json", counting)
+    for mode in ("vector", "hybrid"):
+        decoded.clear()
+        query = MemoryQuery(embedding=[1.0, *([0.0] * (DIM - 1))], text="fact", limit=3,
+                            min_similarity=0.0)
+        result = await retrieve_memory(pg_store, pg_index, query, mode=mode)
+        served = result.facts
+        assert len(served) == 3
+        during = [d for d in decoded if d]
+        stored = await pg_store.get_facts([f.id for f in served])
+        touched = {"access_count", "last_accessed_at"}  # served as read, before the touch
+        assert [f.model_dump(exclude=touched) for f in served] == [
+            stored[f.id].model_dump(exclude=touched) for f in served
+        ]
+        # hybrid: the text hits are built whole (a separate signal); vector: only the served.
+        if mode == "vector":
+            assert sorted(during) == sorted(
+                f.provenance.agent_id or "" for f in served
+            )

@@ -496,7 +496,8 @@ def _vec(raw: bytes | None) -> list[float] | None:
     return values
 
 
-def _fact(row: Sequence[Any], *, vector: bool = True) -> SemanticFact:
+def _fact(row: Sequence[Any], *, vector: bool = True, lean: bool = False) -> SemanticFact:
+    # lean: embedding and provenance left unset (None) for complete_facts to set.
     return trusted(
         SemanticFact,
         id=convert._uuid(row[3]),
@@ -504,8 +505,8 @@ def _fact(row: Sequence[Any], *, vector: bool = True) -> SemanticFact:
         source_episode_ids=convert._uuids(row[7]),
         entity_ids=convert._uuids(row[8]),
         theme_id=convert._uuid_opt(row[9]),
-        embedding=_vec(row[5]) if vector else None,
-        provenance=convert.provenance_from_json(row[10]),
+        embedding=_vec(row[5]) if vector and not lean else None,
+        provenance=None if lean else convert.provenance_from_json(row[10]),
         valid_from=row[11],
         valid_until=row[12],
         invalidated_by=row[13],
@@ -627,9 +628,10 @@ class _Answers:
     def __init__(self) -> None:
         self.calls: dict[tuple[str, Any], Callable[[], Any]] = {}
         self.subset: dict[str, Any] = {}
-        # Facts handed out without their vector (``embedding`` still to set), by object
-        # id, with the vector's bytes: see _View.candidate_vectors / complete_facts.
-        self.pending: dict[int, tuple[SemanticFact, bytes | None]] = {}
+        # Facts handed out without their vector and provenance (still to set), by object
+        # id, with the vector's bytes and the provenance document: see
+        # _View.candidate_vectors / complete_facts.
+        self.pending: dict[int, tuple[SemanticFact, bytes | None, Any]] = {}
 
     def put(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any],
             answer: Callable[[], Any]) -> None:
@@ -665,12 +667,13 @@ class _View:
         return out
 
     def complete_facts(self, facts: Sequence[SemanticFact]) -> None:
-        """Set the vector of every fact of ``facts`` handed out without one."""
+        """Set the vector and provenance of every fact of ``facts`` handed out without."""
         pending = self._answers.pending
         for f in facts:
             held = pending.pop(id(f), None)
             if held is not None and held[0] is f:
                 f.__dict__["embedding"] = _vec(held[1])
+                f.__dict__["provenance"] = convert.provenance_from_json(held[2])
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._real, name)
@@ -968,11 +971,12 @@ class SignalPrefetch(PostgresIndexMixin):
         pending = answers.pending
 
         def lean(row: Sequence[Any]) -> SemanticFact:
-            # Without its vector: the ranking reads the vectors as arrays
-            # (candidate_vectors) and only the served facts get theirs as lists
-            # (complete_facts): hundreds of 384-float lists per call otherwise.
-            fact = _fact(row, vector=False)
-            pending[id(fact)] = (fact, row[5])
+            # Without its vector and provenance: the ranking reads the vectors as arrays
+            # (candidate_vectors) and no provenance; only the served facts get both
+            # (complete_facts): hundreds of 384-float lists and provenance records per
+            # call otherwise (a hybrid call ranks every fact of the matched themes).
+            fact = _fact(row, lean=True)
+            pending[id(fact)] = (fact, row[5], row[10])
             return fact
 
         def answer() -> tuple[list[Theme], list[SemanticFact], list[SemanticFact]]:
