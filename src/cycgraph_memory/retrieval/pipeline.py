@@ -245,7 +245,7 @@ def rank_relationships(
     """Order by the nearest endpoint's hop (unknown endpoints last), then ``(valid_from, id)``."""
     far = len(hops) + 1_000_000
 
-    def key(r: Relationship) -> tuple[int, datetime, str]:
+    def key(r: Relationship) -> tuple[int, datetime, int]:
         near = min(hops.get(r.source_id, far), hops.get(r.target_id, far))
         return (near, r.valid_from, r.id.int)
 
