@@ -22,6 +22,7 @@ driver).
 
 from __future__ import annotations
 
+import json
 import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -126,7 +127,7 @@ def _column_types() -> dict[str, Any]:
     return {
         "pos": BigInteger(), "eid": uid, "id": uid, "score": Double(), "emb": LargeBinary(),
         "content": Text(), "source_episode_ids": ARRAY(uid), "entity_ids": ARRAY(uid),
-        "theme_id": uid, "provenance": JSONB(), "valid_from": DateTime(timezone=True),
+        "theme_id": uid, "provenance": Text(), "valid_from": DateTime(timezone=True),
         "valid_until": DateTime(timezone=True), "invalidated_by": Text(),
         "access_count": BigInteger(), "last_accessed_at": DateTime(timezone=True),
         "tags": ARRAY(Text()), "source_message_ids": ARRAY(uid), "doc": JSONB(),
@@ -156,11 +157,20 @@ def _row(k: int, values: Mapping[str, Any]) -> Select[Any]:
     return select(*cols)
 
 
+def _as_text(column: Any) -> Any:
+    # The provenance of fact and episode rows travels as text: the driver would decode
+    # jsonb into a dict for every candidate, and only the served facts need it.
+    from sqlalchemy import cast
+
+    return cast(column, Text())
+
+
 def _fact_values(t: Any) -> dict[str, Any]:
     return {
         "id": t.c.id, "emb": func.vector_send(t.c.embedding), "content": t.c.content,
         "source_episode_ids": t.c.source_episode_ids, "entity_ids": t.c.entity_ids,
-        "theme_id": t.c.theme_id, "provenance": t.c.provenance, "valid_from": t.c.valid_from,
+        "theme_id": t.c.theme_id, "provenance": _as_text(t.c.provenance),
+        "valid_from": t.c.valid_from,
         "valid_until": t.c.valid_until, "invalidated_by": t.c.invalidated_by,
         "access_count": t.c.access_count, "last_accessed_at": t.c.last_accessed_at,
         "tags": t.c.tags, "source_message_ids": t.c.source_message_ids,
@@ -175,7 +185,7 @@ def _episode_values(e: Any) -> dict[str, Any]:
     return {
         "id": e.c.id, "emb": func.vector_send(e.c.embedding), "content": e.c.topic,
         "valid_from": e.c.started_at, "valid_until": e.c.ended_at,
-        "entity_ids": e.c.fact_ids, "provenance": e.c.provenance,
+        "entity_ids": e.c.fact_ids, "provenance": _as_text(e.c.provenance),
         "last_accessed_at": e.c.invalidated_at, "doc": messages,
     }
 
@@ -506,7 +516,7 @@ def _fact(row: Sequence[Any], *, vector: bool = True, lean: bool = False) -> Sem
         entity_ids=convert._uuids(row[8]),
         theme_id=convert._uuid_opt(row[9]),
         embedding=_vec(row[5]) if vector and not lean else None,
-        provenance=None if lean else convert.provenance_from_json(row[10]),
+        provenance=None if lean else _provenance(row[10]),
         valid_from=row[11],
         valid_until=row[12],
         invalidated_by=row[13],
@@ -515,6 +525,11 @@ def _fact(row: Sequence[Any], *, vector: bool = True, lean: bool = False) -> Sem
         tags=list(row[16] or ()),
         source_message_ids=convert._uuids(row[17]),
     )
+
+
+def _provenance(value: str) -> Any:
+    """The provenance of a fact or episode row (its jsonb as text, see ``_as_text``)."""
+    return convert.provenance_from_json(json.loads(value))
 
 
 def _ts_opt(value: Any) -> Any:
@@ -579,7 +594,7 @@ def _episode(row: Sequence[Any]) -> Episode:
         ended_at=row[12],
         embedding=_vec(row[5]),
         fact_ids=convert._uuids(row[8]),
-        provenance=convert.provenance_from_json(row[10]),
+        provenance=_provenance(row[10]),
         invalidated_at=row[15],
     )
 
@@ -609,8 +624,13 @@ def _ranked_ok(rows: list[Sequence[Any]], limit: int, fetch: int) -> list[Sequen
 # ----------------------------------------------------------------------------- answers
 
 
+_SCALARS = frozenset({bool, int, float, str})
+
+
 def _key(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
     def freeze(v: Any) -> Any:
+        if v is None or type(v) in _SCALARS:  # most arguments (before the ABC check)
+            return v
         if isinstance(v, list | tuple):
             if v and type(v[0]) is float:  # a vector: its floats, in C
                 return tuple(v)
@@ -673,7 +693,7 @@ class _View:
             held = pending.pop(id(f), None)
             if held is not None and held[0] is f:
                 f.__dict__["embedding"] = _vec(held[1])
-                f.__dict__["provenance"] = convert.provenance_from_json(held[2])
+                f.__dict__["provenance"] = _provenance(held[2])
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._real, name)
