@@ -110,3 +110,26 @@ async def test_ranked_candidates_decode_provenance_only_for_served_facts(
             assert sorted(during) == sorted(
                 f.provenance.agent_id or "" for f in served
             )
+
+
+@pytest.mark.parametrize("document", [
+    '{"a": 1, "b": [1, 2.5, -3e-7, true, false, null], "c": {"d": "\\u00e9\\n"}}',
+    "[]", "{}", '"text"', "12345678901234567890", "-0.0", "  {\"a\": 1}  ", "[1, 2] ",
+    '{"created_at": "2025-01-01T00:00:00Z", "source": "system", "confidence": null}',
+])
+def test_the_engines_json_reader_gives_json_loads_values(document: str) -> None:
+    import json
+
+    from cycgraph_memory.postgres.engine import _loads_json
+
+    assert _loads_json(document) == json.loads(document)
+
+
+@pytest.mark.parametrize("document", ["", "{", '{"a": 1} x', "[1,]", "nan x"])
+def test_the_engines_json_reader_refuses_what_json_loads_refuses(document: str) -> None:
+    import json
+
+    from cycgraph_memory.postgres.engine import _loads_json
+
+    with pytest.raises(json.JSONDecodeError):
+        _loads_json(document)
