@@ -672,9 +672,26 @@ class _View:
         self._real = real
         self._answers = answers
 
-    def candidate_vectors(self, facts: Sequence[SemanticFact]) -> list[Any]:
-        """The facts' vectors (float64 arrays for facts handed out without one)."""
+    def candidate_vectors(self, facts: Sequence[SemanticFact]) -> Any:
+        """The facts' vectors (float64 arrays for facts handed out without one).
+
+        When every fact was handed out without its vector and all have one of the same
+        width: one float64 matrix, decoded in one call (each ``vector_send`` value is a
+        4-byte header and the float4s, so the joined bytes are a matrix whose first
+        column is the headers).
+        """
         pending = self._answers.pending
+        raws: list[bytes] = []
+        for f in facts:
+            held = pending.get(id(f))
+            if held is None or held[1] is None:
+                break
+            raws.append(held[1])
+        else:
+            if raws and len({len(r) for r in raws}) == 1:
+                width = len(raws[0]) // 4
+                matrix = np.frombuffer(b"".join(raws), dtype=">f4").reshape(len(raws), width)
+                return matrix[:, 1:].astype(np.float64)
         out: list[Any] = []
         for f in facts:
             held = pending.get(id(f))

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -133,6 +133,11 @@ def cosine_scores(
     q = np.asarray(query, dtype=np.float64)
     qn = float(np.linalg.norm(q))
     scores = [0.0] * len(embeddings)
+    if isinstance(embeddings, np.ndarray) and embeddings.ndim == 2:
+        # Every vector present, already one float64 matrix (a backend's candidate_vectors).
+        if not len(embeddings) or embeddings.shape[1] != q.shape[0] or qn == 0.0:
+            return scores
+        return _cosines(embeddings, q, qn, range(len(embeddings)), scores)
     rows = [
         i for i, e in enumerate(embeddings) if e is not None and len(e) == q.shape[0]
     ]
@@ -149,6 +154,12 @@ def cosine_scores(
             dtype=np.float64,
             count=len(rows) * q.shape[0],
         ).reshape(len(rows), q.shape[0])
+    return _cosines(m, q, qn, rows, scores)
+
+
+def _cosines(
+    m: Any, q: Any, qn: float, rows: Sequence[int], scores: list[float]
+) -> list[float]:
     norms = np.linalg.norm(m, axis=1)
     dots = m @ q
     with np.errstate(invalid="ignore", divide="ignore"):
