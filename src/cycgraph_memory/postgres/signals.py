@@ -508,13 +508,15 @@ def _vec(raw: bytes | None) -> list[float] | None:
 
 def _fact(row: Sequence[Any], *, vector: bool = True, lean: bool = False) -> SemanticFact:
     # lean: embedding and provenance left unset (None) for complete_facts to set.
+    # The id columns are uuid / uuid[] typed: the driver's values (uuid.UUID instances)
+    # are kept, the lists copied (a row may build more than one record).
     return trusted(
         SemanticFact,
-        id=convert._uuid(row[3]),
+        id=row[3],
         content=row[6],
-        source_episode_ids=convert._uuids(row[7]),
-        entity_ids=convert._uuids(row[8]),
-        theme_id=convert._uuid_opt(row[9]),
+        source_episode_ids=list(row[7] or ()),
+        entity_ids=list(row[8] or ()),
+        theme_id=row[9],
         embedding=_vec(row[5]) if vector and not lean else None,
         provenance=None if lean else _provenance(row[10]),
         valid_from=row[11],
@@ -523,7 +525,7 @@ def _fact(row: Sequence[Any], *, vector: bool = True, lean: bool = False) -> Sem
         access_count=row[14],
         last_accessed_at=row[15],
         tags=list(row[16] or ()),
-        source_message_ids=convert._uuids(row[17]),
+        source_message_ids=list(row[17] or ()),
     )
 
 
