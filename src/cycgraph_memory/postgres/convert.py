@@ -63,7 +63,26 @@ def _uuid(value: Any) -> uuid.UUID:
     # and retrieval reads several hundred ids per query, the themes' fact_ids included).
     if isinstance(value, uuid.UUID):
         return value
+    if type(value) is str and len(value) == 36:
+        return _uuid_text(value)
     return uuid.UUID(str(value))
+
+
+_new = object.__new__
+_set = object.__setattr__
+_SAFE_UNKNOWN = uuid.SafeUUID.unknown
+
+
+def _uuid_text(value: str) -> uuid.UUID:
+    # Ids in JSON documents Postgres built (uuid::text: canonical, 36 characters): the
+    # 128-bit value set directly, without uuid.UUID's parsing of the other text forms.
+    digits = value.replace("-", "")
+    if len(digits) != 32 or "_" in digits:
+        return uuid.UUID(value)
+    out = _new(uuid.UUID)
+    _set(out, "int", int(digits, 16))
+    _set(out, "is_safe", _SAFE_UNKNOWN)
+    return out
 
 
 def _uuid_opt(value: Any) -> uuid.UUID | None:
@@ -322,7 +341,7 @@ def episode_from_json(value: Mapping[str, Any]) -> Episode:
         started_at=_ts(value["started_at"]),
         ended_at=_ts(value["ended_at"]),
         embedding=None if emb is None else _vector_text(emb),
-        fact_ids=[uuid.UUID(i) for i in value["fact_ids"] or ()],
+        fact_ids=[_uuid(i) for i in value["fact_ids"] or ()],
         provenance=provenance_from_json(value["provenance"]),
         invalidated_at=None if value["invalidated_at"] is None else _ts(value["invalidated_at"]),
     )
