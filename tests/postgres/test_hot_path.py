@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from ._records import DIM, fact, prov
+from ._records import DIM, entity, fact, prov, relationship
 
 pytestmark = [pytest.mark.postgres]
 
@@ -133,3 +133,44 @@ def test_the_engines_json_reader_refuses_what_json_loads_refuses(document: str) 
 
     with pytest.raises(json.JSONDecodeError):
         _loads_json(document)
+
+
+async def test_aggregated_arrays_travel_on_one_row(
+    pg_store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The subgraph's traversed edge ids and the expansion's relationships / episodes are
+    # statement-wide values: sent (and decoded) once, not once per entity row.
+    from cycgraph_memory.postgres import statements
+
+    people = [entity(name=f"p{i}") for i in range(6)]
+    await pg_store.put_entities(people)
+    await pg_store.put_relationships(
+        [relationship(people[i].id, people[i + 1].id) for i in range(5)]
+    )
+    seen: list[Any] = []
+    original = statements.fetch
+
+    async def spy(session: Any, stmt: Any, params: Any) -> Any:
+        rows = await original(session, stmt, params)
+        seen.append(rows)
+        return rows
+
+    monkeypatch.setattr(statements, "fetch", spy)
+    sub = await pg_store.extract_subgraph_native(
+        [people[0].id], max_hops=5, valid_at=None, include_invalidated=False,
+        max_entities=100, relation_types=None,
+    )
+    assert len(sub.entities) == 6 and len(sub.relationships) == 5
+    cte_rows = seen[0]
+    assert len(cte_rows) == 6
+    assert [r["edge_ids"] is not None for r in cte_rows] == [True] + [False] * 5
+    seen.clear()
+    found, rels, _, _ = await pg_store.expand_facts(
+        [p.id for p in people], include_invalidated=False, entity_types=None,
+        relationship_limit=None, episode_ids=[uuid.uuid4()],
+    )
+    assert len(found) == 6 and len(rels) == 5
+    rows = seen[0]
+    assert len(rows) == 6
+    assert sum(r["relationships"] is not None for r in rows) == 1
+    assert sum(r["episodes"] is not None for r in rows) == 1

@@ -828,7 +828,9 @@ edge_ids AS (
     SELECT coalesce(array_agg(DISTINCT x.id), ARRAY[]::uuid[]) AS ids
     FROM bfs b CROSS JOIN LATERAL unnest(b.edges) AS x(id)
 )
-SELECT e.*, v.hop AS hop, (SELECT ids FROM edge_ids) AS edge_ids
+SELECT e.*, v.hop AS hop,
+       CASE WHEN row_number() OVER (ORDER BY v.hop, e.id) = 1
+            THEN (SELECT ids FROM edge_ids) END AS edge_ids
 FROM visits v JOIN entities e ON e.tenant_id = :tenant AND e.id = v.id
 ORDER BY v.hop, e.id
 """
@@ -846,7 +848,8 @@ SUBGRAPH: TextualSelect = (
     )
     .columns(*ENTITIES.c, hop=Integer(), edge_ids=UUIDS)
 )
-"""The whole BFS of ``extract_subgraph``: visited entities (with ``hop``, ``edge_ids``)."""
+"""The whole BFS of ``extract_subgraph``: visited entities (with ``hop``; ``edge_ids``, the
+traversed edges, on the first row only)."""
 
 RELATIONSHIPS_BY_IDS: Select[Any] = (
     select(RELATIONSHIPS)
