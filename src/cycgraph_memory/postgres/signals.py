@@ -655,6 +655,18 @@ class _Answers:
         # _View.candidate_vectors / complete_facts.
         self.pending: dict[int, tuple[SemanticFact, bytes | None, Any]] = {}
 
+    def lean(self, row: Sequence[Any]) -> SemanticFact:
+        """A fact without its vector and provenance, pending until served.
+
+        The ranking reads the vectors as arrays (``candidate_vectors``) and no provenance;
+        only the served facts get both (``complete_facts``): hundreds of 384-float lists
+        and provenance records per call otherwise (a hybrid call ranks every fact of the
+        matched themes, and the text and graph candidates).
+        """
+        fact = _fact(row, lean=True)
+        self.pending[id(fact)] = (fact, row[5], row[10])
+        return fact
+
     def put(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any],
             answer: Callable[[], Any]) -> None:
         self.calls[(name, _key(args, kwargs))] = answer
@@ -960,7 +972,7 @@ class SignalPrefetch(PostgresIndexMixin):
         if text_facts is not None and t_opts is not None:
             hits = sorted(by_kind.get(TEXT_FACT, []), key=lambda r: r[1])
             answers.put("text_search_facts", (text_facts[0],), text_facts[1], lambda: [
-                ScoredResult(item=_fact(r), score=float(r[4])) for r in hits
+                trusted(ScoredResult, item=answers.lean(r), score=float(r[4])) for r in hits
             ] if terms else [])
         if entity_names is not None and (names or not name_candidates(entity_names[0])):
             self._answer_entities(answers, entity_names, n_kw, entity_count_cap,
@@ -1007,16 +1019,7 @@ class SignalPrefetch(PostgresIndexMixin):
         all_direct = by_kind.get(DIRECT, [])
         per_theme = kw["max_facts_per_theme"]
 
-        pending = answers.pending
-
-        def lean(row: Sequence[Any]) -> SemanticFact:
-            # Without its vector and provenance: the ranking reads the vectors as arrays
-            # (candidate_vectors) and no provenance; only the served facts get both
-            # (complete_facts): hundreds of 384-float lists and provenance records per
-            # call otherwise (a hybrid call ranks every fact of the matched themes).
-            fact = _fact(row, lean=True)
-            pending[id(fact)] = (fact, row[5], row[10])
-            return fact
+        lean = answers.lean
 
         def answer() -> tuple[list[Theme], list[SemanticFact], list[SemanticFact]]:
             themes = [_theme(r) for r in themes_rows]
@@ -1074,6 +1077,7 @@ class SignalPrefetch(PostgresIndexMixin):
             if not all(isinstance(i, uuid.UUID) and i in known for i in ids):
                 return _MISSING
             wanted = list(dict.fromkeys(ids))
-            return {i: [_fact(r) for r in facts_of[i]] for i in wanted if i in facts_of}
+            lean = answers.lean
+            return {i: [lean(r) for r in facts_of[i]] for i in wanted if i in facts_of}
 
         answers.subset["get_facts_for_entities"] = facts
