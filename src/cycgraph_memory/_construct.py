@@ -17,14 +17,16 @@ __all__ = ["trusted"]
 
 M = TypeVar("M", bound=BaseModel)
 
+_new = object.__new__  # BaseModel defines no __new__: this is what model.__new__ resolves to
+_set = object.__setattr__
+
 
 def trusted(model: type[M], **values: Any) -> M:
     """Return a ``model`` instance holding ``values`` without validation.
 
     ``values`` must name every field of ``model`` with a valid value.
     """
-    obj = model.__new__(model)
-    _set = object.__setattr__
+    obj: M = _new(model)
     _set(obj, "__dict__", values)
     _set(obj, "__pydantic_fields_set__", set(values))
     _set(obj, "__pydantic_extra__", None)

@@ -32,3 +32,19 @@ def test_trusted_nested_report_round_trips() -> None:
     report = trusted(RetentionReport, promoted=[], evicted=[], held=[], pass_id=None)
     assert RetentionEvidence.model_validate(ev.model_dump()) == ev
     assert RetentionReport.model_validate_json(report.model_dump_json()) == report
+
+
+def test_no_record_model_defines_new() -> None:
+    # trusted() calls object.__new__ directly: it assumes no model in the chain defines
+    # __new__ (true of pydantic's BaseModel and of every record).
+    import inspect
+
+    from pydantic import BaseModel
+
+    from cycgraph_memory import records
+
+    models = [m for _, m in inspect.getmembers(records, inspect.isclass)
+              if issubclass(m, BaseModel)]
+    assert models
+    for model in models:
+        assert model.__new__ is object.__new__, model

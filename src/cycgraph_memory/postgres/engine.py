@@ -6,10 +6,14 @@ applications, the CLI, the demo and test fixtures to call explicitly.
 
 from __future__ import annotations
 
+import json
+import json.scanner
 import os
 from typing import Any
 
+from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from cycgraph_memory.errors import InvalidInputError
@@ -63,7 +67,12 @@ def create_engine_from_dsn(
         lock_timeout_ms: Server-side ``lock_timeout`` (``None``: server default): the
             longest a statement waits for a row or advisory lock.
         **engine_kwargs: Passed to :func:`sqlalchemy.ext.asyncio.create_async_engine`
-            (e.g. ``pool_size``); ``pool_pre_ping`` defaults to True.
+            (e.g. ``pool_size``). Without ``pool_pre_ping``, a pooled connection the
+            server closed (restart, ``pg_terminate_backend``, idle timeout) is replaced
+            at checkout, detected without a round trip (asyncpg's ``is_closed()``);
+            ``pool_pre_ping=True`` also tests every checkout on the wire (three round
+            trips with SQLAlchemy's asyncpg adapter: ``BEGIN``, ``;``, ``ROLLBACK``),
+            which catches a connection lost silently (a network partition) at that cost.
 
     Returns:
         A new engine; the caller owns it and should ``await engine.dispose()``.
@@ -86,8 +95,42 @@ def create_engine_from_dsn(
         server_settings = {**connect_args.get("server_settings", {}), **settings}
         connect_args["server_settings"] = server_settings
         engine_kwargs["connect_args"] = connect_args
-    engine_kwargs.setdefault("pool_pre_ping", True)
-    return create_async_engine(asyncpg_url(dsn), **engine_kwargs)
+    engine_kwargs.setdefault("json_deserializer", _loads_json)
+    engine = create_async_engine(asyncpg_url(dsn), **engine_kwargs)
+    if not engine_kwargs.get("pool_pre_ping"):
+        event.listen(engine.sync_engine.pool, "checkout", _replace_closed)
+    return engine
+
+
+_scan_json: Any = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+
+
+def _loads_json(text: str) -> Any:
+    """``json.loads`` for the documents Postgres sends (the engine's ``json_deserializer``).
+
+    Every ``jsonb`` value read is decoded by this function (provenance, attributes and
+    aggregated rows: hundreds per retrieval). The C scanner is called directly, without
+    ``json.loads``'s Python layers (a third of the cost); a document it does not read
+    whole (leading or trailing whitespace of a ``json`` value, an invalid one) goes
+    through ``json.loads``, which gives the same value or raises its usual error.
+    """
+    try:
+        value, end = _scan_json(text, 0)
+    except (StopIteration, ValueError):
+        return json.loads(text)
+    if end != len(text):
+        return json.loads(text)
+    return value
+
+
+def _replace_closed(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+    """Pool ``checkout`` hook: a connection the server closed is replaced, no round trip.
+
+    SQLAlchemy's answer to ``DisconnectionError`` at checkout is a fresh connection.
+    """
+    driver = getattr(dbapi_connection, "driver_connection", None)
+    if driver is not None and driver.is_closed():
+        raise DisconnectionError("connection closed by the server")
 
 
 def dsn_from_env(var: str = DSN_ENV_VAR) -> str:

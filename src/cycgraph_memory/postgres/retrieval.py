@@ -143,7 +143,8 @@ class RetrievalQueries(PostgresBackend):
         }
         async with self._read() as session:
             rows = await statements.fetch(session, statements.SUBGRAPH, params)
-            edge_ids = list(rows[0]["edge_ids"]) if rows else []
+            # The traversed edges' ids come on the first row only (NULL on the others).
+            edge_ids = next((list(r["edge_ids"]) for r in rows if r["edge_ids"] is not None), [])
             edges: list[Relationship] = []
             if edge_ids:
                 erows = await statements.fetch(

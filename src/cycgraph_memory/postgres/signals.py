@@ -22,6 +22,7 @@ driver).
 
 from __future__ import annotations
 
+import json
 import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -126,7 +127,7 @@ def _column_types() -> dict[str, Any]:
     return {
         "pos": BigInteger(), "eid": uid, "id": uid, "score": Double(), "emb": LargeBinary(),
         "content": Text(), "source_episode_ids": ARRAY(uid), "entity_ids": ARRAY(uid),
-        "theme_id": uid, "provenance": JSONB(), "valid_from": DateTime(timezone=True),
+        "theme_id": uid, "provenance": Text(), "valid_from": DateTime(timezone=True),
         "valid_until": DateTime(timezone=True), "invalidated_by": Text(),
         "access_count": BigInteger(), "last_accessed_at": DateTime(timezone=True),
         "tags": ARRAY(Text()), "source_message_ids": ARRAY(uid), "doc": JSONB(),
@@ -156,11 +157,20 @@ def _row(k: int, values: Mapping[str, Any]) -> Select[Any]:
     return select(*cols)
 
 
+def _as_text(column: Any) -> Any:
+    # The provenance of fact and episode rows travels as text: the driver would decode
+    # jsonb into a dict for every candidate, and only the served facts need it.
+    from sqlalchemy import cast
+
+    return cast(column, Text())
+
+
 def _fact_values(t: Any) -> dict[str, Any]:
     return {
         "id": t.c.id, "emb": func.vector_send(t.c.embedding), "content": t.c.content,
         "source_episode_ids": t.c.source_episode_ids, "entity_ids": t.c.entity_ids,
-        "theme_id": t.c.theme_id, "provenance": t.c.provenance, "valid_from": t.c.valid_from,
+        "theme_id": t.c.theme_id, "provenance": _as_text(t.c.provenance),
+        "valid_from": t.c.valid_from,
         "valid_until": t.c.valid_until, "invalidated_by": t.c.invalidated_by,
         "access_count": t.c.access_count, "last_accessed_at": t.c.last_accessed_at,
         "tags": t.c.tags, "source_message_ids": t.c.source_message_ids,
@@ -175,7 +185,7 @@ def _episode_values(e: Any) -> dict[str, Any]:
     return {
         "id": e.c.id, "emb": func.vector_send(e.c.embedding), "content": e.c.topic,
         "valid_from": e.c.started_at, "valid_until": e.c.ended_at,
-        "entity_ids": e.c.fact_ids, "provenance": e.c.provenance,
+        "entity_ids": e.c.fact_ids, "provenance": _as_text(e.c.provenance),
         "last_accessed_at": e.c.invalidated_at, "doc": messages,
     }
 
@@ -496,24 +506,32 @@ def _vec(raw: bytes | None) -> list[float] | None:
     return values
 
 
-def _fact(row: Sequence[Any], *, vector: bool = True) -> SemanticFact:
+def _fact(row: Sequence[Any], *, vector: bool = True, lean: bool = False) -> SemanticFact:
+    # lean: embedding and provenance left unset (None) for complete_facts to set.
+    # The id columns are uuid / uuid[] typed: the driver's values (uuid.UUID instances)
+    # are kept, the lists copied (a row may build more than one record).
     return trusted(
         SemanticFact,
-        id=convert._uuid(row[3]),
+        id=row[3],
         content=row[6],
-        source_episode_ids=convert._uuids(row[7]),
-        entity_ids=convert._uuids(row[8]),
-        theme_id=convert._uuid_opt(row[9]),
-        embedding=_vec(row[5]) if vector else None,
-        provenance=convert.provenance_from_json(row[10]),
+        source_episode_ids=list(row[7] or ()),
+        entity_ids=list(row[8] or ()),
+        theme_id=row[9],
+        embedding=_vec(row[5]) if vector and not lean else None,
+        provenance=None if lean else _provenance(row[10]),
         valid_from=row[11],
         valid_until=row[12],
         invalidated_by=row[13],
         access_count=row[14],
         last_accessed_at=row[15],
         tags=list(row[16] or ()),
-        source_message_ids=convert._uuids(row[17]),
+        source_message_ids=list(row[17] or ()),
     )
+
+
+def _provenance(value: str) -> Any:
+    """The provenance of a fact or episode row (its jsonb as text, see ``_as_text``)."""
+    return convert.provenance_from_json(json.loads(value))
 
 
 def _ts_opt(value: Any) -> Any:
@@ -578,7 +596,7 @@ def _episode(row: Sequence[Any]) -> Episode:
         ended_at=row[12],
         embedding=_vec(row[5]),
         fact_ids=convert._uuids(row[8]),
-        provenance=convert.provenance_from_json(row[10]),
+        provenance=_provenance(row[10]),
         invalidated_at=row[15],
     )
 
@@ -608,8 +626,13 @@ def _ranked_ok(rows: list[Sequence[Any]], limit: int, fetch: int) -> list[Sequen
 # ----------------------------------------------------------------------------- answers
 
 
+_SCALARS = frozenset({bool, int, float, str})
+
+
 def _key(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
     def freeze(v: Any) -> Any:
+        if v is None or type(v) in _SCALARS:  # most arguments (before the ABC check)
+            return v
         if isinstance(v, list | tuple):
             if v and type(v[0]) is float:  # a vector: its floats, in C
                 return tuple(v)
@@ -627,9 +650,22 @@ class _Answers:
     def __init__(self) -> None:
         self.calls: dict[tuple[str, Any], Callable[[], Any]] = {}
         self.subset: dict[str, Any] = {}
-        # Facts handed out without their vector (``embedding`` still to set), by object
-        # id, with the vector's bytes: see _View.candidate_vectors / complete_facts.
-        self.pending: dict[int, tuple[SemanticFact, bytes | None]] = {}
+        # Facts handed out without their vector and provenance (still to set), by object
+        # id, with the vector's bytes and the provenance document: see
+        # _View.candidate_vectors / complete_facts.
+        self.pending: dict[int, tuple[SemanticFact, bytes | None, Any]] = {}
+
+    def lean(self, row: Sequence[Any]) -> SemanticFact:
+        """A fact without its vector and provenance, pending until served.
+
+        The ranking reads the vectors as arrays (``candidate_vectors``) and no provenance;
+        only the served facts get both (``complete_facts``): hundreds of 384-float lists
+        and provenance records per call otherwise (a hybrid call ranks every fact of the
+        matched themes, and the text and graph candidates).
+        """
+        fact = _fact(row, lean=True)
+        self.pending[id(fact)] = (fact, row[5], row[10])
+        return fact
 
     def put(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any],
             answer: Callable[[], Any]) -> None:
@@ -650,9 +686,26 @@ class _View:
         self._real = real
         self._answers = answers
 
-    def candidate_vectors(self, facts: Sequence[SemanticFact]) -> list[Any]:
-        """The facts' vectors (float64 arrays for facts handed out without one)."""
+    def candidate_vectors(self, facts: Sequence[SemanticFact]) -> Any:
+        """The facts' vectors (float64 arrays for facts handed out without one).
+
+        When every fact was handed out without its vector and all have one of the same
+        width: one float64 matrix, decoded in one call (each ``vector_send`` value is a
+        4-byte header and the float4s, so the joined bytes are a matrix whose first
+        column is the headers).
+        """
         pending = self._answers.pending
+        raws: list[bytes] = []
+        for f in facts:
+            held = pending.get(id(f))
+            if held is None or held[1] is None:
+                break
+            raws.append(held[1])
+        else:
+            if raws and len({len(r) for r in raws}) == 1:
+                width = len(raws[0]) // 4
+                matrix = np.frombuffer(b"".join(raws), dtype=">f4").reshape(len(raws), width)
+                return matrix[:, 1:].astype(np.float64)
         out: list[Any] = []
         for f in facts:
             held = pending.get(id(f))
@@ -665,12 +718,13 @@ class _View:
         return out
 
     def complete_facts(self, facts: Sequence[SemanticFact]) -> None:
-        """Set the vector of every fact of ``facts`` handed out without one."""
+        """Set the vector and provenance of every fact of ``facts`` handed out without."""
         pending = self._answers.pending
         for f in facts:
             held = pending.pop(id(f), None)
             if held is not None and held[0] is f:
                 f.__dict__["embedding"] = _vec(held[1])
+                f.__dict__["provenance"] = _provenance(held[2])
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._real, name)
@@ -918,7 +972,7 @@ class SignalPrefetch(PostgresIndexMixin):
         if text_facts is not None and t_opts is not None:
             hits = sorted(by_kind.get(TEXT_FACT, []), key=lambda r: r[1])
             answers.put("text_search_facts", (text_facts[0],), text_facts[1], lambda: [
-                ScoredResult(item=_fact(r), score=float(r[4])) for r in hits
+                trusted(ScoredResult, item=answers.lean(r), score=float(r[4])) for r in hits
             ] if terms else [])
         if entity_names is not None and (names or not name_candidates(entity_names[0])):
             self._answer_entities(answers, entity_names, n_kw, entity_count_cap,
@@ -965,15 +1019,7 @@ class SignalPrefetch(PostgresIndexMixin):
         all_direct = by_kind.get(DIRECT, [])
         per_theme = kw["max_facts_per_theme"]
 
-        pending = answers.pending
-
-        def lean(row: Sequence[Any]) -> SemanticFact:
-            # Without its vector: the ranking reads the vectors as arrays
-            # (candidate_vectors) and only the served facts get theirs as lists
-            # (complete_facts): hundreds of 384-float lists per call otherwise.
-            fact = _fact(row, vector=False)
-            pending[id(fact)] = (fact, row[5])
-            return fact
+        lean = answers.lean
 
         def answer() -> tuple[list[Theme], list[SemanticFact], list[SemanticFact]]:
             themes = [_theme(r) for r in themes_rows]
@@ -1031,6 +1077,7 @@ class SignalPrefetch(PostgresIndexMixin):
             if not all(isinstance(i, uuid.UUID) and i in known for i in ids):
                 return _MISSING
             wanted = list(dict.fromkeys(ids))
-            return {i: [_fact(r) for r in facts_of[i]] for i in wanted if i in facts_of}
+            lean = answers.lean
+            return {i: [lean(r) for r in facts_of[i]] for i in wanted if i in facts_of}
 
         answers.subset["get_facts_for_entities"] = facts

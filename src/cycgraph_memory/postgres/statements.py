@@ -828,7 +828,9 @@ edge_ids AS (
     SELECT coalesce(array_agg(DISTINCT x.id), ARRAY[]::uuid[]) AS ids
     FROM bfs b CROSS JOIN LATERAL unnest(b.edges) AS x(id)
 )
-SELECT e.*, v.hop AS hop, (SELECT ids FROM edge_ids) AS edge_ids
+SELECT e.*, v.hop AS hop,
+       CASE WHEN row_number() OVER (ORDER BY v.hop, e.id) = 1
+            THEN (SELECT ids FROM edge_ids) END AS edge_ids
 FROM visits v JOIN entities e ON e.tenant_id = :tenant AND e.id = v.id
 ORDER BY v.hop, e.id
 """
@@ -846,7 +848,8 @@ SUBGRAPH: TextualSelect = (
     )
     .columns(*ENTITIES.c, hop=Integer(), edge_ids=UUIDS)
 )
-"""The whole BFS of ``extract_subgraph``: visited entities (with ``hop``, ``edge_ids``)."""
+"""The whole BFS of ``extract_subgraph``: visited entities (with ``hop``; ``edge_ids``, the
+traversed edges, on the first row only)."""
 
 RELATIONSHIPS_BY_IDS: Select[Any] = (
     select(RELATIONSHIPS)
@@ -969,7 +972,8 @@ def expansion(
     touch runs even when no entity row is returned. With ``episodes``, the episodes of
     ``:episode_ids`` with their messages (as ``get_episodes``) as a jsonb array column
     ``episodes``; then one row always comes back (its entity columns NULL when no entity
-    matched). Parameters: ``tenant``, ``ids``, ``rel_limit``, ``entity_types``,
+    matched). Both arrays are on one row only (NULL on the others), so the driver
+    decodes them once. Parameters: ``tenant``, ``ids``, ``rel_limit``, ``entity_types``,
     ``served``, ``at``, ``episode_ids``.
     """
     live = "" if include_invalidated else (
@@ -988,7 +992,10 @@ def expansion(
     RETURNING id
 ),
 """ if touch else ""
-    episode_column = f",\n       {_EPISODES_JSON} AS episodes" if episodes else ""
+    # The aggregated columns travel on the first row only (NULL on the others): the same
+    # jsonb array on every entity row was decoded once per row by the driver.
+    first = "CASE WHEN row_number() OVER () = 1 THEN "
+    episode_column = f",\n       {first}{_EPISODES_JSON} END AS episodes" if episodes else ""
     # With episodes one row always comes back (it carries them), even without entities.
     source = (
         "FROM (SELECT 1) AS one\n"
@@ -1010,8 +1017,8 @@ rels AS (
     LIMIT :rel_limit
 )
 SELECT {_ENTITY_COLUMNS},
-       (SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.valid_from, x.id), '[]'::jsonb)
-        FROM rels x) AS relationships{episode_column}
+       {first}(SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.valid_from, x.id), '[]'::jsonb)
+        FROM rels x) END AS relationships{episode_column}
 {source}"""
     binds: list[BindParameter[Any]] = [
         bindparam("tenant", type_=Text()),

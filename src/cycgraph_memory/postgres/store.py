@@ -671,13 +671,16 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         entities = {
             convert._uuid(r["id"]): convert.entity_from_row(r) for r in rows if r["id"] is not None
         }
+        # The aggregated arrays come on one row (the first), NULL on the others.
+        carrier = next((r for r in rows if r["relationships"] is not None), None)
         relationships = (
-            [convert.relationship_from_json(x) for x in rows[0]["relationships"]] if rows else []
+            [] if carrier is None
+            else [convert.relationship_from_json(x) for x in carrier["relationships"]]
         )
         episodes: dict[uuid.UUID, Episode] = {}
-        if episode_ids and rows:
+        if episode_ids and carrier is not None:
             found = {
-                e.id: e for e in (convert.episode_from_json(x) for x in rows[0]["episodes"])
+                e.id: e for e in (convert.episode_from_json(x) for x in carrier["episodes"])
             }
             episodes = {i: found[i] for i in episode_ids if i in found}
         return entities, relationships, can_touch, episodes

@@ -3,7 +3,8 @@
 Each signal (vector search, text search, entity-graph match, ...) hands over a list of
 ``(id, score)`` pairs, best first. :func:`rrf_fuse` gives every id the sum over signals
 of ``weight / (k + rank)`` (rank counted from 1), and orders by that fused score, then by
-the best raw score it reached in any signal, then by id (as a string), so the order is
+the best raw score it reached in any signal, then by id (its text form, compared as the
+128-bit value: the same order), so the order is
 total and deterministic.
 """
 
@@ -74,5 +75,5 @@ def rrf_fuse(
             hit.fused += weight / (k + rank)
     return sorted(
         hits.values(),
-        key=lambda h: (-h.fused, -max(h.scores.values(), default=0.0), str(h.id)),
+        key=lambda h: (-h.fused, -max(h.scores.values(), default=0.0), h.id.int),
     )

@@ -159,7 +159,7 @@ async def _graph_signals(
         weight = opts.graph_weight * specificity[entity.id]
         if not facts or weight <= 0.0:
             continue
-        newest_first = sorted(facts, key=lambda f: str(f.id))
+        newest_first = sorted(facts, key=lambda f: f.id.int)
         newest_first.sort(key=lambda f: f.valid_from, reverse=True)
         name = f"graph:{number}"
         lists[name] = sorted(newest_first, key=lambda f: best.get(f.id, far))

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -133,6 +133,11 @@ def cosine_scores(
     q = np.asarray(query, dtype=np.float64)
     qn = float(np.linalg.norm(q))
     scores = [0.0] * len(embeddings)
+    if isinstance(embeddings, np.ndarray) and embeddings.ndim == 2:
+        # Every vector present, already one float64 matrix (a backend's candidate_vectors).
+        if not len(embeddings) or embeddings.shape[1] != q.shape[0] or qn == 0.0:
+            return scores
+        return _cosines(embeddings, q, qn, range(len(embeddings)), scores)
     rows = [
         i for i, e in enumerate(embeddings) if e is not None and len(e) == q.shape[0]
     ]
@@ -149,6 +154,12 @@ def cosine_scores(
             dtype=np.float64,
             count=len(rows) * q.shape[0],
         ).reshape(len(rows), q.shape[0])
+    return _cosines(m, q, qn, rows, scores)
+
+
+def _cosines(
+    m: Any, q: Any, qn: float, rows: Sequence[int], scores: list[float]
+) -> list[float]:
     norms = np.linalg.norm(m, axis=1)
     dots = m @ q
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -174,7 +185,7 @@ def rank_by_similarity(
         embeddings = [f.embedding for f in facts]
     scores = cosine_scores(embeddings, query)
     kept = [(f, s) for f, s in zip(facts, scores, strict=True) if s >= min_similarity]
-    kept.sort(key=lambda fs: (-fs[1], str(fs[0].id)))
+    kept.sort(key=lambda fs: (-fs[1], fs[0].id.int))
     return kept
 
 
@@ -184,7 +195,7 @@ def rank_themes(
     """Live themes by similarity (then id), those below ``min_similarity`` dropped."""
     scores = cosine_scores([t.embedding for t in themes], query)
     kept = [(t, s) for t, s in zip(themes, scores, strict=True) if s >= min_similarity]
-    kept.sort(key=lambda ts: (-ts[1], str(ts[0].id)))
+    kept.sort(key=lambda ts: (-ts[1], ts[0].id.int))
     return [t for t, _ in kept]
 
 
@@ -245,9 +256,9 @@ def rank_relationships(
     """Order by the nearest endpoint's hop (unknown endpoints last), then ``(valid_from, id)``."""
     far = len(hops) + 1_000_000
 
-    def key(r: Relationship) -> tuple[int, datetime, str]:
+    def key(r: Relationship) -> tuple[int, datetime, int]:
         near = min(hops.get(r.source_id, far), hops.get(r.target_id, far))
-        return (near, r.valid_from, str(r.id))
+        return (near, r.valid_from, r.id.int)
 
     return sorted(relationships, key=key)
 
@@ -267,7 +278,7 @@ def rank_subgraph_facts(
             held = best.get(fact.id)
             if held is None or r < held[0]:
                 best[fact.id] = (r, fact)
-    ordered = sorted(best.values(), key=lambda rf: str(rf[1].id))
+    ordered = sorted(best.values(), key=lambda rf: rf[1].id.int)
     ordered.sort(key=lambda rf: rf[1].valid_from, reverse=True)
     ordered.sort(key=lambda rf: rf[0])
     return [f for _, f in ordered]

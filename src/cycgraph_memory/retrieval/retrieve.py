@@ -35,6 +35,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from cycgraph_memory._construct import trusted
 from cycgraph_memory.contracts import EmbeddingProvider, MemoryIndex, MemoryStore, embed_queries
 from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.observability import span, tenant_of
@@ -60,7 +61,6 @@ from cycgraph_memory.retrieval.hybrid import (
 from cycgraph_memory.retrieval.pipeline import (
     FactScope,
     by_citation,
-    cosine_scores,
     cut,
     filter_entities,
     filter_relationships,
@@ -180,8 +180,10 @@ async def _retrieve(
                 mode = "hybrid" if both else "vector"
             if mode == "vector":
                 reader, searcher = await _prefetched(store, index, q, opts, "vector")
-                result = await _hierarchical_path(store, index, q, opts, (reader, searcher))
-                return await _with_messages(reader, searcher, q, opts, result)
+                result, sims = await _hierarchical_path(
+                    store, index, q, opts, (reader, searcher)
+                )
+                return await _with_messages(reader, searcher, q, opts, result, sims)
             return await _fused_path(store, index, q, opts, mode)
         return await _tag_path(store, q, opts)
 
@@ -212,11 +214,14 @@ async def _hierarchical_path(
     q: MemoryQuery,
     opts: RetrievalOptions,
     views: tuple[Any, Any] | None = None,
-) -> MemoryResult:
+) -> tuple[MemoryResult, list[float]]:
+    """The hierarchical result and the served facts' similarities (from the ranking)."""
     reader, searcher = views or (store, index)
     ranked, themes = await _vector_ranking(reader, searcher, q, opts, depth=q.limit)
-    facts = _complete(searcher, cut([f for f, _ in ranked], q.limit))
-    return await _expand(store, q, facts, themes=cut(themes, q.limit), touch=True)
+    served = ranked[: q.limit]
+    facts = _complete(searcher, [f for f, _ in served])
+    result = await _expand(store, q, facts, themes=cut(themes, q.limit), touch=True)
+    return result, [s for _, s in served]
 
 
 async def _vector_ranking(
@@ -434,12 +439,19 @@ async def _with_messages(
     q: MemoryQuery,
     opts: RetrievalOptions,
     result: MemoryResult,
+    sims: Sequence[float],
 ) -> MemoryResult:
-    """Add the vector mode's messages and score breakdowns to a hierarchical result."""
+    """Add the vector mode's messages and score breakdowns to a hierarchical result.
+
+    ``sims``: the served facts' cosine similarities, as the ranking computed them.
+    """
     assert q.embedding is not None
-    sims = cosine_scores([f.embedding for f in result.facts], q.embedding)
+    # Library-computed values of the right types: built without re-validation.
     result.fact_scores = {
-        f.id: FactScore(vector_rank=i + 1, vector_score=s, fused_score=1.0 / (opts.rrf_k + i + 1))
+        f.id: trusted(
+            FactScore, vector_rank=i + 1, vector_score=s, text_rank=None, text_score=None,
+            graph_distance=None, graph_weight=None, fused_score=1.0 / (opts.rrf_k + i + 1),
+        )
         for i, (f, s) in enumerate(zip(result.facts, sims, strict=True))
     }
     result.messages = await message_signals(

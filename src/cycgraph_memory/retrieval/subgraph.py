@@ -72,8 +72,8 @@ def sort_subgraph(
     hops: dict[uuid.UUID, int],
 ) -> SubgraphResult:
     """Build a :class:`SubgraphResult` in its canonical order."""
-    ents = sorted(entities, key=lambda e: (hops[e.id], str(e.id)))
-    rels = sorted(relationships, key=lambda r: (r.valid_from, str(r.id)))
+    ents = sorted(entities, key=lambda e: (hops[e.id], e.id.int))
+    rels = sorted(relationships, key=lambda r: (r.valid_from, r.id.int))
     return SubgraphResult(entities=ents, relationships=rels, hops=hops)
 
 
