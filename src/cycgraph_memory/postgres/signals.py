@@ -320,10 +320,25 @@ def signals_statement(
                 f.c.id.in_(select(wanted.c.fid)),
                 f.c.id.not_in(served),
             ]
-            branches.append(
-                theme_facts.where(*scope, 1 - tdist >= min_sim - 1e-6)
-                .order_by(tdist, f.c.id)
+            # Distances behind ``OFFSET 0``, sorted outside it: an ``ORDER BY distance
+            # LIMIT`` over ``facts`` could otherwise be served by the HNSW index (an
+            # approximate scan that loses listed facts), which the planner picks on
+            # some statistics.
+            cut = (
+                select(f.c.id, tdist.label("distance"))
+                .where(*scope, 1 - tdist >= min_sim - 1e-6)
+                .offset(0)
+                .subquery("theme_cut")
+            )
+            top = (
+                select(cut.c.id, cut.c.distance)
+                .order_by(cut.c.distance, cut.c.id)
                 .limit(_p("theme_fact_limit", Integer()))
+                .subquery("theme_top")
+            )
+            branches.append(
+                _row(THEME_FACT, {**_fact_values(f), "score": top.c.distance})
+                .select_from(top.join(f, and_(f.c.tenant_id == tenant, f.c.id == top.c.id)))
             )
             if unscored:
                 branches.append(theme_facts.where(

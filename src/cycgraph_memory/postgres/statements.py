@@ -569,11 +569,25 @@ def hierarchical_facts(
         _any_id(f.c.id, "wanted"),
         f.c.id.not_in(served),  # direct hits are not read twice
     ]
-    theme_nearest = (
-        theme_base.where(*scope, 1 - fdist >= min_sim - 1e-6)
-        .order_by(fdist, f.c.id)
-        .limit(_p("theme_fact_limit", Integer()))
+    # The distances are computed behind ``OFFSET 0`` and sorted outside it: an ``ORDER
+    # BY distance LIMIT`` over ``facts`` could otherwise be served by the HNSW index (an
+    # approximate scan that drops listed facts the filters reject after it), which the
+    # planner picks on some statistics.
+    cut = (
+        select(f.c.id, fdist)
+        .where(*scope, 1 - fdist >= min_sim - 1e-6)
+        .offset(0)
+        .subquery("theme_cut")
     )
+    top = (
+        select(cut.c.id, cut.c.distance)
+        .order_by(cut.c.distance, cut.c.id)
+        .limit(_p("theme_fact_limit", Integer()))
+        .subquery("theme_top")
+    )
+    theme_nearest = select(
+        *record_columns(f), top.c.distance, literal(1, Integer()).label("src")
+    ).select_from(top.join(f, and_(f.c.tenant_id == _tenant(), f.c.id == top.c.id)))
     parts: list[Any] = [direct_sel, theme_nearest]
     if unscored:  # an unscorable fact scores 0 and is kept when min_similarity is 0
         parts.append(

@@ -1,0 +1,44 @@
+"""The matched themes' nearest facts are an exact top-k in both statements that read them.
+
+An ``ORDER BY distance LIMIT k`` over ``facts`` can be served by the HNSW index, an
+approximate scan whose post-filter (the theme's listed ids, tags, validity) drops facts:
+the planner picked it on some table statistics, and the native and generic retrievals
+then disagreed. Both statements compute the distances behind an ``OFFSET 0`` fence and
+sort outside it, as the exact kNN does.
+"""
+
+from __future__ import annotations
+
+import re
+
+from sqlalchemy.dialects import postgresql
+
+from cycgraph_memory.postgres.signals import signals_statement
+from cycgraph_memory.postgres.statements import hierarchical_facts
+
+
+def _sql(statement: object) -> str:
+    return str(statement.compile(dialect=postgresql.dialect()))  # type: ignore[attr-defined]
+
+
+def _fenced(sql: str) -> bool:
+    # The theme_cut subquery ends with OFFSET, and the LIMIT is applied to theme_top.
+    cut = re.search(r"\((SELECT (?:(?!\) AS).)*?)\) AS theme_cut\b", sql, re.S)
+    return cut is not None and "OFFSET" in cut.group(1) and "ORDER BY" not in cut.group(1)
+
+
+def test_generic_theme_cut_sorts_outside_an_offset_fence() -> None:
+    sql = _sql(hierarchical_facts(8, include_invalidated=False, tags=True,
+                                  exclude_tags=False, themes="cut"))
+    assert _fenced(sql), sql
+    assert "AS theme_top" in sql
+
+
+def test_native_theme_cut_sorts_outside_an_offset_fence() -> None:
+    sql = _sql(signals_statement(
+        8, themes=True, themes_invalidated=False, direct=(False, True, False),
+        theme_cut=(False, False, False), text_facts=None, entities=False,
+        entities_invalidated=False, graph=None, messages_knn=None, messages_text=None,
+    ))
+    assert _fenced(sql), sql
+    assert "AS theme_top" in sql
