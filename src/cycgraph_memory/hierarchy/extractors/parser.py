@@ -28,7 +28,9 @@ spaCy pipeline (``pip install 'cycgraph-memory[parser]'``, which installs spaCy 
   ("no longer works at") closes the open edge or becomes an ended marker (``_polarity``).
   The speaker's ties, pets and events come from ``_chat_graph``.
 * **Cost.** The pipeline loads lazily once per extractor (tagger, parser, attribute ruler
-  and lemmatizer only); messages of an episode are parsed in one ``nlp.pipe`` batch, and
+  and lemmatizer only; its matrix products on numpy's BLAS, one thread while a parse
+  runs: ``_blas``, option ``numpy_gemm``); messages of an episode are parsed in one
+  ``nlp.pipe`` batch, and
   :meth:`ParserExtractor.extract_batch` parses a whole ingest batch at once;
   :meth:`ParserExtractor.extract` runs in a worker thread (``asyncio.to_thread``) so the
   event loop never blocks. Work caps: the first
