@@ -10,7 +10,9 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -207,18 +209,27 @@ def test_a_pipeline_passed_in_is_not_changed() -> None:
     assert _gemm_kinds(nlp) == {True}
 
 
+def _controlled_thread_counts(threadpoolctl: Any) -> Callable[[], list[int]]:
+    """Thread count of the BLAS library the extractor limits (others may be loaded)."""
+    from cycgraph_memory.hierarchy.extractors import _blas
+
+    _blas._thread_setter()
+    path = _blas.LIBRARY_PATH
+
+    def counts() -> list[int]:
+        info = threadpoolctl.threadpool_info()
+        return [lib["num_threads"] for lib in info if lib["filepath"] == path]
+
+    return counts
+
+
 def test_single_thread_blas_restores_the_thread_counts_after_the_last_parse() -> None:
     import threading
 
     threadpoolctl = pytest.importorskip("threadpoolctl")
     from cycgraph_memory.hierarchy.extractors._blas import single_thread_blas
 
-    def counts() -> list[int]:
-        return [
-            lib["num_threads"]
-            for lib in threadpoolctl.threadpool_info()
-            if lib["user_api"] == "blas"
-        ]
+    counts = _controlled_thread_counts(threadpoolctl)
 
     before = counts()
     if not before:
@@ -249,10 +260,7 @@ def test_single_thread_blas_restores_the_thread_counts_after_the_last_parse() ->
 
 def test_a_streamed_parse_leaves_the_blas_thread_count_as_it_found_it() -> None:
     threadpoolctl = pytest.importorskip("threadpoolctl")
-
-    def counts() -> list[int]:
-        info = threadpoolctl.threadpool_info()
-        return [lib["num_threads"] for lib in info if lib["user_api"] == "blas"]
+    counts = _controlled_thread_counts(threadpoolctl)
 
     with threadpoolctl.threadpool_limits(2, user_api="blas"):
         before = counts()

@@ -36,6 +36,8 @@ _ACTIVE = 0
 _PREVIOUS = 0
 _SETTER: Any = None
 _READY = False
+LIBRARY_PATH: str | None = None
+"""The BLAS library whose thread count :func:`single_thread_blas` limits (once looked up)."""
 
 
 def _thread_setter() -> Any:
@@ -46,7 +48,7 @@ def _thread_setter() -> Any:
     set and lifted from parse threads would stay. ``openblas_set_num_threads_local(n)``
     returns the previous setting and ``0`` lifts it, from any thread.
     """
-    global _SETTER, _READY
+    global _SETTER, _READY, LIBRARY_PATH
     with _LOCK:
         if _READY:
             return _SETTER
@@ -73,6 +75,7 @@ def _thread_setter() -> Any:
         setter.argtypes = [ctypes.c_int]
         setter.restype = ctypes.c_int
         _SETTER = setter
+        LIBRARY_PATH = paths[0]
         return setter
 
 
