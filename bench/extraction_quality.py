@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import statistics
 import time
@@ -332,17 +333,22 @@ def pipe_speed(corpus: dict[str, Any], repeat: int) -> tuple[float, float]:
     """Episodes/s of ``nlp.pipe`` alone over each episode's messages (the parser's floor)."""
     import spacy
 
+    from cycgraph_memory.hierarchy.extractors._blas import single_thread_blas, use_numpy_gemm
     from cycgraph_memory.hierarchy.extractors.parser import DEFAULT_PARSER_PIPELINE
 
     nlp = spacy.load(DEFAULT_PARSER_PIPELINE, exclude=["ner"])  # as the extractor loads it
+    # ... and runs it: numpy's BLAS, one thread (see ParserExtractor's numpy_gemm).
+    limit = single_thread_blas if use_numpy_gemm(nlp) else contextlib.nullcontext
     texts = [[s["text"] for s in c["sentences"]] for c in corpus["conversations"]]
     for episode_texts in texts:
-        list(nlp.pipe(episode_texts))
+        with limit():
+            list(nlp.pipe(episode_texts))
     wall, cpu = [], []
     for _ in range(repeat):
         t0, c0 = time.perf_counter(), time.process_time()
         for episode_texts in texts:
-            list(nlp.pipe(episode_texts))
+            with limit():
+                list(nlp.pipe(episode_texts))
         wall.append(len(texts) / (time.perf_counter() - t0))
         cpu.append(len(texts) / max(time.process_time() - c0, 1e-9))
     return statistics.median(wall), statistics.median(cpu)

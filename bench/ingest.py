@@ -16,10 +16,10 @@ Target: >= 1,000 messages/s on Postgres at 10,000 messages.
 ``MemoryPipeline.ingest`` with the hashing embedder (target: parser >= 500 msg/s in
 memory): in memory (rule, parser, parser without the parse cache, parser with worker
 processes) and on Postgres (rule, parser; a fresh database on ``--dsn``, else on an
-embedded server). Last runs (2,000 messages, batches of 500): in memory rule 602-725
-msg/s, parser 410-482, parser without the parse cache 353-419, parser with 2 processes
-452 (load 1.6-3.4); on Postgres rule 129, parser 132 (load 1.3). Run-to-run noise on the
-shared two-core machine is about +-20%.
+embedded server). Last runs (2,000 messages, batches of 500, three runs at load 1.3-2.3):
+in memory rule 461-666 msg/s, parser 335-384, parser without the parse cache 278-343,
+parser with 2 processes 264-376; on Postgres rule 111-152, parser 91-149. Run-to-run
+noise on the shared two-core machine is about +-20%.
 
 ``--growth`` runs instead the growth section (``bench/_ingest_growth.py``): one tenant
 receiving many small calls, cost of the first vs the last calls, themes per 1,000 facts:

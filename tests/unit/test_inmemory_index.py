@@ -416,3 +416,49 @@ async def test_rebuild_keeps_one_copy_per_record_for_vector_and_text_search() ->
     by_id[with_vector.id].embedding.append(9.9)  # a copy: the index is unaffected
     again = await index.search_facts([0.1, 0.2, 0.30000000000000004], limit=1)
     assert again[0].item.embedding == [0.1, 0.2, 0.30000000000000004]
+
+
+def _episode_with_vectors(dim: int = 4) -> Episode:
+    from cycgraph_memory import Message
+
+    messages = [
+        Message(role="user", content=f"message {i}", timestamp=T0, embedding=e(i % dim, dim))
+        for i in range(3)
+    ]
+    return Episode(
+        topic="t",
+        messages=messages,
+        started_at=T0,
+        ended_at=T0,
+        provenance=PROV,
+        embedding=e(0, dim),
+    )
+
+
+async def test_stored_episodes_index_their_message_vectors_and_share_nothing() -> None:
+    for validated in (True, False):
+        ix = InMemoryMemoryIndex()
+        episode = _episode_with_vectors()
+        if validated:
+            ix.upsert_stored_many([episode])
+        else:
+            ix.upsert_many([episode])
+        # The caller's records are left as they were (vectors included).
+        assert [m.embedding for m in episode.messages] == [e(0), e(1), e(2)]
+        hits = await ix.search_messages(e(1))
+        assert hits[0].item.id == episode.messages[1].id
+        assert hits[0].item.embedding is None  # results carry no vectors
+        episode.messages[1].content = "changed"
+        (found,) = await ix.search_episodes(e(0))
+        assert found.item.messages[1].content == "message 1"
+        assert all(m.embedding is None for m in found.item.messages)
+
+
+async def test_stored_episode_message_vector_of_the_wrong_size_writes_nothing() -> None:
+    ix = InMemoryMemoryIndex(expected_dimensions=4)
+    episode = _episode_with_vectors()
+    episode.messages[2].embedding = [1.0, 0.0]
+    with pytest.raises(EmbeddingDimensionMismatchError):
+        ix.upsert_stored_many([fact(e(0)), episode])
+    assert len(ix) == 0
+    assert await ix.search_messages(e(0)) == []

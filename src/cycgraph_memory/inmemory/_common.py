@@ -48,7 +48,7 @@ def _copy_list(value: list[Any]) -> list[Any]:
     return list(value)
 
 
-def copy_record(record: M) -> M:
+def copy_record(record: M, *, blank: tuple[str, ...] = ()) -> M:
     """Deep-copy a record (several times faster than ``model_copy(deep=True)``).
 
     Immutable field values (str, numbers, UUIDs, datetimes) are shared, lists of them are
@@ -56,10 +56,15 @@ def copy_record(record: M) -> M:
     ``metadata`` dicts) with ``copy.deepcopy``. The copy's ``__dict__`` and pydantic
     bookkeeping are set directly (no ``__copy__``, no re-validation): the values are
     already valid, and the stores copy hundreds of records per retrieval.
+
+    ``blank`` names optional fields the copy gets as ``None`` instead of a copy of the
+    value (the caller fills them in; nothing of the value is copied).
     """
     cls = type(record)
     new = cls.__new__(cls)
     fields = dict(record.__dict__)
+    for name in blank:
+        fields[name] = None
     for name, value in fields.items():
         kind = type(value)
         if kind in _ATOMIC_TYPES:

@@ -91,6 +91,20 @@ class _Vectors:
 
 _Shared = TypeVar("_Shared", Entity, SemanticFact)
 
+_MessageVectors = Mapping[uuid.UUID, Sequence[tuple[uuid.UUID, Sequence[float]]]]
+"""Per episode id, ``(message id, vector)`` of its messages that have one."""
+
+
+def _vectors_of(
+    episode: Episode, given: _MessageVectors | None
+) -> Sequence[tuple[uuid.UUID, Sequence[float]]]:
+    """The message vectors of ``episode``: from ``given`` when it has them, else its own."""
+    if given is not None:
+        found = given.get(episode.id)
+        if found is not None:
+            return found
+    return [(m.id, m.embedding) for m in episode.messages if m.embedding is not None]
+
 
 class MessageAndTextSearch:
     """Mixin state and methods; the index calls the ``_ext_*`` hooks on every change."""
@@ -123,20 +137,31 @@ class MessageAndTextSearch:
         """
         return pack_embedding(record)
 
-    def _ext_check(self, records: Iterable[object]) -> int | None:
-        """Validate message vectors (dimension) before anything is written."""
+    def _ext_check(
+        self, records: Iterable[object], message_vectors: _MessageVectors | None = None
+    ) -> int | None:
+        """Validate message vectors (dimension) before anything is written.
+
+        ``message_vectors`` holds, per episode id, the vectors of its messages when the
+        records are copies made without them.
+        """
         dim = self._dim
         for record in records:
             if isinstance(record, Episode):
-                for m in record.messages:
-                    if m.embedding is not None:
-                        if dim is None:
-                            dim = len(m.embedding)
-                        check_dimension(dim, len(m.embedding), f"Message {m.id}")
+                vectors = _vectors_of(record, message_vectors)
+                for message_id, embedding in vectors:
+                    if dim is None:
+                        dim = len(embedding)
+                    check_dimension(dim, len(embedding), f"Message {message_id}")
         return dim
 
-    def _ext_upsert(self, records: Iterable[object]) -> None:
-        """Index facts and episodes for text search; ``records`` are the index's copies."""
+    def _ext_upsert(
+        self, records: Iterable[object], message_vectors: _MessageVectors | None = None
+    ) -> None:
+        """Index facts and episodes for text search; ``records`` are the index's copies.
+
+        ``message_vectors``: as for :meth:`_ext_check`.
+        """
         for record in records:
             if isinstance(record, SemanticFact):
                 self._ext_drop_fact_citations(record.id)
@@ -144,7 +169,7 @@ class MessageAndTextSearch:
                 self._entity_fact_counts.update(set(record.entity_ids))
                 self._bm25_facts.add(record.id, record.content)
             elif isinstance(record, Episode):
-                self._ext_put_episode(record)
+                self._ext_put_episode(record, _vectors_of(record, message_vectors))
             elif isinstance(record, Entity):
                 self._ext_drop_entity(record.id)
                 self._entity_records[record.id] = record
@@ -172,9 +197,10 @@ class MessageAndTextSearch:
                 del self._entity_keys[key]
         return True
 
-    def _ext_put_episode(self, stored: Episode) -> None:
+    def _ext_put_episode(
+        self, stored: Episode, vectors: Sequence[tuple[uuid.UUID, Sequence[float]]]
+    ) -> None:
         self._ext_drop_episode_messages(stored.id)
-        vectors = [(m.id, m.embedding) for m in stored.messages if m.embedding is not None]
         total: Counter[str] = Counter(tokenize(stored.topic))
         for message in stored.messages:
             message.__dict__["embedding"] = None  # results carry no vectors

@@ -369,14 +369,27 @@ class InMemoryMemoryIndex(MessageAndTextSearch):
     def _upsert(self, records: Iterable[IndexedRecord], *, validated: bool) -> None:
         tables = self._tables()
         latest: dict[tuple[int, uuid.UUID], IndexedRecord] = {}
+        message_vectors: dict[uuid.UUID, list[tuple[uuid.UUID, list[float]]]] = {}
         for record in records:
             slot = tables.index(self._table_for(record))
             # Validation builds a fresh record (sharing nothing with the caller); an
             # already validated one is copied instead.
-            latest[(slot, record.id)] = (
-                copy_record(record) if validated else coerce_record(type(record), record)
-            )
-        self._dim = self._ext_check(latest.values())
+            if not validated:
+                latest[(slot, record.id)] = coerce_record(type(record), record)
+            elif isinstance(record, Episode):
+                # Held messages carry no vector (results have none): copy them without it
+                # and index the caller's vectors (read, never kept).
+                message_vectors[record.id] = [
+                    (m.id, m.embedding) for m in record.messages if m.embedding is not None
+                ]
+                held = copy_record(record, blank=("messages",))
+                held.__dict__["messages"] = [
+                    copy_record(m, blank=("embedding",)) for m in record.messages
+                ]
+                latest[(slot, record.id)] = held
+            else:
+                latest[(slot, record.id)] = copy_record(record)
+        self._dim = self._ext_check(latest.values(), message_vectors)
         batches: dict[int, list[IndexedRecord]] = {}
         removals: list[tuple[int, uuid.UUID]] = []
         copies = list(latest.values())
@@ -386,7 +399,7 @@ class InMemoryMemoryIndex(MessageAndTextSearch):
             else:
                 batches.setdefault(slot, []).append(pack_embedding(record))
         self._apply(batches, removals, tables)
-        self._ext_upsert(copies)
+        self._ext_upsert(copies, message_vectors)
         self._maybe_warn()
 
     def remove(self, record_id: uuid.UUID | str) -> bool:
