@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from typing import Any
 
 import pytest
@@ -241,5 +242,63 @@ async def test_hnsw_build_parameters_are_a_migration_option(pg_databases: Any) -
                 "SELECT indexdef FROM pg_indexes WHERE indexname LIKE '%embedding_hnsw%'"))]
         assert len(defs) == 5  # entities, episodes, facts, themes, episode_messages
         assert all("m='12'" in d and "ef_construction='40'" in d for d in defs), defs
+    finally:
+        await engine.dispose()
+
+
+_STORAGE = """
+SELECT c.relname, a.attstorage::text FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+WHERE a.attname = 'embedding' AND c.relkind = 'r'
+  AND c.relnamespace = 'public'::regnamespace
+"""
+
+
+async def test_vectors_are_stored_inline_and_the_downgrade_restores_external(
+    pg_databases: Any,
+) -> None:
+    """Revision 0014: every embedding column ``MAIN`` (in the row), ``EXTERNAL`` below it;
+    a fact row of 384 dimensions then keeps its vector out of the TOAST table."""
+    from cycgraph_memory.postgres import (
+        PostgresMemoryStore,
+        create_engine_from_dsn,
+        downgrade,
+        upgrade,
+    )
+    from cycgraph_memory.records import Provenance, SemanticFact
+
+    tables = {"facts", "themes", "entities", "episodes", "episode_messages"}
+    dsn = await pg_databases.create("cycgraph_mig")
+    engine = create_engine_from_dsn(dsn)
+    try:
+        await upgrade(engine, embedding_dim=384)
+        async with engine.connect() as conn:
+            storage = dict((await conn.execute(text(_STORAGE))).all())
+        assert storage == dict.fromkeys(tables, "m")
+
+        store = PostgresMemoryStore(engine, tenant_id="t")
+        long_fact = SemanticFact(
+            content="a fact long enough to push its row past the TOAST threshold " * 8,
+            embedding=[0.05] * 384, tags=[f"tag-{i}" for i in range(10)],
+            provenance=Provenance(source="agent"),
+        )
+        await store.put_facts([long_fact])
+        async with engine.connect() as conn:
+            chunks = (await conn.execute(text(
+                "SELECT pg_column_toast_chunk_id(embedding) IS NULL, "
+                "pg_column_toast_chunk_id(content) IS NULL, pg_column_size(facts.*) FROM facts"
+            ))).one()
+        assert chunks[0], chunks  # in the row, though the row is past the TOAST threshold
+
+        await downgrade(engine, "0013")
+        async with engine.connect() as conn:
+            storage = dict((await conn.execute(text(_STORAGE))).all())
+        assert storage == dict.fromkeys(tables, "e")
+        # Below 0014 the same row's vector goes to the TOAST table (the row is long enough).
+        await store.put_facts([long_fact.model_copy(update={"id": uuid.uuid4()})])
+        async with engine.connect() as conn:
+            inline = (await conn.execute(text(
+                "SELECT pg_column_toast_chunk_id(embedding) IS NULL FROM facts WHERE id <> :i"
+            ), {"i": long_fact.id})).scalar_one()
+        assert not inline
     finally:
         await engine.dispose()
