@@ -1,4 +1,4 @@
-"""Keep embedding vectors inside the row (``SET STORAGE MAIN``), not in the TOAST table.
+"""Keep theme, entity, episode and message vectors in the row (``SET STORAGE MAIN``).
 
 Revision ID: 0014
 Revises: 0013
@@ -6,20 +6,27 @@ Create Date: 2026-12-03
 
 pgvector's ``vector`` type is stored ``EXTERNAL`` by default: a row longer than the
 TOAST threshold (~2 kB) moves its largest value out of line, and a 384-float vector is
-1,540 bytes. A fact row with its vector, tokens, provenance and arrays is just over the
-threshold (2,066 bytes on average at 100,000 reference facts, a theme with its fact list
-well over), so every vector lived in the TOAST table: each distance computed outside the
-HNSW index (an exact kNN, the theme facts' scores, ``vector_send`` of a served row) read a
-TOAST index page and a TOAST heap page per row (~3-4 more buffer reads per row: 1,000
-theme distances cost ~9 ms instead of ~1 ms).
+1,540 bytes. A theme row (its vector and its list of fact ids) is well over the threshold,
+so every theme vector lived in the TOAST table and each distance computed outside the
+HNSW index (the exact theme kNN every vector and hybrid retrieval runs) read a TOAST index
+page and a TOAST heap page per row: 1,000 theme distances cost ~9 ms and 3,085 buffer
+reads instead of ~1 ms and 84.
 
 ``MAIN`` keeps a vector in the row unless the row cannot fit a page even after the other
 values (content, arrays, JSON: ``EXTENDED``) have been compressed or moved out of line;
 so a wide schema (e.g. 3,072 dimensions, 12 kB) still stores its vectors out of line.
 
+``facts`` keeps ``EXTERNAL`` on purpose. Measured at 100,000 reference facts: with the
+vector inline a fact row is ~2.1 kB, three to a page, and the touch every retrieval does
+(``access_count``, ``last_accessed_at`` of the served facts) no longer finds room for the
+new row version on its page: the update stops being HOT and inserts into every index of
+the table, the HNSW graph included (10 touched facts: 3,955 buffer reads, ~10 ms, against
+~120 with the vector out of line). The exact fact kNN of small tenants reads the TOAST
+table instead; moving the counters out of the fact row would lift that trade-off.
+
 The change is a catalog update (no table rewrite, no long lock): rows written from now on
 keep their vector inline. Rows already stored keep theirs in the TOAST table until they
-are rewritten; ``VACUUM FULL <table>`` (or ``pg_repack``) moves them inline, during a
+are rewritten; ``VACUUM FULL themes`` (or ``pg_repack``) moves them inline, during a
 maintenance window (it locks the table). The downgrade restores ``EXTERNAL``.
 """
 
@@ -34,8 +41,8 @@ down_revision: str | None = "0013"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-TABLES = ("facts", "themes", "entities", "episodes", "episode_messages")
-"""Every table with an ``embedding`` column."""
+TABLES = ("themes", "entities", "episodes", "episode_messages")
+"""Every table with an ``embedding`` column but ``facts`` (see above)."""
 
 
 def upgrade() -> None:

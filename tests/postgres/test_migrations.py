@@ -256,49 +256,48 @@ WHERE a.attname = 'embedding' AND c.relkind = 'r'
 async def test_vectors_are_stored_inline_and_the_downgrade_restores_external(
     pg_databases: Any,
 ) -> None:
-    """Revision 0014: every embedding column ``MAIN`` (in the row), ``EXTERNAL`` below it;
-    a fact row of 384 dimensions then keeps its vector out of the TOAST table."""
+    """Revision 0014: theme, entity, episode and message vectors ``MAIN`` (in the row),
+    facts ``EXTERNAL`` (room for HOT touches); ``EXTERNAL`` everywhere below it. A theme
+    of 384 dimensions listing 40 facts then keeps its vector out of the TOAST table."""
     from cycgraph_memory.postgres import (
         PostgresMemoryStore,
         create_engine_from_dsn,
         downgrade,
         upgrade,
     )
-    from cycgraph_memory.records import Provenance, SemanticFact
+    from cycgraph_memory.records import Provenance, Theme
 
-    tables = {"facts", "themes", "entities", "episodes", "episode_messages"}
+    inline = {"themes", "entities", "episodes", "episode_messages"}
     dsn = await pg_databases.create("cycgraph_mig")
     engine = create_engine_from_dsn(dsn)
     try:
         await upgrade(engine, embedding_dim=384)
         async with engine.connect() as conn:
             storage = dict((await conn.execute(text(_STORAGE))).all())
-        assert storage == dict.fromkeys(tables, "m")
+        assert storage == {**dict.fromkeys(inline, "m"), "facts": "e"}
 
         store = PostgresMemoryStore(engine, tenant_id="t")
-        long_fact = SemanticFact(
-            content="a fact long enough to push its row past the TOAST threshold " * 8,
-            embedding=[0.05] * 384, tags=[f"tag-{i}" for i in range(10)],
-            provenance=Provenance(source="agent"),
+
+        def theme() -> Theme:
+            return Theme(label="a theme", fact_ids=[uuid.uuid4() for _ in range(40)],
+                         embedding=[0.05] * 384, provenance=Provenance(source="agent"))
+
+        first = theme()
+        await store.put_themes([first])
+        query = text(
+            "SELECT pg_column_toast_chunk_id(embedding) IS NULL FROM themes WHERE id = :i"
         )
-        await store.put_facts([long_fact])
         async with engine.connect() as conn:
-            chunks = (await conn.execute(text(
-                "SELECT pg_column_toast_chunk_id(embedding) IS NULL, "
-                "pg_column_toast_chunk_id(content) IS NULL, pg_column_size(facts.*) FROM facts"
-            ))).one()
-        assert chunks[0], chunks  # in the row, though the row is past the TOAST threshold
+            assert (await conn.execute(query, {"i": first.id})).scalar_one()
 
         await downgrade(engine, "0013")
         async with engine.connect() as conn:
             storage = dict((await conn.execute(text(_STORAGE))).all())
-        assert storage == dict.fromkeys(tables, "e")
+        assert storage == dict.fromkeys({*inline, "facts"}, "e")
         # Below 0014 the same row's vector goes to the TOAST table (the row is long enough).
-        await store.put_facts([long_fact.model_copy(update={"id": uuid.uuid4()})])
+        second = theme()
+        await store.put_themes([second])
         async with engine.connect() as conn:
-            inline = (await conn.execute(text(
-                "SELECT pg_column_toast_chunk_id(embedding) IS NULL FROM facts WHERE id <> :i"
-            ), {"i": long_fact.id})).scalar_one()
-        assert not inline
+            assert not (await conn.execute(query, {"i": second.id})).scalar_one()
     finally:
         await engine.dispose()
