@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from typing import Any
 
 import pytest
@@ -241,5 +242,62 @@ async def test_hnsw_build_parameters_are_a_migration_option(pg_databases: Any) -
                 "SELECT indexdef FROM pg_indexes WHERE indexname LIKE '%embedding_hnsw%'"))]
         assert len(defs) == 5  # entities, episodes, facts, themes, episode_messages
         assert all("m='12'" in d and "ef_construction='40'" in d for d in defs), defs
+    finally:
+        await engine.dispose()
+
+
+_STORAGE = """
+SELECT c.relname, a.attstorage::text FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+WHERE a.attname = 'embedding' AND c.relkind = 'r'
+  AND c.relnamespace = 'public'::regnamespace
+"""
+
+
+async def test_vectors_are_stored_inline_and_the_downgrade_restores_external(
+    pg_databases: Any,
+) -> None:
+    """Revision 0014: theme, entity, episode and message vectors ``MAIN`` (in the row),
+    facts ``EXTERNAL`` (room for HOT touches); ``EXTERNAL`` everywhere below it. A theme
+    of 384 dimensions listing 40 facts then keeps its vector out of the TOAST table."""
+    from cycgraph_memory.postgres import (
+        PostgresMemoryStore,
+        create_engine_from_dsn,
+        downgrade,
+        upgrade,
+    )
+    from cycgraph_memory.records import Provenance, Theme
+
+    inline = {"themes", "entities", "episodes", "episode_messages"}
+    dsn = await pg_databases.create("cycgraph_mig")
+    engine = create_engine_from_dsn(dsn)
+    try:
+        await upgrade(engine, embedding_dim=384)
+        async with engine.connect() as conn:
+            storage = dict((await conn.execute(text(_STORAGE))).all())
+        assert storage == {**dict.fromkeys(inline, "m"), "facts": "e"}
+
+        store = PostgresMemoryStore(engine, tenant_id="t")
+
+        def theme() -> Theme:
+            return Theme(label="a theme", fact_ids=[uuid.uuid4() for _ in range(40)],
+                         embedding=[0.05] * 384, provenance=Provenance(source="agent"))
+
+        first = theme()
+        await store.put_themes([first])
+        query = text(
+            "SELECT pg_column_toast_chunk_id(embedding) IS NULL FROM themes WHERE id = :i"
+        )
+        async with engine.connect() as conn:
+            assert (await conn.execute(query, {"i": first.id})).scalar_one()
+
+        await downgrade(engine, "0013")
+        async with engine.connect() as conn:
+            storage = dict((await conn.execute(text(_STORAGE))).all())
+        assert storage == dict.fromkeys({*inline, "facts"}, "e")
+        # Below 0014 the same row's vector goes to the TOAST table (the row is long enough).
+        second = theme()
+        await store.put_themes([second])
+        async with engine.connect() as conn:
+            assert not (await conn.execute(query, {"i": second.id})).scalar_one()
     finally:
         await engine.dispose()

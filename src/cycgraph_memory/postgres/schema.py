@@ -19,6 +19,10 @@ Layout principles:
 * HNSW cosine indexes (``m=16, ef_construction=64``) on every embedding column. For
   dimensions above 2000 (pgvector's limit for ``vector`` HNSW) the migration instead builds
   an expression index on ``embedding::halfvec(N)``; that index is not modelled here.
+* Storage (migration 0014, not modelled here): the ``embedding`` columns of ``themes``,
+  ``entities``, ``episodes`` and ``episode_messages`` are ``STORAGE MAIN`` (in the row);
+  ``facts`` keeps pgvector's ``EXTERNAL`` and has ``fillfactor = 90`` (room on each page
+  for the HOT update of the served facts' access counters).
 * Row-level security (migration 0006) limits every ``tenant_id`` table to the tenant named
   by the transaction-local setting ``cycgraph.tenant_id``; it is not modelled here.
 * ``schema_metadata`` is deployment-wide (it describes the schema, not tenant data) and is

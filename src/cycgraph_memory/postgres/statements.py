@@ -785,7 +785,9 @@ def text_ranked(
 # term only sees the previous iteration's rows; the LATERAL step computes one hop:
 # candidate edges of the frontier -> unvisited live endpoints admitted in id order up to
 # the cap -> edges whose endpoints are both visited. Rows come in the canonical order of
-# ``sort_subgraph`` ((hop, id); uuid order is the order of their text form).
+# ``sort_subgraph`` ((hop, id); uuid order is the order of their text form). The visited
+# entities are read by key (``= ANY(ARRAY(...))``, an index condition): joined as a set
+# the planner guessed ~100 visits and hashed every entity of the tenant.
 _SUBGRAPH_SQL = """
 WITH RECURSIVE
 seeds AS (
@@ -846,6 +848,7 @@ SELECT e.*, v.hop AS hop,
        CASE WHEN row_number() OVER (ORDER BY v.hop, e.id) = 1
             THEN (SELECT ids FROM edge_ids) END AS edge_ids
 FROM visits v JOIN entities e ON e.tenant_id = :tenant AND e.id = v.id
+  AND e.id = ANY(ARRAY(SELECT id FROM visits))
 ORDER BY v.hop, e.id
 """
 
@@ -1017,16 +1020,25 @@ def expansion(
         if episodes else
         "FROM entities e\nWHERE e.tenant_id = :tenant AND e.id = ANY(:ids)"
     )
+    # The edges of the kept entities through the (tenant_id, source_id) and (tenant_id,
+    # target_id) indexes (``= ANY(ARRAY(...))``: index conditions, one BitmapOr), then
+    # sorted; OFFSET 0 keeps the ORDER BY ... LIMIT from walking the (tenant_id,
+    # valid_from) index instead and filtering every edge of the tenant on the way (5,000
+    # rows, 4-9 ms per call at 100,000 facts, for ~40 edges).
     sql = f"""WITH {touched}kept AS (
     SELECT e.id FROM entities e
     WHERE e.tenant_id = :tenant AND e.id = ANY(:ids){live}{types}
 ),
 rels AS (
-    SELECT r.id, r.source_id, r.target_id, r.relation_type, r.weight, r.attributes,
-           r.valid_from, r.valid_until, r.provenance, r.invalidated_by
-    FROM relationships r
-    WHERE r.tenant_id = :tenant
-      AND (r.source_id IN (SELECT id FROM kept) OR r.target_id IN (SELECT id FROM kept)){rel_live}
+    SELECT * FROM (
+        SELECT r.id, r.source_id, r.target_id, r.relation_type, r.weight, r.attributes,
+               r.valid_from, r.valid_until, r.provenance, r.invalidated_by
+        FROM relationships r
+        WHERE r.tenant_id = :tenant
+          AND (r.source_id = ANY(ARRAY(SELECT id FROM kept))
+               OR r.target_id = ANY(ARRAY(SELECT id FROM kept))){rel_live}
+        OFFSET 0
+    ) r
     ORDER BY r.valid_from, r.id
     LIMIT :rel_limit
 )

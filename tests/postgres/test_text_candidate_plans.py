@@ -1,0 +1,117 @@
+"""BM25 candidates on Postgres: a word in most documents is not read through its posting list.
+
+``bm25_ranked`` takes a rare term's candidates from the GIN index and a common term's
+(``df * df > RARE_TERM_FACTOR * candidates * N``) from a scan that stops at
+``candidates`` matches. These tests pin that shape (the rows the GIN index hands out,
+read from ``EXPLAIN (ANALYZE, FORMAT JSON)``), not a timing, and that the answer is the
+same ranking the in-memory index computes.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from cycgraph_memory.postgres import statements
+from cycgraph_memory.postgres.bm25 import RARE_TERM_FACTOR, TEXT_CANDIDATES
+from cycgraph_memory.textsearch import BM25Index, query_terms
+
+pytestmark = pytest.mark.postgres
+
+# Enough documents holding "common" for it to be common: df = N and
+# N * N > RARE_TERM_FACTOR * TEXT_CANDIDATES * N.
+DOCUMENTS = RARE_TERM_FACTOR * TEXT_CANDIDATES + 100
+
+_INSERT = """
+INSERT INTO facts (tenant_id, id, content, source_episode_ids, entity_ids, provenance,
+                   valid_from, access_count, tags, source_message_ids, search_terms)
+SELECT :tenant, md5(:tenant || i::text)::uuid, 'common word number ' || i, '{}', '{}',
+       '{"source": "agent", "created_at": "2025-06-01T09:30:00+00:00"}'::jsonb,
+       timestamptz '2025-01-01' + i * interval '1 minute', 0, '{}', '{}',
+       ARRAY['common', 'word', 'number', i::text]
+FROM generate_series(10, :n + 9) AS i
+"""
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", ()):
+        yield from _nodes(child)
+
+
+async def _gin_rows(conn: Any, stmt: Any, params: dict[str, Any]) -> int:
+    """Rows the ``search_terms`` GIN index handed out while running ``stmt``."""
+    compiled = stmt.compile(dialect=conn.dialect)
+    values = compiled.construct_params(params)
+    args = [values[name] for name in compiled.positiontup]
+    driver = (await conn.get_raw_connection()).driver_connection
+    raw = await driver.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {compiled}", *args)
+    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    return sum(
+        int(n.get("Actual Rows", 0) * n.get("Actual Loops", 1))
+        for n in _nodes(plan)
+        if n.get("Node Type") == "Bitmap Index Scan"
+        and n.get("Index Name") == "ix_facts_search_terms_gin"
+    )
+
+
+async def test_a_common_word_is_not_read_through_its_posting_list(
+    pg_sessionmaker: Any, pg_index: Any, pg_tenant: str
+) -> None:
+    rare_id = uuid.uuid4()
+    async with pg_sessionmaker() as session, session.begin():
+        conn = await session.connection()
+        await conn.execute(text(_INSERT), {"tenant": pg_tenant, "n": DOCUMENTS})
+        await conn.execute(text(
+            "INSERT INTO facts (tenant_id, id, content, source_episode_ids, entity_ids, "
+            "provenance, valid_from, access_count, tags, source_message_ids, search_terms) "
+            "VALUES (:tenant, :id, 'a common zebra', '{}', '{}', "
+            "'{\"source\": \"agent\", \"created_at\": \"2025-06-01T09:30:00+00:00\"}', "
+            "'2024-01-01', 0, '{}', '{}', ARRAY['common', 'zebra'])"
+        ), {"tenant": pg_tenant, "id": rare_id})
+
+    stmt = statements.text_ranked("facts", live=True)
+    terms = query_terms("the common zebra")
+    assert terms == ["common", "zebra"]
+    params = {"tenant": pg_tenant, "limit": 5, "bm25_terms": terms}
+    async with pg_sessionmaker() as session, session.begin():
+        conn = await session.connection()
+        gin_rows = await _gin_rows(conn, stmt, params)
+    # The rare word's posting list (one row) and the all-terms intersection (one row);
+    # not the common word's DOCUMENTS + 1 rows.
+    assert gin_rows <= 2
+
+    hits = await pg_index.text_search_facts("the common zebra", limit=5)
+    assert hits[0].item.id == rare_id
+    assert len(hits) == 5
+
+
+async def test_rare_words_rank_every_match_as_in_memory(
+    pg_sessionmaker: Any, pg_index: Any, pg_tenant: str
+) -> None:
+    # Every query word held by at most TEXT_CANDIDATES rows: all matches are ranked, so
+    # the order is the in-memory BM25 order (ties by id). (The stored terms are the
+    # tokens of the content: numbers of two digits or more.)
+    async with pg_sessionmaker() as session, session.begin():
+        conn = await session.connection()
+        await conn.execute(text(_INSERT), {"tenant": pg_tenant, "n": 150})
+    rows = []
+    async with pg_sessionmaker() as session:
+        conn = await session.connection()
+        rows = (await conn.execute(
+            text("SELECT id, content FROM facts WHERE tenant_id = :t"), {"t": pg_tenant}
+        )).all()
+    memory = BM25Index()
+    for fact_id, content in rows:
+        memory.add(fact_id, content)
+    question = "common number 17 27 117"
+    expected = memory.search(question, 10)
+    hits = await pg_index.text_search_facts(question, limit=10)
+    assert [h.item.id for h in hits] == [doc for doc, _ in expected]
+    for hit, (_, score) in zip(hits, expected, strict=True):
+        assert hit.score == score  # the same arithmetic, summed in the same order

@@ -1,0 +1,44 @@
+"""The touch of served facts is a HOT update (revision 0014: ``facts`` fillfactor 90).
+
+A bulk load fills every page; without free room on the page, the new row version of a
+touched fact goes to another page and every index of ``facts`` (GIN, HNSW, btrees) gets an
+entry for it. With a tenth of each page free the touch changes no index. Counted with
+``pg_stat_xact_user_tables`` (this transaction's updates), not timed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from ._records import fact
+
+pytestmark = pytest.mark.postgres
+
+_COUNTS = (
+    "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = 'facts'"
+)
+
+
+async def test_touching_freshly_loaded_facts_changes_no_index(
+    pg_store: Any, pg_sessionmaker: Any
+) -> None:
+    facts = [fact(content=f"fact number {i} about water and weather") for i in range(400)]
+    await pg_store.put_facts(facts)
+    async with pg_sessionmaker() as session:
+        conn = await session.connection()
+        before = (await conn.execute(text(_COUNTS))).one()
+    touched = facts[::40]
+    await pg_store.touch_facts([f.id for f in touched])
+    async with pg_sessionmaker() as session:
+        conn = await session.connection()
+        after = (await conn.execute(text(_COUNTS))).one()
+        fillfactor = (await conn.execute(text(
+            "SELECT reloptions FROM pg_class WHERE relname = 'facts'"
+        ))).scalar_one()
+    assert fillfactor == ["fillfactor=90"]
+    updates, hot = after[0] - before[0], after[1] - before[1]
+    assert updates == len(touched)
+    assert hot == updates
