@@ -16,10 +16,11 @@ Target: >= 1,000 messages/s on Postgres at 10,000 messages.
 ``MemoryPipeline.ingest`` with the hashing embedder (target: parser >= 500 msg/s in
 memory): in memory (rule, parser, parser without the parse cache, parser with worker
 processes) and on Postgres (rule, parser; a fresh database on ``--dsn``, else on an
-embedded server). Last runs (2,000 messages, batches of 500, three runs at load 1.3-2.3):
-in memory rule 461-666 msg/s, parser 335-384, parser without the parse cache 278-343,
-parser with 2 processes 264-376; on Postgres rule 111-152, parser 91-149. Run-to-run
-noise on the shared two-core machine is about +-20%.
+embedded server). Last runs (10,000 messages, batches of 1,000, three runs on an idle
+two-core machine, load 1.1-1.3): in memory rule 1,136-1,190 msg/s, parser 794-819,
+parser without the parse cache 650-716, parser with 2 processes 840-984; on Postgres rule
+275-305, parser 267-280. Run-to-run noise on a busy two-core machine is about +-20%, and
+machines differ: compare a tier with the rule tier of the same run.
 
 ``--growth`` runs instead the growth section (``bench/_ingest_growth.py``): one tenant
 receiving many small calls, cost of the first vs the last calls, themes per 1,000 facts:
