@@ -86,6 +86,7 @@ from cycgraph_memory.hierarchy.extractors._entities import (
     _shape_cues,
     is_filler,
 )
+from cycgraph_memory.hierarchy.extractors._episode_cues import episode_type_cues
 from cycgraph_memory.hierarchy.extractors._parse_names import (
     ANAPHOR_ORG_CUE,
     CommonWords,
@@ -541,6 +542,7 @@ class ParserExtractor:
             forget_children(doc)
         if speakers:
             self._chat_graph(state, turns)
+        episode_type_cues(state.entities, state.sentences)
         # A role ("user") is an entity only when a first/second-person claim names it.
         used = {k for e in state.edges for k in (e.source, e.target)}
         # A name only the parser proposes ("Lesson recorded: ...") needs an edge.
