@@ -138,7 +138,7 @@ def test_the_engines_json_reader_refuses_what_json_loads_refuses(document: str) 
 async def test_aggregated_arrays_travel_on_one_row(
     pg_store: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The subgraph's traversed edge ids and the expansion's relationships / episodes are
+    # The subgraph's traversed edges and the expansion's relationships / episodes are
     # statement-wide values: sent (and decoded) once, not once per entity row.
     from cycgraph_memory.postgres import statements
 
@@ -163,7 +163,7 @@ async def test_aggregated_arrays_travel_on_one_row(
     assert len(sub.entities) == 6 and len(sub.relationships) == 5
     cte_rows = seen[0]
     assert len(cte_rows) == 6
-    assert [r["edge_ids"] is not None for r in cte_rows] == [True] + [False] * 5
+    assert [r["edge_docs"] is not None for r in cte_rows] == [True] + [False] * 5
     seen.clear()
     found, rels, _, _ = await pg_store.expand_facts(
         [p.id for p in people], include_invalidated=False, entity_types=None,

@@ -75,7 +75,11 @@ async def test_upgrade_downgrade_reupgrade(pg_databases: Any) -> None:
         assert ext == 1
         assert {"ix_facts_embedding_hnsw", "ix_entities_embedding_hnsw",
                 "ix_episodes_embedding_hnsw", "ix_themes_embedding_hnsw",
-                "ix_facts_tags_gin", "ix_facts_entity_ids_gin"} <= idx
+                "ix_facts_tenant_id_tags_gin", "ix_facts_tenant_id_entity_ids_gin",
+                "ix_facts_tenant_id_search_terms_gin",
+                "ix_episodes_tenant_id_search_terms_gin",
+                "ix_episode_messages_tenant_id_search_terms_gin"} <= idx
+        assert not {"ix_facts_tags_gin", "ix_facts_search_terms_gin"} & idx
 
         await downgrade(engine)
         assert await current_revision(engine) is None

@@ -56,7 +56,7 @@ async def _gin_rows(conn: Any, stmt: Any, params: dict[str, Any]) -> int:
         int(n.get("Actual Rows", 0) * n.get("Actual Loops", 1))
         for n in _nodes(plan)
         if n.get("Node Type") == "Bitmap Index Scan"
-        and n.get("Index Name") == "ix_facts_search_terms_gin"
+        and n.get("Index Name") == "ix_facts_tenant_id_search_terms_gin"
     )
 
 
@@ -115,3 +115,72 @@ async def test_rare_words_rank_every_match_as_in_memory(
     assert [h.item.id for h in hits] == [doc for doc, _ in expected]
     for hit, (_, score) in zip(hits, expected, strict=True):
         assert hit.score == score  # the same arithmetic, summed in the same order
+
+
+
+async def _fact_index_rows(conn: Any, stmt: Any, params: dict[str, Any]) -> int:
+    """Rows every index of ``facts`` handed out while running ``stmt``."""
+    compiled = stmt.compile(dialect=conn.dialect)
+    values = compiled.construct_params(params)
+    args = [values[name] for name in compiled.positiontup]
+    driver = (await conn.get_raw_connection()).driver_connection
+    raw = await driver.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {compiled}", *args)
+    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    return sum(
+        int(n.get("Actual Rows", 0) * n.get("Actual Loops", 1))
+        for n in _nodes(plan)
+        if n.get("Node Type") in {"Bitmap Index Scan", "Index Scan", "Index Only Scan"}
+        and str(n.get("Index Name", "")).startswith(("ix_facts", "pk_facts"))
+    )
+
+
+async def test_a_rare_word_reads_only_this_tenants_postings(
+    pg_sessionmaker: Any, pg_index: Any, pg_tenant: str
+) -> None:
+    # Another tenant holds the word in 2,000 rows; this tenant in one of its 501. The
+    # array GIN indexes lead with tenant_id (migration 0015), so no index scan hands out
+    # the word's 2,001 postings over every tenant: the planner reads either this tenant's
+    # posting of the word or, at this size, the tenant's own rows.
+    other = f"{pg_tenant}-other"
+    mine = uuid.uuid4()
+    insert = (
+        "INSERT INTO facts (tenant_id, id, content, source_episode_ids, entity_ids, "
+        "provenance, valid_from, access_count, tags, source_message_ids, search_terms) "
+        "SELECT :tenant, gen_random_uuid(), :content, '{}', '{}', "
+        "'{\"source\": \"agent\", \"created_at\": \"2025-06-01T09:30:00+00:00\"}', "
+        "'2024-01-01', 0, '{}', '{}', string_to_array(:content, ' ') "
+        "FROM generate_series(1, :n)"
+    )
+    async with pg_sessionmaker() as session, session.begin():
+        conn = await session.connection()
+        await conn.execute(text("SELECT set_config('cycgraph.tenant_id', :t, true)"),
+                           {"t": other})
+        await conn.execute(text(insert), {"tenant": other, "n": 2_000, "content": "zebra"})
+    async with pg_sessionmaker() as session, session.begin():
+        conn = await session.connection()
+        await conn.execute(text(insert), {"tenant": pg_tenant, "n": 500, "content": "a horse"})
+        await conn.execute(text(
+            "INSERT INTO facts (tenant_id, id, content, source_episode_ids, entity_ids, "
+            "provenance, valid_from, access_count, tags, source_message_ids, search_terms) "
+            "VALUES (:tenant, :id, 'one zebra', '{}', '{}', "
+            "'{\"source\": \"agent\", \"created_at\": \"2025-06-01T09:30:00+00:00\"}', "
+            "'2024-01-01', 0, '{}', '{}', ARRAY['one', 'zebra'])"
+        ), {"tenant": pg_tenant, "id": mine})
+        await conn.execute(text("ANALYZE facts"))
+    stmt = statements.text_ranked("facts", live=True)
+    params = {"tenant": pg_tenant, "limit": 5, "bm25_terms": ["zebra"]}
+    try:
+        async with pg_sessionmaker() as session, session.begin():
+            conn = await session.connection()
+            read = await _fact_index_rows(conn, stmt, params)
+        # Each of the two candidate branches (the word's rows, the rows with every word)
+        # reads at most this tenant's 501 rows; never the other tenant's 2,000 postings.
+        assert read <= 2 * 501 + 6, read
+        hits = await pg_index.text_search_facts("zebra", limit=5)
+        assert [h.item.id for h in hits] == [mine]
+    finally:
+        async with pg_sessionmaker() as session, session.begin():
+            conn = await session.connection()
+            await conn.execute(text("SELECT set_config('cycgraph.tenant_id', :t, true)"),
+                               {"t": other})
+            await conn.execute(text("DELETE FROM facts WHERE tenant_id = :t"), {"t": other})

@@ -128,10 +128,10 @@ class RetrievalQueries(PostgresBackend):
         max_entities: int,
         relation_types: Sequence[str] | None,
     ) -> SubgraphResult:
-        """The whole BFS of ``extract_subgraph`` in one recursive CTE (+ one edge fetch).
+        """The whole BFS of ``extract_subgraph`` in one statement (a recursive CTE).
 
-        Two round trips whatever ``max_hops``: the CTE returns the visited entities with
-        their hop and the traversed edge ids; a second statement reads those edges.
+        One round trip whatever ``max_hops``: the visited entities with their hop, and
+        the traversed edges as JSON documents on the first row.
         """
         seeds = list(seed_entity_ids)
         if not seeds:
@@ -143,17 +143,13 @@ class RetrievalQueries(PostgresBackend):
         }
         async with self._read() as session:
             rows = await statements.fetch(session, statements.SUBGRAPH, params)
-            # The traversed edges' ids come on the first row only (NULL on the others).
-            edge_ids = next((list(r["edge_ids"]) for r in rows if r["edge_ids"] is not None), [])
-            edges: list[Relationship] = []
-            if edge_ids:
-                erows = await statements.fetch(
-                    session, statements.RELATIONSHIPS_BY_IDS,
-                    {"tenant": self._tenant, "ids": edge_ids},
-                )
-                edges = [convert.relationship_from_row(r) for r in erows]
-        # Both statements return their rows in the canonical order of ``sort_subgraph``:
-        # entities by (hop, id), edges by (valid_from, id) (a uuid sorts as its text form).
+        # The traversed edges come on the first row only (NULL on the others).
+        docs: list[dict[str, Any]] = next(
+            (r["edge_docs"] for r in rows if r["edge_docs"] is not None), []
+        )
+        edges = [convert.relationship_from_json(d) for d in docs]
+        # The rows come in the canonical order of ``sort_subgraph``: entities by (hop, id),
+        # edges by (valid_from, id) (a uuid sorts as its text form).
         entities = [convert.entity_from_row(r) for r in rows]
         hops = {e.id: int(r["hop"]) for e, r in zip(entities, rows, strict=True)}
         return SubgraphResult(entities=entities, relationships=edges, hops=hops)

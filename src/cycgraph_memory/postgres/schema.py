@@ -283,7 +283,8 @@ class EpisodeRow(Base):
     __tablename__ = "episodes"
     __table_args__ = (
         Index(None, "tenant_id", "started_at", "id"),
-        Index("ix_episodes_search_terms_gin", "search_terms", postgresql_using="gin"),
+        Index("ix_episodes_tenant_id_search_terms_gin", "tenant_id", "search_terms",
+              postgresql_using="gin"),
         _hnsw("episodes"),
     )
 
@@ -312,7 +313,8 @@ class MessageRow(Base):
             ondelete="CASCADE",
         ),
         Index(None, "tenant_id", "id"),
-        Index("ix_episode_messages_search_terms_gin", "search_terms", postgresql_using="gin"),
+        Index("ix_episode_messages_tenant_id_search_terms_gin", "tenant_id", "search_terms",
+              postgresql_using="gin"),
         _hnsw("episode_messages"),
     )
 
@@ -335,17 +337,20 @@ class FactRow(Base):
     __table_args__ = (
         Index(None, "tenant_id", "valid_from", "id"),
         Index(None, "tenant_id", "theme_id"),
-        Index("ix_facts_tags_gin", "tags", postgresql_using="gin", postgresql_with=_GIN),
-        Index(
-            "ix_facts_entity_ids_gin", "entity_ids", postgresql_using="gin", postgresql_with=_GIN
-        ),
+        # The array indexes a tenant-scoped read uses lead with tenant_id (btree_gin,
+        # migration 0015): a small tenant reads its own postings, not every tenant's.
+        Index("ix_facts_tenant_id_tags_gin", "tenant_id", "tags", postgresql_using="gin",
+              postgresql_with=_GIN),
+        Index("ix_facts_tenant_id_entity_ids_gin", "tenant_id", "entity_ids",
+              postgresql_using="gin", postgresql_with=_GIN),
         # Default fastupdate (on): written with every fact, read only to trace grounding.
         Index("ix_facts_source_message_ids_gin", "source_message_ids", postgresql_using="gin"),
         # Read when an episode is deleted (its id leaves the facts that cite it).
         Index(
             "ix_facts_source_episode_ids_gin", "source_episode_ids", postgresql_using="gin"
         ),
-        Index("ix_facts_search_terms_gin", "search_terms", postgresql_using="gin"),
+        Index("ix_facts_tenant_id_search_terms_gin", "tenant_id", "search_terms",
+              postgresql_using="gin"),
         _hnsw("facts"),
     )
 

@@ -840,13 +840,15 @@ bfs(hop, frontier, visited, edges) AS (
     WHERE b.hop < :max_hops AND cardinality(b.frontier) > 0
 ),
 visits AS (SELECT DISTINCT v.id, b.hop FROM bfs b CROSS JOIN LATERAL unnest(b.frontier) AS v(id)),
-edge_ids AS (
-    SELECT coalesce(array_agg(DISTINCT x.id), ARRAY[]::uuid[]) AS ids
-    FROM bfs b CROSS JOIN LATERAL unnest(b.edges) AS x(id)
+edge_docs AS (
+    SELECT coalesce(jsonb_agg(to_jsonb(r) ORDER BY r.valid_from, r.id), '[]'::jsonb) AS docs
+    FROM relationships r
+    WHERE r.tenant_id = :tenant
+      AND r.id = ANY(ARRAY(SELECT x.id FROM bfs b CROSS JOIN LATERAL unnest(b.edges) AS x(id)))
 )
 SELECT e.*, v.hop AS hop,
        CASE WHEN row_number() OVER (ORDER BY v.hop, e.id) = 1
-            THEN (SELECT ids FROM edge_ids) END AS edge_ids
+            THEN (SELECT docs FROM edge_docs) END AS edge_docs
 FROM visits v JOIN entities e ON e.tenant_id = :tenant AND e.id = v.id
   AND e.id = ANY(ARRAY(SELECT id FROM visits))
 ORDER BY v.hop, e.id
@@ -863,18 +865,11 @@ SUBGRAPH: TextualSelect = (
         bindparam("valid_at", type_=_TZ),
         bindparam("types", type_=_TEXTS),
     )
-    .columns(*ENTITIES.c, hop=Integer(), edge_ids=UUIDS)
+    .columns(*ENTITIES.c, hop=Integer(), edge_docs=JSONB())
 )
-"""The whole BFS of ``extract_subgraph``: visited entities (with ``hop``; ``edge_ids``, the
-traversed edges, on the first row only)."""
-
-RELATIONSHIPS_BY_IDS: Select[Any] = (
-    select(RELATIONSHIPS)
-    .where(RELATIONSHIPS.c.tenant_id == _tenant(), _any_id(RELATIONSHIPS.c.id))
-    .order_by(RELATIONSHIPS.c.valid_from, RELATIONSHIPS.c.id)
-)
-"""Edges of ``:ids`` in ``(valid_from, id)`` order (the subgraph's traversed edges)."""
-
+"""The whole BFS of ``extract_subgraph``: visited entities (with ``hop``; ``edge_docs``, the
+traversed edges as ``to_jsonb`` documents in ``(valid_from, id)`` order, on the first row
+only)."""
 
 def _saturating_increment() -> ColumnElement[int]:
     # CASE, not LEAST(count + 1, max): the addition itself would overflow. Constants are
