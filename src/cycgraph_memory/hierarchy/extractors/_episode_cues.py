@@ -20,9 +20,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from cycgraph_memory.hierarchy.extractors import _lexicon as lex
-from cycgraph_memory.hierarchy.extractors.rules import _Acc
+from cycgraph_memory.normalize import normalize_entity_name
+
+if TYPE_CHECKING:
+    from cycgraph_memory.hierarchy.extractors.rules import _Acc
 
 __all__ = ["episode_type_cues"]
 
@@ -48,40 +52,50 @@ _MOTION_OR_PERSON = (
 )
 
 
-def _pattern(key: str) -> str:
-    """A name in any case, as whole words (``key`` is the normalised name)."""
-    return r"\s+".join(re.escape(w) for w in key.split())
+_WORD = r"([A-Za-z][\w-]*)"
+
+
+def _alternation(words: frozenset[str]) -> str:
+    return "|".join(sorted(map(re.escape, words), key=len, reverse=True))
+
+
+# One pass of each over the episode's text; the captured word is compared to the names.
+_TIE = re.compile(
+    r"\b(?:my|our|his|her|your|their)\s+(?:[a-z]+\s+)?(?:"
+    + _alternation(lex.PERSON_ROLE_NOUNS)
+    + r")\s*,?\s+"
+    + _WORD
+    + r"(?![\w'\u2019-])",
+    re.IGNORECASE,
+)
+_POSSESSIVE = re.compile(
+    r"(?<![\w-])" + _WORD + r"['\u2019]s\s+(?:" + _alternation(_KIN_AND_EVENTS) + r")\b",
+    re.IGNORECASE,
+)
+_FROM = re.compile(
+    r"\b" + _MOTION_OR_PERSON + r"\s+(?:[a-z]+\s+)?from\s+" + _WORD + r"(?![\w-])",
+    re.IGNORECASE,
+)
 
 
 def episode_type_cues(entities: Mapping[str, _Acc], sentences: Sequence[str]) -> None:
-    """Add the cues above to the fallback-typed entities of an episode (in place)."""
-    fallback = [acc for acc in entities.values() if acc.type == "concept" and acc.words < 99]
+    """Add the cues above to the fallback-typed one-word entities of an episode (in place)."""
+    fallback = [
+        acc
+        for acc in entities.values()
+        if acc.words == 1 and " " not in acc.key and acc.type == "concept"
+    ]
     if not fallback:
         return
     text = "\n".join(sentences)
-    roles = "|".join(sorted(map(re.escape, lex.PERSON_ROLE_NOUNS), key=len, reverse=True))
-    kin = "|".join(sorted(map(re.escape, _KIN_AND_EVENTS), key=len, reverse=True))
+    people = {normalize_entity_name(m.group(1)) for m in _TIE.finditer(text)}
+    people |= {normalize_entity_name(m.group(1)) for m in _POSSESSIVE.finditer(text)}
+    places = {normalize_entity_name(m.group(1)) for m in _FROM.finditer(text)}
+    if not people and not places:
+        return
     for acc in fallback:
-        names = {acc.key, *(a.lower() for a in acc.aliases)}
-        for key in names:
-            name = _pattern(key)
-            tie = re.search(
-                r"\b(?:my|our|his|her|your|their)\s+(?:[a-z]+\s+)?(?:" + roles + r")\s*,?\s+"
-                + name + r"(?![\w'\u2019-])",
-                text,
-                re.IGNORECASE,
-            )
-            possessive = re.search(
-                r"(?<![\w-])" + name + r"['\u2019]s\s+(?:" + kin + r")\b", text, re.IGNORECASE
-            )
-            if tie is not None or possessive is not None:
-                acc.add({"person": PERSON_CUE})
-                break
-            place = re.search(
-                r"\b" + _MOTION_OR_PERSON + r"\s+(?:[a-z]+\s+)?from\s+" + name + r"(?![\w-])",
-                text,
-                re.IGNORECASE,
-            )
-            if place is not None:
-                acc.add({"location": LOCATION_CUE})
-                break
+        names = {acc.key, *(normalize_entity_name(a) for a in acc.aliases)}
+        if names & people:
+            acc.add({"person": PERSON_CUE})
+        elif names & places:
+            acc.add({"location": LOCATION_CUE})

@@ -68,6 +68,7 @@ from cycgraph_memory.hierarchy.extractors._entities import (
     detect_mentions,
     masked_tokens,
 )
+from cycgraph_memory.hierarchy.extractors._episode_cues import episode_type_cues
 from cycgraph_memory.hierarchy.extractors._polarity import ended_in, stretch_of
 from cycgraph_memory.hierarchy.extractors._relations import (
     PRONOUNS,
@@ -390,6 +391,7 @@ class RuleBasedExtractor:
                 result.edges.append(_Edge(pair[0], chat.relation, pair[1], 0.7, chat.sentence))
                 keys = result.sentence_keys[chat.sentence]
                 keys.extend(k for k in pair if k not in keys)
+        episode_type_cues(result.entities, result.sentences)
         # A role ("user") is an entity only when a first/second-person claim names it.
         used = {k for e in result.edges for k in (e.source, e.target)}
         for key in result.role_speakers - used:
