@@ -44,19 +44,31 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from _nodes(child)
 
 
-async def _gin_rows(conn: Any, stmt: Any, params: dict[str, Any]) -> int:
-    """Rows the ``search_terms`` GIN index handed out while running ``stmt``."""
+async def _plan(conn: Any, stmt: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """The ``EXPLAIN (ANALYZE, FORMAT JSON)`` plan of ``stmt`` run with ``params``."""
     compiled = stmt.compile(dialect=conn.dialect)
     values = compiled.construct_params(params)
     args = [values[name] for name in compiled.positiontup]
     driver = (await conn.get_raw_connection()).driver_connection
     raw = await driver.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {compiled}", *args)
-    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    plan: dict[str, Any] = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    return plan
+
+
+def _rows_handed_out(plan: dict[str, Any], node_types: set[str], index: Any) -> int:
+    """Rows the index scans of ``node_types`` on an index ``index(name)`` accepts handed out."""
     return sum(
         int(n.get("Actual Rows", 0) * n.get("Actual Loops", 1))
         for n in _nodes(plan)
-        if n.get("Node Type") == "Bitmap Index Scan"
-        and n.get("Index Name") == "ix_facts_tenant_id_search_terms_gin"
+        if n.get("Node Type") in node_types and index(str(n.get("Index Name", "")))
+    )
+
+
+async def _gin_rows(conn: Any, stmt: Any, params: dict[str, Any]) -> int:
+    """Rows the ``search_terms`` GIN index handed out while running ``stmt``."""
+    return _rows_handed_out(
+        await _plan(conn, stmt, params), {"Bitmap Index Scan"},
+        lambda name: name == "ix_facts_tenant_id_search_terms_gin",
     )
 
 
@@ -117,20 +129,11 @@ async def test_rare_words_rank_every_match_as_in_memory(
         assert hit.score == score  # the same arithmetic, summed in the same order
 
 
-
 async def _fact_index_rows(conn: Any, stmt: Any, params: dict[str, Any]) -> int:
     """Rows every index of ``facts`` handed out while running ``stmt``."""
-    compiled = stmt.compile(dialect=conn.dialect)
-    values = compiled.construct_params(params)
-    args = [values[name] for name in compiled.positiontup]
-    driver = (await conn.get_raw_connection()).driver_connection
-    raw = await driver.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {compiled}", *args)
-    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
-    return sum(
-        int(n.get("Actual Rows", 0) * n.get("Actual Loops", 1))
-        for n in _nodes(plan)
-        if n.get("Node Type") in {"Bitmap Index Scan", "Index Scan", "Index Only Scan"}
-        and str(n.get("Index Name", "")).startswith(("ix_facts", "pk_facts"))
+    return _rows_handed_out(
+        await _plan(conn, stmt, params), {"Bitmap Index Scan", "Index Scan", "Index Only Scan"},
+        lambda name: name.startswith(("ix_facts", "pk_facts")),
     )
 
 

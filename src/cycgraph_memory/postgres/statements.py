@@ -871,6 +871,7 @@ SUBGRAPH: TextualSelect = (
 traversed edges as ``to_jsonb`` documents in ``(valid_from, id)`` order, on the first row
 only)."""
 
+
 def _saturating_increment() -> ColumnElement[int]:
     # CASE, not LEAST(count + 1, max): the addition itself would overflow. Constants are
     # SQL literals: a statement keeps no bound values of its own (a DML CTE's anonymous

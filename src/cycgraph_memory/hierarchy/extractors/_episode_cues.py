@@ -50,8 +50,6 @@ _MOTION_OR_PERSON = (
     r"traveling|travelled|traveled|girl|guy|boy|man|woman|lad|lass|folks|people|"
     r"family|friend|friends)"
 )
-
-
 _WORD = r"([A-Za-z][\w-]*)"
 
 
@@ -80,11 +78,7 @@ _FROM = re.compile(
 
 def episode_type_cues(entities: Mapping[str, _Acc], sentences: Sequence[str]) -> None:
     """Add the cues above to the fallback-typed one-word entities of an episode (in place)."""
-    fallback = [
-        acc
-        for acc in entities.values()
-        if acc.words == 1 and " " not in acc.key and acc.type == "concept"
-    ]
+    fallback = [acc for acc in entities.values() if acc.words == 1 and acc.type == "concept"]
     if not fallback:
         return
     text = "\n".join(sentences)
