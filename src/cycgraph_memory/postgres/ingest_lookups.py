@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Table, and_, or_, select, text
@@ -40,6 +41,17 @@ RELATIONSHIPS: Table = RelationshipRow.__table__  # type: ignore[assignment]
 SETTINGS: Table = TenantSettingRow.__table__  # type: ignore[assignment]
 
 _TRIPLES_PER_STATEMENT = 500
+
+
+@lru_cache(maxsize=1)
+def _setting_upsert() -> Any:
+    """Insert or replace one tenant setting (built once). Parameters: the row's columns."""
+    s = SETTINGS
+    stmt = pg_insert(s)
+    return stmt.on_conflict_do_update(
+        index_elements=[s.c.tenant_id, s.c.key],
+        set_={"value": stmt.excluded.value, "updated_at": stmt.excluded.updated_at},
+    )
 
 
 class IngestLookups(PostgresBackend):
@@ -89,17 +101,11 @@ class IngestLookups(PostgresBackend):
         """Insert or replace the JSON record under ``key`` for this tenant."""
         name = check_setting_key(key)
         document = check_setting(value)
-        s = SETTINGS
-        stmt = pg_insert(s).values(
-            tenant_id=self._tenant, key=name, value=document, updated_at=utc_now()
-        )
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[s.c.tenant_id, s.c.key],
-            set_={"value": stmt.excluded.value, "updated_at": stmt.excluded.updated_at},
-        )
+        row = {"tenant_id": self._tenant, "key": name, "value": document,
+               "updated_at": utc_now()}
 
         async def work(session: Any) -> None:
-            await session.execute(stmt)
+            await session.execute(_setting_upsert(), row)
 
         await self._run(work, "put tenant setting")
 

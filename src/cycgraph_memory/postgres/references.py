@@ -8,16 +8,45 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
 
-from sqlalchemy import literal_column, select
+from sqlalchemy import Text, any_, bindparam, literal_column, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cycgraph_memory.errors import DanglingReferenceError
 from cycgraph_memory.postgres import convert
-from cycgraph_memory.postgres.statements import ENTITIES, EPISODES, THEMES, in_ids
+from cycgraph_memory.postgres.statements import ENTITIES, EPISODES, THEMES, UUIDS
 from cycgraph_memory.records import SemanticFact
 
 __all__ = ["check_fact_references"]
+
+
+_KINDS = ("entity", "episode", "theme")
+_TABLE_OF = {"entity": ENTITIES, "episode": EPISODES, "theme": THEMES}
+
+
+@lru_cache(maxsize=8)
+def _locked_citations(kinds: tuple[str, ...]) -> Any:
+    """The cited ids of ``kinds`` that exist, locked ``FOR KEY SHARE`` (built once).
+
+    One CTE per kind (a ``FOR KEY SHARE`` select cannot be a ``UNION`` branch), rows
+    ``(kind, id)``. Parameters: ``tenant`` and ``<kind>_ids`` for each kind.
+    """
+    parts = []
+    for kind in kinds:
+        table = _TABLE_OF[kind]
+        locked = (
+            select(table.c.id)
+            .where(
+                table.c.tenant_id == bindparam("tenant", type_=Text()),
+                table.c.id == any_(bindparam(f"{kind}_ids", type_=UUIDS)),
+            )
+            .with_for_update(read=True, key_share=True)
+            .cte(f"cited_{kind}")
+        )
+        parts.append(select(literal_column(f"'{kind}'"), locked.c.id))
+    return parts[0] if len(parts) == 1 else parts[0].union_all(*parts[1:])
 
 
 async def check_fact_references(
@@ -37,21 +66,15 @@ async def check_fact_references(
         wanted["episode"].update(dict.fromkeys(fact.source_episode_ids))
         if fact.theme_id is not None:
             wanted["theme"][fact.theme_id] = None
-    parts = []
-    for kind, table in (("entity", ENTITIES), ("episode", EPISODES), ("theme", THEMES)):
-        ids = list(wanted[kind])
-        if ids:
-            locked = (
-                select(table.c.id)
-                .where(table.c.tenant_id == tenant, in_ids(table.c.id, ids))
-                .with_for_update(read=True, key_share=True)
-                .cte(f"cited_{kind}")
-            )
-            parts.append(select(literal_column(f"'{kind}'"), locked.c.id))
-    if not parts:
+    present = tuple(kind for kind in _KINDS if wanted[kind])
+    if not present:
         return
-    stmt = parts[0] if len(parts) == 1 else parts[0].union_all(*parts[1:])
-    found = {(kind, convert._uuid(i)) for kind, i in (await session.execute(stmt)).all()}
+    params: dict[str, Any] = {"tenant": tenant}
+    params.update({f"{kind}_ids": list(wanted[kind]) for kind in present})
+    stmt = _locked_citations(present)
+    found = {
+        (kind, convert._uuid(i)) for kind, i in (await session.execute(stmt, params)).all()
+    }
     missing = [(k, i) for k, ids in wanted.items() for i in ids if (k, i) not in found]
     if missing:
         raise DanglingReferenceError(

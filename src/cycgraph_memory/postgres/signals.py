@@ -644,27 +644,42 @@ def _ranked_ok(rows: list[Sequence[Any]], limit: int, fetch: int) -> list[Sequen
 _SCALARS = frozenset({bool, int, float, str})
 
 
-def _key(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
-    def freeze(v: Any) -> Any:
-        if v is None or type(v) in _SCALARS:  # most arguments (before the ABC check)
-            return v
-        if isinstance(v, list | tuple):
-            if v and type(v[0]) is float:  # a vector: its floats, in C
-                return tuple(v)
-            return tuple(freeze(x) for x in v)
-        if isinstance(v, Mapping):
-            return tuple(sorted((k, freeze(x)) for k, x in v.items()))
-        return v
+def _freeze(v: Any) -> Any:
+    """``v`` as a hashable value (lists and tuples as tuples, mappings as sorted pairs).
 
-    return freeze(args), freeze(dict(kwargs))
+    A module-level function: a recursive closure would be a reference cycle (function ->
+    cell -> function) left to the cyclic garbage collector on every call.
+    """
+    if v is None or type(v) in _SCALARS:  # most arguments (before the ABC check)
+        return v
+    if isinstance(v, list | tuple):
+        if v and type(v[0]) is float:  # a vector: its floats, in C
+            return tuple(v)
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, Mapping):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    return v
+
+
+def _key(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+    return _freeze(args), _freeze(dict(kwargs))
 
 
 class _Answers:
-    """Answers by ``(method, args)``: each is given out once, then the real method runs."""
+    """Answers by ``(method, args)``: each is given out once, then the real method runs.
+
+    Every stored answer is a function that is handed this object when it runs, rather
+    than a closure over it: a closure would make a reference cycle (this object -> its
+    answers -> the closure -> this object), and the rows, records and vectors of a
+    retrieval (thousands of objects for a hybrid call) would then wait for the cyclic
+    garbage collector instead of being freed when the call returns; the collections that
+    garbage triggers were a full collection every ten or so hybrid calls (tens to
+    hundreds of ms each, depending on the process's heap).
+    """
 
     def __init__(self) -> None:
-        self.calls: dict[tuple[str, Any], Callable[[], Any]] = {}
-        self.subset: dict[str, Any] = {}
+        self.calls: dict[tuple[str, Any], Callable[[_Answers], Any]] = {}
+        self.subset: dict[str, Callable[[_Answers, tuple[Any, ...], Mapping[str, Any]], Any]] = {}
         # Facts handed out without their vector and provenance (still to set), by object
         # id, with the vector's bytes and the provenance document: see
         # _View.candidate_vectors / complete_facts.
@@ -683,12 +698,12 @@ class _Answers:
         return fact
 
     def put(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any],
-            answer: Callable[[], Any]) -> None:
+            answer: Callable[[_Answers], Any]) -> None:
         self.calls[(name, _key(args, kwargs))] = answer
 
     def take(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
         answer = self.calls.pop((name, _key(args, kwargs)), None)
-        return _MISSING if answer is None else answer()
+        return _MISSING if answer is None else answer(self)
 
 
 _MISSING = object()
@@ -750,7 +765,7 @@ class _View:
         async def call(*args: Any, **kwargs: Any) -> Any:
             special = answers.subset.get(name)
             if special is not None:
-                found = special(args, kwargs)
+                found = special(answers, args, kwargs)
                 if found is not _MISSING:
                     return found
             found = answers.take(name, args, kwargs)
@@ -986,8 +1001,8 @@ class SignalPrefetch(PostgresIndexMixin):
             self._answer_hierarchical(answers, hierarchical[0], h_kw, by_kind, cut=cut)
         if text_facts is not None and t_opts is not None:
             hits = sorted(by_kind.get(TEXT_FACT, []), key=lambda r: r[1])
-            answers.put("text_search_facts", (text_facts[0],), text_facts[1], lambda: [
-                trusted(ScoredResult, item=answers.lean(r), score=float(r[4])) for r in hits
+            answers.put("text_search_facts", (text_facts[0],), text_facts[1], lambda a: [
+                trusted(ScoredResult, item=a.lean(r), score=float(r[4])) for r in hits
             ] if terms else [])
         if entity_names is not None and (names or not name_candidates(entity_names[0])):
             self._answer_entities(answers, entity_names, n_kw, entity_count_cap,
@@ -995,24 +1010,24 @@ class SignalPrefetch(PostgresIndexMixin):
         if messages_knn is not None and mk_opts is not None:
             kept = _ranked_ok(by_kind.get(MESSAGE_KNN, []), mk_opts.limit, mk_opts.limit + 1)
             if kept is not None:
-                answers.put("search_messages", (messages_knn[0],), messages_knn[1], lambda: [
+                answers.put("search_messages", (messages_knn[0],), messages_knn[1], lambda _: [
                     ScoredResult(item=_message(r), score=1.0 - float(r[4])) for r in kept
                 ])
         if messages_text is not None and mt_opts is not None:
             m_hits = sorted(by_kind.get(MESSAGE_TEXT, []), key=lambda r: r[1])
             answers.put("text_search_messages", (messages_text[0],), messages_text[1],
-                        lambda: [ScoredResult(item=_message(r), score=float(r[4]))
+                        lambda _: [ScoredResult(item=_message(r), score=float(r[4]))
                                  for r in m_hits])
         if episodes_knn is not None and ek_opts is not None:
             e_kept = _ranked_ok(by_kind.get(EPISODE_KNN, []), ek_opts.limit, ek_opts.limit + 1)
             if e_kept is not None:
-                answers.put("search_episodes", (episodes_knn[0],), episodes_knn[1], lambda: [
+                answers.put("search_episodes", (episodes_knn[0],), episodes_knn[1], lambda _: [
                     ScoredResult(item=_episode(r), score=1.0 - float(r[4])) for r in e_kept
                 ])
         if episodes_text is not None and et_opts is not None:
             e_hits = sorted(by_kind.get(EPISODE_TEXT, []), key=lambda r: r[1])
             answers.put("text_search_episodes", (episodes_text[0],), episodes_text[1],
-                        lambda: [ScoredResult(item=_episode(r), score=float(r[4]))
+                        lambda _: [ScoredResult(item=_episode(r), score=float(r[4]))
                                  for r in e_hits])
         return _View(store, answers), _View(self, answers)
 
@@ -1034,9 +1049,8 @@ class SignalPrefetch(PostgresIndexMixin):
         all_direct = by_kind.get(DIRECT, [])
         per_theme = kw["max_facts_per_theme"]
 
-        lean = answers.lean
-
-        def answer() -> tuple[list[Theme], list[SemanticFact], list[SemanticFact]]:
+        def answer(a: _Answers) -> tuple[list[Theme], list[SemanticFact], list[SemanticFact]]:
+            lean = a.lean
             themes = [_theme(r) for r in themes_rows]
             wanted = list(dict.fromkeys(i for th in themes for i in th.fact_ids[:per_theme]))
             direct = [lean(r) for r in direct_rows]
@@ -1060,11 +1074,11 @@ class SignalPrefetch(PostgresIndexMixin):
     ) -> None:
         rows = sorted(by_kind.get(ENTITY, []), key=lambda r: (r[1], convert._uuid(r[3])))
         answers.put("match_entity_names", (entity_names[0],), entity_names[1],
-                    lambda: [_entity(r) for r in rows])
+                    lambda _: [_entity(r) for r in rows])
         known = {convert._uuid(r[3]): r for r in rows}
         if cap is not None:
 
-            def counts(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+            def counts(_: _Answers, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
                 if len(args) != 1 or kwargs != {"cap": cap}:
                     return _MISSING
                 ids = list(dict.fromkeys(args[0]))
@@ -1085,14 +1099,14 @@ class SignalPrefetch(PostgresIndexMixin):
             listed.sort(key=lambda r: r[1])
         planned = dict(entity_facts)
 
-        def facts(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+        def facts(a: _Answers, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
             if len(args) != 1 or kwargs != planned:
                 return _MISSING
             ids = [convert._uuid(i) if isinstance(i, uuid.UUID) else i for i in args[0]]
             if not all(isinstance(i, uuid.UUID) and i in known for i in ids):
                 return _MISSING
             wanted = list(dict.fromkeys(ids))
-            lean = answers.lean
+            lean = a.lean
             return {i: [lean(r) for r in facts_of[i]] for i in wanted if i in facts_of}
 
         answers.subset["get_facts_for_entities"] = facts

@@ -73,6 +73,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, aggregate_order_by, array, distinct_on
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import literal_column, type_coerce
@@ -126,7 +127,9 @@ __all__ = [
     "settings",
     "temporal_conditions",
     "record_columns",
+    "insert_messages",
     "text_ranked",
+    "upsert",
 ]
 
 ENTITIES: Table = EntityRow.__table__  # type: ignore[assignment]
@@ -594,6 +597,44 @@ def hierarchical_facts(
             theme_base.where(*scope, or_(fdist.is_(None), fdist == literal(float("nan"))))
         )
     return union_all(*parts)
+
+
+# ----------------------------------------------------------------------------- writes
+
+
+_KEY = frozenset({"tenant_id", "id"})
+
+
+@lru_cache(maxsize=16)
+def upsert(table_name: str, *, report_replaced: bool = False) -> Any:
+    """Insert rows of ``table_name``, or replace every non-key column of a stored one.
+
+    ``INSERT .. ON CONFLICT (tenant_id, id) DO UPDATE SET col = excluded.col`` for each
+    column but the key and the generated ones; with ``report_replaced``, ``RETURNING id,
+    replaced`` (a row the upsert updated carries the writing transaction in ``xmax``, as
+    the conflict locked it; a freshly inserted row has 0). Built once per table: the
+    ``excluded`` alias copies every column, which per call was both work and a few
+    hundred objects in reference cycles. Parameters: the row's columns (executemany).
+    """
+    table = _TABLES[table_name]
+    insert = pg_insert(table)
+    stmt: Any = insert.on_conflict_do_update(
+        index_elements=[table.c.tenant_id, table.c.id],
+        set_={
+            c.name: insert.excluded[c.name]
+            for c in table.c
+            if c.name not in _KEY and c.computed is None
+        },
+    )
+    if report_replaced:
+        stmt = stmt.returning(table.c.id, literal_column("(xmax::text <> '0')", Boolean))
+    return stmt
+
+
+@lru_cache(maxsize=1)
+def insert_messages() -> Any:
+    """``INSERT`` of message rows (executemany): built once, like :func:`upsert`."""
+    return pg_insert(MESSAGES)
 
 
 # ----------------------------------------------------------------------------- reads by id

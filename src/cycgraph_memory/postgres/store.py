@@ -11,7 +11,6 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 from sqlalchemy import (
-    Boolean,
     ColumnElement,
     Select,
     String,
@@ -29,7 +28,6 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cycgraph_memory._options import coerce_options
@@ -87,7 +85,6 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-_KEY = ("tenant_id", "id")
 _ROWS_PER_BATCH = 1_000
 Options = Mapping[str, Any]
 R = TypeVar("R")
@@ -204,20 +201,8 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         # touch a row twice). Rows go in key order so that concurrent upserts lock them in
         # the same order and cannot deadlock each other.
         unique = sorted({row["id"]: row for row in rows}.values(), key=lambda row: row["id"])
-        insert = pg_insert(table)
-        stmt: Any = insert.on_conflict_do_update(
-            index_elements=[table.c.tenant_id, table.c.id],
-            set_={
-                c.name: insert.excluded[c.name]
-                for c in table.c
-                if c.name not in _KEY and c.computed is None
-            },
-        )
+        stmt = statements.upsert(table.name, report_replaced=report_replaced)
         replaced: list[Any] = []
-        if report_replaced:
-            # A row the upsert updated carries the writing transaction in ``xmax`` (the
-            # conflict locked it); a freshly inserted row has 0.
-            stmt = stmt.returning(table.c.id, literal_column("(xmax::text <> '0')", Boolean))
         # executemany: SQLAlchemy compiles the statement once (cached) and the driver sends
         # the rows in batches, well under the 32,767 bind-parameter limit per statement.
         for start in range(0, len(unique), _ROWS_PER_BATCH):
@@ -486,7 +471,7 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
             rows = [r for e in latest for r in convert.messages_to_rows(e, self._tenant)]
             for start in range(0, len(rows), _ROWS_PER_BATCH):
                 await session.execute(
-                    pg_insert(MESSAGES), rows[start : start + _ROWS_PER_BATCH]
+                    statements.insert_messages(), rows[start : start + _ROWS_PER_BATCH]
                 )
 
         await self._run(work, "put episodes")
