@@ -6,9 +6,9 @@ entity) against a database a ``bench/scale.py --scale reference --keep --db NAME
 the mean of the client CPU (``time.process_time``), the full (generation-2) garbage
 collections per 100 calls, and the statements per call. The bench holds the whole
 workload in memory, a large heap like a long-running service's, so each full collection
-is expensive: it lands in the p95 and the mean, not in the p50. ``--profile`` also runs each strategy
-under ``cProfile`` and prints the functions that take the most CPU (own time and
-cumulative), which is how the Postgres hot path was cut.
+is expensive: it lands in the p95 and the mean, not in the p50. ``--profile`` also runs
+each strategy under ``cProfile`` and prints the functions that take the most CPU (own
+time and cumulative), which is how the Postgres hot path was cut.
 
     python bench/scale.py --dsn $DSN --scale reference --n 10000 --backend postgres \\
         --keep --db bench_hot
