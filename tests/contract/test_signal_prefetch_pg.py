@@ -202,7 +202,7 @@ async def test_hybrid_statements(pg_store: Any, pg_index: Any, pg_sessionmaker: 
     # touch. The served facts cite only messages already read (a fourth statement else).
     assert len(statements) == 3, statements
     assert "set_config" in statements[0] and "UNION ALL" in statements[1]
-    assert "INSERT INTO fact_access" in statements[-1] and "episode_messages" in statements[-1]
+    assert "UPDATE facts" in statements[-1] and "episode_messages" in statements[-1]
 
 
 async def test_prefetched_episode_lists(

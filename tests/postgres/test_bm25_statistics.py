@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sqlalchemy import BigInteger, column, insert, text
-from sqlalchemy import table as sql_table
+from sqlalchemy import insert, text
 
 from cycgraph_memory.textsearch import tokenize
 
@@ -113,12 +112,7 @@ async def test_migration_tokenizes_existing_rows(pg_databases: Any) -> None:
                                {"t": tenant})
             row = convert.fact_to_row(f, tenant)
             row.pop("search_terms")
-            # The fact row of that revision still had its counters (0016 moved them out).
-            old_facts = sql_table(
-                "facts", *(column(k, FACTS.c[k].type) for k in row),
-                column("access_count", BigInteger()),
-            )
-            await conn.execute(insert(old_facts).values(**row, access_count=0))
+            await conn.execute(insert(FACTS).values(**row))
             row = convert.episode_to_row(ep, tenant)
             row.pop("search_terms")
             await conn.execute(insert(EPISODES).values(**row))

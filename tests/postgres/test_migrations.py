@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -26,7 +25,7 @@ pytestmark = pytest.mark.postgres
 TABLES = {"entities", "relationships", "episodes", "episode_messages", "facts", "themes",
           "schema_metadata", "outcome_runs", "outcome_run_facts", "gate_audit_log",
           "writer_keys", "text_search_corpora", "text_search_terms", "erasure_log",
-          "tenant_settings", "fact_access"}
+          "tenant_settings"}
 
 
 def _head() -> str:
@@ -262,17 +261,15 @@ async def test_vectors_are_stored_inline_and_the_downgrade_restores_external(
     pg_databases: Any,
 ) -> None:
     """Revision 0014: theme, entity, episode and message vectors ``MAIN`` (in the row),
-    facts ``EXTERNAL`` (room for HOT touches); 0016: fact vectors ``MAIN`` too (the
-    counters left the fact row); ``EXTERNAL`` everywhere below 0014. A theme of 384
-    dimensions listing 40 facts then keeps its vector out of the TOAST table, and so does
-    a fact with a long text."""
+    facts ``EXTERNAL`` (room for HOT touches); ``EXTERNAL`` everywhere below it. A theme
+    of 384 dimensions listing 40 facts then keeps its vector out of the TOAST table."""
     from cycgraph_memory.postgres import (
         PostgresMemoryStore,
         create_engine_from_dsn,
         downgrade,
         upgrade,
     )
-    from cycgraph_memory.records import Provenance, SemanticFact, Theme
+    from cycgraph_memory.records import Provenance, Theme
 
     inline = {"themes", "entities", "episodes", "episode_messages"}
     dsn = await pg_databases.create("cycgraph_mig")
@@ -281,25 +278,9 @@ async def test_vectors_are_stored_inline_and_the_downgrade_restores_external(
         await upgrade(engine, embedding_dim=384)
         async with engine.connect() as conn:
             storage = dict((await conn.execute(text(_STORAGE))).all())
-        assert storage == dict.fromkeys({*inline, "facts"}, "m")
+        assert storage == {**dict.fromkeys(inline, "m"), "facts": "e"}
 
         store = PostgresMemoryStore(engine, tenant_id="t")
-        long_fact = SemanticFact(
-            content="a fact with a long text " * 20, embedding=[0.05] * 384,
-            provenance=Provenance(source="agent"),
-        )
-        await store.put_facts([long_fact])
-        fact_query = text(
-            "SELECT pg_column_toast_chunk_id(embedding) IS NULL FROM facts WHERE id = :i"
-        )
-        async with engine.connect() as conn:
-            assert (await conn.execute(fact_query, {"i": long_fact.id})).scalar_one()
-
-        await downgrade(engine, "0015")
-        async with engine.connect() as conn:
-            storage = dict((await conn.execute(text(_STORAGE))).all())
-        assert storage == {**dict.fromkeys(inline, "m"), "facts": "e"}
-        await upgrade(engine, embedding_dim=384)
 
         def theme() -> Theme:
             return Theme(label="a theme", fact_ids=[uuid.uuid4() for _ in range(40)],
@@ -322,66 +303,5 @@ async def test_vectors_are_stored_inline_and_the_downgrade_restores_external(
         await store.put_themes([second])
         async with engine.connect() as conn:
             assert not (await conn.execute(query, {"i": second.id})).scalar_one()
-    finally:
-        await engine.dispose()
-
-
-async def test_fact_counters_move_to_fact_access_and_back(pg_databases: Any) -> None:
-    """Revision 0016: the counters that are not the defaults move to ``fact_access``
-    (a fact never touched gets no row), reads and touches use them, a fact's delete takes
-    its row; the downgrade puts every counter back in the fact row."""
-    from cycgraph_memory.postgres import (
-        PostgresMemoryStore,
-        create_engine_from_dsn,
-        downgrade,
-        upgrade,
-    )
-
-    dsn = await pg_databases.create("cycgraph_mig")
-    engine = create_engine_from_dsn(dsn)
-    seen = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-    touched, untouched, deleted = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
-    insert = text(
-        "INSERT INTO facts (tenant_id, id, content, source_episode_ids, entity_ids, "
-        "provenance, valid_from, access_count, last_accessed_at, tags, source_message_ids, "
-        "search_terms) VALUES ('t', :id, 'a fact', '{}', '{}', "
-        "'{\"source\": \"agent\", \"created_at\": \"2026-01-01T00:00:00+00:00\"}', "
-        "now(), :n, :at, '{}', '{}', '{fact}')"
-    )
-    try:
-        await upgrade(engine, embedding_dim=16, revision="0015")
-        async with engine.begin() as conn:
-            await conn.execute(insert, {"id": touched, "n": 7, "at": seen})
-            await conn.execute(insert, {"id": untouched, "n": 0, "at": None})
-            await conn.execute(insert, {"id": deleted, "n": 2, "at": seen})
-        await upgrade(engine, embedding_dim=16)
-        async with engine.connect() as conn:
-            rows = (await conn.execute(text(
-                "SELECT fact_id, access_count, last_accessed_at FROM fact_access"
-            ))).all()
-            columns = set((await conn.execute(text(
-                "SELECT column_name FROM information_schema.columns "
-                "WHERE table_name = 'facts'"
-            ))).scalars())
-        assert sorted(rows) == sorted([(touched, 7, seen), (deleted, 2, seen)])
-        assert not columns & {"access_count", "last_accessed_at"}
-
-        store = PostgresMemoryStore(engine, tenant_id="t")
-        got = await store.get_facts([touched, untouched])
-        assert (got[touched].access_count, got[touched].last_accessed_at) == (7, seen)
-        assert (got[untouched].access_count, got[untouched].last_accessed_at) == (0, None)
-        await store.touch_facts([untouched, untouched])
-        assert (await store.get_fact(untouched)).access_count == 1  # type: ignore[union-attr]
-        assert await store.delete_fact(deleted)
-        async with engine.connect() as conn:
-            left = set((await conn.execute(text("SELECT fact_id FROM fact_access"))).scalars())
-        assert left == {touched, untouched}
-
-        await downgrade(engine, "0015")
-        async with engine.connect() as conn:
-            back = dict((await conn.execute(text(
-                "SELECT id, access_count FROM facts"
-            ))).all())
-        assert back == {touched: 7, untouched: 1}
     finally:
         await engine.dispose()

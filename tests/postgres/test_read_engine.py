@@ -92,9 +92,9 @@ async def test_reads_on_the_read_engine_writes_on_the_primary(
             result = await retrieve_memory(store, index, query)
             assert [f.id for f in result.facts] == [fact.id], query
             on_primary, on_replica = primary.take(), replica.take()
-            assert [s.split()[0] for s in _writes(on_primary)] == ["INSERT"], query
+            assert [s.split()[0] for s in _writes(on_primary)] == ["UPDATE"], query
             assert all(
-                "set_config" in s or s.startswith("INSERT INTO fact_access") for s in on_primary
+                "set_config" in s or s.startswith("UPDATE facts") for s in on_primary
             ), on_primary
             assert on_replica and _writes(on_replica) == [], query
         assert (await store.get_fact(fact.id)).access_count == 4

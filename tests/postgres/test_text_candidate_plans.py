@@ -29,10 +29,10 @@ DOCUMENTS = RARE_TERM_FACTOR * TEXT_CANDIDATES + 100
 
 _INSERT = """
 INSERT INTO facts (tenant_id, id, content, source_episode_ids, entity_ids, provenance,
-                   valid_from, tags, source_message_ids, search_terms)
+                   valid_from, access_count, tags, source_message_ids, search_terms)
 SELECT :tenant, md5(:tenant || i::text)::uuid, 'common word number ' || i, '{}', '{}',
        '{"source": "agent", "created_at": "2025-06-01T09:30:00+00:00"}'::jsonb,
-       timestamptz '2025-01-01' + i * interval '1 minute', '{}', '{}',
+       timestamptz '2025-01-01' + i * interval '1 minute', 0, '{}', '{}',
        ARRAY['common', 'word', 'number', i::text]
 FROM generate_series(10, :n + 9) AS i
 """
@@ -81,10 +81,10 @@ async def test_a_common_word_is_not_read_through_its_posting_list(
         await conn.execute(text(_INSERT), {"tenant": pg_tenant, "n": DOCUMENTS})
         await conn.execute(text(
             "INSERT INTO facts (tenant_id, id, content, source_episode_ids, entity_ids, "
-            "provenance, valid_from, tags, source_message_ids, search_terms) "
+            "provenance, valid_from, access_count, tags, source_message_ids, search_terms) "
             "VALUES (:tenant, :id, 'a common zebra', '{}', '{}', "
             "'{\"source\": \"agent\", \"created_at\": \"2025-06-01T09:30:00+00:00\"}', "
-            "'2024-01-01', '{}', '{}', ARRAY['common', 'zebra'])"
+            "'2024-01-01', 0, '{}', '{}', ARRAY['common', 'zebra'])"
         ), {"tenant": pg_tenant, "id": rare_id})
 
     stmt = statements.text_ranked("facts", live=True)
@@ -148,10 +148,10 @@ async def test_a_rare_word_reads_only_this_tenants_postings(
     mine = uuid.uuid4()
     insert = (
         "INSERT INTO facts (tenant_id, id, content, source_episode_ids, entity_ids, "
-        "provenance, valid_from, tags, source_message_ids, search_terms) "
+        "provenance, valid_from, access_count, tags, source_message_ids, search_terms) "
         "SELECT :tenant, gen_random_uuid(), :content, '{}', '{}', "
         "'{\"source\": \"agent\", \"created_at\": \"2025-06-01T09:30:00+00:00\"}', "
-        "'2024-01-01', '{}', '{}', string_to_array(:content, ' ') "
+        "'2024-01-01', 0, '{}', '{}', string_to_array(:content, ' ') "
         "FROM generate_series(1, :n)"
     )
     async with pg_sessionmaker() as session, session.begin():
@@ -164,10 +164,10 @@ async def test_a_rare_word_reads_only_this_tenants_postings(
         await conn.execute(text(insert), {"tenant": pg_tenant, "n": 500, "content": "a horse"})
         await conn.execute(text(
             "INSERT INTO facts (tenant_id, id, content, source_episode_ids, entity_ids, "
-            "provenance, valid_from, tags, source_message_ids, search_terms) "
+            "provenance, valid_from, access_count, tags, source_message_ids, search_terms) "
             "VALUES (:tenant, :id, 'one zebra', '{}', '{}', "
             "'{\"source\": \"agent\", \"created_at\": \"2025-06-01T09:30:00+00:00\"}', "
-            "'2024-01-01', '{}', '{}', ARRAY['one', 'zebra'])"
+            "'2024-01-01', 0, '{}', '{}', ARRAY['one', 'zebra'])"
         ), {"tenant": pg_tenant, "id": mine})
         await conn.execute(text("ANALYZE facts"))
     stmt = statements.text_ranked("facts", live=True)

@@ -198,8 +198,8 @@ COLUMN_TYPES: dict[str, dict[str, str]] = {
         "tenant_id": "text", "id": "uuid", "content": "text", "source_episode_ids": "uuid[]",
         "entity_ids": "uuid[]", "theme_id": "uuid", "embedding": "vector",
         "provenance": "jsonb", "valid_from": "timestamptz", "valid_until": "timestamptz",
-        "invalidated_by": "text", "tags": "text[]", "source_message_ids": "uuid[]",
-        "search_terms": "text[]",
+        "invalidated_by": "text", "access_count": "int8", "last_accessed_at": "timestamptz",
+        "tags": "text[]", "source_message_ids": "uuid[]", "search_terms": "text[]",
     },
     "themes": {
         "tenant_id": "text", "id": "uuid", "label": "text", "description": "text",

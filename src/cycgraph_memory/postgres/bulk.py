@@ -57,7 +57,6 @@ from cycgraph_memory.postgres._copy_binary import (
     encode_rows,
     encode_vectors,
 )
-from cycgraph_memory.postgres.access import put_access
 from cycgraph_memory.postgres.reembedding import HNSW_BUILD_MEMORY
 from cycgraph_memory.postgres.store import PostgresMemoryStore, coerce_record
 from cycgraph_memory.records import (
@@ -443,10 +442,6 @@ async def _write_prepared(store: PostgresMemoryStore, batch: _Prepared) -> dict[
             )
         for table, (stream, _) in batch.streams.items():
             await _copy(session, table, stream)
-        if kind == "fact":
-            # The counters (``fact_access``, migration 0016) become the records' own, as
-            # every other field: any fact of the batch may have replaced a stored one.
-            await put_access(session, store.tenant_id, items, [f.id for f in items])
     return {table: n for table, (_, n) in batch.streams.items()}
 
 

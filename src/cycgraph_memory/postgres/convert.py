@@ -358,7 +358,7 @@ def _vector_text(value: str) -> list[float]:
 def fact_to_row(
     fact: SemanticFact, tenant_id: str, *, provenance: Any = None
 ) -> dict[str, Any]:
-    """Column values of ``fact`` for ``tenant_id`` (its counters go to ``fact_access``).
+    """Column values of ``fact`` for ``tenant_id``.
 
     ``provenance``: the column value when the caller has it already (a bulk load encodes
     a provenance shared by many rows once).
@@ -375,6 +375,8 @@ def fact_to_row(
         "valid_from": fact.valid_from,
         "valid_until": fact.valid_until,
         "invalidated_by": fact.invalidated_by,
+        "access_count": fact.access_count,
+        "last_accessed_at": fact.last_accessed_at,
         "tags": list(fact.tags),
         "source_message_ids": list(fact.source_message_ids),
         "search_terms": tokenize(fact.content),

@@ -22,7 +22,6 @@ from cycgraph_memory._validate import validate_record
 from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.postgres import convert, statements
 from cycgraph_memory.postgres._base import PostgresBackend, parse_ids
-from cycgraph_memory.postgres.access import put_access
 from cycgraph_memory.postgres.references import check_fact_references
 from cycgraph_memory.postgres.statements import (
     FACTS,
@@ -207,7 +206,4 @@ class RetrievalQueries(PostgresBackend):
             await self._upsert(
                 session, FACTS, [convert.fact_to_row(r, self._tenant) for r in records]
             )
-            # Facts written under a new key may still replace stored ones: their counters
-            # are the records' (as ``put_facts``), so every id may have a row to drop.
-            await put_access(session, self._tenant, records, ids)
         return ids, True

@@ -19,9 +19,10 @@ Layout principles:
 * HNSW cosine indexes (``m=16, ef_construction=64``) on every embedding column. For
   dimensions above 2000 (pgvector's limit for ``vector`` HNSW) the migration instead builds
   an expression index on ``embedding::halfvec(N)``; that index is not modelled here.
-* Storage (migrations 0014 and 0016, not modelled here): every ``embedding`` column is
-  ``STORAGE MAIN`` (in the row). ``facts`` has ``fillfactor = 90``; its access counters
-  live in ``fact_access`` (0016), so a retrieval's touch never rewrites a fact row.
+* Storage (migration 0014, not modelled here): the ``embedding`` columns of ``themes``,
+  ``entities``, ``episodes`` and ``episode_messages`` are ``STORAGE MAIN`` (in the row);
+  ``facts`` keeps pgvector's ``EXTERNAL`` and has ``fillfactor = 90`` (room on each page
+  for the HOT update of the served facts' access counters).
 * Row-level security (migration 0006) limits every ``tenant_id`` table to the tenant named
   by the transaction-local setting ``cycgraph.tenant_id``; it is not modelled here.
 * ``schema_metadata`` is deployment-wide (it describes the schema, not tenant data) and is
@@ -68,7 +69,6 @@ __all__ = [
     "EntityRow",
     "EpisodeRow",
     "ErasureLogRow",
-    "FactAccessRow",
     "FactRow",
     "GateAuditRow",
     "MessageRow",
@@ -365,33 +365,11 @@ class FactRow(Base):
     valid_from: Mapped[datetime] = mapped_column(_TZ)
     valid_until: Mapped[datetime | None] = mapped_column(_TZ)
     invalidated_by: Mapped[str | None] = mapped_column(Text)
+    access_count: Mapped[int] = mapped_column(BigInteger)
+    last_accessed_at: Mapped[datetime | None] = mapped_column(_TZ)
     tags: Mapped[list[str]] = mapped_column(ARRAY(Text))
     source_message_ids: Mapped[list[uuid.UUID]] = mapped_column(_UUID_ARRAY)
     search_terms: Mapped[list[str]] = _terms()
-
-
-class FactAccessRow(Base):
-    """A fact's access counters (migration 0016), apart from the fact row.
-
-    Every retrieval touches the facts it serves; kept here, a touch updates this small row
-    and never rewrites the fact (its vector is stored in the row). No row: the defaults
-    (``access_count = 0``, ``last_accessed_at`` NULL). Deleted with its fact.
-    """
-
-    __tablename__ = "fact_access"
-    __table_args__ = (
-        ForeignKeyConstraint(
-            ["tenant_id", "fact_id"],
-            ["facts.tenant_id", "facts.id"],
-            ondelete="CASCADE",
-        ),
-        {"postgresql_with": {"fillfactor": 80}},
-    )
-
-    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
-    fact_id: Mapped[uuid.UUID] = mapped_column(Uuid(as_uuid=True), primary_key=True)
-    access_count: Mapped[int] = mapped_column(BigInteger)
-    last_accessed_at: Mapped[datetime | None] = mapped_column(_TZ)
 
 
 class ThemeRow(Base):

@@ -67,7 +67,6 @@ from cycgraph_memory.postgres.statements import (
     FACTS,
     MESSAGES,
     THEMES,
-    access_values,
     cast_any,
     episode_messages_column,
     knn_corpus,
@@ -167,14 +166,13 @@ def _as_text(column: Any) -> Any:
 
 
 def _fact_values(t: Any) -> dict[str, Any]:
-    count, last = access_values(t)
     return {
         "id": t.c.id, "emb": func.vector_send(t.c.embedding), "content": t.c.content,
         "source_episode_ids": t.c.source_episode_ids, "entity_ids": t.c.entity_ids,
         "theme_id": t.c.theme_id, "provenance": _as_text(t.c.provenance),
         "valid_from": t.c.valid_from,
         "valid_until": t.c.valid_until, "invalidated_by": t.c.invalidated_by,
-        "access_count": count, "last_accessed_at": last,
+        "access_count": t.c.access_count, "last_accessed_at": t.c.last_accessed_at,
         "tags": t.c.tags, "source_message_ids": t.c.source_message_ids,
     }
 

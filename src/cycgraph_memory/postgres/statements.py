@@ -43,7 +43,6 @@ from typing import Any
 
 from pgvector.sqlalchemy import HALFVEC
 from sqlalchemy import (
-    BigInteger,
     BindParameter,
     Boolean,
     ColumnElement,
@@ -55,6 +54,7 @@ from sqlalchemy import (
     Text,
     TextClause,
     TextualSelect,
+    Update,
     Uuid,
     and_,
     any_,
@@ -70,6 +70,7 @@ from sqlalchemy import (
     text,
     true,
     union_all,
+    update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, aggregate_order_by, array, distinct_on
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -83,7 +84,6 @@ from cycgraph_memory.postgres.schema import (
     EmbeddingVector,
     EntityRow,
     EpisodeRow,
-    FactAccessRow,
     FactRow,
     MessageRow,
     RelationshipRow,
@@ -96,9 +96,6 @@ __all__ = [
     "ENTITIES",
     "EPISODES",
     "FACTS",
-    "FACT_ACCESS",
-    "access_columns",
-    "access_values",
     "MAX_HALFVEC_HNSW_DIM",
     "MESSAGES",
     "RELATIONSHIPS",
@@ -140,7 +137,6 @@ RELATIONSHIPS: Table = RelationshipRow.__table__  # type: ignore[assignment]
 EPISODES: Table = EpisodeRow.__table__  # type: ignore[assignment]
 MESSAGES: Table = MessageRow.__table__  # type: ignore[assignment]
 FACTS: Table = FactRow.__table__  # type: ignore[assignment]
-FACT_ACCESS: Table = FactAccessRow.__table__  # type: ignore[assignment]
 THEMES: Table = ThemeRow.__table__  # type: ignore[assignment]
 WRITER_KEYS: Table = WriterKeyRow.__table__  # type: ignore[assignment]
 
@@ -166,47 +162,8 @@ _NOT_RECORD = frozenset({"search_terms"})
 
 @lru_cache(maxsize=16)
 def record_columns(table: Table) -> tuple[ColumnElement[Any], ...]:
-    """The columns a record is built from (not the derived search columns).
-
-    For ``facts`` (or an alias of it) also ``access_count`` and ``last_accessed_at``, read
-    from ``fact_access`` (migration 0016) by a correlated primary-key probe per row read
-    (the defaults, 0 and NULL, for a fact without a row there). The planner evaluates
-    them after a sort and limit, so only the rows returned pay for the probe.
-    """
-    columns: tuple[ColumnElement[Any], ...] = tuple(
-        c for c in table.c if c.name not in _NOT_RECORD
-    )
-    if table is FACTS or getattr(table, "element", None) is FACTS:
-        columns += access_columns(table)
-    return columns
-
-
-def access_columns(facts: Any) -> tuple[ColumnElement[Any], ColumnElement[Any]]:
-    """``access_count`` and ``last_accessed_at`` of the ``facts`` rows of ``facts``.
-
-    ``facts`` is the ``facts`` table or an alias of it (its ``tenant_id`` and ``id``
-    columns correlate the probe); labelled with the column names.
-    """
-    count, last = access_values(facts)
-    return count.label("access_count"), last.label("last_accessed_at")
-
-
-def access_values(facts: Any) -> tuple[ColumnElement[Any], ColumnElement[Any]]:
-    """:func:`access_columns` unlabelled (for statements that name their columns)."""
-    a = FACT_ACCESS
-
-    def probe(column: str) -> Any:
-        return (
-            select(a.c[column])
-            .where(a.c.tenant_id == facts.c.tenant_id, a.c.fact_id == facts.c.id)
-            .scalar_subquery()
-        )
-
-    count: ColumnElement[Any] = func.coalesce(
-        probe("access_count"), literal_column("0", BigInteger())
-    )
-    last: ColumnElement[Any] = type_coerce(probe("last_accessed_at"), _TZ)
-    return count, last
+    """The columns a record is built from (not the derived search columns)."""
+    return tuple(c for c in table.c if c.name not in _NOT_RECORD)
 
 
 def cast_any(value: object) -> Any:
@@ -960,32 +917,37 @@ def _saturating_increment() -> ColumnElement[int]:
     # CASE, not LEAST(count + 1, max): the addition itself would overflow. Constants are
     # SQL literals: a statement keeps no bound values of its own (a DML CTE's anonymous
     # values were lost by the statement cache).
-    a = FACT_ACCESS
-    top = literal_column(str(MAX_ACCESS_COUNT), BigInteger())
+    t = FACTS
+    top = literal_column(str(MAX_ACCESS_COUNT), Integer())
     result: ColumnElement[int] = case(
-        (a.c.access_count < top, a.c.access_count + literal_column("1", BigInteger())),
+        (t.c.access_count < top, t.c.access_count + literal_column("1", Integer())),
         else_=top,
     )
     return result
 
 
-_TOUCH_SQL = f"""INSERT INTO fact_access AS a (tenant_id, fact_id, access_count, last_accessed_at)
-    SELECT f.tenant_id, f.id, 1, CAST(:at AS timestamptz) FROM facts f
-    WHERE f.tenant_id = :tenant AND f.id IN ({{ids}})
-    ORDER BY f.id
-    ON CONFLICT (tenant_id, fact_id) DO UPDATE SET
-        access_count = CASE WHEN a.access_count < {MAX_ACCESS_COUNT}
-                            THEN a.access_count + 1 ELSE {MAX_ACCESS_COUNT} END,
-        last_accessed_at = EXCLUDED.last_accessed_at"""
-"""The touch of facts as SQL: an upsert of their ``fact_access`` rows (``{ids}``: a
-subquery or list of the fact ids). Rows go in id order, so two overlapping touches lock
-them in the same order and queue instead of deadlocking; a fact id that is not a fact of
-the tenant is skipped (the join), as the UPDATE it replaces skipped it."""
+def _touch() -> Update:
+    t = FACTS
+    # Lock the rows in id order first: two overlapping touches then queue instead of
+    # deadlocking on rows locked in opposite orders.
+    locked = (
+        select(t.c.id)
+        .where(t.c.tenant_id == _tenant(), _any_id(t.c.id))
+        .order_by(t.c.id)
+        .with_for_update()
+    )
+    return (
+        update(t)
+        .where(t.c.tenant_id == _tenant(), t.c.id.in_(locked))
+        .values(
+            access_count=_saturating_increment(),
+            last_accessed_at=_p("at", _TZ),
+        )
+    )
 
 
-TOUCH_FACTS: TextClause = text(_TOUCH_SQL.format(ids="SELECT unnest(CAST(:ids AS uuid[]))"))
-"""``touch_facts``: ``access_count + 1`` (saturating) and ``last_accessed_at = :at`` for
-the facts ``:ids``, in ``fact_access``. Parameters: ``tenant``, ``ids``, ``at``."""
+TOUCH_FACTS: Update = _touch()
+"""``touch_facts``: one UPDATE of ``:ids`` (``access_count + 1`` saturating, ``:at``)."""
 
 
 @lru_cache(maxsize=16)
@@ -1003,27 +965,20 @@ def fact_listing_touched(*, include_invalidated: bool, exclude_tags: bool) -> Se
         include_invalidated=include_invalidated, theme=False, entity=False, tags=True,
         exclude_tags=exclude_tags,
     ).cte("page")
-    a = FACT_ACCESS
-    listed = (
-        select(
-            t.c.tenant_id, t.c.id, literal_column("1", BigInteger()),
-            type_coerce(_p("at", _TZ), _TZ),
-        )
+    locked = (
+        select(t.c.id)
         .where(t.c.tenant_id == _tenant(), t.c.id.in_(select(page.c.id)))
         .order_by(t.c.id)
-    )
-    upsert = pg_insert(a).from_select(
-        ["tenant_id", "fact_id", "access_count", "last_accessed_at"], listed
+        .with_for_update()
     )
     touched = (
-        upsert.on_conflict_do_update(
-            index_elements=[a.c.tenant_id, a.c.fact_id],
-            set_={
-                "access_count": _saturating_increment(),
-                "last_accessed_at": upsert.excluded.last_accessed_at,
-            },
+        update(t)
+        .where(t.c.tenant_id == _tenant(), t.c.id.in_(locked))
+        .values(
+            access_count=_saturating_increment(),
+            last_accessed_at=_p("at", _TZ),
         )
-        .returning(a.c.fact_id)
+        .returning(t.c.id)
         .cte("touched")
     )
     return (
@@ -1081,8 +1036,14 @@ def expansion(
     types = " AND e.entity_type = ANY(CAST(:entity_types AS text[]))" if entity_types else ""
     rel_live = "" if include_invalidated else " AND r.invalidated_by IS NULL"
     touched = f"""touched AS (
-    {_TOUCH_SQL.format(ids="SELECT unnest(CAST(:served AS uuid[]))")}
-    RETURNING a.fact_id
+    UPDATE facts SET
+        access_count = CASE WHEN access_count < {MAX_ACCESS_COUNT}
+                            THEN access_count + 1 ELSE {MAX_ACCESS_COUNT} END,
+        last_accessed_at = :at
+    WHERE tenant_id = :tenant AND id IN (
+        SELECT id FROM facts WHERE tenant_id = :tenant AND id = ANY(:served)
+        ORDER BY id FOR UPDATE)
+    RETURNING id
 ),
 """ if touch else ""
     # The aggregated columns travel on the first row only (NULL on the others): the same

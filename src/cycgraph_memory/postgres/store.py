@@ -44,7 +44,6 @@ from cycgraph_memory.postgres._base import (
     parse_id,
     parse_ids,
 )
-from cycgraph_memory.postgres.access import put_access
 from cycgraph_memory.postgres.ingest_lookups import SETTINGS, IngestLookups
 from cycgraph_memory.postgres.references import check_fact_references
 from cycgraph_memory.postgres.retrieval import RetrievalQueries
@@ -59,7 +58,6 @@ from cycgraph_memory.postgres.statements import (
     WRITER_KEYS,
     episode_messages_column,
     in_ids,
-    record_columns,
 )
 from cycgraph_memory.records import (
     Entity,
@@ -233,9 +231,6 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
                 await self._check_endpoints(session, items)
             elif cls is SemanticFact:
                 await check_fact_references(session, self._tenant, items)
-                replaced = await self._upsert_rows(session, table, rows, report_replaced=True)
-                await put_access(session, self._tenant, items, replaced)
-                return
             await self._upsert(session, table, rows)
 
         await self._run(work, f"put {kind}s")
@@ -678,10 +673,7 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
     async def touch_facts(
         self, ids: Iterable[uuid.UUID | str], at: datetime | None = None
     ) -> None:
-        """Increment ``access_count`` and set ``last_accessed_at`` in one statement.
-
-        An upsert of the facts' ``fact_access`` rows (migration 0016): the fact rows are not
-        written.
+        """Increment ``access_count`` and set ``last_accessed_at`` in one UPDATE.
 
         Each distinct id counts once per call; unknown ids are ignored. The count
         saturates at ``MAX_ACCESS_COUNT`` (the column is 64-bit).
@@ -807,7 +799,7 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
             return []
         t = FACTS
         ids = bindparam(None, list(wanted), type_=ARRAY(Uuid(as_uuid=True)))
-        stmt = select(*record_columns(t)).where(self._mine(t), t.c.entity_ids.overlap(ids))
+        stmt = select(t).where(self._mine(t), t.c.entity_ids.overlap(ids))
         if not include_invalidated:
             stmt = stmt.where(t.c.invalidated_by.is_(None))
         return await self._list(stmt.order_by(t.c.valid_from, t.c.id), convert.fact_from_row)
@@ -887,7 +879,7 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         if page_size < 1:
             raise InvalidInputError("page_size must be >= 1")
         t = FACTS
-        base = select(*record_columns(t)).where(self._mine(t))
+        base = select(t).where(self._mine(t))
         if not f.include_invalidated:
             base = base.where(t.c.invalidated_by.is_(None))
         if f.theme_id is not None:
