@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, text
 
 from cycgraph_memory import QUARANTINE_TAG, MemoryQuery, RetrievalOptions, retrieve_memory
 
@@ -241,3 +241,40 @@ async def test_prefetched_episode_lists(
             assert [h.model_dump() for h in by_text] == [h.model_dump() for h in expected_text]
             assert by_vector and by_text and all(h.item.messages for h in by_text)
             assert len(by_vector) == min(limit, 4 if inc else 3)
+
+
+async def _plan_counts(pg_sessionmaker: Any) -> dict[bool, tuple[int, int]]:
+    """Generic and custom plans of the candidates statements, by whether they have a kNN."""
+    async with pg_sessionmaker() as session:
+        conn = await session.connection()
+        rows = (await conn.execute(text(
+            "SELECT statement LIKE '%<=>%' AS knn, sum(generic_plans), sum(custom_plans) "
+            "FROM pg_prepared_statements "
+            "WHERE statement LIKE 'WITH %' AND statement LIKE '%AS eid%' GROUP BY 1"
+        ))).all()
+    return {bool(knn): (int(g), int(c)) for knn, g, c in rows}
+
+
+async def test_text_mode_reuses_a_generic_plan_and_knn_calls_do_not(
+    pg_store: Any, pg_index: Any, pg_sessionmaker: Any
+) -> None:
+    """A statement without a kNN branch is planned once per connection (a generic plan);
+    one with a kNN is planned for its bound values on every call (custom plans)."""
+    await _world(pg_store, pg_index)
+    text_query = MemoryQuery(text="Ada and the analytical engine", limit=5)
+    hybrid_query = MemoryQuery(embedding=QUERY, text="Ada and the analytical engine",
+                               min_similarity=0.0, limit=5)
+    first = await retrieve_memory(pg_store, pg_index, text_query, mode="text")
+    before = await _plan_counts(pg_sessionmaker)
+    for _ in range(3):
+        again = await retrieve_memory(pg_store, pg_index, text_query, mode="text")
+        assert [f.id for f in again.facts] == [f.id for f in first.facts]
+        await retrieve_memory(pg_store, pg_index, hybrid_query, mode="hybrid")
+    after = await _plan_counts(pg_sessionmaker)
+
+    def delta(knn: bool) -> tuple[int, int]:
+        b, a = before.get(knn, (0, 0)), after.get(knn, (0, 0))
+        return a[0] - b[0], a[1] - b[1]
+
+    assert delta(False) == (3, 0)  # the text calls: the generic plan, never replanned
+    assert delta(True) == (0, 3)  # the hybrid calls: planned for their values each time

@@ -221,21 +221,28 @@ class PostgresMemoryIndex(
         """Tenants with fewer documents than this in a table are searched exactly there."""
         return self._exact_below
 
-    def _search_settings(self, ef: int, corpus: str = "facts") -> tuple[tuple[str, str], ...]:
+    def _search_settings(
+        self, ef: int, corpus: str = "facts", *, knn: bool = True
+    ) -> tuple[tuple[str, str], ...]:
         """Transaction-local settings of a search with HNSW candidate list ``ef``.
 
         ``ef`` is scaled in the statement by the inverse square root of the tenant's share of
         ``corpus`` (``cycgraph.knn_corpus``; see ``statements.settings``).
 
-        ``plan_cache_mode = force_custom_plan``: the statements are prepared once per
-        connection, and after five runs Postgres may switch to a generic plan that ignores
-        the bound values; a search is planned for its own tenant and limit instead (an
-        exact scan for a tenant of a few rows, the HNSW index for a large one).
+        ``plan_cache_mode``: the statements are prepared once per connection. A statement
+        with a kNN (``knn``) is planned for every call (``force_custom_plan``): with a
+        generic plan, which ignores the bound values, the planner cannot cost the HNSW
+        index for the query vector and chose a sequential scan (vector p50 285 ms instead
+        of 15 at 100,000 facts). A statement without one (a text-mode retrieval: BM25,
+        entity names, the entities' facts) reuses one generic plan (``force_generic_plan``):
+        its plan alternatives are in the statement and chosen at run time by one-time
+        filters, so planning it again for every call (~4-5 ms) bought nothing (text p50 at
+        100,000 facts 18.0-22.8 -> 13.0-13.4 ms; same results).
         """
         return (
             ("hnsw.ef_search", str(ef)),
             ("hnsw.iterative_scan", self._iterative_scan),
-            ("plan_cache_mode", "force_custom_plan"),
+            ("plan_cache_mode", "force_custom_plan" if knn else "force_generic_plan"),
             (KNN_CORPUS_SETTING, corpus),
         )
 

@@ -990,7 +990,10 @@ class SignalPrefetch(PostgresIndexMixin):
             else MESSAGES if shape["messages_knn"] is not None
             else EPISODES
         )
-        settings = self._search_settings(efs[0] if efs else self.ef_search, corpus)
+        # Without a kNN branch (a text-mode call) the statement reuses a generic plan.
+        settings = self._search_settings(
+            efs[0] if efs else self.ef_search, corpus, knn=bool(efs)
+        )
         async with self._read(settings) as session:
             rows = (await session.execute(stmt, params)).all()
         by_kind: dict[int, list[Sequence[Any]]] = {}
