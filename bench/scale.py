@@ -16,7 +16,9 @@ Two benches (issue 18), both against a Postgres server given by ``--dsn`` (a dat
     holds ~``total / (k * H)`` facts, ``H`` the harmonic number), each generated like the
     reference workload (topic centres, facts near them, 2 entities per fact, themes, edges)
     from its own seed. The HNSW indexes are dropped before the load and built after it.
-    Figures per tenant-size class (``<1k``, ``1k-10k``, ``>=10k`` facts).
+    Figures per tenant-size class (``<1k``, ``1k-10k``, ``>=10k`` facts); strategies
+    ``vector`` (limit 20, ``min_similarity=0.5``), ``hybrid`` (limit 10), ``text`` (the
+    query's words and an entity name, limit 10), ``tags`` and ``entity`` (2 hops).
 
 Printed per strategy: p50 / p95 latency (ms), statements per call (a
 ``before_cursor_execute`` listener), client CPU per call (``time.process_time``, p50), the
@@ -517,6 +519,7 @@ def tenant_calls(store: Any, index: Any, d: TenantData) -> dict[str, list[Callab
                    for v, _ in d.queries],
         "hybrid": [call(MemoryQuery(embedding=v, text=t, limit=10, min_similarity=0.0),
                         "hybrid") for v, t in d.queries],
+        "text": [call(MemoryQuery(text=t, limit=10), "text") for _, t in d.queries],
         "tags": [call(MemoryQuery(tags=["lesson"], limit=10)) for _ in d.queries],
         "entity": [call(MemoryQuery(entity_ids=[a, b], max_hops=2, limit=20))
                    for a, b in d.seed_entities],
@@ -593,7 +596,7 @@ async def bench_tenants(args: argparse.Namespace) -> None:
             ks = queried.get(cls, [])
             if not ks:
                 continue
-            figures = {s: Figures() for s in ("vector", "hybrid", "tags", "entity")}
+            figures = {s: Figures() for s in ("vector", "hybrid", "text", "tags", "entity")}
             recall = hot = 0.0
             for k in ks:
                 d = data[k]
