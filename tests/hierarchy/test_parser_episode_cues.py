@@ -48,34 +48,27 @@ async def _types(
     return {e.name: e.entity_type for e in result.entities}
 
 
-async def test_a_lowercase_tie_types_a_name_met_sentence_initial(
+CUES: list[tuple[str, tuple[tuple[str, str], ...], str, str]] = [
+    # A lowercase tie types a name met sentence-initial.
+    ("tie", (("Ines", "booked the climbing gym for saturday, my teammate nia is coming too"),
+             ("Rob", "Nia is always up for it.")), "Nia", "person"),
+    # A possessive life event types a person.
+    ("life event", (("Ines", "Are you still going to Tariq's wedding in October?"),
+                    ("Rob", "Yes, flights are booked already.")), "Tariq", "person"),
+    # "from" after a motion verb types a place.
+    ("motion from", (("Ines", "We drove up from Penzance last night, eight hours in the car."),
+                     ("Rob", "That sounds exhausting, get some rest.")), "Penzance", "location"),
+]
+
+
+@pytest.mark.parametrize(("lines", "name", "expected"), [c[1:] for c in CUES],
+                         ids=[c[0] for c in CUES])
+async def test_an_episode_cue_types_a_fallback_name(
     extractor: ParserExtractor | RuleBasedExtractor,
+    lines: tuple[tuple[str, str], ...], name: str, expected: str,
 ) -> None:
-    types = await _types(extractor, _chat(
-        ("Ines", "booked the climbing gym for saturday, my teammate nia is coming too"),
-        ("Rob", "Nia is always up for it."),
-    ))
-    assert types.get("Nia") == "person"
-
-
-async def test_a_possessive_life_event_types_a_person(
-    extractor: ParserExtractor | RuleBasedExtractor,
-) -> None:
-    types = await _types(extractor, _chat(
-        ("Ines", "Are you still going to Tariq's wedding in October?"),
-        ("Rob", "Yes, flights are booked already."),
-    ))
-    assert types.get("Tariq") == "person"
-
-
-async def test_from_after_a_motion_verb_types_a_place(
-    extractor: ParserExtractor | RuleBasedExtractor,
-) -> None:
-    types = await _types(extractor, _chat(
-        ("Ines", "We drove up from Penzance last night, eight hours in the car."),
-        ("Rob", "That sounds exhausting, get some rest."),
-    ))
-    assert types.get("Penzance") == "location"
+    types = await _types(extractor, _chat(*lines))
+    assert types.get(name) == expected
 
 
 def test_only_fallback_typed_names_take_episode_cues() -> None:
