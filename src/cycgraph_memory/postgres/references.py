@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Text, any_, bindparam, literal_column, select
+from sqlalchemy import Text, bindparam, literal_column, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cycgraph_memory.errors import DanglingReferenceError
 from cycgraph_memory.postgres import convert
-from cycgraph_memory.postgres.statements import ENTITIES, EPISODES, THEMES, UUIDS
+from cycgraph_memory.postgres.statements import ENTITIES, EPISODES, THEMES, any_id
 from cycgraph_memory.records import SemanticFact
 
 __all__ = ["check_fact_references"]
@@ -40,7 +40,7 @@ def _locked_citations(kinds: tuple[str, ...]) -> Any:
             select(table.c.id)
             .where(
                 table.c.tenant_id == bindparam("tenant", type_=Text()),
-                table.c.id == any_(bindparam(f"{kind}_ids", type_=UUIDS)),
+                any_id(table.c.id, f"{kind}_ids"),
             )
             .with_for_update(read=True, key_share=True)
             .cte(f"cited_{kind}")

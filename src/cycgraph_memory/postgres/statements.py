@@ -115,6 +115,7 @@ __all__ = [
     "facts_of_entities",
     "fetch",
     "hierarchical_facts",
+    "any_id",
     "in_ids",
     "knn",
     "knn_corpus",
@@ -185,7 +186,8 @@ def in_ids(column: ColumnElement[Any], ids: Sequence[uuid.UUID]) -> ColumnElemen
     return column == any_(bindparam(None, list(ids), type_=UUIDS))
 
 
-def _any_id(column: ColumnElement[Any], name: str = "ids") -> ColumnElement[bool]:
+def any_id(column: ColumnElement[Any], name: str = "ids") -> ColumnElement[bool]:
+    """``column = ANY(:name)``, ``:name`` a ``uuid[]`` bind parameter (built-once statements)."""
     return column == any_(_p(name, UUIDS))
 
 
@@ -559,7 +561,7 @@ def hierarchical_facts(
     theme_base = select(*record_columns(f), fdist, literal(1, Integer()).label("src"))
     if themes == "all":
         return direct_sel.union_all(
-            theme_base.where(f.c.tenant_id == _tenant(), _any_id(f.c.id, "wanted"))
+            theme_base.where(f.c.tenant_id == _tenant(), any_id(f.c.id, "wanted"))
         )
     served = select(direct_q.c.id).where(1 - direct_q.c.distance >= min_sim)
     scope = [
@@ -569,7 +571,7 @@ def hierarchical_facts(
             _p("valid_at", _TZ) if temporal[0] else None,
             _p("changed_since", _TZ) if temporal[1] else None,
         ),
-        _any_id(f.c.id, "wanted"),
+        any_id(f.c.id, "wanted"),
         f.c.id.not_in(served),  # direct hits are not read twice
     ]
     # The distances are computed behind ``OFFSET 0`` and sorted outside it: an ``ORDER
@@ -645,7 +647,7 @@ def by_ids(table_name: str) -> Select[Any]:
     """Rows of ``:ids`` (episodes with their messages). Parameters: ``tenant``, ``ids``."""
     table = _TABLES[table_name]
     return select(*record_columns(table), *_extra(table)).where(
-        table.c.tenant_id == _tenant(), _any_id(table.c.id)
+        table.c.tenant_id == _tenant(), any_id(table.c.id)
     )
 
 
@@ -655,7 +657,7 @@ def messages_by_ids() -> Select[Any]:
     m = MESSAGES
     return (
         select(*record_columns(m))
-        .where(m.c.tenant_id == _tenant(), _any_id(m.c.id))
+        .where(m.c.tenant_id == _tenant(), any_id(m.c.id))
         .order_by(m.c.id, m.c.episode_id)
         .ext(distinct_on(m.c.id))
     )
@@ -758,11 +760,11 @@ def relationships_of_entities(
     t = RELATIONSHIPS
     stmt = select(*record_columns(t)).where(t.c.tenant_id == _tenant())
     if direction == "outgoing":
-        stmt = stmt.where(_any_id(t.c.source_id))
+        stmt = stmt.where(any_id(t.c.source_id))
     elif direction == "incoming":
-        stmt = stmt.where(_any_id(t.c.target_id))
+        stmt = stmt.where(any_id(t.c.target_id))
     else:
-        stmt = stmt.where(or_(_any_id(t.c.source_id), _any_id(t.c.target_id)))
+        stmt = stmt.where(or_(any_id(t.c.source_id), any_id(t.c.target_id)))
     if relation_type:
         stmt = stmt.where(t.c.relation_type == _p("relation_type", Text()))
     if not include_invalidated:
@@ -932,7 +934,7 @@ def _touch() -> Update:
     # deadlocking on rows locked in opposite orders.
     locked = (
         select(t.c.id)
-        .where(t.c.tenant_id == _tenant(), _any_id(t.c.id))
+        .where(t.c.tenant_id == _tenant(), any_id(t.c.id))
         .order_by(t.c.id)
         .with_for_update()
     )
