@@ -259,7 +259,8 @@ async def test_text_mode_reuses_a_generic_plan_and_knn_calls_do_not(
     pg_store: Any, pg_index: Any, pg_sessionmaker: Any
 ) -> None:
     """A statement without a kNN branch is planned once per connection (a generic plan);
-    one with a kNN is planned for its bound values on every call (custom plans)."""
+    one with a kNN, on tables without statistics, is planned for its bound values on every
+    call (custom plans)."""
     await _world(pg_store, pg_index)
     text_query = MemoryQuery(text="Ada and the analytical engine", limit=5)
     hybrid_query = MemoryQuery(embedding=QUERY, text="Ada and the analytical engine",
@@ -278,3 +279,35 @@ async def test_text_mode_reuses_a_generic_plan_and_knn_calls_do_not(
 
     assert delta(False) == (3, 0)  # the text calls: the generic plan, never replanned
     assert delta(True) == (0, 3)  # the hybrid calls: planned for their values each time
+
+
+async def test_knn_calls_reuse_a_generic_plan_once_statistics_fit_the_tenant(
+    pg_store: Any, pg_index: Any, pg_sessionmaker: Any
+) -> None:
+    """Analyzed tables where the planner's guess for an unknown tenant fits this one (here
+    it holds the tables alone): the hybrid statement is planned once, with the same results
+    as the custom plans gave."""
+    await _world(pg_store, pg_index)
+    query = MemoryQuery(embedding=QUERY, text="Ada and the analytical engine",
+                        min_similarity=0.0, limit=5)
+    custom = await retrieve_memory(pg_store, pg_index, query, mode="hybrid")
+    async with pg_sessionmaker() as session, session.begin():
+        for table in ("facts", "themes", "episodes", "episode_messages", "entities"):
+            await session.execute(text(f"ANALYZE {table}"))
+    index = type(pg_index)(pg_sessionmaker, tenant_id=pg_index.tenant_id)  # no cached estimate
+    before = await _plan_counts(pg_sessionmaker)
+    for _ in range(3):
+        generic = await retrieve_memory(pg_store, index, query, mode="hybrid")
+        assert [(f.id, f.content) for f in generic.facts] == [
+            (f.id, f.content) for f in custom.facts
+        ]
+        for name in ("themes", "episodes", "entities", "relationships", "messages"):
+            assert [r.id for r in getattr(generic, name)] == [
+                r.id for r in getattr(custom, name)
+            ], name
+        assert {k: v.model_dump() for k, v in generic.fact_scores.items()} == {
+            k: v.model_dump() for k, v in custom.fact_scores.items()
+        }
+    after = await _plan_counts(pg_sessionmaker)
+    b, a = before.get(True, (0, 0)), after.get(True, (0, 0))
+    assert (a[0] - b[0], a[1] - b[1]) == (3, 0)

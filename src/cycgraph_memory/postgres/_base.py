@@ -20,6 +20,7 @@ connection on the tenant its backend object names.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from contextvars import ContextVar
@@ -61,6 +62,9 @@ TENANT_SETTING = "cycgraph.tenant_id"
 
 _TENANT_INFO_KEY = "cycgraph_tenant"  # session.info: tenant last set in this session's transaction
 SEARCH_GUCS_INFO_KEY = "cycgraph_search_gucs"  # session.info: HNSW settings last set in it
+
+GENERIC_ESTIMATE_TTL = 60.0
+"""Seconds a table's generic-plan row estimate (from ``pg_stats``) is reused."""
 
 T = TypeVar("T")
 
@@ -141,6 +145,9 @@ class PostgresBackend:
         self._read_key: object | None = (
             None if self._read_sessionmaker is None else _key(self._read_sessionmaker)
         )
+        # Per table: the rows the planner expects for an unknown tenant (None: no
+        # statistics) and when it was read (time.monotonic()); see _set_tenant.
+        self._generic_estimates: dict[str, tuple[float | None, float]] = {}
 
     @property
     def tenant_id(self) -> str:
@@ -321,10 +328,28 @@ class PostgresBackend:
             pairs: tuple[tuple[str, str], ...] = ((TENANT_SETTING, self._tenant),)
         else:
             pairs = settings if tenant_set else ((TENANT_SETTING, self._tenant), *settings)
-        await session.execute(
-            statements.settings(tuple(k for k, _ in pairs)),
-            {f"v{i}": v for i, (_, v) in enumerate(pairs)},
-        )
+        values = dict(pairs)
+        params: dict[str, object] = {f"v{i}": v for i, (_, v) in enumerate(pairs)}
+        corpus = values.get(statements.KNN_CORPUS_SETTING)
+        if corpus is None or not values.get(statements.PLAN_CACHE_MODE, "").startswith(
+            statements.AUTO_PLAN_PREFIX
+        ):
+            await session.execute(statements.settings(tuple(k for k, _ in pairs)), params)
+        else:
+            # plan_cache_mode chosen in the statement (statements.settings): the table's
+            # generic-plan estimate read from pg_stats once a minute, bound otherwise.
+            known = self._generic_estimates.get(corpus)
+            now = time.monotonic()
+            fresh = known is not None and now - known[1] < GENERIC_ESTIMATE_TTL
+            if fresh:
+                assert known is not None
+                params["est"] = known[0]
+            result = await session.execute(
+                statements.settings(tuple(k for k, _ in pairs), not fresh), params
+            )
+            if not fresh:
+                est = result.one()[-1]
+                self._generic_estimates[corpus] = (None if est is None else float(est), now)
         if settings and not settings_set:
             session.info[SEARCH_GUCS_INFO_KEY] = settings
         session.info[_TENANT_INFO_KEY] = self._tenant

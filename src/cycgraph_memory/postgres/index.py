@@ -230,19 +230,26 @@ class PostgresMemoryIndex(
         ``corpus`` (``cycgraph.knn_corpus``; see ``statements.settings``).
 
         ``plan_cache_mode``: the statements are prepared once per connection. A statement
-        with a kNN (``knn``) is planned for every call (``force_custom_plan``): with a
-        generic plan, which ignores the bound values, the planner cannot cost the HNSW
-        index for the query vector and chose a sequential scan (vector p50 285 ms instead
-        of 15 at 100,000 facts). A statement without one (a text-mode retrieval: BM25,
-        entity names, the entities' facts) reuses one generic plan (``force_generic_plan``):
-        its plan alternatives are in the statement and chosen at run time by one-time
-        filters, so planning it again for every call (~4-5 ms) bought nothing (text p50 at
-        100,000 facts 18.0-22.8 -> 13.0-13.4 ms; same results).
+        without a kNN (a text-mode retrieval: BM25, entity names, the entities' facts)
+        reuses one generic plan (``force_generic_plan``): its plan alternatives are in the
+        statement and chosen at run time by one-time filters, so planning it again for
+        every call (~4-5 ms) bought nothing (text p50 at 100,000 facts 18.0-22.8 -> 13.0-13.4
+        ms; same results). A statement with a kNN (``knn``) gets ``auto:<exact_below>``,
+        which the settings statement turns into a generic plan when the rows the planner
+        expects for an unknown tenant (``pg_stats``) lead it to the plan this tenant needs
+        (exact scan of a small tenant, HNSW walk of a big one), and into custom plans
+        otherwise or without statistics (see ``statements.settings``). A generic plan that
+        misjudged the tenant read a 134,072-fact tenant through the ``tenant_id`` B-tree and
+        sorted it (p95 450 ms); one that fits saves planning the hybrid statement (~4 ms).
         """
         return (
             ("hnsw.ef_search", str(ef)),
             ("hnsw.iterative_scan", self._iterative_scan),
-            ("plan_cache_mode", "force_custom_plan" if knn else "force_generic_plan"),
+            (
+                statements.PLAN_CACHE_MODE,
+                f"{statements.AUTO_PLAN_PREFIX}{self._exact_below}" if knn
+                else "force_generic_plan",
+            ),
             (KNN_CORPUS_SETTING, corpus),
         )
 

@@ -344,8 +344,49 @@ _SCALED_EF = (
 )
 
 
+PLAN_CACHE_MODE = "plan_cache_mode"
+"""Postgres's setting choosing between a prepared statement's generic and custom plans."""
+
+AUTO_PLAN_PREFIX = "auto:"
+"""A ``plan_cache_mode`` value ``auto:<exact_below>``: chosen per tenant, see :func:`settings`."""
+
+# The rows Postgres's planner expects ``tenant_id = $1`` to match in the corpus table when it
+# does not know the tenant (a generic plan): the table's rows times (1 - null fraction)
+# over the number of distinct tenants, never more than the most common tenant's share
+# (selfuncs.c, var_eq_non_const). NULL when the table has no statistics yet.
+_GENERIC_ESTIMATE = (
+    "(SELECT least(c.reltuples * (1 - st.null_frac) / greatest(CASE WHEN st.n_distinct < 0"
+    " THEN -st.n_distinct * c.reltuples ELSE st.n_distinct END, 1),"
+    " coalesce(st.most_common_freqs[1], 1) * c.reltuples)::float8"
+    " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+    " JOIN pg_stats st ON st.schemaname = n.nspname AND st.tablename = c.relname"
+    " AND st.attname = 'tenant_id' AND NOT st.inherited"
+    " WHERE c.oid = to_regclass(:v{corpus}) AND c.reltuples > 0)"
+)
+
+# plan_cache_mode for ``auto:<exact_below>``: a generic plan when the planner's guess for an
+# unknown tenant (``e.est``) leads it to the plan this tenant's kNN branch needs. The
+# tenant is small (the exact branch of :func:`nearest`): the guess must not be so large
+# that the tenant's rows are read by a sequential scan of the table. The tenant is big
+# (the HNSW branch): the guess must not be so small that its rows are read through the
+# tenant_id B-tree and sorted instead of searched through the HNSW index. Otherwise, or
+# without statistics: custom plans.
+_PLAN_MODE = (
+    "CASE WHEN :v{i} LIKE 'auto:%' THEN coalesce((SELECT CASE WHEN CASE"
+    " WHEN d.docs < split_part(:v{i}, ':', 2)::int"
+    " AND (d.docs < {always} OR d.docs * 2 < d.reltuples)"
+    " THEN e.est <= greatest(4 * d.docs, {always}) ELSE 4 * e.est >= d.docs END"
+    " THEN 'force_generic_plan' ELSE 'force_custom_plan' END"
+    " FROM (SELECT coalesce(s.documents, 0) AS docs, c.reltuples FROM pg_class c"
+    " LEFT JOIN text_search_corpora s"
+    " ON s.tenant_id = current_setting('cycgraph.tenant_id', true) AND s.corpus = :v{corpus}"
+    " WHERE c.oid = to_regclass(:v{corpus}) AND c.reltuples > 0) d),"
+    " 'force_custom_plan') ELSE :v{i} END"
+)
+
+
 @lru_cache(maxsize=64)
-def settings(names: tuple[str, ...]) -> TextClause:
+def settings(names: tuple[str, ...], estimate: bool | None = None) -> TextClause:
     """``SELECT set_config(:s0, :v0, true), ...``: transaction-local settings, one trip.
 
     The setting names are part of the text (they are constants of this package); their
@@ -358,23 +399,43 @@ def settings(names: tuple[str, ...]) -> TextClause:
     tenant of 6.7% needs ~400 for recall 0.99; a linear scaling, 1,500, costs 2-3 times
     the latency for nothing more). A tenant alone in its table keeps the value bound.
     Same round trip.
+
+    ``estimate`` (with :data:`PLAN_CACHE_MODE` and :data:`KNN_CORPUS_SETTING` among the
+    names): a ``plan_cache_mode`` value ``auto:<exact_below>`` becomes
+    ``force_generic_plan`` or ``force_custom_plan`` for this tenant (see
+    ``PostgresMemoryIndex._search_settings``), from the tenant's document count and the
+    rows the planner expects for an unknown tenant. That expectation comes from
+    ``pg_stats`` (``estimate=True``, ~1 ms; the statement returns it as its last column,
+    ``est``, for the caller to keep) or from the bind parameter ``:est`` (``False``).
     """
     position = {name: i for i, name in enumerate(names)}
     scaled = "hnsw.ef_search" in position and KNN_CORPUS_SETTING in position
+    planned = estimate is not None and PLAN_CACHE_MODE in position and scaled
 
     def value(i: int, name: str) -> str:
         if scaled and name == "hnsw.ef_search":
             return _SCALED_EF.format(
                 max=EF_SEARCH_MAX, ef=i, corpus=position[KNN_CORPUS_SETTING]
             )
+        if planned and name == PLAN_CACHE_MODE:
+            return _PLAN_MODE.format(
+                i=i, corpus=position[KNN_CORPUS_SETTING], always=EXACT_KNN_ALWAYS_BELOW
+            )
         return f":v{i}"
 
     calls = ", ".join(
         f"set_config('{name}', {value(i, name)}, true)" for i, name in enumerate(names)
     )
-    return text(f"SELECT {calls}").bindparams(
-        *(bindparam(f"v{i}", type_=Text()) for i in range(len(names)))
+    binds = [bindparam(f"v{i}", type_=Text()) for i in range(len(names))]
+    if not planned:
+        return text(f"SELECT {calls}").bindparams(*binds)
+    source = (
+        _GENERIC_ESTIMATE.format(corpus=position[KNN_CORPUS_SETTING]) if estimate
+        else "CAST(:est AS float8)"
     )
+    if not estimate:
+        binds.append(bindparam("est", type_=Double()))
+    return text(f"SELECT {calls}, e.est FROM (SELECT {source} AS est) e").bindparams(*binds)
 
 
 # ----------------------------------------------------------------------------- kNN
@@ -452,6 +513,8 @@ def nearest(
     ``conditions`` must include ``tenant_id = :tenant``. Bind parameters: ``tenant``,
     ``q``, ``exact_below`` (defaults to :data:`EXACT_KNN_BELOW`), ``fetch``'s.
     """
+    if isinstance(fetch, BindParameter):
+        fetch = bindparam(fetch.key, type_=fetch.type, literal_execute=True)
     gate = _exact_gate(table)
     distance = query_distance(table, dim)
     scored = (
