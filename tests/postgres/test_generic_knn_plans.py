@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from ._records import DIM, fact
 
@@ -39,23 +39,29 @@ async def _load(make: Callable[..., Any], tenant: str, vectors: np.ndarray) -> l
     return ids
 
 
-async def _knn_plans(sm: Any) -> tuple[int, int]:
-    """Generic and custom plans made so far for the connection's kNN statements."""
+async def _knn_plans(sm: Any) -> dict[str, tuple[int, int]]:
+    """Generic and custom plans made so far, per prepared kNN statement of the connection."""
     async with sm() as s:
-        row = (await s.execute(text(
-            "SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0) "
-            "FROM pg_prepared_statements WHERE statement LIKE '%<=>%' "
-            "AND statement NOT LIKE '%pg_prepared_statements%'"
-        ))).one()
-    return int(row[0]), int(row[1])
+        rows = (await s.execute(text(
+            "SELECT name, generic_plans, custom_plans FROM pg_prepared_statements "
+            "WHERE statement LIKE '%<=>%' AND statement NOT LIKE '%pg_prepared_statements%'"
+        ))).all()
+    return {name: (int(g), int(c)) for name, g, c in rows}
+
+
+def _delta(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]
+           ) -> tuple[int, int]:
+    # Per statement: the driver's statement cache may drop an old one in between.
+    g = sum(a[0] - before.get(name, (0, 0))[0] for name, a in after.items())
+    c = sum(a[1] - before.get(name, (0, 0))[1] for name, a in after.items())
+    return g, c
 
 
 async def _plans_of(sm: Any, call: Callable[[], Any], times: int = 3) -> tuple[int, int]:
     before = await _knn_plans(sm)
     for _ in range(times):
         await call()
-    after = await _knn_plans(sm)
-    return after[0] - before[0], after[1] - before[1]
+    return _delta(before, await _knn_plans(sm))
 
 
 @pytest.fixture
@@ -93,38 +99,95 @@ async def test_generic_plan_results_equal_brute_force(
 ) -> None:
     vectors, ids = zipf_table["small_vectors"], zipf_table["small_ids"]
     index = pg_make_store(zipf_table["small"], index=True, exact_below=1_000)
-    generic_before, _ = await _knn_plans(pg_sessionmaker)
+    before = await _knn_plans(pg_sessionmaker)
     for q in zipf_table["queries"]:
         brute = [ids[i] for i in np.argsort(-(vectors @ q), kind="stable")[:10]]
         for limit in (3, 10):
             hits = await index.search_facts(q.tolist(), limit=limit)
             assert [h.item.id for h in hits] == brute[:limit]
-    generic_after, _ = await _knn_plans(pg_sessionmaker)
-    assert generic_after - generic_before == 2 * len(zipf_table["queries"])
+    assert _delta(before, await _knn_plans(pg_sessionmaker)) == (
+        2 * len(zipf_table["queries"]), 0
+    )
 
 
-async def test_without_statistics_custom_plans_until_the_estimate_is_read_again(
-    pg_make_store: Any, pg_sessionmaker: Any, monkeypatch: pytest.MonkeyPatch
+async def test_unknown_estimate_means_custom_plans(
+    zipf_table: dict[str, Any], pg_make_store: Any, pg_sessionmaker: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # No statistics: every kNN call is planned for its values. The estimate is cached per
-    # backend object; new statistics reach the choice once the cached value is older than
-    # GENERIC_ESTIMATE_TTL.
+    # The same small tenant that gets a generic plan with the planner's guess gets custom
+    # plans when the guess is unknown (a plan without a row estimate).
     from cycgraph_memory.postgres import _base
+
+    async def unknown(self: Any, session: Any, table: str) -> None:
+        return None
+
+    monkeypatch.setattr(_base.PostgresBackend, "_generic_rows", unknown)
+    index = pg_make_store(zipf_table["small"], index=True, exact_below=1_000)
+    q = zipf_table["queries"][2].tolist()
+    assert await _plans_of(pg_sessionmaker, lambda: index.search_facts(q, limit=5)) == (0, 3)
+
+
+async def test_estimate_asked_of_the_planner_once_per_ttl(
+    zipf_table: dict[str, Any], pg_make_store: Any, pg_sessionmaker: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cycgraph_memory.postgres import _base
+    from cycgraph_memory.postgres.statements import GENERIC_ROWS_PROBE
 
     clock = [1_000.0]
     monkeypatch.setattr(_base.time, "monotonic", lambda: clock[0])
-    tenant = f"fresh_{uuid.uuid4().hex[:8]}"
-    await _load(pg_make_store, tenant, _unit_rows(np.random.default_rng(3), 20))
-    index = pg_make_store(tenant, index=True)
-    q = [1.0] + [0.0] * (DIM - 1)
+    engine = pg_sessionmaker.kw["bind"].sync_engine
+    probes: list[str] = []
 
-    def call() -> Any:
-        return index.search_facts(q, limit=5)
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.startswith(f"PREPARE {GENERIC_ROWS_PROBE}("):
+            probes.append(statement)
 
-    assert await _plans_of(pg_sessionmaker, call) == (0, 3)
-    async with pg_sessionmaker() as s, s.begin():
-        await s.execute(text("ANALYZE facts"))
-    clock[0] += _base.GENERIC_ESTIMATE_TTL / 2
-    assert await _plans_of(pg_sessionmaker, call) == (0, 3)
-    clock[0] += _base.GENERIC_ESTIMATE_TTL
-    assert await _plans_of(pg_sessionmaker, call) == (3, 0)
+    index = pg_make_store(zipf_table["small"], index=True, exact_below=1_000)
+    q = zipf_table["queries"][1].tolist()
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        counts = []
+        for step in (0.0, _base.GENERIC_ESTIMATE_TTL / 2, _base.GENERIC_ESTIMATE_TTL):
+            clock[0] += step
+            await index.search_facts(q, limit=5)
+            await index.search_facts(q, limit=5)
+            counts.append(len(probes))
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    assert counts == [1, 1, 2]
+    # The planner's guess here: the table's 1,740 rows over its 32 tenants.
+    estimate = index._generic_estimates["facts"][0]
+    assert estimate is not None and 20 <= estimate <= 200
+    # No prepared statement of the probe is left on the connection.
+    async with pg_sessionmaker() as s:
+        left = (await s.execute(text(
+            "SELECT count(*) FROM pg_prepared_statements WHERE name = :p"
+        ), {"p": GENERIC_ROWS_PROBE})).scalar()
+    assert left == 0
+
+
+def test_probe_refuses_anything_but_plain_identifiers() -> None:
+    from cycgraph_memory.postgres.statements import GENERIC_ROWS_PROBE, generic_rows_probe
+
+    assert generic_rows_probe("facts")[1] == (
+        f"PREPARE {GENERIC_ROWS_PROBE}(text) AS SELECT 1 FROM facts WHERE tenant_id = $1"
+    )
+    for table in ("facts; DROP TABLE facts", "facts x", "fäcts", ""):
+        with pytest.raises(ValueError):
+            generic_rows_probe(table)
+
+
+async def test_probe_left_behind_by_a_failed_transaction_is_replaced(
+    zipf_table: dict[str, Any], pg_make_store: Any, pg_sessionmaker: Any
+) -> None:
+    from cycgraph_memory.postgres.statements import GENERIC_ROWS_PROBE
+
+    async with pg_sessionmaker() as s:
+        # A prepared statement outlives the transaction that made it.
+        await s.execute(text(f"PREPARE {GENERIC_ROWS_PROBE}(int) AS SELECT $1"))
+    index = pg_make_store(zipf_table["small"], index=True, exact_below=1_000)
+    q = zipf_table["queries"][3].tolist()
+    assert await _plans_of(pg_sessionmaker, lambda: index.search_facts(q, limit=5)) == (3, 0)
+    estimate = index._generic_estimates["facts"][0]
+    assert estimate is not None and 20 <= estimate <= 200

@@ -19,6 +19,7 @@ connection on the tenant its backend object names.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -64,7 +65,7 @@ _TENANT_INFO_KEY = "cycgraph_tenant"  # session.info: tenant last set in this se
 SEARCH_GUCS_INFO_KEY = "cycgraph_search_gucs"  # session.info: HNSW settings last set in it
 
 GENERIC_ESTIMATE_TTL = 60.0
-"""Seconds a table's generic-plan row estimate (from ``pg_stats``) is reused."""
+"""Seconds a table's generic-plan row estimate (asked of the planner) is reused."""
 
 T = TypeVar("T")
 
@@ -145,8 +146,8 @@ class PostgresBackend:
         self._read_key: object | None = (
             None if self._read_sessionmaker is None else _key(self._read_sessionmaker)
         )
-        # Per table: the rows the planner expects for an unknown tenant (None: no
-        # statistics) and when it was read (time.monotonic()); see _set_tenant.
+        # Per table: the rows the planner expects for an unknown tenant (None: unknown)
+        # and when it was asked (time.monotonic()); see _set_tenant.
         self._generic_estimates: dict[str, tuple[float | None, float]] = {}
 
     @property
@@ -336,23 +337,39 @@ class PostgresBackend:
         ):
             await session.execute(statements.settings(tuple(k for k, _ in pairs)), params)
         else:
-            # plan_cache_mode chosen in the statement (statements.settings): the table's
-            # generic-plan estimate read from pg_stats once a minute, bound otherwise.
+            # plan_cache_mode chosen in the statement (statements.settings) from the
+            # planner's guess for an unknown tenant, asked once a minute per table.
             known = self._generic_estimates.get(corpus)
             now = time.monotonic()
-            fresh = known is not None and now - known[1] < GENERIC_ESTIMATE_TTL
-            if fresh:
-                assert known is not None
-                params["est"] = known[0]
-            result = await session.execute(
-                statements.settings(tuple(k for k, _ in pairs), not fresh), params
-            )
-            if not fresh:
-                est = result.one()[-1]
-                self._generic_estimates[corpus] = (None if est is None else float(est), now)
+            if known is None or now - known[1] >= GENERIC_ESTIMATE_TTL:
+                known = (await self._generic_rows(session, corpus), now)
+                self._generic_estimates[corpus] = known
+            params["est"] = known[0]
+            await session.execute(statements.settings(tuple(k for k, _ in pairs), True), params)
         if settings and not settings_set:
             session.info[SEARCH_GUCS_INFO_KEY] = settings
         session.info[_TENANT_INFO_KEY] = self._tenant
+
+    async def _generic_rows(self, session: AsyncSession, table: str) -> float | None:
+        """Rows a generic plan expects ``tenant_id = $1`` to match in ``table`` (the planner's).
+
+        Four short statements (``statements.generic_rows_probe``) in the session's
+        transaction, a fifth when a failed transaction left the prepared statement behind.
+        None when the plan has no estimate.
+        """
+        check, prepare, explain, deallocate = statements.generic_rows_probe(table)
+        conn = await session.connection()
+        if (await conn.exec_driver_sql(check)).scalar():
+            await conn.exec_driver_sql(deallocate)
+        await conn.exec_driver_sql(prepare)
+        document: object = (await conn.exec_driver_sql(explain)).scalar()
+        await conn.exec_driver_sql(deallocate)
+        plans = json.loads(document) if isinstance(document, str) else document
+        if isinstance(plans, list) and plans and isinstance(plans[0], dict):
+            rows = plans[0].get("Plan", {}).get("Plan Rows")
+            if isinstance(rows, int | float):
+                return float(rows)
+        return None
 
     async def _run(self, work: Callable[[AsyncSession], Awaitable[T]], name: str) -> T:
         """Run ``work(session)``; outside a unit of work, retry it per the retry policy.

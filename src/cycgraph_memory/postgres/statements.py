@@ -350,32 +350,51 @@ PLAN_CACHE_MODE = "plan_cache_mode"
 AUTO_PLAN_PREFIX = "auto:"
 """A ``plan_cache_mode`` value ``auto:<exact_below>``: chosen per tenant, see :func:`settings`."""
 
-# The rows Postgres's planner expects ``tenant_id = $1`` to match in the corpus table when it
-# does not know the tenant (a generic plan): the table's rows times (1 - null fraction)
-# over the number of distinct tenants, never more than the most common tenant's share
-# (selfuncs.c, var_eq_non_const). NULL when the table has no statistics yet.
-_GENERIC_ESTIMATE = (
-    "(SELECT least(c.reltuples * (1 - st.null_frac) / greatest(CASE WHEN st.n_distinct < 0"
-    " THEN -st.n_distinct * c.reltuples ELSE st.n_distinct END, 1),"
-    " coalesce(st.most_common_freqs[1], 1) * c.reltuples)::float8"
-    " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-    " JOIN pg_stats st ON st.schemaname = n.nspname AND st.tablename = c.relname"
-    " AND st.attname = 'tenant_id' AND NOT st.inherited"
-    " WHERE c.oid = to_regclass(:v{corpus}) AND c.reltuples > 0)"
-)
+GENERIC_ROWS_PROBE = "cycgraph_generic_rows"
+"""Name of the statement :func:`generic_rows_probe` prepares (on the caller's connection)."""
+
+
+def generic_rows_probe(table: str) -> tuple[str, str, str, str]:
+    """Statements giving the rows a generic plan expects ``tenant_id = $1`` to match.
+
+    In order: whether :data:`GENERIC_ROWS_PROBE` is already prepared on the connection
+    (left by a transaction that failed half-way; ``DEALLOCATE`` it first), with the
+    transaction's plans made generic in the same statement; ``PREPARE`` a minimal
+    statement with the condition every kNN statement has; ``EXPLAIN (FORMAT JSON)`` its
+    execution (the top node's ``Plan Rows`` is the planner's guess for an unknown tenant:
+    the table's rows over its distinct tenants, capped by the most common tenant's share);
+    ``DEALLOCATE``. Asking the planner (rather than reading ``pg_stats``) gives every role
+    the same number: ``pg_stats`` hides a table's statistics from a role under its
+    row-level security, while the planner uses them (the policy's condition on the tenant
+    merges with ``tenant_id = $1`` into a one-time filter, so it does not change the
+    guess). The texts are constant per table, so the driver's statement cache keeps them.
+    ``table`` must be a plain identifier.
+    """
+    if not table.isidentifier() or not table.isascii():
+        raise ValueError(f"not a plain identifier: {table!r}")
+    name = GENERIC_ROWS_PROBE
+    return (
+        f"SELECT EXISTS (SELECT FROM pg_prepared_statements WHERE name = '{name}'),"
+        " set_config('plan_cache_mode', 'force_generic_plan', true)",
+        f"PREPARE {name}(text) AS SELECT 1 FROM {table} WHERE tenant_id = $1",
+        f"EXPLAIN (FORMAT JSON) EXECUTE {name}('')",
+        f"DEALLOCATE {name}",
+    )
+
 
 # plan_cache_mode for ``auto:<exact_below>``: a generic plan when the planner's guess for an
-# unknown tenant (``e.est``) leads it to the plan this tenant's kNN branch needs. The
-# tenant is small (the exact branch of :func:`nearest`): the guess must not be so large
-# that the tenant's rows are read by a sequential scan of the table. The tenant is big
-# (the HNSW branch): the guess must not be so small that its rows are read through the
-# tenant_id B-tree and sorted instead of searched through the HNSW index. Otherwise, or
-# without statistics: custom plans.
+# unknown tenant (``:est``, see generic_rows_probe) leads it to the plan this tenant's kNN
+# branch needs. The tenant is small (the exact branch of :func:`nearest`): the guess must
+# not be so large that the tenant's rows are read by a sequential scan of the table. The
+# tenant is big (the HNSW branch): the guess must not be so small that its rows are read
+# through the tenant_id B-tree and sorted instead of searched through the HNSW index.
+# Otherwise, or without statistics (no reltuples) or estimate: custom plans.
 _PLAN_MODE = (
     "CASE WHEN :v{i} LIKE 'auto:%' THEN coalesce((SELECT CASE WHEN CASE"
     " WHEN d.docs < split_part(:v{i}, ':', 2)::int"
     " AND (d.docs < {always} OR d.docs * 2 < d.reltuples)"
-    " THEN e.est <= greatest(4 * d.docs, {always}) ELSE 4 * e.est >= d.docs END"
+    " THEN CAST(:est AS float8) <= greatest(4 * d.docs, {always})"
+    " ELSE 4 * CAST(:est AS float8) >= d.docs END"
     " THEN 'force_generic_plan' ELSE 'force_custom_plan' END"
     " FROM (SELECT coalesce(s.documents, 0) AS docs, c.reltuples FROM pg_class c"
     " LEFT JOIN text_search_corpora s"
@@ -386,7 +405,7 @@ _PLAN_MODE = (
 
 
 @lru_cache(maxsize=64)
-def settings(names: tuple[str, ...], estimate: bool | None = None) -> TextClause:
+def settings(names: tuple[str, ...], planned: bool = False) -> TextClause:
     """``SELECT set_config(:s0, :v0, true), ...``: transaction-local settings, one trip.
 
     The setting names are part of the text (they are constants of this package); their
@@ -400,17 +419,16 @@ def settings(names: tuple[str, ...], estimate: bool | None = None) -> TextClause
     the latency for nothing more). A tenant alone in its table keeps the value bound.
     Same round trip.
 
-    ``estimate`` (with :data:`PLAN_CACHE_MODE` and :data:`KNN_CORPUS_SETTING` among the
+    ``planned`` (with :data:`PLAN_CACHE_MODE` and :data:`KNN_CORPUS_SETTING` among the
     names): a ``plan_cache_mode`` value ``auto:<exact_below>`` becomes
     ``force_generic_plan`` or ``force_custom_plan`` for this tenant (see
     ``PostgresMemoryIndex._search_settings``), from the tenant's document count and the
-    rows the planner expects for an unknown tenant. That expectation comes from
-    ``pg_stats`` (``estimate=True``, ~1 ms; the statement returns it as its last column,
-    ``est``, for the caller to keep) or from the bind parameter ``:est`` (``False``).
+    rows the planner expects for an unknown tenant, bound as ``:est`` (NULL: unknown,
+    custom plans; see :func:`generic_rows_probe`).
     """
     position = {name: i for i, name in enumerate(names)}
     scaled = "hnsw.ef_search" in position and KNN_CORPUS_SETTING in position
-    planned = estimate is not None and PLAN_CACHE_MODE in position and scaled
+    planned = planned and PLAN_CACHE_MODE in position and scaled
 
     def value(i: int, name: str) -> str:
         if scaled and name == "hnsw.ef_search":
@@ -427,15 +445,9 @@ def settings(names: tuple[str, ...], estimate: bool | None = None) -> TextClause
         f"set_config('{name}', {value(i, name)}, true)" for i, name in enumerate(names)
     )
     binds = [bindparam(f"v{i}", type_=Text()) for i in range(len(names))]
-    if not planned:
-        return text(f"SELECT {calls}").bindparams(*binds)
-    source = (
-        _GENERIC_ESTIMATE.format(corpus=position[KNN_CORPUS_SETTING]) if estimate
-        else "CAST(:est AS float8)"
-    )
-    if not estimate:
+    if planned:
         binds.append(bindparam("est", type_=Double()))
-    return text(f"SELECT {calls}, e.est FROM (SELECT {source} AS est) e").bindparams(*binds)
+    return text(f"SELECT {calls}").bindparams(*binds)
 
 
 # ----------------------------------------------------------------------------- kNN
