@@ -236,7 +236,8 @@ class PostgresMemoryIndex(
         every call (~4-5 ms) bought nothing (text p50 at 100,000 facts 18.0-22.8 -> 13.0-13.4
         ms; same results). A statement with a kNN (``knn``) gets ``auto:<exact_below>``,
         which the settings statement turns into a generic plan when the rows the planner
-        expects for an unknown tenant (``pg_stats``) lead it to the plan this tenant needs
+        expects for an unknown tenant (asked of the planner once a minute, see
+        ``PostgresBackend._generic_rows``) lead it to the plan this tenant needs
         (exact scan of a small tenant, HNSW walk of a big one), and into custom plans
         otherwise or without statistics (see ``statements.settings``). A generic plan that
         misjudged the tenant read a 134,072-fact tenant through the ``tenant_id`` B-tree and

@@ -523,7 +523,10 @@ def nearest(
       share, see :func:`settings`).
 
     ``conditions`` must include ``tenant_id = :tenant``. Bind parameters: ``tenant``,
-    ``q``, ``exact_below`` (defaults to :data:`EXACT_KNN_BELOW`), ``fetch``'s.
+    ``q``, ``exact_below`` (defaults to :data:`EXACT_KNN_BELOW`), ``fetch``'s. A bound
+    ``fetch`` is rendered into the statement as a literal when it runs
+    (``literal_execute``): a generic plan then knows how many rows each branch returns
+    (with a bound ``LIMIT`` it assumed the default and hash-joined a sequential scan).
     """
     if isinstance(fetch, BindParameter):
         fetch = bindparam(fetch.key, type_=fetch.type, literal_execute=True)
