@@ -104,6 +104,12 @@ async def test_readme_privileges_owner_migrates_app_reads_and_writes(pg_server_d
             await store.touch_facts([f.id])
             hits = await index.search_facts(unit(1), limit=3)
             assert [h.item.id for h in hits] == [f.id]
+            # Under row-level security, with the owner exempt and EXECUTE granted by
+            # default: the GIN lookups go through migration 0016's functions.
+            async with index._read() as session:
+                assert await index._definer(session) is True
+            found = await index.text_search_facts(f.content, limit=3)
+            assert [h.item.id for h in found] == [f.id]
             assert await store.delete_entity(a.id) is True
             assert await store.get_relationship(edge.id) is None
             await store.clear()

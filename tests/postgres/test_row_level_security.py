@@ -52,6 +52,7 @@ async def app_engine(pg_engine: Any, pg_dsn: str) -> AsyncIterator[Any]:
             f'GRANT CONNECT ON DATABASE "{database}" TO {role}',
             f"GRANT USAGE ON SCHEMA public TO {role}",
             f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}",
+            f"GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO {role}",
         ):
             await conn.execute(text(sql))
     engine = create_engine_from_dsn(make_url(pg_dsn).set(username=role, password=None))

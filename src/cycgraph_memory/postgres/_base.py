@@ -26,9 +26,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from contextvars import ContextVar
 from types import MappingProxyType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import select, text
+from sqlalchemy import literal_column, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from cycgraph_memory._ids import parse_id, parse_ids
@@ -38,7 +38,7 @@ from cycgraph_memory.errors import (
     InvalidTenantError,
     SchemaNotReadyError,
 )
-from cycgraph_memory.postgres import statements
+from cycgraph_memory.postgres import definer_lookups, statements
 from cycgraph_memory.postgres._errors import translate_errors
 from cycgraph_memory.postgres.schema import SchemaMetadataRow
 from cycgraph_memory.retry import DEFAULT_RETRY, RetryPolicy, call_with_retry
@@ -149,6 +149,9 @@ class PostgresBackend:
         # Per table: the rows the planner expects for an unknown tenant (None: unknown)
         # and when it was asked (time.monotonic()); see _set_tenant.
         self._generic_estimates: dict[str, tuple[float | None, float]] = {}
+        # Per session bind (engine or connection): whether GIN lookups go through the
+        # functions of migration 0016 there (definer_lookups.PROBE); see _definer.
+        self._definer_modes: dict[object, bool] = {}
 
     @property
     def tenant_id(self) -> str:
@@ -387,13 +390,34 @@ class PostgresBackend:
             return await attempt()
         return await call_with_retry(attempt, self._retry, name=name)
 
+    async def _definer(self, session: AsyncSession) -> bool:
+        """Whether this session's GIN lookups go through the functions of migration 0016.
+
+        True when the connected role is under row-level security, may execute the
+        functions and their owner is not (:data:`definer_lookups.PROBE`). Asked once per
+        object and session bind (the :meth:`_dim` read asks it in the same statement).
+        """
+        key = session.bind
+        known = self._definer_modes.get(key)
+        if known is None:
+            known = bool((await session.execute(text(definer_lookups.PROBE))).scalar())
+            self._definer_modes[key] = known
+        return known
+
     async def _dim(self, session: AsyncSession) -> int:
-        """Return the schema's embedding dimension (read once, then cached)."""
+        """Return the schema's embedding dimension (read once, then cached).
+
+        The same statement answers :meth:`_definer` for the session's bind.
+        """
         if self._schema_dim is None:
-            result = await session.execute(
-                select(SchemaMetadataRow.value).where(SchemaMetadataRow.key == "embedding_dim")
+            result: Any = await session.execute(
+                select(SchemaMetadataRow.value, literal_column(f"({definer_lookups.PROBE})"))
+                .where(SchemaMetadataRow.key == "embedding_dim")
             )
-            value = result.scalar_one_or_none()
+            found = result.one_or_none()
+            value = None if found is None else found[0]
+            if found is not None:
+                self._definer_modes.setdefault(session.bind, bool(found[1]))
             if value is None:
                 raise SchemaNotReadyError(
                     "schema_metadata has no embedding_dim: run alembic upgrade head"

@@ -55,12 +55,18 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, aggregate_order_by, array
 from sqlalchemy.types import Text
 
+from cycgraph_memory.postgres.definer_lookups import term_rows
 from cycgraph_memory.postgres.schema import TextSearchCorpusRow, TextSearchTermRow
 from cycgraph_memory.textsearch import BM25_B, BM25_K1, query_terms
 
 __all__ = [
-    "CORPORA", "RARE_TERM_FACTOR", "TERMS", "TEXT_CANDIDATES", "bm25_ranked", "bm25_terms",
+    "CORPORA", "RARE_TERM_FACTOR", "TERMS", "TEXT_CANDIDATES", "DefinerFilters", "bm25_ranked",
+    "bm25_terms",
 ]
+
+DefinerFilters = tuple[bool, tuple[ColumnElement[Any], ColumnElement[Any]] | None]
+"""``(live, (any_tags, no_tags) or None)``: a candidate lookup's filters as arguments of the
+functions of migration 0016 (see :func:`bm25_ranked`)."""
 
 TEXT_CANDIDATES = 200
 """Rows per candidate branch (the all-terms branch and each term's branch)."""
@@ -91,6 +97,7 @@ def bm25_ranked(
     candidates: int = TEXT_CANDIDATES,
     k1: float = BM25_K1,
     b: float = BM25_B,
+    definer: DefinerFilters | None = None,
 ) -> Select[Any]:
     """``SELECT id, text_rank`` of the ``limit`` best rows of ``table`` for ``terms``.
 
@@ -104,6 +111,11 @@ def bm25_ranked(
         candidates: Rows per candidate branch.
         k1: Term-frequency saturation.
         b: Length normalisation.
+        definer: For a role under row-level security: ``(live, tags)``, the same
+            conditions as ``filters`` (live rows only; ``(any_tags, no_tags)`` ``text[]``
+            expressions, NULL where not filtered, or ``None``) for the GIN branches, which
+            then go through the lookup functions of migration 0016
+            (:mod:`~cycgraph_memory.postgres.definer_lookups`).
 
     Returns:
         A select of ``(id, text_rank)`` ordered by ``text_rank`` descending, then id.
@@ -152,11 +164,17 @@ def bm25_ranked(
     # its whole posting list first: 100,000 entries for a word in every document). The
     # two branches' conditions on ``df`` do not read the table: one-time filters, so
     # exactly one branch runs per term.
-    from_index = (
-        select(table.c.id)
-        .where(mine, table.c.search_terms.overlap(array([df.c.term])), *filters, rare(df.c.df))
-        .limit(candidates)
-    )
+    if definer is None:
+        from_index = (
+            select(table.c.id)
+            .where(mine, table.c.search_terms.overlap(array([df.c.term])), *filters,
+                   rare(df.c.df))
+            .limit(candidates)
+        )
+    else:
+        rows = term_rows(table.name, array([df.c.term]), every=False, live=definer[0],
+                         tags=definer[1], limit=candidates, name="term_rows")
+        from_index = select(rows.c.id).where(rare(df.c.df)).correlate(df)
     from_scan = (
         select(table.c.id)
         .where(mine, df.c.term == any_(table.c.search_terms), *filters, not_(rare(df.c.df)))
@@ -175,12 +193,17 @@ def bm25_ranked(
         .subquery("gate")
     )
     complete = gate.c.present == func.cardinality(words)
-    every_index = (
-        select(table.c.id)
-        .where(mine, table.c.search_terms.contains(words), *filters,
-               complete, rare(gate.c.rarest))
-        .limit(candidates)
-    )
+    if definer is None:
+        every_index = (
+            select(table.c.id)
+            .where(mine, table.c.search_terms.contains(words), *filters,
+                   complete, rare(gate.c.rarest))
+            .limit(candidates)
+        )
+    else:
+        all_rows = term_rows(table.name, words, every=True, live=definer[0],
+                             tags=definer[1], limit=candidates, name="every_rows")
+        every_index = select(all_rows.c.id).where(complete, rare(gate.c.rarest)).correlate(gate)
     every_scan = (
         select(table.c.id)
         .where(mine,

@@ -99,13 +99,6 @@ class RetrievalQueries(PostgresBackend):
         f = coerce_options(EntityFactsFilter, filter, options)
         if not ids:
             return {}
-        stmt = statements.facts_of_entities(
-            include_invalidated=f.include_invalidated,
-            tags=bool(f.tags),
-            exclude_tags=bool(f.exclude_tags),
-            valid_at=f.valid_at is not None,
-            changed_since=f.changed_since is not None,
-        )
         params = {
             "tenant": self._tenant, "ids": ids, "per_entity": f.per_entity_limit,
             "any_tags": list(f.tags or ()), "no_tags": list(f.exclude_tags or ()),
@@ -113,6 +106,14 @@ class RetrievalQueries(PostgresBackend):
         }
         out: dict[uuid.UUID, list[SemanticFact]] = {}
         async with self._read() as session:
+            stmt = statements.facts_of_entities(
+                include_invalidated=f.include_invalidated,
+                tags=bool(f.tags),
+                exclude_tags=bool(f.exclude_tags),
+                valid_at=f.valid_at is not None,
+                changed_since=f.changed_since is not None,
+                definer=await self._definer(session),
+            )
             rows = await statements.fetch(session, stmt, params)
         for row in rows:
             out.setdefault(convert._uuid(row["eid"]), []).append(convert.fact_from_row(row))

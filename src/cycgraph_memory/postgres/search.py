@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import bindparam, func, select, true
+from sqlalchemy import Integer, bindparam, func, literal, select, true
 from sqlalchemy.dialects.postgresql import ARRAY, array
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.types import Uuid
@@ -27,6 +27,7 @@ from cycgraph_memory._construct import trusted
 from cycgraph_memory._options import coerce_options
 from cycgraph_memory.postgres import convert, statements
 from cycgraph_memory.postgres.bm25 import CORPORA, TEXT_CANDIDATES, bm25_terms
+from cycgraph_memory.postgres.definer_lookups import entity_fact_count
 from cycgraph_memory.postgres.statements import FACTS, MESSAGES
 from cycgraph_memory.records import (
     Entity,
@@ -68,6 +69,11 @@ class PostgresSearchMixin:
     _read: Callable[..., Any]
     _search: Callable[..., Any]
 
+    if TYPE_CHECKING:
+
+        async def _definer(self, session: AsyncSession) -> bool:
+            """See ``PostgresBackend._definer``."""
+
     async def search_messages(
         self, embedding: Sequence[float], options: SearchOptions | Options | None = None, /,
         **kwargs: Any,
@@ -100,11 +106,12 @@ class PostgresSearchMixin:
             params["any_tags"] = list(opts.tags or ())
         if exclude:
             params["no_tags"] = list(opts.exclude_tags or ())
-        stmt = statements.text_ranked(
-            table_name, live=not opts.include_invalidated, tags=tags, exclude_tags=exclude
-        )
         session: AsyncSession
         async with self._read() as session:
+            stmt = statements.text_ranked(
+                table_name, live=not opts.include_invalidated, tags=tags, exclude_tags=exclude,
+                definer=await self._definer(session),
+            )
             rows = await statements.fetch(session, stmt, params)
         return [ScoredResult(item=from_row(r), score=float(r["text_rank"])) for r in rows]
 
@@ -147,26 +154,35 @@ class PostgresSearchMixin:
             .table_valued("id")
             .render_derived(name="wanted")
         )
-        cited = (
-            select(FACTS.c.id)
-            .where(FACTS.c.tenant_id == self._tenant,
-                   FACTS.c.entity_ids.contains(array([wanted.c.id])))
-            .limit(cap)
-            .lateral("cited")
-        )
         total = (
             select(CORPORA.c.documents)
             .where(CORPORA.c.tenant_id == self._tenant, CORPORA.c.corpus == FACTS.name)
             .scalar_subquery()
         )
-        stmt = (
-            select(wanted.c.id, func.count(cited.c.id).label("n"),
-                   func.coalesce(total, 0).label("total"))
-            .select_from(wanted)
-            .outerjoin(cited, true())
-            .group_by(wanted.c.id)
-        )
         async with self._read() as session:
+            if await self._definer(session):
+                # A role under row-level security: the count through migration 0016's
+                # function (the GIN index is out of its reach).
+                stmt = select(
+                    wanted.c.id,
+                    entity_fact_count(wanted.c.id, literal(cap, Integer())).label("n"),
+                    func.coalesce(total, 0).label("total"),
+                ).select_from(wanted)
+            else:
+                cited = (
+                    select(FACTS.c.id)
+                    .where(FACTS.c.tenant_id == self._tenant,
+                           FACTS.c.entity_ids.contains(array([wanted.c.id])))
+                    .limit(cap)
+                    .lateral("cited")
+                )
+                stmt = (
+                    select(wanted.c.id, func.count(cited.c.id).label("n"),
+                           func.coalesce(total, 0).label("total"))
+                    .select_from(wanted)
+                    .outerjoin(cited, true())
+                    .group_by(wanted.c.id)
+                )
             rows = (await session.execute(stmt)).all()
         counts = {convert._uuid(r[0]): int(r[1]) for r in rows if r[1]}
         return counts, int(rows[0][2]) if rows else 0

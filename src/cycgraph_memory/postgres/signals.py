@@ -41,6 +41,7 @@ from sqlalchemy import (
     and_,
     any_,
     bindparam,
+    cast,
     func,
     literal,
     not_,
@@ -60,6 +61,11 @@ from cycgraph_memory._options import coerce_options
 from cycgraph_memory.postgres import convert
 from cycgraph_memory.postgres._base import PostgresBackend, PostgresIndexMixin
 from cycgraph_memory.postgres.bm25 import CORPORA, TEXT_CANDIDATES, bm25_ranked, bm25_terms
+from cycgraph_memory.postgres.definer_lookups import (
+    entity_fact_count,
+    entity_fact_rows,
+    null_texts,
+)
 from cycgraph_memory.postgres.schema import MAX_VECTOR_HNSW_DIM
 from cycgraph_memory.postgres.statements import (
     ENTITIES,
@@ -233,8 +239,13 @@ def signals_statement(
     messages_text: bool | None,
     episodes_knn: bool | None = None,
     episodes_text: bool | None = None,
+    definer: bool = False,
 ) -> Select[Any]:
     """The ``UNION ALL`` of the wanted branches (``None`` / ``False``: branch absent).
+
+    ``definer``: the GIN lookups (BM25 candidates, an entity's facts and their count)
+    through the functions of migration 0016, for a role under row-level security (see
+    :mod:`~cycgraph_memory.postgres.definer_lookups`).
 
     ``direct`` / ``text_facts``: ``(include_invalidated, tags, exclude_tags)``; ``graph``:
     ``(include_invalidated, tags, exclude_tags, valid_at, changed_since)``;
@@ -352,6 +363,10 @@ def signals_statement(
             _fact_filters(include_invalidated=inc, tags=tags, exclude_tags=exclude,
                           prefix="t_"),
             cast_any(_p("text_limit", Integer())), candidates=TEXT_CANDIDATES,
+            definer=(not inc, (
+                _p("t_any_tags", _texts()) if tags else null_texts(),
+                _p("t_no_tags", _texts()) if exclude else null_texts(),
+            )) if definer else None,
         ).subquery("text_facts")
         pos = func.row_number().over(order_by=(ranked.c.text_rank.desc(), ranked.c.id))
         branches.append(
@@ -368,14 +383,18 @@ def signals_statement(
         if not entities_invalidated:
             matched = matched.where(e.c.invalidated_at.is_(None), e.c.superseded_by.is_(None))
         em = matched.order_by(position, e.c.id).limit(_p("match_limit", Integer())).cte("em")
-        cited = (
-            select(f.c.id)
-            .where(f.c.tenant_id == tenant, f.c.entity_ids.contains(array([em.c.id])))
-            .limit(_p("count_cap", Integer()))
-            .correlate(em)
-            .subquery("cited")
-        )
-        count = select(func.count()).select_from(cited).scalar_subquery()
+        count: Any
+        if definer:
+            count = entity_fact_count(em.c.id, _p("count_cap", Integer()))
+        else:
+            cited = (
+                select(f.c.id)
+                .where(f.c.tenant_id == tenant, f.c.entity_ids.contains(array([em.c.id])))
+                .limit(_p("count_cap", Integer()))
+                .correlate(em)
+                .subquery("cited")
+            )
+            count = select(func.count()).select_from(cited).scalar_subquery()
         total = (
             select(CORPORA.c.documents)
             .where(CORPORA.c.tenant_id == tenant, CORPORA.c.corpus == FACTS.name)
@@ -406,15 +425,30 @@ def signals_statement(
                     _p("changed_since", _tz()) if changed_since else None,
                 ),
             ]
-            # As facts_of_entities: the GIN lookup in its own subquery (OFFSET 0), sorted.
-            matching = select(f.c.id, f.c.valid_from).where(*conds).correlate(em).offset(0)
-            m = matching.subquery("m")
-            newest = (
-                select(m.c.id, m.c.valid_from)
-                .order_by(m.c.valid_from.desc(), m.c.id)
-                .limit(_p("per_entity", Integer()))
-                .lateral("newest")
-            )
+            newest: Any
+            if definer:
+                rows = entity_fact_rows(
+                    em.c.id,
+                    live=not inc,
+                    any_tags=_p("g_any_tags", _texts()) if tags else null_texts(),
+                    no_tags=_p("g_no_tags", _texts()) if exclude else null_texts(),
+                    valid_at=_p("valid_at", _tz()) if valid_at else cast(null(), _tz()),
+                    changed_since=(_p("changed_since", _tz()) if changed_since
+                                   else cast(null(), _tz())),
+                    limit=_p("per_entity", Integer()),
+                    name="r",
+                )
+                newest = select(rows.c.id, rows.c.valid_from).correlate(em).lateral("newest")
+            else:
+                # As facts_of_entities: the GIN lookup in its own subquery (OFFSET 0), sorted.
+                matching = select(f.c.id, f.c.valid_from).where(*conds).correlate(em).offset(0)
+                m = matching.subquery("m")
+                newest = (
+                    select(m.c.id, m.c.valid_from)
+                    .order_by(m.c.valid_from.desc(), m.c.id)
+                    .limit(_p("per_entity", Integer()))
+                    .lateral("newest")
+                )
             order = func.row_number().over(
                 partition_by=em.c.id, order_by=(newest.c.valid_from.desc(), newest.c.id)
             )
@@ -451,6 +485,7 @@ def signals_statement(
         ranked_m = bm25_ranked(
             m_, cast_any(tenant), (), filters,
             cast_any(_p("message_text_limit", Integer())), candidates=TEXT_CANDIDATES,
+            definer=(not messages_text, None) if definer else None,
         ).subquery("text_messages")
         pos = func.row_number().over(order_by=(ranked_m.c.text_rank.desc(), ranked_m.c.id))
         branches.append(
@@ -483,6 +518,7 @@ def signals_statement(
         ranked_e = bm25_ranked(
             e_, cast_any(tenant), (), e_filters,
             cast_any(_p("episode_text_limit", Integer())), candidates=TEXT_CANDIDATES,
+            definer=(not episodes_text, None) if definer else None,
         ).subquery("text_episodes")
         pos = func.row_number().over(order_by=(ranked_e.c.text_rank.desc(), ranked_e.c.id))
         branches.append(
@@ -983,7 +1019,6 @@ class SignalPrefetch(PostgresIndexMixin):
             )
         )):
             return store, self
-        stmt = signals_statement(dim, **shape)
         # hnsw.ef_search is scaled by the tenant's share of the first kNN's table.
         corpus = knn_corpus(
             FACTS if hierarchical is not None
@@ -995,6 +1030,7 @@ class SignalPrefetch(PostgresIndexMixin):
             efs[0] if efs else self.ef_search, corpus, knn=bool(efs)
         )
         async with self._read(settings) as session:
+            stmt = signals_statement(dim, **shape, definer=await self._definer(session))
             rows = (await session.execute(stmt, params)).all()
         by_kind: dict[int, list[Sequence[Any]]] = {}
         for r in rows:

@@ -65,6 +65,7 @@ from sqlalchemy import (
     func,
     literal,
     not_,
+    null,
     or_,
     select,
     text,
@@ -79,6 +80,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import literal_column, type_coerce
 
 from cycgraph_memory.postgres.bm25 import CORPORA, TEXT_CANDIDATES, bm25_ranked
+from cycgraph_memory.postgres.definer_lookups import entity_fact_rows, null_texts
 from cycgraph_memory.postgres.schema import (
     MAX_VECTOR_HNSW_DIM,
     EmbeddingVector,
@@ -785,15 +787,37 @@ def facts_of_entities(
     exclude_tags: bool,
     valid_at: bool,
     changed_since: bool,
+    definer: bool = False,
 ) -> Select[Any]:
     """The newest ``:per_entity`` facts of each entity of ``:ids`` (rows carry ``eid``).
 
     ``unnest(:ids) CROSS JOIN LATERAL (... ORDER BY valid_from DESC, id LIMIT k)`` on the
     ``entity_ids`` GIN index; every filter applies before the per-entity bound.
     Parameters: ``tenant``, ``ids``, ``per_entity`` (``None``: all), and the filters'.
+    ``definer``: the ids through ``cycgraph_entity_fact_rows`` (migration 0016; a role
+    under row-level security), the rows by primary key.
     """
     t = FACTS
     e = select(func.unnest(_p("ids", UUIDS)).label("eid")).subquery("e")
+    if definer:
+        rows = entity_fact_rows(
+            e.c.eid,
+            live=not include_invalidated,
+            any_tags=_p("any_tags", _TEXTS) if tags else null_texts(),
+            no_tags=_p("no_tags", _TEXTS) if exclude_tags else null_texts(),
+            valid_at=_p("valid_at", _TZ) if valid_at else cast(null(), _TZ),
+            changed_since=_p("changed_since", _TZ) if changed_since else cast(null(), _TZ),
+            limit=_p("per_entity", Integer()),
+            name="r",
+        )
+        newest = (
+            select(*record_columns(t))
+            .select_from(rows.join(t, and_(t.c.tenant_id == _tenant(), t.c.id == rows.c.id)))
+            .order_by(rows.c.valid_from.desc(), rows.c.id)
+            .correlate(e)
+            .lateral("f")
+        )
+        return select(e.c.eid, newest).select_from(e.join(newest, true()))
     conds: list[ColumnElement[bool]] = [
         t.c.tenant_id == _tenant(),
         t.c.entity_ids.contains(array([e.c.eid])),
@@ -871,13 +895,16 @@ def entity_name_match(*, include_invalidated: bool) -> Select[Any]:
 
 @lru_cache(maxsize=64)
 def text_ranked(
-    table_name: str, *, live: bool, tags: bool = False, exclude_tags: bool = False
+    table_name: str, *, live: bool, tags: bool = False, exclude_tags: bool = False,
+    definer: bool = False,
 ) -> Select[Any]:
     """Rows of the best ``:limit`` rows by BM25 for the terms ``:bm25_terms``.
 
     The BM25 ranking of :func:`cycgraph_memory.postgres.bm25.bm25_ranked` (on ``(id,
     search_terms)`` only), joined to the whole rows of the best ``limit``. Parameters:
-    ``tenant``, ``limit``, ``bm25_terms`` and the tag filters'.
+    ``tenant``, ``limit``, ``bm25_terms`` and the tag filters'. ``definer``: the GIN
+    candidate branches through the functions of migration 0016 (a role under row-level
+    security, see :mod:`~cycgraph_memory.postgres.definer_lookups`).
     """
     table = _TABLES[table_name]
     filters: list[ColumnElement[bool]] = []
@@ -887,9 +914,14 @@ def text_ranked(
         filters.append(table.c.tags.overlap(_p("any_tags", _TEXTS)))
     if exclude_tags:
         filters.append(not_(table.c.tags.overlap(_p("no_tags", _TEXTS))))
+    tag_args = (
+        (_p("any_tags", _TEXTS) if tags else null_texts(),
+         _p("no_tags", _TEXTS) if exclude_tags else null_texts())
+        if table is FACTS else None
+    )
     ranked = bm25_ranked(
         table, cast_any(_tenant()), (), filters, cast_any(_p("limit", Integer())),
-        candidates=TEXT_CANDIDATES,
+        candidates=TEXT_CANDIDATES, definer=(live, tag_args) if definer else None,
     ).subquery("ranked")
     return (
         select(*record_columns(table), *_extra(table), ranked.c.text_rank)
