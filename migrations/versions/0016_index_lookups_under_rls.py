@@ -1,4 +1,4 @@
-"""Index lookups an application role under row-level security can use: five functions.
+"""Index lookups an application role under row-level security can use: seven functions.
 
 Revision ID: 0016
 Revises: 0015
@@ -6,9 +6,10 @@ Create Date: 2026-12-05
 
 Postgres evaluates a row-level security policy's condition before any condition of the
 query whose functions are not ``LEAKPROOF``, and the array operators the GIN indexes serve
-(``&&``, ``@>`` on ``search_terms`` and ``entity_ids``) are not. So for a role the policy
-applies to, none of these indexes can be used: a BM25 candidate branch or the facts of an
-entity read every row of the tenant (100,000 facts: text retrieval 390-470 ms, hybrid
+(``&&``, ``@>`` on ``search_terms`` and ``entity_ids``) are not, nor is ``lower()`` (the
+expression indexes on entity names). So for a role the policy applies to, none of these
+indexes can be used: a BM25 candidate branch, the facts of an entity or an entity-name
+match read every row of the tenant (100,000 facts: text retrieval 390-470 ms, hybrid
 460-520, entity 2-hop 114, against 15 / 35-45 / 10 as the owner).
 
 These functions run those lookups as their owner (``SECURITY DEFINER``; the migration role,
@@ -26,7 +27,11 @@ reads the rows themselves by primary key, under its own policies:
   lim)``: ``(id, valid_from)`` of the newest ``lim`` (NULL: all) facts citing ``entity``
   that pass the filters, newest first;
 * ``cycgraph_entity_fact_count(entity, cap)``: how many facts cite ``entity``, at most
-  ``cap``.
+  ``cap``;
+* ``cycgraph_entity_name_rows(names)``: ids of the entities whose ``lower(name)`` is one of
+  ``names`` (the name match of retrieval, index of revision 0012);
+* ``cycgraph_entity_name_key_rows(types, keys)``: ids of the entities of ``types`` whose
+  name key is one of ``keys`` (entity resolution at ingest, index of revision 0013).
 
 ``EXECUTE`` is revoked from ``PUBLIC`` (a role that cannot read ``facts`` must not learn
 which rows hold a word) and granted to every role that holds ``SELECT`` on the table each
@@ -120,6 +125,24 @@ SELECT count(*) FROM (
 ) c
 $fn$"""
 
+_NAME_ROWS = f"""
+CREATE FUNCTION cycgraph_entity_name_rows(p_names text[]) RETURNS SETOF uuid
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = {{path}} ROWS 5
+AS $fn$
+SELECT r.id FROM entities r
+WHERE r.tenant_id = {_TENANT} AND lower(r.name) = ANY(p_names)
+$fn$"""
+
+_NAME_KEY_ROWS = f"""
+CREATE FUNCTION cycgraph_entity_name_key_rows(p_types text[], p_keys text[])
+RETURNS SETOF uuid
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = {{path}} ROWS 10
+AS $fn$
+SELECT r.id FROM entities r
+WHERE r.tenant_id = {_TENANT} AND r.entity_type = ANY(p_types)
+  AND regexp_replace(lower(r.name), '[^[:alnum:]]', '', 'g') = ANY(p_keys)
+$fn$"""
+
 FUNCTIONS: tuple[tuple[str, str, str], ...] = (
     # (table read, signature, definition)
     ("facts", *_term_rows("facts", "r.invalidated_by IS NULL", tags=True)),
@@ -128,6 +151,8 @@ FUNCTIONS: tuple[tuple[str, str, str], ...] = (
     ("facts", "cycgraph_entity_fact_rows(uuid, boolean, text[], text[], timestamptz, "
               "timestamptz, integer)", _ENTITY_ROWS),
     ("facts", "cycgraph_entity_fact_count(uuid, integer)", _ENTITY_COUNT),
+    ("entities", "cycgraph_entity_name_rows(text[])", _NAME_ROWS),
+    ("entities", "cycgraph_entity_name_key_rows(text[], text[])", _NAME_KEY_ROWS),
 )
 """The functions of this revision."""
 

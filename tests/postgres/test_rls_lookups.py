@@ -86,7 +86,7 @@ async def tenant(pg_engine: Any) -> AsyncIterator[dict[str, Any]]:
     for i in range(60):
         words = [w for j, w in enumerate(WORDS) if i % (j + 2) == 0] or ["filler"]
         facts.append(fact(
-            content=" ".join(words + [f"note{i % 7}"]),
+            content=" ".join([*words, f"note{i % 7}"]),
             entity_ids=[e for k, e in enumerate((e1.id, e2.id)) if i % (k + 2) == 0],
             tags=["lesson"] if i % 5 == 0 else [],
             valid_from=ts(i * 60),
@@ -173,24 +173,49 @@ async def test_text_search_equals_the_owners_and_uses_the_functions(
         assert fn in joined
 
 
-async def test_entity_facts_and_counts_equal_the_owners(
+async def test_entity_lookups_equal_the_owners(
     roles: dict[str, Any], tenant: dict[str, Any]
 ) -> None:
+    from cycgraph_memory.normalize import normalize_entity_name
+
+    captured: list[str] = []
+
+    def capture(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        captured.append(statement)
+
     ids = tenant["entities"]
+    keys = [(normalize_entity_name(n), "org") for n in ("harbor co", "The Quartz  LTD", "nope")]
     results: dict[str, Any] = {}
-    for name, engine in roles.items():
-        store, index = _backends(engine, tenant["tenant"])
-        out: list[Any] = [await index.entity_fact_counts(ids),
-                          await index.entity_fact_counts(ids, cap=3)]
-        for options in ({}, {"per_entity_limit": 4}, {"include_invalidated": True},
-                        {"tags": ["lesson"]}, {"exclude_tags": ["lesson"]},
-                        {"valid_at": ts(1200)}, {"changed_since": ts(2400)}):
-            found = await store.get_facts_for_entities(ids, **options)
-            out.append({k: [f.id for f in v] for k, v in found.items()})
-        results[name] = out
+    event.listen(roles["app"].sync_engine, "before_cursor_execute", capture)
+    try:
+        for name, engine in roles.items():
+            results[name] = await _entity_lookups(engine, tenant["tenant"], ids, keys)
+    finally:
+        event.remove(roles["app"].sync_engine, "before_cursor_execute", capture)
     assert results["owner"][0][0]
+    assert [len(found) for found in results["owner"][-2:]] == [1, 2]
     assert results["app"] == results["owner"]
     assert results["plain"] == results["owner"]
+    joined = "\n".join(captured)
+    for fn in ("cycgraph_entity_fact_rows", "cycgraph_entity_fact_count",
+               "cycgraph_entity_name_rows", "cycgraph_entity_name_key_rows"):
+        assert fn in joined
+
+
+async def _entity_lookups(
+    engine: Any, tenant: str, ids: list[uuid.UUID], keys: list[tuple[str, str]]
+) -> list[Any]:
+    store, index = _backends(engine, tenant)
+    out: list[Any] = [await index.entity_fact_counts(ids),
+                      await index.entity_fact_counts(ids, cap=3)]
+    for options in ({}, {"per_entity_limit": 4}, {"include_invalidated": True},
+                    {"tags": ["lesson"]}, {"exclude_tags": ["lesson"]},
+                    {"valid_at": ts(1200)}, {"changed_since": ts(2400)}):
+        found = await store.get_facts_for_entities(ids, **options)
+        out.append({k: [f.id for f in v] for k, v in found.items()})
+    out.append([e.id for e in await index.match_entity_names("what did harbor co say")])
+    out.append([e.id for e in await store.find_entities_by_name_keys(keys)])
+    return out
 
 
 async def test_hybrid_retrieval_equals_the_owners(

@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Integer,
+    Select,
     TableValuedAlias,
     cast,
     column,
@@ -28,14 +29,16 @@ from sqlalchemy import (
     func,
     literal_column,
     null,
+    select,
     true,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.types import DateTime, Text, Uuid
 
 __all__ = [
-    "ENTITY_FACT_COUNT", "ENTITY_FACT_ROWS", "PROBE", "TERM_ROWS", "entity_fact_count",
-    "entity_fact_rows", "null_texts", "term_rows",
+    "ENTITY_FACT_COUNT", "ENTITY_FACT_ROWS", "ENTITY_NAME_KEY_ROWS", "ENTITY_NAME_ROWS",
+    "PROBE", "TERM_ROWS", "entity_fact_count", "entity_fact_rows", "entity_name_key_rows",
+    "entity_name_rows", "null_texts", "term_rows",
 ]
 
 TERM_ROWS = {
@@ -50,6 +53,12 @@ ENTITY_FACT_ROWS = "cycgraph_entity_fact_rows"
 
 ENTITY_FACT_COUNT = "cycgraph_entity_fact_count"
 """How many facts cite an entity, capped."""
+
+ENTITY_NAME_ROWS = "cycgraph_entity_name_rows"
+"""Ids of the entities whose lowercased name is one of the given names."""
+
+ENTITY_NAME_KEY_ROWS = "cycgraph_entity_name_key_rows"
+"""Ids of the entities of the given types whose name key is one of the given keys."""
 
 PROBE = """
 SELECT coalesce((
@@ -134,3 +143,19 @@ def entity_fact_rows(
 def entity_fact_count(entity: ColumnElement[Any], cap: ColumnElement[Any]) -> Any:
     """How many facts cite ``entity``, at most ``cap`` (a ``bigint`` expression)."""
     return func.cycgraph_entity_fact_count(entity, cap)
+
+
+def _ids(fn: Any, name: str) -> Select[Any]:
+    rows: TableValuedAlias = fn.table_valued(column("id", Uuid(as_uuid=True)))
+    alias = rows.render_derived(name=name)
+    return select(alias.c.id)
+
+
+def entity_name_rows(names: ColumnElement[Any]) -> Select[Any]:
+    """``SELECT id`` of the tenant's entities whose ``lower(name)`` is in ``names`` (``text[]``)."""
+    return _ids(func.cycgraph_entity_name_rows(names), "name_rows")
+
+
+def entity_name_key_rows(types: ColumnElement[Any], keys: ColumnElement[Any]) -> Select[Any]:
+    """``SELECT id`` of the tenant's entities of ``types`` whose name key is in ``keys``."""
+    return _ids(func.cycgraph_entity_name_key_rows(types, keys), "name_key_rows")

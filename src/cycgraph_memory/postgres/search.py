@@ -198,8 +198,10 @@ class PostgresSearchMixin:
         candidates = name_candidates(text)
         if not candidates:
             return []
-        stmt = statements.entity_name_match(include_invalidated=include_invalidated)
         async with self._read() as session:
+            stmt = statements.entity_name_match(
+                include_invalidated=include_invalidated, definer=await self._definer(session)
+            )
             rows = await statements.fetch(
                 session, stmt, {"tenant": self._tenant, "names": candidates}
             )

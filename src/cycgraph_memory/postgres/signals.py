@@ -64,6 +64,7 @@ from cycgraph_memory.postgres.bm25 import CORPORA, TEXT_CANDIDATES, bm25_ranked,
 from cycgraph_memory.postgres.definer_lookups import (
     entity_fact_count,
     entity_fact_rows,
+    entity_name_rows,
     null_texts,
 )
 from cycgraph_memory.postgres.schema import MAX_VECTOR_HNSW_DIM
@@ -377,8 +378,11 @@ def signals_statement(
     if entities:
         e = ENTITIES
         position = func.array_position(_p("names", _texts()), func.lower(e.c.name))
+        names = _p("names", _texts())
         matched = select(e.c.id, position.label("pos")).where(
-            e.c.tenant_id == tenant, func.lower(e.c.name) == any_(_p("names", _texts()))
+            e.c.tenant_id == tenant,
+            e.c.id.in_(entity_name_rows(names)) if definer
+            else func.lower(e.c.name) == any_(names),
         )
         if not entities_invalidated:
             matched = matched.where(e.c.invalidated_at.is_(None), e.c.superseded_by.is_(None))

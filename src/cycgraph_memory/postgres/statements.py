@@ -80,7 +80,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import literal_column, type_coerce
 
 from cycgraph_memory.postgres.bm25 import CORPORA, TEXT_CANDIDATES, bm25_ranked
-from cycgraph_memory.postgres.definer_lookups import entity_fact_rows, null_texts
+from cycgraph_memory.postgres.definer_lookups import (
+    entity_fact_rows,
+    entity_name_rows,
+    null_texts,
+)
 from cycgraph_memory.postgres.schema import (
     MAX_VECTOR_HNSW_DIM,
     EmbeddingVector,
@@ -878,12 +882,19 @@ def relationships_of_entities(
     )
 
 
-@lru_cache(maxsize=2)
-def entity_name_match(*, include_invalidated: bool) -> Select[Any]:
-    """Entities whose lowercased name is one of ``:names``. Parameters: ``tenant``, ``names``."""
+@lru_cache(maxsize=4)
+def entity_name_match(*, include_invalidated: bool, definer: bool = False) -> Select[Any]:
+    """Entities whose lowercased name is one of ``:names``. Parameters: ``tenant``, ``names``.
+
+    ``definer``: the ids through ``cycgraph_entity_name_rows`` (migration 0016; a role under
+    row-level security, for which ``lower()`` keeps the name index out of reach).
+    """
     t = ENTITIES
+    names = _p("names", _TEXTS)
     stmt = select(*record_columns(t)).where(
-        t.c.tenant_id == _tenant(), func.lower(t.c.name) == any_(_p("names", _TEXTS))
+        t.c.tenant_id == _tenant(),
+        t.c.id.in_(entity_name_rows(names)) if definer
+        else func.lower(t.c.name) == any_(names),
     )
     if not include_invalidated:
         stmt = stmt.where(t.c.invalidated_at.is_(None), t.c.superseded_by.is_(None))

@@ -16,6 +16,7 @@ from sqlalchemy import (
     String,
     Table,
     Uuid,
+    and_,
     any_,
     bindparam,
     delete,
@@ -44,6 +45,7 @@ from cycgraph_memory.postgres._base import (
     parse_id,
     parse_ids,
 )
+from cycgraph_memory.postgres.definer_lookups import entity_name_key_rows
 from cycgraph_memory.postgres.ingest_lookups import SETTINGS, IngestLookups
 from cycgraph_memory.postgres.references import check_fact_references
 from cycgraph_memory.postgres.retrieval import RetrievalQueries
@@ -842,13 +844,18 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         # Written out (not bound parameters) so that it matches the expression index
         # (tenant_id, entity_type, name key) in every plan, custom or generic.
         key_expr = literal_column(ENTITY_NAME_KEY_SQL, String)
-        stmt = select(t).where(
-            self._mine(t),
-            t.c.invalidated_at.is_(None),
-            t.c.entity_type == any_(bindparam(None, types, type_=ARRAY(String()))),
-            key_expr == any_(bindparam(None, sorted(squashed), type_=ARRAY(String()))),
-        )
-        rows = await self._list(stmt.order_by(t.c.created_at, t.c.id), convert.entity_from_row)
+        type_list = bindparam(None, types, type_=ARRAY(String()))
+        key_list = bindparam(None, sorted(squashed), type_=ARRAY(String()))
+        async with self._read() as session:
+            if await self._definer(session):
+                # A role under row-level security: lower() keeps the expression index out
+                # of its reach; the ids through migration 0016's function.
+                found: ColumnElement[bool] = t.c.id.in_(entity_name_key_rows(type_list, key_list))
+            else:
+                found = and_(t.c.entity_type == any_(type_list), key_expr == any_(key_list))
+            stmt = select(t).where(self._mine(t), t.c.invalidated_at.is_(None), found)
+            result = await session.execute(stmt.order_by(t.c.created_at, t.c.id))
+            rows = [convert.entity_from_row(r) for r in result.mappings()]
         return [e for e in rows if (normalize_entity_name(e.name), e.entity_type) in wanted]
 
 
