@@ -252,3 +252,34 @@ async def test_hybrid_retrieval_equals_the_owners(
     for fn in ("cycgraph_term_rows_facts", "cycgraph_entity_fact_rows",
                "cycgraph_entity_fact_count"):
         assert fn in joined
+
+
+async def test_the_functions_are_scoped_and_not_public(
+    roles: dict[str, Any], tenant: dict[str, Any]
+) -> None:
+    from sqlalchemy.exc import DBAPIError
+
+    call = text("SELECT count(*) FROM cycgraph_term_rows_facts("
+                "CAST(:terms AS text[]), false, false, NULL, NULL, 1000)")
+    counts = {}
+    for name in ("owner", "app"):
+        for scope in (tenant["tenant"], "no_such_tenant"):
+            async with roles[name].begin() as conn:
+                await conn.execute(
+                    text("SELECT set_config('cycgraph.tenant_id', :t, true)"), {"t": scope})
+                counts[name, scope] = (await conn.execute(call, {"terms": WORDS})).scalar()
+    # Only the tenant of the transaction's setting: the other tenant's five facts holding
+    # every word never count, and an unknown tenant sees nothing.
+    async with roles["owner"].connect() as conn:
+        expected = (await conn.execute(
+            text("SELECT count(*) FROM facts WHERE tenant_id = :t "
+                 "AND search_terms && CAST(:terms AS text[])"),
+            {"t": tenant["tenant"], "terms": WORDS},
+        )).scalar()
+    assert counts["app", tenant["tenant"]] == counts["owner", tenant["tenant"]] == expected > 0
+    assert counts["app", "no_such_tenant"] == counts["owner", "no_such_tenant"] == 0
+    # EXECUTE is not granted to PUBLIC.
+    with pytest.raises(DBAPIError) as info:
+        async with roles["plain"].begin() as conn:
+            await conn.execute(call, {"terms": WORDS})
+    assert "permission denied" in str(info.value)
