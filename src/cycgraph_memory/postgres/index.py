@@ -229,28 +229,29 @@ class PostgresMemoryIndex(
         ``ef`` is scaled in the statement by the inverse square root of the tenant's share of
         ``corpus`` (``cycgraph.knn_corpus``; see ``statements.settings``).
 
-        ``plan_cache_mode``: the statements are prepared once per connection. A statement
-        without a kNN (a text-mode retrieval: BM25, entity names, the entities' facts)
-        reuses one generic plan (``force_generic_plan``): its plan alternatives are in the
-        statement and chosen at run time by one-time filters, so planning it again for
-        every call (~4-5 ms) bought nothing (text p50 at 100,000 facts 18.0-22.8 -> 13.0-13.4
-        ms; same results). A statement with a kNN (``knn``) gets ``auto:<exact_below>``,
-        which the settings statement turns into a generic plan when the rows the planner
-        expects for an unknown tenant (asked of the planner once a minute, see
-        ``PostgresBackend._generic_rows``) lead it to the plan this tenant needs
-        (exact scan of a small tenant, HNSW walk of a big one), and into custom plans
-        otherwise or without statistics (see ``statements.settings``). A generic plan that
-        misjudged the tenant read a 134,072-fact tenant through the ``tenant_id`` B-tree and
-        sorted it (p95 450 ms); one that fits saves planning the hybrid statement (~4 ms).
+        ``plan_cache_mode``: the statements are prepared once per connection. Every search
+        gets ``auto:<exact_below>``, which the settings statement turns into a generic plan
+        when the rows the planner expects for an unknown tenant (asked of the planner once
+        a minute, see ``PostgresBackend._generic_rows``) lead it to the plan this tenant
+        needs (for a kNN: exact scan of a small tenant, HNSW walk of a big one), and into
+        custom plans otherwise or without statistics (see ``statements.settings``). A
+        generic plan that misjudged the tenant read a 134,072-fact tenant through the
+        ``tenant_id`` B-tree and sorted it (p95 450 ms); one that fits saves planning the
+        hybrid statement (~4 ms). A statement without a kNN (``knn`` False: a text-mode
+        retrieval, BM25, entity names, the entities' facts) gets ``auto:0``: generic when the
+        guess is at least a quarter of the tenant's documents (the rule of a tenant searched
+        through HNSW). It used to reuse a generic plan always (text p50 at 100,000 facts in
+        one tenant 18.0-22.8 -> 13.0-13.4 ms, kept: the guess fits that tenant), but for a
+        tenant far above the guess custom plans are faster (1,000,000 facts across 1,000
+        tenants: 29 against 37 ms for a 134,072-fact tenant, 22 against 27 for a 33,398-fact
+        one), and as an application role under row-level security the generic plan took
+        218 and 65 ms for those two tenants, against 28 and 29 custom.
         """
+        exact_below = self._exact_below if knn else 0
         return (
             ("hnsw.ef_search", str(ef)),
             ("hnsw.iterative_scan", self._iterative_scan),
-            (
-                statements.PLAN_CACHE_MODE,
-                f"{statements.AUTO_PLAN_PREFIX}{self._exact_below}" if knn
-                else "force_generic_plan",
-            ),
+            (statements.PLAN_CACHE_MODE, f"{statements.AUTO_PLAN_PREFIX}{exact_below}"),
             (KNN_CORPUS_SETTING, corpus),
         )
 

@@ -127,6 +127,11 @@ CROSS JOIN LATERAL (
 """
 
 
+TIE_MARGIN = 8
+"""Extra nearest themes read per query of ``search_themes_many``, so that themes tied at
+the ``limit`` cut are all read and the cut falls by id, as in memory."""
+
+
 class IngestSearch(PostgresIndexMixin):
     """Batched theme kNN used by ``MemoryPipeline`` (mixin of the Postgres index)."""
 
@@ -150,7 +155,10 @@ class IngestSearch(PostgresIndexMixin):
         queries = [
             self._query_vector(v, self._known_dim(), "search_themes_many") for v in embeddings
         ]
-        ef = min(1000, max(self.ef_search, limit + 1))
+        # TIE_MARGIN more rows than asked per query: ``ORDER BY distance LIMIT k`` picks
+        # arbitrarily among rows tied at the cut, and ties are broken by id below.
+        fetch = limit + TIE_MARGIN
+        ef = min(1000, max(self.ef_search, fetch + 1))
         out: list[list[tuple[uuid.UUID, float]]] = [[] for _ in queries]
         async with self._session(self._search_settings(ef)) as session:
             dim = await self._dim(session)
@@ -162,7 +170,7 @@ class IngestSearch(PostgresIndexMixin):
             rows = (
                 await session.execute(
                     text(_THEMES_KNN_MANY.format(dim=int(dim))),
-                    {"queries": literals, "tenant": self._tenant, "k": limit},
+                    {"queries": literals, "tenant": self._tenant, "k": fetch},
                 )
             ).all()
         for ord_, theme_id, distance in rows:
@@ -171,6 +179,7 @@ class IngestSearch(PostgresIndexMixin):
                 out[int(ord_) - 1].append((convert._uuid(theme_id), score))
         for hits in out:
             hits.sort(key=lambda h: (-h[1], str(h[0])))
+            del hits[limit:]
         return out
 
     async def _themes_one_by_one(

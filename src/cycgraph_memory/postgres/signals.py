@@ -1023,13 +1023,14 @@ class SignalPrefetch(PostgresIndexMixin):
             )
         )):
             return store, self
-        # hnsw.ef_search is scaled by the tenant's share of the first kNN's table.
+        # hnsw.ef_search is scaled by the tenant's share of the first kNN's table; the
+        # plan (generic or custom, see _search_settings) is chosen by the tenant's size in
+        # that table, or in facts without a kNN branch (a text-mode call).
         corpus = knn_corpus(
-            FACTS if hierarchical is not None
+            FACTS if hierarchical is not None or not efs
             else MESSAGES if shape["messages_knn"] is not None
             else EPISODES
         )
-        # Without a kNN branch (a text-mode call) the statement reuses a generic plan.
         settings = self._search_settings(
             efs[0] if efs else self.ef_search, corpus, knn=bool(efs)
         )
