@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -138,9 +138,12 @@ QUERIES = ["harbor", "harbor ledger", "orchid quartz saddle", "walnut violet tun
            "note3 ledger", "nothing matches this", "Harbor Co quartz"]
 
 
-async def test_text_search_equals_the_owners_and_uses_the_functions(
-    roles: dict[str, Any], tenant: dict[str, Any]
-) -> None:
+async def _same_for_every_role(
+    roles: dict[str, Any], run: Callable[[Any], Awaitable[Any]], functions: tuple[str, ...]
+) -> Any:
+    """``run(engine)`` as each role; the application role's and the role without the grant's
+    results must equal the owner's, and the application role's statements must call every
+    one of ``functions``. Returns the owner's results."""
     captured: list[str] = []
 
     def capture(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
@@ -148,29 +151,38 @@ async def test_text_search_equals_the_owners_and_uses_the_functions(
 
     event.listen(roles["app"].sync_engine, "before_cursor_execute", capture)
     try:
-        results: dict[str, list[Any]] = {}
-        for name, engine in roles.items():
-            _, index = _backends(engine, tenant["tenant"])
-            out = []
-            for q in QUERIES:
-                out.append(_ids(await index.text_search_facts(q, limit=10)))
-                out.append(_ids(await index.text_search_facts(
-                    q, limit=10, include_invalidated=True)))
-                out.append(_ids(await index.text_search_facts(q, limit=10, tags=["lesson"])))
-                out.append(_ids(await index.text_search_facts(
-                    q, limit=10, exclude_tags=["lesson"])))
-                out.append(_ids(await index.text_search_messages(q, limit=10)))
-                out.append(_ids(await index.text_search_episodes(q, limit=10)))
-            results[name] = out
+        results = {name: await run(engine) for name, engine in roles.items()}
     finally:
         event.remove(roles["app"].sync_engine, "before_cursor_execute", capture)
-    assert any(r for r in results["owner"])
     assert results["app"] == results["owner"]
     assert results["plain"] == results["owner"]
     joined = "\n".join(captured)
-    for fn in ("cycgraph_term_rows_facts", "cycgraph_term_rows_episode_messages",
-               "cycgraph_term_rows_episodes"):
+    for fn in functions:
         assert fn in joined
+    return results["owner"]
+
+
+async def test_text_search_equals_the_owners_and_uses_the_functions(
+    roles: dict[str, Any], tenant: dict[str, Any]
+) -> None:
+    async def run(engine: Any) -> list[Any]:
+        _, index = _backends(engine, tenant["tenant"])
+        out = []
+        for q in QUERIES:
+            out.append(_ids(await index.text_search_facts(q, limit=10)))
+            out.append(_ids(await index.text_search_facts(
+                q, limit=10, include_invalidated=True)))
+            out.append(_ids(await index.text_search_facts(q, limit=10, tags=["lesson"])))
+            out.append(_ids(await index.text_search_facts(
+                q, limit=10, exclude_tags=["lesson"])))
+            out.append(_ids(await index.text_search_messages(q, limit=10)))
+            out.append(_ids(await index.text_search_episodes(q, limit=10)))
+        return out
+
+    owner = await _same_for_every_role(roles, run, (
+        "cycgraph_term_rows_facts", "cycgraph_term_rows_episode_messages",
+        "cycgraph_term_rows_episodes"))
+    assert any(r for r in owner)
 
 
 async def test_entity_lookups_equal_the_owners(
@@ -178,44 +190,27 @@ async def test_entity_lookups_equal_the_owners(
 ) -> None:
     from cycgraph_memory.normalize import normalize_entity_name
 
-    captured: list[str] = []
-
-    def capture(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        captured.append(statement)
-
     ids = tenant["entities"]
     keys = [(normalize_entity_name(n), "org") for n in ("harbor co", "The Quartz  LTD", "nope")]
-    results: dict[str, Any] = {}
-    event.listen(roles["app"].sync_engine, "before_cursor_execute", capture)
-    try:
-        for name, engine in roles.items():
-            results[name] = await _entity_lookups(engine, tenant["tenant"], ids, keys)
-    finally:
-        event.remove(roles["app"].sync_engine, "before_cursor_execute", capture)
-    assert results["owner"][0][0]
-    assert [len(found) for found in results["owner"][-2:]] == [1, 2]
-    assert results["app"] == results["owner"]
-    assert results["plain"] == results["owner"]
-    joined = "\n".join(captured)
-    for fn in ("cycgraph_entity_fact_rows", "cycgraph_entity_fact_count",
-               "cycgraph_entity_name_rows", "cycgraph_entity_name_key_rows"):
-        assert fn in joined
 
+    async def run(engine: Any) -> list[Any]:
+        store, index = _backends(engine, tenant["tenant"])
+        out: list[Any] = [await index.entity_fact_counts(ids),
+                          await index.entity_fact_counts(ids, cap=3)]
+        for options in ({}, {"per_entity_limit": 4}, {"include_invalidated": True},
+                        {"tags": ["lesson"]}, {"exclude_tags": ["lesson"]},
+                        {"valid_at": ts(1200)}, {"changed_since": ts(2400)}):
+            found = await store.get_facts_for_entities(ids, **options)
+            out.append({k: [f.id for f in v] for k, v in found.items()})
+        out.append([e.id for e in await index.match_entity_names("what did harbor co say")])
+        out.append([e.id for e in await store.find_entities_by_name_keys(keys)])
+        return out
 
-async def _entity_lookups(
-    engine: Any, tenant: str, ids: list[uuid.UUID], keys: list[tuple[str, str]]
-) -> list[Any]:
-    store, index = _backends(engine, tenant)
-    out: list[Any] = [await index.entity_fact_counts(ids),
-                      await index.entity_fact_counts(ids, cap=3)]
-    for options in ({}, {"per_entity_limit": 4}, {"include_invalidated": True},
-                    {"tags": ["lesson"]}, {"exclude_tags": ["lesson"]},
-                    {"valid_at": ts(1200)}, {"changed_since": ts(2400)}):
-        found = await store.get_facts_for_entities(ids, **options)
-        out.append({k: [f.id for f in v] for k, v in found.items()})
-    out.append([e.id for e in await index.match_entity_names("what did harbor co say")])
-    out.append([e.id for e in await store.find_entities_by_name_keys(keys)])
-    return out
+    owner = await _same_for_every_role(roles, run, (
+        "cycgraph_entity_fact_rows", "cycgraph_entity_fact_count",
+        "cycgraph_entity_name_rows", "cycgraph_entity_name_key_rows"))
+    assert owner[0][0]
+    assert [len(found) for found in owner[-2:]] == [1, 2]
 
 
 async def test_hybrid_retrieval_equals_the_owners(
@@ -223,35 +218,23 @@ async def test_hybrid_retrieval_equals_the_owners(
 ) -> None:
     from cycgraph_memory import MemoryQuery, retrieve_memory
 
-    captured: list[str] = []
+    async def run(engine: Any) -> list[Any]:
+        store, index = _backends(engine, tenant["tenant"])
+        out = []
+        for i, q in enumerate(QUERIES):
+            result = await retrieve_memory(
+                store, index,
+                MemoryQuery(embedding=unit(i), text=q, limit=8, min_similarity=0.0),
+                mode="hybrid",
+            )
+            out.append([f.id for f in result.facts])
+        return out
 
-    def capture(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        captured.append(statement)
-
-    results: dict[str, Any] = {}
-    event.listen(roles["app"].sync_engine, "before_cursor_execute", capture)
-    try:
-        for name in ("owner", "app", "plain"):
-            store, index = _backends(roles[name], tenant["tenant"])
-            out = []
-            for i, q in enumerate(QUERIES):
-                result = await retrieve_memory(
-                    store, index,
-                    MemoryQuery(embedding=unit(i), text=q, limit=8, min_similarity=0.0),
-                    mode="hybrid",
-                )
-                out.append([f.id for f in result.facts])
-            results[name] = out
-    finally:
-        event.remove(roles["app"].sync_engine, "before_cursor_execute", capture)
-    assert any(results["owner"])
-    assert results["app"] == results["owner"]
-    assert results["plain"] == results["owner"]
-    # One statement per call read every signal, the GIN lookups through the functions.
-    joined = "\n".join(captured)
-    for fn in ("cycgraph_term_rows_facts", "cycgraph_entity_fact_rows",
-               "cycgraph_entity_fact_count"):
-        assert fn in joined
+    # One statement per call reads every signal, the GIN lookups through the functions.
+    owner = await _same_for_every_role(roles, run, (
+        "cycgraph_term_rows_facts", "cycgraph_entity_fact_rows",
+        "cycgraph_entity_fact_count"))
+    assert any(owner)
 
 
 async def test_the_functions_are_scoped_and_not_public(

@@ -132,17 +132,18 @@ def entity_fact_rows(
 
     Each filter expression may be a typed NULL (no filter); ``limit`` NULL: every fact.
     """
-    fn = func.cycgraph_entity_fact_rows(
+    fn = getattr(func, ENTITY_FACT_ROWS)(
         entity, _flag(live), any_tags, no_tags, valid_at, changed_since, limit
     )
-    return fn.table_valued(
+    rows: TableValuedAlias = fn.table_valued(
         column("id", Uuid(as_uuid=True)), column("valid_from", DateTime(timezone=True))
-    ).render_derived(name=name)
+    )
+    return rows.render_derived(name=name)
 
 
 def entity_fact_count(entity: ColumnElement[Any], cap: ColumnElement[Any]) -> Any:
     """How many facts cite ``entity``, at most ``cap`` (a ``bigint`` expression)."""
-    return func.cycgraph_entity_fact_count(entity, cap)
+    return getattr(func, ENTITY_FACT_COUNT)(entity, cap)
 
 
 def _ids(fn: Any, name: str) -> Select[Any]:
@@ -153,9 +154,9 @@ def _ids(fn: Any, name: str) -> Select[Any]:
 
 def entity_name_rows(names: ColumnElement[Any]) -> Select[Any]:
     """``SELECT id`` of the tenant's entities whose ``lower(name)`` is in ``names`` (``text[]``)."""
-    return _ids(func.cycgraph_entity_name_rows(names), "name_rows")
+    return _ids(getattr(func, ENTITY_NAME_ROWS)(names), "name_rows")
 
 
 def entity_name_key_rows(types: ColumnElement[Any], keys: ColumnElement[Any]) -> Select[Any]:
     """``SELECT id`` of the tenant's entities of ``types`` whose name key is in ``keys``."""
-    return _ids(func.cycgraph_entity_name_key_rows(types, keys), "name_key_rows")
+    return _ids(getattr(func, ENTITY_NAME_KEY_ROWS)(types, keys), "name_key_rows")
