@@ -794,6 +794,11 @@ class RetrievalOptions(_Model):
         rrf_k: The reciprocal-rank-fusion constant of text/hybrid retrieval: each signal
             adds ``1 / (rrf_k + rank)`` (default 60).
         text_candidates: Facts fetched by the text signal. ``None`` = ``4 * limit``.
+        vector_candidates: Facts of the vector ranking that the hybrid mode fuses (its
+            first ones). ``None`` = ``4 * limit``, the text signal's depth: each signal
+            brings the same number of candidates, and a fact ranked below it by the vector
+            signal would add at most ``1 / (rrf_k + 4 * limit + 1)``. A backend then reads
+            only those facts (and a margin) instead of every fact of the matched themes.
         message_candidates: Messages fetched per message signal (vector, text).
             ``None`` = ``2 * limit``.
         message_limit: Messages returned in ``MemoryResult.messages``. ``None`` = the
@@ -835,6 +840,7 @@ class RetrievalOptions(_Model):
     tag_page_size: int | None = Field(default=None, ge=1, le=10_000)
     rrf_k: int = Field(default=60, ge=1, le=10_000)
     text_candidates: int | None = Field(default=None, ge=1, le=1000)
+    vector_candidates: int | None = Field(default=None, ge=1, le=100_000)
     message_candidates: int | None = Field(default=None, ge=1, le=1000)
     message_limit: int | None = Field(default=None, ge=0, le=1000)
     entity_match_limit: int = Field(default=5, ge=0, le=100)

@@ -18,6 +18,7 @@ from .factories import (
     make_episode,
     make_fact,
     make_message,
+    make_theme,
     unit,
 )
 
@@ -77,6 +78,43 @@ async def test_hybrid_is_the_default_and_fuses_both_signals(store: Any, index: A
     assert all(m.embedding is None for m in result.messages)
     assert [e.id for e in result.episodes] == [w["episode"].id]
     assert (await store.get_fact(w["a"].id)).access_count == 1  # touched
+
+
+async def test_hybrid_fuses_the_first_vector_candidates_only(store: Any, index: Any) -> None:
+    w = await _world(store, index)
+    result = await retrieve_memory(
+        store, index, _query(), embedder=EMBEDDER, options={"vector_candidates": 2}
+    )
+    sa, sb, sc = (result.fact_scores[w[k].id] for k in "abc")
+    assert (sa.vector_rank, sb.vector_rank) == (1, 2)
+    # c is third by similarity: beyond the vector list, it is fused by its text rank alone.
+    assert sc.vector_rank is None and sc.vector_score is None and sc.text_rank is not None
+    assert sc.fused_score == pytest.approx(0.5 / (60 + sc.text_rank))
+    assert [f.id for f in result.facts] == [w["a"].id, w["b"].id, w["c"].id]
+
+
+async def test_hybrid_vector_list_through_themes_is_the_exact_top(store: Any, index: Any) -> None:
+    # 30 facts listed by one theme, at decreasing similarity to the query: the vector list
+    # of a hybrid call is the exact first vector_candidates of the whole ranking (a backend
+    # reading only the nearest theme facts must not lose or reorder any of them).
+    facts = [
+        make_fact(content=f"note number {i}", embedding=blend(0, 1, 30 - i, i + 1))
+        for i in range(30)
+    ]
+    theme = make_theme(embedding=unit(0), fact_ids=[f.id for f in reversed(facts)])
+    await store.put_facts(facts)
+    await store.put_themes([theme])
+    await index.rebuild(store)
+    query = MemoryQuery(text="nothing matches", embedding=unit(0), min_similarity=0.0, limit=5)
+    opts = {"vector_candidates": 7, "direct_fact_candidates": 2}
+    result = await retrieve_memory(store, index, query, options=opts)
+    ranks = {f.id: result.fact_scores[f.id].vector_rank for f in result.facts}
+    assert [f.id for f in result.facts] == [f.id for f in facts[:5]]
+    assert list(ranks.values()) == [1, 2, 3, 4, 5]
+    wide = await retrieve_memory(
+        store, index, query, options={**opts, "vector_candidates": 1000}, mode="hybrid"
+    )
+    assert [f.id for f in wide.facts] == [f.id for f in facts[:5]]
 
 
 async def test_text_mode_needs_no_embedder(store: Any, index: Any) -> None:

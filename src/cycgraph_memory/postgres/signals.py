@@ -46,7 +46,6 @@ from sqlalchemy import (
     literal,
     not_,
     null,
-    or_,
     select,
     true,
     type_coerce,
@@ -78,6 +77,7 @@ from cycgraph_memory.postgres.statements import (
     episode_messages_column,
     knn_corpus,
     nearest,
+    nearest_listed,
     query_distance,
     temporal_conditions,
 )
@@ -332,30 +332,11 @@ def signals_statement(
                 f.c.id.in_(select(wanted.c.fid)),
                 f.c.id.not_in(served),
             ]
-            # Distances behind ``OFFSET 0``, sorted outside it: an ``ORDER BY distance
-            # LIMIT`` over ``facts`` could otherwise be served by the HNSW index (an
-            # approximate scan that loses listed facts), which the planner picks on
-            # some statistics.
-            cut = (
-                select(f.c.id, tdist.label("distance"))
-                .where(*scope, 1 - tdist >= min_sim - 1e-6)
-                .offset(0)
-                .subquery("theme_cut")
-            )
-            top = (
-                select(cut.c.id, cut.c.distance)
-                .order_by(cut.c.distance, cut.c.id)
-                .limit(_p("theme_fact_limit", Integer()))
-                .subquery("theme_top")
-            )
+            top = nearest_listed(dim, scope, unscored=unscored)
             branches.append(
                 _row(THEME_FACT, {**_fact_values(f), "score": top.c.distance})
                 .select_from(top.join(f, and_(f.c.tenant_id == tenant, f.c.id == top.c.id)))
             )
-            if unscored:
-                branches.append(theme_facts.where(
-                    *scope, or_(tdist.is_(None), tdist == literal(math.nan))
-                ))
 
     if text_facts is not None:
         inc, tags, exclude = text_facts

@@ -658,31 +658,42 @@ def hierarchical_facts(
         any_id(f.c.id, "wanted"),
         f.c.id.not_in(served),  # direct hits are not read twice
     ]
-    # The distances are computed behind ``OFFSET 0`` and sorted outside it: an ``ORDER
-    # BY distance LIMIT`` over ``facts`` could otherwise be served by the HNSW index (an
-    # approximate scan that drops listed facts the filters reject after it), which the
-    # planner picks on some statistics.
-    cut = (
-        select(f.c.id, fdist)
-        .where(*scope, 1 - fdist >= min_sim - 1e-6)
-        .offset(0)
-        .subquery("theme_cut")
-    )
-    top = (
-        select(cut.c.id, cut.c.distance)
-        .order_by(cut.c.distance, cut.c.id)
-        .limit(_p("theme_fact_limit", Integer()))
-        .subquery("theme_top")
-    )
+    top = nearest_listed(dim, scope, unscored=unscored)
     theme_nearest = select(
         *record_columns(f), top.c.distance, literal(1, Integer()).label("src")
     ).select_from(top.join(f, and_(f.c.tenant_id == _tenant(), f.c.id == top.c.id)))
-    parts: list[Any] = [direct_sel, theme_nearest]
-    if unscored:  # an unscorable fact scores 0 and is kept when min_similarity is 0
-        parts.append(
-            theme_base.where(*scope, or_(fdist.is_(None), fdist == literal(float("nan"))))
-        )
-    return union_all(*parts)
+    return union_all(direct_sel, theme_nearest)
+
+
+def nearest_listed(dim: int, scope: Sequence[ColumnElement[bool]], *, unscored: bool) -> Any:
+    """``(id, distance)`` of the ``:theme_fact_limit`` nearest facts passing ``scope``.
+
+    Facts within ``:min_similarity`` (less a 1e-6 margin for rounding between the
+    server's distances and the library's float64 ranking); with ``unscored`` also every
+    fact that cannot be scored (no vector, or a NaN distance): it scores 0 and is kept
+    when ``min_similarity`` is 0. One scan of the listed facts: the distances are computed
+    behind ``OFFSET 0`` and ranked outside it (an ``ORDER BY distance LIMIT`` over
+    ``facts`` could otherwise be served by the HNSW index, an approximate scan that drops
+    listed facts the filters reject after it, which the planner picks on some statistics).
+    """
+    f = FACTS
+    scored = (
+        select(f.c.id, query_distance(f, dim).label("distance"))
+        .where(*scope)
+        .offset(0)
+        .subquery("listed_scored")
+    )
+    d = scored.c.distance
+    keep: ColumnElement[bool] = 1 - d >= _p("min_similarity", Double()) - 1e-6
+    if unscored:
+        keep = or_(keep, d.is_(None), d == literal(math.nan))
+    rank = func.row_number().over(order_by=(d, scored.c.id)).label("rn")
+    ranked = select(scored.c.id, d, rank).where(keep).subquery("listed_ranked")
+    within: ColumnElement[bool] = ranked.c.rn <= _p("theme_fact_limit", Integer())
+    if unscored:
+        r = ranked.c.distance
+        within = or_(within, r.is_(None), r == literal(math.nan))
+    return select(ranked.c.id, ranked.c.distance).where(within).subquery("theme_top")
 
 
 # ----------------------------------------------------------------------------- writes

@@ -6,7 +6,8 @@ index offers text search). Signals, each one index call:
 
 * facts, vector: themes by similarity -> their facts, plus a direct kNN (exactly the
   hierarchical path's candidates), filtered by the query's fact scope and ranked by
-  cosine similarity; ``min_similarity`` applies to this signal;
+  cosine similarity, its first ``RetrievalOptions.vector_candidates`` fused (default
+  ``4 * limit``, the text signal's depth); ``min_similarity`` applies to this signal;
 * facts, text: ``index.text_search_facts`` (BM25 over ``textsearch.tokenize``, the same
   ranking on both backends), tag scope pushed into the index, then the same fact scope;
 * messages, vector and text: ``index.search_messages`` / ``index.text_search_messages``;

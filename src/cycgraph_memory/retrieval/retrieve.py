@@ -236,8 +236,8 @@ async def _vector_ranking(
 
     ``depth``: the caller keeps only the first ``depth`` facts of the ranking, so a
     native backend may read only the best theme facts (twice ``depth``, a margin for
-    rounding between its distances and this ranking); ``None`` ranks every candidate
-    (the hybrid mode fuses the whole ranking).
+    rounding between its distances and this ranking); ``None`` ranks every candidate.
+    The vector mode keeps ``limit`` facts, the hybrid mode :func:`vector_depth`.
     """
     assert q.embedding is not None
     vector = q.embedding
@@ -272,6 +272,11 @@ async def _vector_ranking(
     embeddings = vectors(candidates) if vectors is not None else None
     ranked = rank_by_similarity(candidates, vector, q.min_similarity, embeddings)
     return ranked, themes
+
+
+def vector_depth(q: MemoryQuery, opts: RetrievalOptions) -> int:
+    """How many facts of the vector ranking the hybrid mode fuses (``vector_candidates``)."""
+    return opts.vector_candidates or min(1000, 4 * q.limit)
 
 
 def _complete(index: Any, facts: list[SemanticFact]) -> list[SemanticFact]:
@@ -328,7 +333,9 @@ async def _fused_path(
     vector: tuple[list[tuple[SemanticFact, float]], list[Theme]] | None = None
     reader, searcher = await _prefetched(store, index, q, opts, mode)
     if mode == "hybrid":
-        vector = await _vector_ranking(reader, searcher, q, opts)
+        depth = vector_depth(q, opts)
+        ranked, themes = await _vector_ranking(reader, searcher, q, opts, depth=depth)
+        vector = (ranked[:depth], themes)
     facts, scores, messages, themes = await hybrid_candidates(
         reader, searcher, q, opts, mode, vector=vector
     )
@@ -383,9 +390,10 @@ def _signal_plan(q: MemoryQuery, opts: RetrievalOptions, mode: RetrievalMode) ->
             "tags": tags,
             "exclude_tags": exclude,
         }
-        if mode == "vector":  # _hierarchical_path: _vector_ranking(depth=q.limit)
-            hierarchical.update(theme_fact_limit=2 * q.limit, valid_at=scope.valid_at,
-                                changed_since=scope.changed_since)
+        # _vector_ranking(depth=...): q.limit (_hierarchical_path), vector_depth (hybrid).
+        ranked_depth = q.limit if mode == "vector" else vector_depth(q, opts)
+        hierarchical.update(theme_fact_limit=2 * ranked_depth, valid_at=scope.valid_at,
+                            changed_since=scope.changed_since)
         plan["hierarchical"] = (q.embedding, hierarchical)
     if use_text:
         assert q.text is not None
