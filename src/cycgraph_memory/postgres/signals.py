@@ -57,7 +57,7 @@ from sqlalchemy.types import NullType
 
 from cycgraph_memory._construct import trusted
 from cycgraph_memory._options import coerce_options
-from cycgraph_memory.postgres import convert
+from cycgraph_memory.postgres import convert, driver_sql
 from cycgraph_memory.postgres._base import PostgresBackend, PostgresIndexMixin
 from cycgraph_memory.postgres.bm25 import CORPORA, TEXT_CANDIDATES, bm25_ranked, bm25_terms
 from cycgraph_memory.postgres.definer_lookups import (
@@ -1017,7 +1017,7 @@ class SignalPrefetch(PostgresIndexMixin):
         )
         async with self._read(settings) as session:
             stmt = signals_statement(dim, **shape, definer=await self._definer(session))
-            rows = (await session.execute(stmt, params)).all()
+            rows = (await driver_sql.execute(session, stmt, params)).all()
         by_kind: dict[int, list[Sequence[Any]]] = {}
         for r in rows:
             by_kind.setdefault(r[0], []).append(r)

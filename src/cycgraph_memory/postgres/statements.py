@@ -79,6 +79,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import literal_column, type_coerce
 
+from cycgraph_memory.postgres import driver_sql
 from cycgraph_memory.postgres.bm25 import CORPORA, TEXT_CANDIDATES, bm25_ranked
 from cycgraph_memory.postgres.definer_lookups import (
     entity_fact_rows,
@@ -322,8 +323,11 @@ def _extra(table: Table) -> tuple[ColumnElement[Any], ...]:
 async def fetch(
     session: AsyncSession, stmt: Any, params: Mapping[str, Any]
 ) -> Sequence[RowMapping]:
-    """Run a statement of this module with its bind values; the rows as mappings."""
-    return (await session.execute(stmt, params)).mappings().all()
+    """Run a statement of this module with its bind values; the rows as mappings.
+
+    Through its compiled text when that reproduces it (:mod:`.driver_sql`).
+    """
+    return (await driver_sql.execute(session, stmt, params)).mappings().all()
 
 
 # ----------------------------------------------------------------------------- settings

@@ -1,0 +1,127 @@
+"""Cached statements run as their compiled text give exactly what ``session.execute`` gives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import Integer, Text, bindparam, event, func, literal, select, type_coerce
+from sqlalchemy.exc import StatementError
+from sqlalchemy.types import NullType
+
+from cycgraph_memory.postgres import driver_sql
+from cycgraph_memory.postgres.statements import FACTS, MESSAGES, query_distance
+
+from ._records import fact
+
+pytestmark = pytest.mark.postgres
+
+DIM = 8
+
+
+def _vector(i: int) -> list[float]:
+    v = [0.0] * DIM
+    v[i % DIM] = 1.0
+    v[(i + 1) % DIM] = 0.5
+    return v
+
+
+def _ranked() -> Any:
+    """Facts of a tenant by distance to ``:q``: a typed vector bind, a literal LIMIT, a
+    bind with a value of its own and columns without result processors (the distance
+    typed ``NullType``: a float column's processor depends on the driver's type)."""
+    f = FACTS
+    distance = type_coerce(query_distance(f, DIM), NullType()).label("distance")
+    return (
+        select(f.c.id, f.c.content, distance, literal(7, Integer()).label("seven"))
+        .where(f.c.tenant_id == bindparam("tenant", type_=Text()),
+               f.c.content != bindparam("skip", "never this", type_=Text()))
+        .order_by(query_distance(f, DIM), f.c.id)
+        .limit(bindparam("fetch", type_=Integer(), literal_execute=True))
+    )
+
+
+async def _facts(store: Any, n: int) -> list[Any]:
+    facts = [fact(content=f"fact {i}", embedding=_vector(i), tags=[f"t{i % 2}"]) for i in range(n)]
+    await store.put_facts(facts)
+    return facts
+
+
+async def test_rows_equal_those_of_execute(
+    pg_store: Any, pg_sessionmaker: Any, pg_tenant: str
+) -> None:
+    await _facts(pg_store, 6)
+    stmt = _ranked()
+    async with pg_sessionmaker() as session:
+        conn = await session.connection()
+        compiled = driver_sql.compile_for_driver(stmt, conn.dialect)
+        assert compiled is not None and compiled.literals == ("fetch",)
+        for fetch in (2, 5, 2):
+            params = {"tenant": pg_tenant, "q": _vector(3), "fetch": fetch}
+            fast = (await driver_sql.execute(session, stmt, params)).all()
+            slow = (await session.execute(stmt, params)).all()
+            assert [tuple(r) for r in fast] == [tuple(r) for r in slow]
+            assert len(fast) == fetch
+            assert list(fast[0]._mapping) == ["id", "content", "distance", "seven"]
+        assert set(compiled.variants) == {(2,), (5,)}  # one text per literal value
+
+
+async def test_a_column_with_a_result_processor_runs_through_execute(
+    pg_store: Any, pg_sessionmaker: Any, pg_tenant: str
+) -> None:
+    facts = await _facts(pg_store, 3)
+    stmt = select(FACTS.c.id, FACTS.c.embedding, FACTS.c.tags).where(
+        FACTS.c.tenant_id == bindparam("tenant", type_=Text())
+    ).order_by(FACTS.c.id)
+    async with pg_sessionmaker() as session:
+        conn = await session.connection()
+        assert driver_sql.compile_for_driver(stmt, conn.dialect) is None
+        rows = (await driver_sql.execute(session, stmt, {"tenant": pg_tenant})).all()
+    by_id = {f.id: f.embedding for f in facts}
+    assert {r.id: list(r.embedding) for r in rows} == by_id  # decoded, as execute does
+    assert sorted(r.tags[0] for r in rows) == ["t0", "t0", "t1"]
+
+
+async def test_a_missing_value_raises_as_execute_does(
+    pg_sessionmaker: Any, pg_tenant: str
+) -> None:
+    stmt = _ranked()
+    async with pg_sessionmaker() as session:
+        with pytest.raises(StatementError, match="'q'"):
+            await driver_sql.execute(session, stmt, {"tenant": pg_tenant, "fetch": 3})
+
+
+async def test_a_non_integer_literal_runs_through_execute(
+    pg_sessionmaker: Any, pg_tenant: str
+) -> None:
+    m = MESSAGES
+    stmt = select(func.count()).select_from(m).where(
+        m.c.tenant_id == bindparam("tenant", type_=Text()),
+        m.c.content == bindparam("word", type_=Text(), literal_execute=True),
+    )
+    async with pg_sessionmaker() as session:
+        conn = await session.connection()
+        compiled = driver_sql.compile_for_driver(stmt, conn.dialect)
+        assert compiled is not None and compiled.sql({"word": "it's"}) is None
+        found = await driver_sql.execute(session, stmt, {"tenant": pg_tenant, "word": "it's"})
+        assert found.scalar() == 0
+
+
+async def test_the_engine_events_see_the_statement(
+    pg_store: Any, pg_engine: Any, pg_sessionmaker: Any, pg_tenant: str
+) -> None:
+    await _facts(pg_store, 2)
+    seen: list[str] = []
+
+    def before(_c: Any, _cur: Any, statement: str, *_: Any) -> None:
+        seen.append(statement)
+
+    event.listen(pg_engine.sync_engine, "before_cursor_execute", before)
+    try:
+        async with pg_sessionmaker() as session:
+            await driver_sql.execute(
+                session, _ranked(), {"tenant": pg_tenant, "q": _vector(0), "fetch": 1}
+            )
+    finally:
+        event.remove(pg_engine.sync_engine, "before_cursor_execute", before)
+    assert any("LIMIT 1" in s and "<=>" in s for s in seen)
