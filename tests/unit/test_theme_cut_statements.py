@@ -4,7 +4,7 @@ An ``ORDER BY distance LIMIT k`` over ``facts`` can be served by the HNSW index,
 approximate scan whose post-filter (the theme's listed ids, tags, validity) drops facts:
 the planner picked it on some table statistics, and the native and generic retrievals
 then disagreed. Both statements compute the distances behind an ``OFFSET 0`` fence and
-sort outside it, as the exact kNN does.
+sort outside it, as the exact kNN does. The unscorable facts come from the same scan.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ def _sql(statement: object) -> str:
 
 
 def _fenced(sql: str) -> bool:
-    # The theme_cut subquery ends with OFFSET, and the LIMIT is applied to theme_top.
-    cut = re.search(r"\((SELECT (?:(?!\) AS).)*?)\) AS theme_cut\b", sql, re.S)
+    # The listed_scored subquery ends with OFFSET; the rank and its cut are outside it.
+    cut = re.search(r"\((SELECT (?:(?!\) AS).)*?)\) AS listed_scored\b", sql, re.S)
     return cut is not None and "OFFSET" in cut.group(1) and "ORDER BY" not in cut.group(1)
 
 
@@ -32,6 +32,17 @@ def test_generic_theme_cut_sorts_outside_an_offset_fence() -> None:
                                   exclude_tags=False, themes="cut"))
     assert _fenced(sql), sql
     assert "AS theme_top" in sql
+
+
+def test_unscorable_facts_come_from_the_same_scan() -> None:
+    sql = _sql(hierarchical_facts(8, include_invalidated=False, tags=False,
+                                  exclude_tags=False, themes="cut", unscored=True))
+    assert _fenced(sql), sql
+    scored_only = _sql(hierarchical_facts(8, include_invalidated=False, tags=False,
+                                          exclude_tags=False, themes="cut"))
+    assert sql.count("AS listed_scored") == 1
+    assert sql.count("UNION ALL") == scored_only.count("UNION ALL")  # no branch of its own
+    assert "distance IS NULL" in sql and "distance IS NULL" not in scored_only
 
 
 def test_native_theme_cut_sorts_outside_an_offset_fence() -> None:
