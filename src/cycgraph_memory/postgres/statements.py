@@ -687,16 +687,14 @@ def nearest_listed(dim: int, scope: Sequence[ColumnElement[bool]], *, unscored: 
         .offset(0)
         .subquery("listed_scored")
     )
+    def or_unscorable(condition: ColumnElement[bool], d: Any) -> ColumnElement[bool]:
+        return or_(condition, d.is_(None), d == literal(math.nan)) if unscored else condition
+
     d = scored.c.distance
-    keep: ColumnElement[bool] = 1 - d >= _p("min_similarity", Double()) - 1e-6
-    if unscored:
-        keep = or_(keep, d.is_(None), d == literal(math.nan))
+    keep = or_unscorable(1 - d >= _p("min_similarity", Double()) - 1e-6, d)
     rank = func.row_number().over(order_by=(d, scored.c.id)).label("rn")
     ranked = select(scored.c.id, d, rank).where(keep).subquery("listed_ranked")
-    within: ColumnElement[bool] = ranked.c.rn <= _p("theme_fact_limit", Integer())
-    if unscored:
-        r = ranked.c.distance
-        within = or_(within, r.is_(None), r == literal(math.nan))
+    within = or_unscorable(ranked.c.rn <= _p("theme_fact_limit", Integer()), ranked.c.distance)
     return select(ranked.c.id, ranked.c.distance).where(within).subquery("theme_top")
 
 
