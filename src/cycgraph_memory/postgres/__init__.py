@@ -65,9 +65,18 @@ from cycgraph_memory.postgres.migrate import (
 )
 from cycgraph_memory.postgres.schema import HNSW_EF_CONSTRUCTION, HNSW_M
 from cycgraph_memory.postgres.store import PostgresMemoryStore
+from cycgraph_memory.postgres.tenant_indexes import (
+    DEDICATE_MIN_DOCUMENTS,
+    DedicatedIndex,
+    dedicate_large_tenants,
+    dedicate_vector_indexes,
+    drop_dedicated_vector_indexes,
+    list_dedicated_vector_indexes,
+)
 from cycgraph_memory.postgres.tracing import instrument_engine
 
 __all__ = [
+    "DEDICATE_MIN_DOCUMENTS",
     "DEFAULT_EF_SEARCH",
     "DEFAULT_EMBEDDING_DIM",
     "DEFAULT_TENANT",
@@ -77,6 +86,7 @@ __all__ = [
     "HNSW_M",
     "TENANT_SETTING",
     "BulkImportReport",
+    "DedicatedIndex",
     "EmbeddedServer",
     "PostgresMemoryIndex",
     "PostgresMemoryStore",
@@ -87,12 +97,16 @@ __all__ = [
     "bulk_import",
     "create_engine_from_dsn",
     "current_revision",
+    "dedicate_large_tenants",
+    "dedicate_vector_indexes",
     "deferred_vector_indexes",
     "downgrade",
+    "drop_dedicated_vector_indexes",
     "dsn_from_env",
     "embedded_server_dsn",
     "head_revision",
     "instrument_engine",
+    "list_dedicated_vector_indexes",
     "finish_width_change",
     "migrations_dir",
     "schema_status",

@@ -77,7 +77,9 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, aggregate_order_by, arr
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql import column as sql_column
 from sqlalchemy.sql import literal_column, type_coerce
+from sqlalchemy.sql import table as sql_table
 
 from cycgraph_memory.postgres import driver_sql
 from cycgraph_memory.postgres.bm25 import CORPORA, TEXT_CANDIDATES, bm25_ranked
@@ -343,14 +345,23 @@ EF_SEARCH_MAX = 1000
 # (documents in text_search_corpora over the table's reltuples), at least the base, at
 # most 1000. Read after the tenant setting to its left (row-level security on
 # text_search_corpora).
+_DEDICATED = (
+    "EXISTS (SELECT FROM pg_index WHERE indexrelid = to_regclass('ix_' || {table}"
+    " || '_hnsw_t_' || left(md5(current_setting('cycgraph.tenant_id', true)), 16))"
+    " AND indisvalid)"
+)
+"""SQL: the tenant of the transaction has a valid dedicated index on the table ``{table}``
+(an SQL text expression; see ``tenant_indexes``)."""
+
 _SCALED_EF = (
-    "coalesce((SELECT least({max}, greatest(b.v, ceil(b.v * sqrt(greatest(c.reltuples, 1)"
+    "CASE WHEN " + _DEDICATED.format(table=":v{corpus}") + " THEN :v{ef} ELSE"
+    " coalesce((SELECT least({max}, greatest(b.v, ceil(b.v * sqrt(greatest(c.reltuples, 1)"
     " / greatest(coalesce(s.documents, 0), 1)))))::int::text"
     " FROM (SELECT CAST(:v{ef} AS int) AS v) b"
     " JOIN pg_class c ON c.oid = to_regclass(:v{corpus})"
     " LEFT JOIN text_search_corpora s"
     " ON s.tenant_id = current_setting('cycgraph.tenant_id', true) AND s.corpus = :v{corpus}),"
-    " :v{ef})"
+    " :v{ef}) END"
 )
 
 
@@ -400,7 +411,9 @@ def generic_rows_probe(table: str) -> tuple[str, str, str, str]:
 # through the tenant_id B-tree and sorted instead of searched through the HNSW index.
 # Otherwise, or without statistics (no reltuples) or estimate: custom plans.
 _PLAN_MODE = (
-    "CASE WHEN :v{i} LIKE 'auto:%' THEN coalesce((SELECT CASE WHEN CASE"
+    "CASE WHEN :v{i} LIKE 'auto:%' AND " + _DEDICATED.format(table=":v{corpus}")
+    + " THEN 'force_custom_plan'"
+    " WHEN :v{i} LIKE 'auto:%' THEN coalesce((SELECT CASE WHEN CASE"
     " WHEN d.docs < split_part(:v{i}, ':', 2)::int"
     " AND (d.docs < {always} OR d.docs * 2 < d.reltuples)"
     " THEN CAST(:est AS float8) <= greatest(4 * d.docs, {always})"
@@ -490,7 +503,8 @@ def _exact_gate(table: Table) -> ColumnElement[bool]:
     ``reltuples``).
 
     A tenant holding most of the table is searched through the HNSW index whatever its
-    size: the graph is mostly its own, and the filter loses nothing.
+    size: the graph is mostly its own, and the filter loses nothing. So is a tenant with
+    a dedicated index on the table (:func:`dedicated_index`): the graph is all its own.
     """
     corpus = knn_corpus(table)
     documents = func.coalesce(
@@ -504,8 +518,29 @@ def _exact_gate(table: Table) -> ColumnElement[bool]:
     )
     below = bindparam("exact_below", EXACT_KNN_BELOW, type_=Integer())
     return and_(
-        documents < below, or_(documents < EXACT_KNN_ALWAYS_BELOW, documents * 2 < rows)
+        documents < below,
+        or_(documents < EXACT_KNN_ALWAYS_BELOW, documents * 2 < rows),
+        not_(dedicated_index(table.name)),
     )
+
+
+def dedicated_index(table_name: str) -> ColumnElement[bool]:
+    """The tenant ``:tenant`` has a valid dedicated HNSW index on ``table_name``.
+
+    Found by its name (``tenant_indexes.dedicated_index_name``): a catalog lookup, no
+    table of ours.
+    """
+    name = literal_column(f"'ix_{table_name}_hnsw_t_'", Text()).concat(
+        func.left(func.md5(_tenant()), 16)
+    )
+    return exists(
+        select(literal_column("1"))
+        .select_from(_PG_INDEX)
+        .where(_PG_INDEX.c.indexrelid == func.to_regclass(name), _PG_INDEX.c.indisvalid)
+    )
+
+
+_PG_INDEX = sql_table("pg_index", sql_column("indexrelid"), sql_column("indisvalid"))
 
 
 def nearest(
