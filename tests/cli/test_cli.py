@@ -140,6 +140,28 @@ async def _create(pg_databases: Any) -> str:
     return str(await pg_databases.create("w20_cli"))
 
 
+def test_db_vector_indexes_dedicate_list_drop(cli: Callable[..., Any], tenant: str) -> None:
+    assert _json(cli("db", "vector-indexes", "list", "--json")) == []
+    built = _json(cli("db", "vector-indexes", "dedicate", "--json"))["built"]
+    assert list(built) == [tenant] and len(built[tenant]) == 5
+    assert cli("db", "vector-indexes", "dedicate").stdout.startswith("nothing to build")
+    listed = _json(cli("db", "vector-indexes", "list", "--json"))
+    assert {(r["tenant"], r["valid"]) for r in listed} == {(tenant, True)}
+    assert sorted(r["table"] for r in listed) == sorted(
+        ["entities", "themes", "episodes", "episode_messages", "facts"]
+    )
+    assert tenant in cli("db", "vector-indexes", "list").stdout
+    # No tenant of this database holds a million facts: nothing to build.
+    assert _json(cli("db", "vector-indexes", "dedicate", "--min-documents", "1000000",
+                     "--json")) == {"built": {}}
+    dropped = _json(cli("db", "vector-indexes", "drop", "--json"))["dropped"]
+    assert sorted(dropped) == sorted(r["index"] for r in listed)
+    assert _json(cli("db", "vector-indexes", "list", "--json")) == []
+    assert cli("db", "vector-indexes", "drop").stdout.startswith("no dedicated index")
+    _one_line_error(cli("db", "vector-indexes", "dedicate", "--min-documents", "0"), 1,
+                    "min_documents")
+
+
 def test_embedded_server_start_uri_stop(tmp_path: Path) -> None:
     runner = CliRunner()
     data_dir = str(tmp_path / "pgdata")

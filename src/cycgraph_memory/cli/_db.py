@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import typer
 
@@ -18,9 +19,15 @@ from cycgraph_memory.cli._common import (
 
 __all__ = ["db_app"]
 
+T = TypeVar("T")
+
 db_app = typer.Typer(help="Schema migrations and the embedded server.", no_args_is_help=True)
 embedded_app = typer.Typer(help="The embedded PostgreSQL server.", no_args_is_help=True)
 db_app.add_typer(embedded_app, name="embedded")
+vector_indexes_app = typer.Typer(
+    help="Dedicated vector indexes: a tenant's own HNSW graphs.", no_args_is_help=True
+)
+db_app.add_typer(vector_indexes_app, name="vector-indexes")
 
 
 def _status_payload(current: str | None, head: str, dim: int | None) -> dict[str, Any]:
@@ -146,3 +153,95 @@ def embedded_uri(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
     if dsn is None and not state.json:
         fail(f"no embedded server is running in {state.data_dir}")
     _print_uri(ctx, dsn, dsn is not None)
+
+
+def _index_rows(found: Any) -> list[dict[str, Any]]:
+    return [{"tenant": d.tenant_id, "table": d.table, "index": d.index_name,
+             "valid": d.valid} for d in found]
+
+
+async def _with_engine(dsn: str, work: Callable[[Any], Awaitable[T]]) -> T:
+    from cycgraph_memory.postgres.engine import create_engine_from_dsn
+
+    engine = create_engine_from_dsn(dsn)
+    try:
+        return await work(engine)
+    finally:
+        await engine.dispose()
+
+
+@vector_indexes_app.command("list")
+def vector_indexes_list(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
+    """List every dedicated vector index (tenant, table, index, valid)."""
+    state = settings(ctx, json_output)
+    dsn = resolve_dsn(state)
+
+    async def work(engine: Any) -> list[dict[str, Any]]:
+        from cycgraph_memory.postgres.tenant_indexes import list_dedicated_vector_indexes
+
+        return _index_rows(await list_dedicated_vector_indexes(engine))
+
+    rows = run(lambda: _with_engine(dsn, work))
+    if state.json:
+        emit_json(state, rows)
+        return
+    state.console.print(table(None, ["tenant", "table", "index", "valid"],
+                              [list(r.values()) for r in rows]))
+
+
+@vector_indexes_app.command("dedicate")
+def vector_indexes_dedicate(
+    ctx: typer.Context,
+    min_documents: int | None = typer.Option(
+        None, "--min-documents",
+        help="Every tenant with at least this many facts (instead of --tenant's one).",
+    ),
+    json_output: bool = JSON_OPTION,
+) -> None:
+    """Build the missing dedicated vector indexes of --tenant (or of every large tenant).
+
+    CREATE INDEX CONCURRENTLY: writes go on meanwhile; needs the tables' owner.
+    """
+    state = settings(ctx, json_output)
+    dsn = resolve_dsn(state)
+
+    async def work(engine: Any) -> dict[str, list[str]]:
+        from cycgraph_memory.postgres.tenant_indexes import (
+            dedicate_large_tenants,
+            dedicate_vector_indexes,
+        )
+
+        if min_documents is not None:
+            return await dedicate_large_tenants(engine, min_documents=min_documents)
+        built = await dedicate_vector_indexes(engine, state.tenant)
+        return {state.tenant: built} if built else {}
+
+    built = run(lambda: _with_engine(dsn, work))
+    if state.json:
+        emit_json(state, {"built": built})
+        return
+    if not built:
+        state.console.print("nothing to build: the indexes exist", markup=False)
+    for tenant, names in built.items():
+        state.console.print(f"{tenant}: built {', '.join(names)}", markup=False)
+
+
+@vector_indexes_app.command("drop")
+def vector_indexes_drop(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
+    """Drop --tenant's dedicated vector indexes (its searches use the shared ones)."""
+    state = settings(ctx, json_output)
+    dsn = resolve_dsn(state)
+
+    async def work(engine: Any) -> list[str]:
+        from cycgraph_memory.postgres.tenant_indexes import drop_dedicated_vector_indexes
+
+        return await drop_dedicated_vector_indexes(engine, state.tenant)
+
+    dropped = run(lambda: _with_engine(dsn, work))
+    if state.json:
+        emit_json(state, {"dropped": dropped})
+    else:
+        state.console.print(
+            f"dropped {', '.join(dropped)}" if dropped else "no dedicated index to drop",
+            markup=False,
+        )
