@@ -29,8 +29,11 @@ result size; kNN recall@10 against the exact nearest ten (``enable_indexscan = o
 
 A tenant below ``PostgresMemoryIndex.exact_below`` documents (default 50,000) holding less
 than half of the table is searched exactly, a bigger one through HNSW with ``ef_search``
-scaled by its share (``docs/scaling.md``): in the tenants bench the classes ``<1k`` and
-``1k-10k`` and most of ``>=10k`` take the exact plan.
+scaled by its share (``docs/scaling.md``). After the load (or on ``--reuse``) the tenants
+bench gives every tenant of at least ``--dedicate-above`` facts (default 10,000; 0: none)
+dedicated vector indexes, as an operator would (``dedicate_large_tenants``): those tenants
+walk their own HNSW graphs, so the class ``>=10k`` does not take the exact plan; the
+classes ``<1k`` and ``1k-10k`` do.
 
     python bench/scale.py --dsn postgresql://... --scale reference --n 100000
     python bench/scale.py --dsn postgresql://... --scale tenants --total 200000 --tenants 200
@@ -536,6 +539,10 @@ async def bench_tenants(args: argparse.Namespace) -> None:
         create_engine_from_dsn,
         upgrade,
     )
+    from cycgraph_memory.postgres.tenant_indexes import (
+        dedicate_large_tenants,
+        list_dedicated_vector_indexes,
+    )
 
     sizes = zipf_sizes(args.total, args.tenants)
     name = args.db or "bench_scale_tenants"
@@ -584,6 +591,17 @@ async def bench_tenants(args: argparse.Namespace) -> None:
                   f"{sizes[0]:,} .. {sizes[-1]:,}); loaded in {seconds:.0f} s "
                   f"(~{records / seconds:,.0f} facts+entities+themes/s, edges besides), "
                   f"HNSW built after the load in {build:.0f} s")
+        if args.dedicate_above:
+            # What an operator runs after a load (like ANALYZE): the tenants of at least
+            # this many facts get HNSW indexes of their own (idempotent: a reused database
+            # keeps the ones built before).
+            t0 = time.perf_counter()
+            built = await dedicate_large_tenants(engine, min_documents=args.dedicate_above)
+            dedicated = [d for d in await list_dedicated_vector_indexes(engine)
+                         if d.table == "facts" and d.valid]
+            print(f"# dedicated vector indexes: {len(dedicated)} tenants of >= "
+                  f"{args.dedicate_above:,} facts ({sum(map(len, built.values()))} indexes "
+                  f"built now in {time.perf_counter() - t0:.0f} s)")
         floor = await floor_ms(engine)
         print(f"floor SELECT 1 p50 {floor:.2f} ms; {load_average()}\n")
         counter = Counter()
@@ -634,6 +652,9 @@ def main() -> None:
     parser.add_argument("--per-class", type=int, default=4, help="tenants queried per class")
     parser.add_argument("--queries", type=int, default=200, help="timed calls per strategy")
     parser.add_argument("--recall-queries", type=int, default=20)
+    parser.add_argument("--dedicate-above", type=int, default=10_000,
+                        help="tenants: facts from which a tenant gets dedicated vector "
+                             "indexes after the load (0: none)")
     parser.add_argument("--keep", action="store_true", help="keep the database")
     parser.add_argument("--db", default=None,
                         help="database name (default bench_scale_<scale>)")
