@@ -5,7 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sqlalchemy import Integer, Text, bindparam, event, func, literal, select, type_coerce
+from sqlalchemy import (
+    Integer,
+    Text,
+    TypeDecorator,
+    bindparam,
+    event,
+    func,
+    literal,
+    select,
+    text,
+    type_coerce,
+)
 from sqlalchemy.exc import StatementError
 from sqlalchemy.types import NullType
 
@@ -66,20 +77,71 @@ async def test_rows_equal_those_of_execute(
         assert set(compiled.variants) == {(2,), (5,)}  # one text per literal value
 
 
+class _Shout(TypeDecorator[str]):
+    """A type whose result processor changes the driver's value."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_result_value(self, value: Any, dialect: Any) -> Any:
+        return None if value is None else value.upper()
+
+
 async def test_a_column_with_a_result_processor_runs_through_execute(
     pg_store: Any, pg_sessionmaker: Any, pg_tenant: str
 ) -> None:
-    facts = await _facts(pg_store, 3)
-    stmt = select(FACTS.c.id, FACTS.c.embedding, FACTS.c.tags).where(
+    await _facts(pg_store, 3)
+    stmt = select(FACTS.c.id, type_coerce(FACTS.c.content, _Shout()).label("content")).where(
         FACTS.c.tenant_id == bindparam("tenant", type_=Text())
     ).order_by(FACTS.c.id)
     async with pg_sessionmaker() as session:
         conn = await session.connection()
         assert driver_sql.compile_for_driver(stmt, conn.dialect) is None
         rows = (await driver_sql.execute(session, stmt, {"tenant": pg_tenant})).all()
-    by_id = {f.id: f.embedding for f in facts}
-    assert {r.id: list(r.embedding) for r in rows} == by_id  # decoded, as execute does
-    assert sorted(r.tags[0] for r in rows) == ["t0", "t0", "t1"]
+    assert sorted(r.content for r in rows) == ["FACT 0", "FACT 1", "FACT 2"]  # processed
+
+
+async def test_the_embedding_column_runs_as_text_with_the_same_values(
+    pg_store: Any, pg_sessionmaker: Any, pg_tenant: str
+) -> None:
+    # Its processor passes asyncpg's real[] list through (DRIVER_VALUE_FINAL).
+    facts = await _facts(pg_store, 3)
+    stmt = select(FACTS.c.id, FACTS.c.embedding).where(
+        FACTS.c.tenant_id == bindparam("tenant", type_=Text())
+    ).order_by(FACTS.c.id)
+    async with pg_sessionmaker() as session:
+        conn = await session.connection()
+        assert driver_sql.compile_for_driver(stmt, conn.dialect) is not None
+        fast = (await driver_sql.execute(session, stmt, {"tenant": pg_tenant})).all()
+        slow = (await session.execute(stmt, {"tenant": pg_tenant})).all()
+    assert [tuple(r) for r in fast] == [tuple(r) for r in slow]
+    assert {r.id: r.embedding for r in fast} == {f.id: f.embedding for f in facts}
+    assert all(type(r.embedding) is list for r in fast)
+
+
+async def test_a_text_statement_runs_as_its_text(
+    pg_engine: Any, pg_sessionmaker: Any
+) -> None:
+    stmt = text("SELECT set_config('cycgraph.probe', :v0, true), :n + 1 AS m").bindparams(
+        bindparam("v0", type_=Text()), bindparam("n", type_=Integer())
+    )
+    seen: list[str] = []
+
+    def before(_c: Any, _cur: Any, statement: str, *_: Any) -> None:
+        seen.append(statement)
+
+    event.listen(pg_engine.sync_engine, "before_cursor_execute", before)
+    try:
+        async with pg_sessionmaker() as session, session.begin():
+            conn = await session.connection()
+            assert driver_sql.compile_for_driver(stmt, conn.dialect) is not None
+            row = (await driver_sql.execute(session, stmt, {"v0": "on", "n": 2})).one()
+            probe = text("SELECT current_setting('cycgraph.probe')")
+            again = (await session.execute(probe)).scalar()
+    finally:
+        event.remove(pg_engine.sync_engine, "before_cursor_execute", before)
+    assert tuple(row) == ("on", 3) and again == "on"
+    assert any("$1" in s and "set_config" in s for s in seen)
 
 
 async def test_a_missing_value_raises_as_execute_does(

@@ -38,7 +38,7 @@ from cycgraph_memory.errors import (
     InvalidTenantError,
     SchemaNotReadyError,
 )
-from cycgraph_memory.postgres import definer_lookups, statements
+from cycgraph_memory.postgres import definer_lookups, driver_sql, statements
 from cycgraph_memory.postgres._errors import translate_errors
 from cycgraph_memory.postgres.schema import SchemaMetadataRow
 from cycgraph_memory.retry import DEFAULT_RETRY, RetryPolicy, call_with_retry
@@ -338,7 +338,9 @@ class PostgresBackend:
         if corpus is None or not values.get(statements.PLAN_CACHE_MODE, "").startswith(
             statements.AUTO_PLAN_PREFIX
         ):
-            await session.execute(statements.settings(tuple(k for k, _ in pairs)), params)
+            await driver_sql.execute(
+                session, statements.settings(tuple(k for k, _ in pairs)), params
+            )
         else:
             # plan_cache_mode chosen in the statement (statements.settings) from the
             # planner's guess for an unknown tenant, asked once a minute per table.
@@ -348,7 +350,9 @@ class PostgresBackend:
                 known = (await self._generic_rows(session, corpus), now)
                 self._generic_estimates[corpus] = known
             params["est"] = known[0]
-            await session.execute(statements.settings(tuple(k for k, _ in pairs), True), params)
+            await driver_sql.execute(
+                session, statements.settings(tuple(k for k, _ in pairs), True), params
+            )
         if settings and not settings_set:
             session.info[SEARCH_GUCS_INFO_KEY] = settings
         session.info[_TENANT_INFO_KEY] = self._tenant

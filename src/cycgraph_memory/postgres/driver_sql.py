@@ -20,8 +20,11 @@ planner sees them) is rendered into the text per distinct value. A statement thi
 cannot reproduce exactly runs through ``session.execute`` as before: one with an
 expanding or escaped bind, a literal bind whose value is not an integer, or a selected
 column whose type has a result processor for the dialect (the driver's values would
-reach the caller unprocessed). So do a call missing a required value (SQLAlchemy
-raises its usual error) and a session whose dialect is not ``numeric_dollar`` (asyncpg).
+reach the caller unprocessed) unless the type declares that processor a pass-through of
+asyncpg's value (:data:`DRIVER_VALUE_FINAL`). So do a call missing a required value
+(SQLAlchemy raises its usual error) and a session whose dialect is not
+``numeric_dollar`` (asyncpg). A plain ``text()`` statement (no typed columns, nothing
+processed either way) runs as its text like a select.
 """
 
 from __future__ import annotations
@@ -34,8 +37,20 @@ from typing import Any
 
 from sqlalchemy.engine import Result
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.elements import TextClause
+from sqlalchemy.sql.selectable import TextualSelect
 
-__all__ = ["DriverStatement", "compile_for_driver", "execute"]
+__all__ = ["DRIVER_VALUE_FINAL", "DriverStatement", "compile_for_driver", "execute"]
+
+DRIVER_VALUE_FINAL = "driver_value_final"
+"""Attribute of a column type whose result processor returns asyncpg's value unchanged.
+
+Such a type selects itself in a form asyncpg decodes to the final value (the embedding
+column: ``real[]`` through its ``column_expression``, a list of floats that its processor
+passes through), so a statement built with SQLAlchemy's expression language selecting it
+can still run as compiled text. Not a ``text().columns(...)`` statement: its hand-written
+SQL has no ``column_expression`` in it.
+"""
 
 _LITERAL_VARIANTS = 64
 """Literal-value variants of one statement's text kept (beyond: rendered per call)."""
@@ -109,10 +124,16 @@ def compile_for_driver(stmt: Any, dialect: Any) -> DriverStatement | None:
 def _build(stmt: Any, dialect: Any) -> DriverStatement | None:
     if getattr(dialect, "paramstyle", None) != "numeric_dollar":
         return None
-    columns = getattr(stmt, "exported_columns", None)
+    # A plain text() statement has no typed result columns: session.execute hands back
+    # the driver's values as they are, so there is no result processing to reproduce.
+    columns = () if type(stmt) is TextClause else getattr(stmt, "exported_columns", None)
     if columns is None:
         return None
+    # A textual select's SQL is written by hand: no column_expression is rendered in it.
+    rendered = not isinstance(stmt, TextualSelect)
     for column in columns:
+        if rendered and getattr(column.type, DRIVER_VALUE_FINAL, False):
+            continue
         try:
             processor = column.type.dialect_impl(dialect).result_processor(dialect, None)
         except Exception:  # a processor chosen by the driver's column type (numerics)

@@ -120,6 +120,9 @@ class EmbeddingVector(VECTOR):
     """pgvector ``vector`` with a faster text encoder (the bulk-insert hot path)."""
 
     cache_ok = True
+    driver_value_final = True
+    """Selected as ``real[]`` (:meth:`column_expression`), asyncpg's value is the final
+    list of floats; ``driver_sql.DRIVER_VALUE_FINAL``."""
 
     def bind_processor(self, dialect: Dialect) -> Any:
         """Return a converter from a float sequence to pgvector's text form."""
