@@ -165,7 +165,7 @@ async def test_aggregated_arrays_travel_on_one_row(
     assert len(cte_rows) == 6
     assert [r["edge_docs"] is not None for r in cte_rows] == [True] + [False] * 5
     seen.clear()
-    found, rels, _, _ = await pg_store.expand_facts(
+    found, rels, _, _, _ = await pg_store.expand_facts(
         [p.id for p in people], include_invalidated=False, entity_types=None,
         relationship_limit=None, episode_ids=[uuid.uuid4()],
     )

@@ -183,5 +183,70 @@ async def test_statements_per_call_do_not_grow_with_the_tenant(pg_engine: Any) -
     # statement), plus the served facts' messages when they cite some not yet read (these
     # facts cite none); text: the same three without the vector branches; tags:
     # settings, listing + touch; entity: settings, subgraph CTE (with its edges), facts
-    # of the entities, touch (and the themes, when the facts have one).
+    # of the entities, the served facts' themes + episodes + touch.
     assert small == {"vector": 3, "hybrid": 3, "text": 3, "tags": 2, "entity": 4}, small
+
+
+async def test_entity_path_reads_themes_episodes_and_touches_in_one_statement(
+    pg_engine: Any,
+) -> None:
+    """The served facts' themes, episodes and touch: one statement after the facts."""
+    from datetime import UTC, datetime
+
+    from cycgraph_memory import Episode, Message, Theme
+    from cycgraph_memory.postgres import PostgresMemoryIndex, PostgresMemoryStore
+
+    tenant = f"themed_{secrets.token_hex(4)}"
+    store = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+    index = PostgresMemoryIndex(pg_engine, tenant_id=tenant)
+    prov = Provenance(source="agent")
+    at = datetime(2026, 1, 2, tzinfo=UTC)
+    person = Entity(name="Ada", entity_type="person", provenance=prov)
+    episode = Episode(topic="standup", started_at=at, ended_at=at, provenance=prov,
+                      messages=[Message(role="user", content="Ada ships", timestamp=at)])
+    gone = Theme(label="old", provenance=prov, invalidated_at=at)  # no vector
+    live = Theme(label="shipping", description="releases", provenance=prov,
+                 embedding=[0.1 * i - 0.3 for i in range(8)])  # not exact in float32
+    facts = [
+        SemanticFact(content=f"Ada fact {i}", entity_ids=[person.id],
+                     theme_id=(live if i % 2 else gone).id, source_episode_ids=[episode.id],
+                     embedding=[1.0, 0.1 * i] + [0.0] * 6, provenance=prov)
+        for i in range(4)
+    ]
+    # Each theme cites its facts: the ids travel concatenated, cut per theme on read.
+    gone.fact_ids = [f.id for f in facts if f.theme_id == gone.id]
+    live.fact_ids = [f.id for f in facts if f.theme_id == live.id][::-1]
+    seen: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        seen.append(statement)
+
+    try:
+        await store.put_entities([person])
+        await store.put_episode(episode)
+        await store.put_themes([gone, live])
+        await store.put_facts(facts)
+        query = {"entity_ids": [person.id], "limit": 10}
+        await retrieve_memory(store, index, query)  # warm the caches
+        event.listen(pg_engine.sync_engine, "before_cursor_execute", count)
+        result = await retrieve_memory(store, index, query)
+        event.remove(pg_engine.sync_engine, "before_cursor_execute", count)
+        # settings, subgraph, facts of the entity, themes + episodes + touch
+        assert len(seen) == 4, seen
+        assert "UPDATE facts" in seen[-1] and "FROM themes" in seen[-1]
+        assert sorted(f.id for f in result.facts) == sorted(f.id for f in facts)
+        assert [t.id for t in result.themes] == [live.id]  # the invalidated one left out
+        [theme] = result.themes
+        # every field as get_themes reads it, the vector's float32 values included
+        assert theme == (await store.get_themes([live.id]))[live.id]
+        assert theme.embedding is not None and theme.fact_ids == live.fact_ids
+        assert [e.id for e in result.episodes] == [episode.id]
+        assert result.episodes[0].messages[0].content == "Ada ships"
+        touched = await store.get_facts([f.id for f in facts])
+        assert {f.access_count for f in touched.values()} == {2}
+        with_gone = await retrieve_memory(store, index, {**query, "include_invalidated": True})
+        stored = await store.get_themes([live.id, gone.id])
+        assert {t.id: t for t in with_gone.themes} == stored
+        assert stored[gone.id].embedding is None and stored[gone.id].fact_ids == gone.fact_ids
+    finally:
+        await store.clear()

@@ -80,6 +80,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import column as sql_column
 from sqlalchemy.sql import literal_column, type_coerce
 from sqlalchemy.sql import table as sql_table
+from sqlalchemy.types import NullType
 
 from cycgraph_memory.postgres import driver_sql
 from cycgraph_memory.postgres.bm25 import CORPORA, TEXT_CANDIDATES, bm25_ranked
@@ -1182,9 +1183,39 @@ _EPISODES_JSON = """(
 )"""
 
 
-@lru_cache(maxsize=32)
+# The themes of :theme_ids as a jsonb array (by id) with each theme's fact count and
+# vector width (-1: no vector), their fact ids concatenated in the same order as one
+# uuid[], and the vectors of those with one as a real[][] (one row per vector): the
+# driver decodes those in C (a theme cites hundreds of facts; as text in a jsonb
+# document every id and float would be parsed in Python, which made the call slower than
+# the statement it saves).
+_THEMES_JSON = """(
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+        'id', th.id, 'label', th.label, 'description', th.description,
+        'facts', coalesce(cardinality(th.fact_ids), 0),
+        'width', coalesce(vector_dims(th.embedding), -1),
+        'provenance', th.provenance, 'invalidated_at', th.invalidated_at) ORDER BY th.id),
+        '[]'::jsonb)
+    FROM themes th WHERE th.tenant_id = :tenant AND th.id = ANY(:theme_ids)
+)"""
+# (A set-returning function of the select list runs after the sort, on the sorted rows:
+# each theme's ids in array order, the themes by id; no sort of the ids themselves.)
+_THEME_FACT_IDS = """ARRAY(
+    SELECT unnest(th.fact_ids) FROM themes th
+    WHERE th.tenant_id = :tenant AND th.id = ANY(:theme_ids)
+    ORDER BY th.id
+)"""
+_THEME_VECTORS = """(
+    SELECT array_agg(th.embedding::real[] ORDER BY th.id)
+    FROM themes th
+    WHERE th.tenant_id = :tenant AND th.id = ANY(:theme_ids) AND th.embedding IS NOT NULL
+)"""
+
+
+@lru_cache(maxsize=64)
 def expansion(
-    *, touch: bool, include_invalidated: bool, entity_types: bool, episodes: bool = False
+    *, touch: bool, include_invalidated: bool, entity_types: bool, episodes: bool = False,
+    themes: bool = False,
 ) -> TextualSelect:
     """Entities of the served facts, their relationships and (``touch``) the touch, at once.
 
@@ -1198,8 +1229,14 @@ def expansion(
     ``:episode_ids`` with their messages (as ``get_episodes``) as a jsonb array column
     ``episodes``; then one row always comes back (its entity columns NULL when no entity
     matched). Both arrays are on one row only (NULL on the others), so the driver
-    decodes them once. Parameters: ``tenant``, ``ids``, ``rel_limit``, ``entity_types``,
-    ``served``, ``at``, ``episode_ids``.
+    decodes them once. With ``themes``, likewise the themes of ``:theme_ids`` (as
+    ``get_themes``): a jsonb array column ``themes`` (by id, each with its fact count
+    ``facts`` and vector width ``width``, -1 without one, in place of its fact ids and
+    vector), their fact ids in that order, concatenated (a ``uuid[]`` column
+    ``theme_fact_ids``), and the vectors of those with one, in that order (a ``real[][]``
+    column ``theme_vectors``). Parameters:
+    ``tenant``, ``ids``, ``rel_limit``, ``entity_types``, ``served``, ``at``,
+    ``episode_ids``, ``theme_ids``.
     """
     live = "" if include_invalidated else (
         " AND e.invalidated_at IS NULL AND e.superseded_by IS NULL"
@@ -1221,11 +1258,18 @@ def expansion(
     # jsonb array on every entity row was decoded once per row by the driver.
     first = "CASE WHEN row_number() OVER () = 1 THEN "
     episode_column = f",\n       {first}{_EPISODES_JSON} END AS episodes" if episodes else ""
-    # With episodes one row always comes back (it carries them), even without entities.
+    theme_column = (
+        f",\n       {first}{_THEMES_JSON} END AS themes"
+        f",\n       {first}{_THEME_FACT_IDS} END AS theme_fact_ids"
+        f",\n       {first}{_THEME_VECTORS} END AS theme_vectors"
+        if themes else ""
+    )
+    # With episodes or themes one row always comes back (it carries them), even without
+    # entities.
     source = (
         "FROM (SELECT 1) AS one\n"
         "LEFT JOIN entities e ON e.tenant_id = :tenant AND e.id = ANY(:ids)"
-        if episodes else
+        if episodes or themes else
         "FROM entities e\nWHERE e.tenant_id = :tenant AND e.id = ANY(:ids)"
     )
     # The edges of the kept entities through the (tenant_id, source_id) and (tenant_id,
@@ -1252,7 +1296,7 @@ rels AS (
 )
 SELECT {_ENTITY_COLUMNS},
        {first}(SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.valid_from, x.id), '[]'::jsonb)
-        FROM rels x) END AS relationships{episode_column}
+        FROM rels x) END AS relationships{episode_column}{theme_column}
 {source}"""
     binds: list[BindParameter[Any]] = [
         bindparam("tenant", type_=Text()),
@@ -1263,9 +1307,20 @@ SELECT {_ENTITY_COLUMNS},
         binds.append(bindparam("entity_types", type_=_TEXTS))
     if touch:
         binds += [bindparam("served", type_=UUIDS), bindparam("at", type_=_TZ)]
+    extra: dict[str, Any] = {}
     if episodes:
         binds.append(bindparam("episode_ids", type_=UUIDS))
-        return text(sql).bindparams(*binds).columns(
-            *ENTITIES.c, relationships=JSONB, episodes=JSONB
-        )
-    return text(sql).bindparams(*binds).columns(*ENTITIES.c, relationships=JSONB)
+        extra["episodes"] = JSONB
+    if themes:
+        binds.append(bindparam("theme_ids", type_=UUIDS))
+        # the driver's lists (of ids, of floats) as they are
+        extra.update(themes=JSONB, theme_fact_ids=NullType(), theme_vectors=NullType())
+    # The embedding is selected as real[] (_ENTITY_COLUMNS): asyncpg's list of floats is
+    # the value, typed without a result processor so the statement runs as its compiled
+    # text (driver_sql).
+    entity_columns = [
+        sql_column("embedding", NullType()) if c.name == "embedding" else c for c in ENTITIES.c
+    ]
+    return text(sql).bindparams(*binds).columns(
+        *entity_columns, relationships=JSONB, **extra
+    )

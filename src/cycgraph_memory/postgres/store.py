@@ -617,7 +617,11 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         touch: Sequence[uuid.UUID] = (),
         at: datetime | None = None,
         episode_ids: Sequence[uuid.UUID] = (),
-    ) -> tuple[dict[uuid.UUID, Entity], list[Relationship], bool, dict[uuid.UUID, Episode]]:
+        theme_ids: Sequence[uuid.UUID] = (),
+    ) -> tuple[
+        dict[uuid.UUID, Entity], list[Relationship], bool, dict[uuid.UUID, Episode],
+        dict[uuid.UUID, Theme],
+    ]:
         """``get_entities`` + ``get_relationships_for_entities`` (+ ``touch_facts``) at once.
 
         ``retrieve_memory``'s expansion of the served facts in one statement
@@ -625,26 +629,27 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         ``entity_ids``; the relationships (``(valid_from, id)`` order, at most
         ``relationship_limit``, live unless ``include_invalidated``) touching those of
         them that are live (unless ``include_invalidated``) and of ``entity_types`` (when
-        given); the touch of the facts ``touch``; and the episodes ``episode_ids`` (as
-        ``get_episodes``). With a read engine the reads run there and the touch is left
-        to the caller (on the primary).
+        given); the touch of the facts ``touch``; the episodes ``episode_ids`` (as
+        ``get_episodes``); and the themes ``theme_ids`` (as ``get_themes``). With a read
+        engine the reads run there and the touch is left to the caller (on the primary).
 
         Returns:
-            The entities by id, the relationships, whether ``touch`` was touched, and the
-            episodes by id (missing ids absent).
+            The entities by id, the relationships, whether ``touch`` was touched, the
+            episodes by id and the themes by id (missing ids absent).
         """
         can_touch = bool(touch) and self._read_sessionmaker is None
-        if not entity_ids and not can_touch and not episode_ids:
-            return {}, [], False, {}
+        if not entity_ids and not can_touch and not episode_ids and not theme_ids:
+            return {}, [], False, {}, {}
         stmt = statements.expansion(
             touch=can_touch, include_invalidated=include_invalidated,
             entity_types=entity_types is not None, episodes=bool(episode_ids),
+            themes=bool(theme_ids),
         )
         params: dict[str, Any] = {
             "tenant": self._tenant, "ids": list(entity_ids), "rel_limit": relationship_limit,
             "entity_types": None if entity_types is None else list(entity_types),
             "served": list(touch), "at": utc_now() if at is None else convert_ts(at),
-            "episode_ids": list(episode_ids),
+            "episode_ids": list(episode_ids), "theme_ids": list(theme_ids),
         }
 
         async def work(session: AsyncSession) -> Sequence[Any]:
@@ -670,7 +675,19 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
                 e.id: e for e in (convert.episode_from_json(x) for x in carrier["episodes"])
             }
             episodes = {i: found[i] for i in episode_ids if i in found}
-        return entities, relationships, can_touch, episodes
+        themes: dict[uuid.UUID, Theme] = {}
+        if theme_ids and carrier is not None:
+            # Each theme's fact ids are its slice of the concatenated ids; the vectors come
+            # in theme order, one per theme that has one.
+            cited, start = carrier["theme_fact_ids"], 0
+            vectors = iter(carrier["theme_vectors"] or ())
+            for doc in carrier["themes"]:
+                end = start + doc["facts"]
+                vector = None if doc["width"] < 0 else next(vectors)
+                theme = convert.theme_from_json(doc, cited[start:end], vector)
+                themes[theme.id] = theme
+                start = end
+        return entities, relationships, can_touch, episodes, themes
 
     async def touch_facts(
         self, ids: Iterable[uuid.UUID | str], at: datetime | None = None

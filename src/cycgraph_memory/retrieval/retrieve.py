@@ -492,7 +492,7 @@ async def _expand(
     touched = False
     if native is not None:
         episode_ids = ordered_ids(f.source_episode_ids for f in facts)
-        found, fetched, touched, found_episodes = await native(
+        found, fetched, touched, found_episodes, _ = await native(
             entity_ids,
             include_invalidated=q.include_invalidated,
             entity_types=q.entity_types,
@@ -597,14 +597,28 @@ async def _subgraph_path(
         sub.hops,
     )
     theme_ids = ordered_ids([f.theme_id] for f in facts if f.theme_id is not None)
-    found_themes = await store.get_themes(theme_ids) if theme_ids else {}
+    # Optional store capability: the themes, the episodes and the touch of the served
+    # facts in one call (one statement on Postgres; no entity to expand here).
+    native = getattr(store, "expand_facts", None) if opts.native_paths else None
+    if native is not None:
+        episode_ids = ordered_ids(f.source_episode_ids for f in facts)
+        _, _, touched, found_episodes, found_themes = await native(
+            [], include_invalidated=q.include_invalidated, entity_types=None,
+            relationship_limit=0, touch=[f.id for f in facts], episode_ids=episode_ids,
+            theme_ids=theme_ids,
+        )
+        episodes = _cited_episodes(q, found_episodes, episode_ids)
+        if not touched:
+            await _touch(store, facts)
+    else:
+        found_themes = await store.get_themes(theme_ids) if theme_ids else {}
+        episodes = await _episodes_of(store, q, facts)
+        await _touch(store, facts)
     themes = [
         t
         for t in by_citation(found_themes, theme_ids)
         if q.include_invalidated or t.invalidated_at is None
     ]
-    episodes = await _episodes_of(store, q, facts)
-    await _touch(store, facts)
     return MemoryResult(
         themes=cut(themes, q.limit),
         facts=facts,
