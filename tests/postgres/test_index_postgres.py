@@ -48,7 +48,16 @@ async def test_filtered_knn_returns_limit_rows(
     await _force_hnsw(pg_sessionmaker)
     q = _vec(0.0)
     res = await pg_index.search_facts(q, limit=25, exclude_tags=[QUARANTINE_TAG], ef_search=10)
-    assert [r.item.id for r in res] == [f.id for f in far[:25]]
+    if exact_below:
+        assert [r.item.id for r in res] == [f.id for f in far[:25]]
+    else:
+        # An HNSW graph's levels are drawn at random per build, so the approximate walk
+        # may swap a neighbour near the cut: what is pinned is that the filter still
+        # fills the limit with clean facts, best first, nearly all of the true top 25.
+        far_ids = {f.id for f in far}
+        assert len(res) == 25 and all(r.item.id in far_ids for r in res)
+        assert [r.score for r in res] == sorted((r.score for r in res), reverse=True)
+        assert len({r.item.id for r in res} & {f.id for f in far[:25]}) >= 23
     res = await pg_index.search_facts(q, limit=30, tags=["lesson"])
     assert len(res) == 30 and all(r.item.tags == ["lesson"] for r in res)
     assert [r.score for r in res] == sorted((r.score for r in res), reverse=True)
