@@ -159,8 +159,11 @@ async def build_vector_indexes(
     for definition in definitions:
         async with store.transaction(), store._session() as session:
             await session.execute(text(f"SET LOCAL maintenance_work_mem = '{memory}'"))
-            await session.execute(
-                text(definition.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1))
+            # As the driver's text: a definition holds literals (a dedicated index's
+            # tenant id), which text() would scan for ":name" binds.
+            conn = await session.connection()
+            await conn.exec_driver_sql(
+                definition.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1)
             )
 
 

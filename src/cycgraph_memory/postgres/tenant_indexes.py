@@ -154,17 +154,16 @@ async def dedicate_vector_indexes(
             if match is None:  # pragma: no cover - pg_get_indexdef's fixed form
                 raise InvalidInputError(f"unexpected index definition: {definition}")
             if state is False:
-                await auto.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"'))
+                await auto.exec_driver_sql(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"')
+            # DDL takes no bind parameters: the tenant is a quoted literal, sent as the
+            # driver's text (``text()`` would read ``:name`` in a tenant id as a bind).
             literal = "'" + tenant.replace("'", "''") + "'"
-            await auto.execute(
-                text(
-                    f'CREATE INDEX CONCURRENTLY "{name}" ON {match.group(2)} '
-                    f"WHERE (tenant_id = {literal})"
-                )
+            await auto.exec_driver_sql(
+                f'CREATE INDEX CONCURRENTLY "{name}" ON {match.group(2)} '
+                f"WHERE (tenant_id = {literal})"
             )
-            await auto.execute(
-                text(f"COMMENT ON INDEX \"{name}\" IS '{_COMMENT}{tenant}'")
-            )
+            comment = "'" + (_COMMENT + tenant).replace("'", "''") + "'"
+            await auto.exec_driver_sql(f'COMMENT ON INDEX "{name}" IS {comment}')
             built.append(name)
     return built
 
@@ -185,7 +184,7 @@ async def drop_dedicated_vector_indexes(
             name = dedicated_index_name(table, tenant)
             if await _index_state(auto, name) is None:
                 continue
-            await auto.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"'))
+            await auto.exec_driver_sql(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"')
             dropped.append(name)
     return dropped
 
