@@ -233,7 +233,7 @@ async def test_entity_path_reads_themes_episodes_and_touches_in_one_statement(
         event.remove(pg_engine.sync_engine, "before_cursor_execute", count)
         # settings, subgraph, facts of the entity, themes + episodes + touch
         assert len(seen) == 4, seen
-        assert "UPDATE facts" in seen[-1] and "FROM themes" in seen[-1]
+        assert "UPDATE facts" in seen[-1] and "JOIN themes" in seen[-1]
         assert sorted(f.id for f in result.facts) == sorted(f.id for f in facts)
         assert [t.id for t in result.themes] == [live.id]  # the invalidated one left out
         [theme] = result.themes

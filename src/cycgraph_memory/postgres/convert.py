@@ -49,7 +49,6 @@ __all__ = [
     "relationship_from_json",
     "relationship_from_row",
     "relationship_to_row",
-    "theme_from_json",
     "theme_from_row",
     "theme_to_row",
 ]
@@ -343,22 +342,6 @@ def episode_from_json(value: Mapping[str, Any]) -> Episode:
         ended_at=_ts(value["ended_at"]),
         embedding=None if emb is None else _vector_text(emb),
         fact_ids=[_uuid(i) for i in value["fact_ids"] or ()],
-        provenance=provenance_from_json(value["provenance"]),
-        invalidated_at=None if value["invalidated_at"] is None else _ts(value["invalidated_at"]),
-    )
-
-
-def theme_from_json(
-    value: Mapping[str, Any], fact_ids: Iterable[Any], embedding: list[float] | None
-) -> Theme:
-    """A :class:`Theme` from its jsonb form without its fact ids and vector, and those."""
-    return trusted(
-        Theme,
-        id=_uuid(value["id"]),
-        label=value["label"],
-        description=value["description"],
-        fact_ids=_uuids(fact_ids),
-        embedding=embedding,
         provenance=provenance_from_json(value["provenance"]),
         invalidated_at=None if value["invalidated_at"] is None else _ts(value["invalidated_at"]),
     )

@@ -1183,39 +1183,62 @@ _EPISODES_JSON = """(
 )"""
 
 
-# The themes of :theme_ids as a jsonb array (by id) with each theme's fact count and
-# vector width (-1: no vector), their fact ids concatenated in the same order as one
-# uuid[], and the vectors of those with one as a real[][] (one row per vector): the
-# driver decodes those in C (a theme cites hundreds of facts; as text in a jsonb
-# document every id and float would be parsed in Python, which made the call slower than
-# the statement it saves).
-_THEMES_JSON = """(
-    SELECT coalesce(jsonb_agg(jsonb_build_object(
-        'id', th.id, 'label', th.label, 'description', th.description,
-        'facts', coalesce(cardinality(th.fact_ids), 0),
-        'width', coalesce(vector_dims(th.embedding), -1),
-        'provenance', th.provenance, 'invalidated_at', th.invalidated_at) ORDER BY th.id),
-        '[]'::jsonb)
-    FROM themes th WHERE th.tenant_id = :tenant AND th.id = ANY(:theme_ids)
-)"""
-# (A set-returning function of the select list runs after the sort, on the sorted rows:
-# each theme's ids in array order, the themes by id; no sort of the ids themselves.)
-_THEME_FACT_IDS = """ARRAY(
-    SELECT unnest(th.fact_ids) FROM themes th
-    WHERE th.tenant_id = :tenant AND th.id = ANY(:theme_ids)
-    ORDER BY th.id
-)"""
-_THEME_VECTORS = """(
-    SELECT array_agg(th.embedding::real[] ORDER BY th.id)
-    FROM themes th
-    WHERE th.tenant_id = :tenant AND th.id = ANY(:theme_ids) AND th.embedding IS NOT NULL
-)"""
+_TOUCHED_CTE = f"""touched AS (
+    UPDATE facts SET
+        access_count = CASE WHEN access_count < {MAX_ACCESS_COUNT}
+                            THEN access_count + 1 ELSE {MAX_ACCESS_COUNT} END,
+        last_accessed_at = :at
+    WHERE tenant_id = :tenant AND id IN (
+        SELECT id FROM facts WHERE tenant_id = :tenant AND id = ANY(:served)
+        ORDER BY id FOR UPDATE)
+    RETURNING id
+),
+"""
+"""The touch of the served facts ``:served`` at ``:at`` (as :data:`TOUCH_FACTS`), a CTE."""
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=4)
+def served_expansion(*, touch: bool, episodes: bool) -> TextualSelect:
+    """:func:`expansion` without entities: the served facts' themes and episodes, the touch.
+
+    The entity path of ``retrieve_memory`` has no entity to expand; what it reads after
+    ranking is the themes and episodes of the served facts, and it touches them. One row
+    per theme of ``:theme_ids`` (the columns of ``get_themes``, the vector as ``real[]``),
+    or one row of NULLs when there is none; with ``episodes`` the episodes of
+    ``:episode_ids`` as a jsonb array column ``episodes`` on the first row (as in
+    :func:`expansion`); with ``touch`` the touch of ``:served`` at ``:at``. Parameters:
+    ``tenant``, ``theme_ids``, ``served``, ``at``, ``episode_ids``.
+    """
+    with_touch = "WITH " + _TOUCHED_CTE.rstrip().rstrip(",") + "\n" if touch else ""
+    episode_column = (
+        f",\n       CASE WHEN row_number() OVER () = 1 THEN {_EPISODES_JSON} END AS episodes"
+        if episodes else ""
+    )
+    sql = f"""{with_touch}SELECT th.id, th.label, th.description, th.fact_ids,
+       th.embedding::real[] AS embedding, th.provenance, th.invalidated_at{episode_column}
+FROM (SELECT 1) AS one
+LEFT JOIN themes th ON th.tenant_id = :tenant AND th.id = ANY(:theme_ids)"""
+    binds: list[BindParameter[Any]] = [
+        bindparam("tenant", type_=Text()), bindparam("theme_ids", type_=UUIDS)
+    ]
+    extra: dict[str, Any] = {}
+    if touch:
+        binds += [bindparam("served", type_=UUIDS), bindparam("at", type_=_TZ)]
+    if episodes:
+        binds.append(bindparam("episode_ids", type_=UUIDS))
+        extra["episodes"] = JSONB
+    # Typed without result processors (the driver's lists as they are): the statement
+    # runs as its compiled text (driver_sql).
+    return text(sql).bindparams(*binds).columns(
+        THEMES.c.id, THEMES.c.label, THEMES.c.description,
+        sql_column("fact_ids", NullType()), sql_column("embedding", NullType()),
+        THEMES.c.provenance, THEMES.c.invalidated_at, **extra,
+    )
+
+
+@lru_cache(maxsize=32)
 def expansion(
-    *, touch: bool, include_invalidated: bool, entity_types: bool, episodes: bool = False,
-    themes: bool = False,
+    *, touch: bool, include_invalidated: bool, entity_types: bool, episodes: bool = False
 ) -> TextualSelect:
     """Entities of the served facts, their relationships and (``touch``) the touch, at once.
 
@@ -1229,47 +1252,24 @@ def expansion(
     ``:episode_ids`` with their messages (as ``get_episodes``) as a jsonb array column
     ``episodes``; then one row always comes back (its entity columns NULL when no entity
     matched). Both arrays are on one row only (NULL on the others), so the driver
-    decodes them once. With ``themes``, likewise the themes of ``:theme_ids`` (as
-    ``get_themes``): a jsonb array column ``themes`` (by id, each with its fact count
-    ``facts`` and vector width ``width``, -1 without one, in place of its fact ids and
-    vector), their fact ids in that order, concatenated (a ``uuid[]`` column
-    ``theme_fact_ids``), and the vectors of those with one, in that order (a ``real[][]``
-    column ``theme_vectors``). Parameters:
-    ``tenant``, ``ids``, ``rel_limit``, ``entity_types``, ``served``, ``at``,
-    ``episode_ids``, ``theme_ids``.
+    decodes them once. Parameters: ``tenant``, ``ids``, ``rel_limit``, ``entity_types``,
+    ``served``, ``at``, ``episode_ids``.
     """
     live = "" if include_invalidated else (
         " AND e.invalidated_at IS NULL AND e.superseded_by IS NULL"
     )
     types = " AND e.entity_type = ANY(CAST(:entity_types AS text[]))" if entity_types else ""
     rel_live = "" if include_invalidated else " AND r.invalidated_by IS NULL"
-    touched = f"""touched AS (
-    UPDATE facts SET
-        access_count = CASE WHEN access_count < {MAX_ACCESS_COUNT}
-                            THEN access_count + 1 ELSE {MAX_ACCESS_COUNT} END,
-        last_accessed_at = :at
-    WHERE tenant_id = :tenant AND id IN (
-        SELECT id FROM facts WHERE tenant_id = :tenant AND id = ANY(:served)
-        ORDER BY id FOR UPDATE)
-    RETURNING id
-),
-""" if touch else ""
+    touched = _TOUCHED_CTE if touch else ""
     # The aggregated columns travel on the first row only (NULL on the others): the same
     # jsonb array on every entity row was decoded once per row by the driver.
     first = "CASE WHEN row_number() OVER () = 1 THEN "
     episode_column = f",\n       {first}{_EPISODES_JSON} END AS episodes" if episodes else ""
-    theme_column = (
-        f",\n       {first}{_THEMES_JSON} END AS themes"
-        f",\n       {first}{_THEME_FACT_IDS} END AS theme_fact_ids"
-        f",\n       {first}{_THEME_VECTORS} END AS theme_vectors"
-        if themes else ""
-    )
-    # With episodes or themes one row always comes back (it carries them), even without
-    # entities.
+    # With episodes one row always comes back (it carries them), even without entities.
     source = (
         "FROM (SELECT 1) AS one\n"
         "LEFT JOIN entities e ON e.tenant_id = :tenant AND e.id = ANY(:ids)"
-        if episodes or themes else
+        if episodes else
         "FROM entities e\nWHERE e.tenant_id = :tenant AND e.id = ANY(:ids)"
     )
     # The edges of the kept entities through the (tenant_id, source_id) and (tenant_id,
@@ -1296,7 +1296,7 @@ rels AS (
 )
 SELECT {_ENTITY_COLUMNS},
        {first}(SELECT coalesce(jsonb_agg(to_jsonb(x) ORDER BY x.valid_from, x.id), '[]'::jsonb)
-        FROM rels x) END AS relationships{episode_column}{theme_column}
+        FROM rels x) END AS relationships{episode_column}
 {source}"""
     binds: list[BindParameter[Any]] = [
         bindparam("tenant", type_=Text()),
@@ -1311,10 +1311,6 @@ SELECT {_ENTITY_COLUMNS},
     if episodes:
         binds.append(bindparam("episode_ids", type_=UUIDS))
         extra["episodes"] = JSONB
-    if themes:
-        binds.append(bindparam("theme_ids", type_=UUIDS))
-        # the driver's lists (of ids, of floats) as they are
-        extra.update(themes=JSONB, theme_fact_ids=NullType(), theme_vectors=NullType())
     # The embedding is selected as real[] (_ENTITY_COLUMNS): asyncpg's list of floats is
     # the value, typed without a result processor so the statement runs as its compiled
     # text (driver_sql).

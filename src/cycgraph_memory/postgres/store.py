@@ -630,8 +630,12 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         ``relationship_limit``, live unless ``include_invalidated``) touching those of
         them that are live (unless ``include_invalidated``) and of ``entity_types`` (when
         given); the touch of the facts ``touch``; the episodes ``episode_ids`` (as
-        ``get_episodes``); and the themes ``theme_ids`` (as ``get_themes``). With a read
-        engine the reads run there and the touch is left to the caller (on the primary).
+        ``get_episodes``); and the themes ``theme_ids`` (as ``get_themes``: in the same
+        statement when there is no entity to expand,
+        :func:`~cycgraph_memory.postgres.statements.served_expansion`, which is how the
+        entity path of ``retrieve_memory`` calls it; in a second one otherwise). With a
+        read engine the reads run there and the touch is left to the caller (on the
+        primary).
 
         Returns:
             The entities by id, the relationships, whether ``touch`` was touched, the
@@ -640,11 +644,14 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         can_touch = bool(touch) and self._read_sessionmaker is None
         if not entity_ids and not can_touch and not episode_ids and not theme_ids:
             return {}, [], False, {}, {}
-        stmt = statements.expansion(
-            touch=can_touch, include_invalidated=include_invalidated,
-            entity_types=entity_types is not None, episodes=bool(episode_ids),
-            themes=bool(theme_ids),
-        )
+        served_only = not entity_ids
+        if served_only:  # nothing to expand: the themes, the episodes and the touch
+            stmt = statements.served_expansion(touch=can_touch, episodes=bool(episode_ids))
+        else:
+            stmt = statements.expansion(
+                touch=can_touch, include_invalidated=include_invalidated,
+                entity_types=entity_types is not None, episodes=bool(episode_ids),
+            )
         params: dict[str, Any] = {
             "tenant": self._tenant, "ids": list(entity_ids), "rel_limit": relationship_limit,
             "entity_types": None if entity_types is None else list(entity_types),
@@ -660,33 +667,34 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         else:
             async with self._read() as session:
                 rows = await work(session)
-        entities = {
-            convert._uuid(r["id"]): convert.entity_from_row(r) for r in rows if r["id"] is not None
-        }
-        # The aggregated arrays come on one row (the first), NULL on the others.
-        carrier = next((r for r in rows if r["relationships"] is not None), None)
-        relationships = (
-            [] if carrier is None
-            else [convert.relationship_from_json(x) for x in carrier["relationships"]]
-        )
+        entities: dict[uuid.UUID, Entity] = {}
+        relationships: list[Relationship] = []
+        themes: dict[uuid.UUID, Theme] = {}
+        if served_only:  # one row per theme (a row of NULLs without one)
+            themes = {
+                convert._uuid(r["id"]): convert.theme_from_row(r)
+                for r in rows if r["id"] is not None
+            }
+            carrier = rows[0] if rows else None
+        else:
+            entities = {
+                convert._uuid(r["id"]): convert.entity_from_row(r)
+                for r in rows if r["id"] is not None
+            }
+            # The aggregated arrays come on one row (the first), NULL on the others.
+            carrier = next((r for r in rows if r["relationships"] is not None), None)
+            if carrier is not None:
+                relationships = [
+                    convert.relationship_from_json(x) for x in carrier["relationships"]
+                ]
+            if theme_ids:
+                themes = await self.get_themes(theme_ids)
         episodes: dict[uuid.UUID, Episode] = {}
         if episode_ids and carrier is not None:
             found = {
                 e.id: e for e in (convert.episode_from_json(x) for x in carrier["episodes"])
             }
             episodes = {i: found[i] for i in episode_ids if i in found}
-        themes: dict[uuid.UUID, Theme] = {}
-        if theme_ids and carrier is not None:
-            # Each theme's fact ids are its slice of the concatenated ids; the vectors come
-            # in theme order, one per theme that has one.
-            cited, start = carrier["theme_fact_ids"], 0
-            vectors = iter(carrier["theme_vectors"] or ())
-            for doc in carrier["themes"]:
-                end = start + doc["facts"]
-                vector = None if doc["width"] < 0 else next(vectors)
-                theme = convert.theme_from_json(doc, cited[start:end], vector)
-                themes[theme.id] = theme
-                start = end
         return entities, relationships, can_touch, episodes, themes
 
     async def touch_facts(
