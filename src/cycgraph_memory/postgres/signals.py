@@ -545,13 +545,14 @@ def _vec(raw: bytes | None) -> list[float] | None:
 def _fact(row: Sequence[Any], *, vector: bool = True, lean: bool = False) -> SemanticFact:
     # lean: embedding and provenance left unset (None) for complete_facts to set.
     # The id columns are uuid / uuid[] typed: the driver's values (uuid.UUID instances)
-    # are kept, the lists copied (a row may build more than one record).
+    # are kept, and so are its lists: a row builds one record (_Answers.lean builds one
+    # per fact id) and nothing else reads them.
     return trusted(
         SemanticFact,
         id=row[3],
         content=row[6],
-        source_episode_ids=list(row[7] or ()),
-        entity_ids=list(row[8] or ()),
+        source_episode_ids=row[7] or [],
+        entity_ids=row[8] or [],
         theme_id=row[9],
         embedding=_vec(row[5]) if vector and not lean else None,
         provenance=None if lean else _provenance(row[10]),
@@ -560,8 +561,8 @@ def _fact(row: Sequence[Any], *, vector: bool = True, lean: bool = False) -> Sem
         invalidated_by=row[13],
         access_count=row[14],
         last_accessed_at=row[15],
-        tags=list(row[16] or ()),
-        source_message_ids=list(row[17] or ()),
+        tags=row[16] or [],
+        source_message_ids=row[17] or [],
     )
 
 
@@ -705,6 +706,10 @@ class _Answers:
         # id, with the vector's bytes and the provenance document: see
         # _View.candidate_vectors / complete_facts.
         self.pending: dict[int, tuple[SemanticFact, bytes | None, Any]] = {}
+        # The fact built for each id: a fact on several rows (a direct hit that a theme
+        # lists, a text hit of a matched entity: 15-20% of a hybrid call's fact rows) is
+        # built once and the same record handed to every list.
+        self.built: dict[Any, SemanticFact] = {}
 
     def lean(self, row: Sequence[Any]) -> SemanticFact:
         """A fact without its vector and provenance, pending until served.
@@ -714,8 +719,10 @@ class _Answers:
         and provenance records per call otherwise (a hybrid call ranks every fact of the
         matched themes, and the text and graph candidates).
         """
-        fact = _fact(row, lean=True)
-        self.pending[id(fact)] = (fact, row[5], row[10])
+        fact = self.built.get(row[3])
+        if fact is None:
+            fact = self.built[row[3]] = _fact(row, lean=True)
+            self.pending[id(fact)] = (fact, row[5], row[10])
         return fact
 
     def put(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any],
