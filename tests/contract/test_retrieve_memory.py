@@ -284,6 +284,34 @@ async def test_hierarchical_expands_to_episodes_entities_relationships(
     assert ids(r.episodes) == [ep.id, ep_dead.id]
 
 
+async def test_expansion_serves_limit_entities_and_the_edges_of_every_cited_one(
+    store: Any, index: Any
+) -> None:
+    # The served facts cite more live entities than ``limit``: the first ``limit`` of
+    # them (citation order, invalidated ones skipped) are served, while the relationships
+    # are those of every cited live entity, in (valid_from, id) order.
+    e = [make_entity(id=uuid.UUID(int=0x100 + i), name=f"E{i}") for i in range(6)]
+    e[1] = make_entity(id=uuid.UUID(int=0x101), name="E1", invalidated_at=at(1))
+    outside = make_entity(id=uuid.UUID(int=0x1FF), name="not cited")
+    late_only = make_relationship(e[5].id, outside.id, valid_from=at(1))  # a later entity
+    first = make_relationship(e[0].id, outside.id, valid_from=at(2))
+    cut_off = make_relationship(e[3].id, outside.id, valid_from=at(3))  # beyond limit 2
+    dead_end = make_relationship(e[1].id, outside.id, valid_from=at(0))  # invalidated one
+    near = make_fact(id=fid(1), embedding=unit(0), entity_ids=[e[0].id, e[1].id, e[2].id])
+    far = make_fact(id=fid(2), embedding=blend(0, 1, 1.0, 0.5),
+                    entity_ids=[e[3].id, e[4].id, e[5].id])
+    await load(store, index, *e, outside, late_only, first, cut_off, dead_end, near, far)
+    r = await retrieve_memory(store, index, {"embedding": unit(0), "limit": 2},
+                              mode="vector")
+    assert ids(r.facts) == [near.id, far.id]
+    assert ids(r.entities) == [e[0].id, e[2].id]
+    assert ids(r.relationships) == [late_only.id, first.id]
+    r = await retrieve_memory(store, index, {"embedding": unit(0), "limit": 2,
+                                             "include_invalidated": True}, mode="vector")
+    assert ids(r.entities) == [e[0].id, e[1].id]
+    assert ids(r.relationships) == [dead_end.id, late_only.id]
+
+
 async def test_hierarchical_temporal_and_invalidated(store: Any, index: Any) -> None:
     current = make_fact(id=fid(1), embedding=unit(0), valid_from=at(0))
     expired = make_fact(id=fid(2), embedding=unit(0), valid_from=at(0), valid_until=at(10))

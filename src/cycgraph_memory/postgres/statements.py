@@ -1242,9 +1242,10 @@ def expansion(
 ) -> TextualSelect:
     """Entities of the served facts, their relationships and (``touch``) the touch, at once.
 
-    ``retrieve_memory``'s expansion in one statement: the entities of ``:ids`` (rows),
-    the relationships touching those of them that pass the query's entity filters
-    (live unless ``include_invalidated``, of ``:entity_types`` when given), live unless
+    ``retrieve_memory``'s expansion in one statement: the entities of ``:ids`` that pass
+    the query's entity filters (live unless ``include_invalidated``, of
+    ``:entity_types`` when given), the first ``:entity_limit`` of them in the order of
+    ``:ids`` (``NULL``: all; rows), the relationships touching any of them, live unless
     ``include_invalidated``, in ``(valid_from, id)`` order, at most ``:rel_limit``
     (``NULL``: all), as one jsonb array column; and with ``touch`` a data-modifying CTE
     that touches the served facts ``:served`` (``:at``) like :data:`TOUCH_FACTS`. The
@@ -1252,8 +1253,8 @@ def expansion(
     ``:episode_ids`` with their messages (as ``get_episodes``) as a jsonb array column
     ``episodes``; then one row always comes back (its entity columns NULL when no entity
     matched). Both arrays are on one row only (NULL on the others), so the driver
-    decodes them once. Parameters: ``tenant``, ``ids``, ``rel_limit``, ``entity_types``,
-    ``served``, ``at``, ``episode_ids``.
+    decodes them once. Parameters: ``tenant``, ``ids``, ``entity_limit``, ``rel_limit``,
+    ``entity_types``, ``served``, ``at``, ``episode_ids``.
     """
     live = "" if include_invalidated else (
         " AND e.invalidated_at IS NULL AND e.superseded_by IS NULL"
@@ -1266,11 +1267,13 @@ def expansion(
     first = "CASE WHEN row_number() OVER () = 1 THEN "
     episode_column = f",\n       {first}{_EPISODES_JSON} END AS episodes" if episodes else ""
     # With episodes one row always comes back (it carries them), even without entities.
+    # Only the entities served are read whole (a served fact cites a few; the caller keeps
+    # the first ``limit`` in citation order): the relationships need the ids of all.
     source = (
         "FROM (SELECT 1) AS one\n"
-        "LEFT JOIN entities e ON e.tenant_id = :tenant AND e.id = ANY(:ids)"
+        "LEFT JOIN entities e ON e.tenant_id = :tenant AND e.id IN (SELECT id FROM shown)"
         if episodes else
-        "FROM entities e\nWHERE e.tenant_id = :tenant AND e.id = ANY(:ids)"
+        "FROM entities e\nWHERE e.tenant_id = :tenant AND e.id IN (SELECT id FROM shown)"
     )
     # The edges of the kept entities through the (tenant_id, source_id) and (tenant_id,
     # target_id) indexes (``= ANY(ARRAY(...))``: index conditions, one BitmapOr), then
@@ -1278,8 +1281,11 @@ def expansion(
     # valid_from) index instead and filtering every edge of the tenant on the way (5,000
     # rows, 4-9 ms per call at 100,000 facts, for ~40 edges).
     sql = f"""WITH {touched}kept AS (
-    SELECT e.id FROM entities e
+    SELECT e.id, array_position(:ids, e.id) AS pos FROM entities e
     WHERE e.tenant_id = :tenant AND e.id = ANY(:ids){live}{types}
+),
+shown AS (
+    SELECT id FROM kept ORDER BY pos LIMIT :entity_limit
 ),
 rels AS (
     SELECT * FROM (
@@ -1301,6 +1307,7 @@ SELECT {_ENTITY_COLUMNS},
     binds: list[BindParameter[Any]] = [
         bindparam("tenant", type_=Text()),
         bindparam("ids", type_=UUIDS),
+        bindparam("entity_limit", type_=Integer()),
         bindparam("rel_limit", type_=Integer()),
     ]
     if entity_types:

@@ -618,6 +618,7 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         at: datetime | None = None,
         episode_ids: Sequence[uuid.UUID] = (),
         theme_ids: Sequence[uuid.UUID] = (),
+        entity_limit: int | None = None,
     ) -> tuple[
         dict[uuid.UUID, Entity], list[Relationship], bool, dict[uuid.UUID, Episode],
         dict[uuid.UUID, Theme],
@@ -626,16 +627,17 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
 
         ``retrieve_memory``'s expansion of the served facts in one statement
         (:func:`~cycgraph_memory.postgres.statements.expansion`): the entities of
-        ``entity_ids``; the relationships (``(valid_from, id)`` order, at most
-        ``relationship_limit``, live unless ``include_invalidated``) touching those of
-        them that are live (unless ``include_invalidated``) and of ``entity_types`` (when
-        given); the touch of the facts ``touch``; the episodes ``episode_ids`` (as
-        ``get_episodes``); and the themes ``theme_ids`` (as ``get_themes``: in the same
-        statement when there is no entity to expand,
-        :func:`~cycgraph_memory.postgres.statements.served_expansion`, which is how the
-        entity path of ``retrieve_memory`` calls it; in a second one otherwise). With a
-        read engine the reads run there and the touch is left to the caller (on the
-        primary).
+        ``entity_ids`` that are live (unless ``include_invalidated``) and of
+        ``entity_types`` (when given), the first ``entity_limit`` of them in the order of
+        ``entity_ids`` (``None``: all); the relationships (``(valid_from, id)`` order, at
+        most ``relationship_limit``, live unless ``include_invalidated``) touching any of
+        those entities (not only the first ``entity_limit``); the touch of the facts
+        ``touch``; the episodes ``episode_ids`` (as ``get_episodes``); and the themes
+        ``theme_ids`` (as ``get_themes``: in the same statement when there is no entity
+        to expand, :func:`~cycgraph_memory.postgres.statements.served_expansion`, which is
+        how the entity path of ``retrieve_memory`` calls it; in a second one otherwise).
+        With a read engine the reads run there and the touch is left to the caller (on
+        the primary).
 
         Returns:
             The entities by id, the relationships, whether ``touch`` was touched, the
@@ -653,7 +655,8 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
                 entity_types=entity_types is not None, episodes=bool(episode_ids),
             )
         params: dict[str, Any] = {
-            "tenant": self._tenant, "ids": list(entity_ids), "rel_limit": relationship_limit,
+            "tenant": self._tenant, "ids": list(entity_ids), "entity_limit": entity_limit,
+            "rel_limit": relationship_limit,
             "entity_types": None if entity_types is None else list(entity_types),
             "served": list(touch), "at": utc_now() if at is None else convert_ts(at),
             "episode_ids": list(episode_ids), "theme_ids": list(theme_ids),

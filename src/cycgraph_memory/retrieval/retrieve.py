@@ -499,6 +499,7 @@ async def _expand(
             relationship_limit=None if post else q.limit,
             touch=[f.id for f in facts],
             episode_ids=episode_ids,
+            entity_limit=q.limit,  # only the entities served are read whole
         )
         episodes = _cited_episodes(q, found_episodes, episode_ids)
     else:
@@ -517,17 +518,19 @@ async def _expand(
                 ids, include_invalidated=q.include_invalidated,
                 limit=None if post else q.limit,
             )
-        rank = dict.fromkeys(ids, 0)
-        relationships = rank_relationships(
-            filter_relationships(
-                fetched,
-                include_invalidated=q.include_invalidated,
-                valid_at=q.valid_at,
-                changed_since=q.changed_since,
-                relation_types=q.relation_types,
-            ),
-            rank,
+        kept = filter_relationships(
+            fetched,
+            include_invalidated=q.include_invalidated,
+            valid_at=q.valid_at,
+            changed_since=q.changed_since,
+            relation_types=q.relation_types,
         )
+        if native is None:
+            relationships = rank_relationships(kept, dict.fromkeys(ids, 0))
+        else:
+            # Each touches a cited entity (hop 0), not necessarily one of the ``limit``
+            # served in ``entities``: the hop ranking is (valid_from, id).
+            relationships = sorted(kept, key=lambda r: (r.valid_from, r.id.int))
     if touch and not touched:
         await _touch(store, facts)
     return MemoryResult(
