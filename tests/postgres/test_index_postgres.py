@@ -20,9 +20,16 @@ def _vec(angle: float) -> list[float]:
     return [math.cos(angle), math.sin(angle), 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
 
 
+async def _force_hnsw(sm: Any) -> None:
+    # Small tables would be scanned exactly; make the HNSW index the only ordered path.
+    async with sm() as s, s.begin():
+        for guc in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
+            await s.execute(text(f"SET LOCAL {guc} = off"))
+
+
 @pytest.mark.parametrize("exact_below", [0, 20_000], ids=["hnsw", "exact"])
 async def test_filtered_knn_returns_limit_rows(
-    pg_store: Any, pg_make_store: Any, pg_tenant: str, exact_below: int
+    pg_store: Any, pg_make_store: Any, pg_tenant: str, pg_sessionmaker: Any, exact_below: int
 ) -> None:
     # exact_below=0: the HNSW index (iterative scan); 20,000: this small tenant exactly.
     pg_index = pg_make_store(pg_tenant, index=True, exact_below=exact_below)
@@ -38,6 +45,7 @@ async def test_filtered_knn_returns_limit_rows(
                for i in range(200)]
     await pg_store.put_facts(near + far + invalid)
     await pg_index.rebuild(pg_store, analyze=True)
+    await _force_hnsw(pg_sessionmaker)
     q = _vec(0.0)
     res = await pg_index.search_facts(q, limit=25, exclude_tags=[QUARANTINE_TAG], ef_search=10)
     if exact_below:
@@ -59,10 +67,8 @@ async def test_filtered_knn_returns_limit_rows(
 
 async def test_index_scan_is_used(pg_store: Any, pg_sessionmaker: Any) -> None:
     await pg_store.put_facts([fact(embedding=_vec(0.01 * i)) for i in range(50)])
-    async with pg_sessionmaker() as s, s.begin():
-        # In the EXPLAIN's own transaction: SET LOCAL ends with the transaction it is in.
-        for guc in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
-            await s.execute(text(f"SET LOCAL {guc} = off"))
+    await _force_hnsw(pg_sessionmaker)
+    async with pg_sessionmaker() as s:
         plan = "\n".join(
             (await s.execute(text(
                 "EXPLAIN SELECT id FROM facts WHERE tenant_id = 'x' "
