@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import uuid
 from typing import Any
@@ -118,3 +119,46 @@ async def test_native_path_keeps_unscorable_theme_facts_at_zero_similarity(
     for opts in ({}, {"native_paths": False}):
         result = await retrieve_memory(pg_store, pg_index, q, options=opts)
         assert [f.id for f in result.facts] == [good.id, bare.id, zero.id], opts
+
+
+@pytest.mark.parametrize("mode", ["vector", "hybrid"])
+async def test_native_theme_fact_cut_survives_near_ties(
+    pg_store: Any, pg_index: Any, mode: str
+) -> None:
+    # The native path reads only the nearest theme facts by the server's distances
+    # (float4, float accumulation) and ranks them in float64 here: facts within rounding
+    # of each other (and exact duplicates, ordered by id) must not fall out of the cut.
+    rng = random.Random(11)
+    centre = [rng.gauss(0, 1) for _ in range(8)]
+    norm = math.sqrt(sum(c * c for c in centre))
+    axis = [c / norm for c in centre]
+    members, facts = [], []
+    for k in range(120):
+        # On a cone around the query: all at one angle (up to 1e-7), in other directions,
+        # so the distances differ only by rounding; every third an exact duplicate.
+        if k % 3 == 0 and k:
+            emb = facts[-1].embedding
+        else:
+            side = [rng.gauss(0, 1) for _ in range(8)]
+            dot = sum(s * a for s, a in zip(side, axis, strict=True))
+            side = [s - dot * a for s, a in zip(side, axis, strict=True)]
+            side_norm = math.sqrt(sum(s * s for s in side))
+            angle = 0.7 + rng.random() * 1e-7
+            emb = [math.cos(angle) * a + math.sin(angle) * s / side_norm
+                   for a, s in zip(axis, side, strict=True)]
+        f = make_fact(id=uuid.UUID(int=5000 + (k * 37) % 120), content=f"deploy note {k}",
+                      embedding=emb, theme_id=uuid.UUID(int=70))
+        facts.append(f)
+        members.append(f.id)
+    await pg_store.put_themes([make_theme(id=uuid.UUID(int=70), embedding=centre,
+                                          fact_ids=members)])
+    await pg_store.put_facts(facts)
+    for limit in (3, 10, 25):
+        q = {"embedding": centre, "text": "deploy note", "limit": limit, "min_similarity": 0.0}
+        opts = {"direct_fact_candidates": 1}
+        native = await retrieve_memory(pg_store, pg_index, q, options=opts, mode=mode)
+        generic = await retrieve_memory(
+            pg_store, pg_index, q, options={**opts, "native_paths": False}, mode=mode
+        )
+        assert [f.id for f in native.facts] == [f.id for f in generic.facts], limit
+        assert len(native.facts) == limit

@@ -705,16 +705,33 @@ def hierarchical_facts(
     return union_all(direct_sel, theme_nearest)
 
 
+CUT_TIE_BAND = 1e-4
+"""Distance band kept past the cut of :func:`nearest_listed` (``vector`` columns).
+
+The server computes a cosine distance over float4 values with float accumulation, the
+library ranks the same vectors in float64: the two may disagree by ~1e-6 (a bound of
+~2e-5 at 384 dimensions). Every fact within this band of the last one kept is kept too,
+so that a fact among the best ``k`` of the library's ranking is never cut by the
+server's.
+"""
+
+HALF_CUT_TIE_BAND = 1e-2
+""":data:`CUT_TIE_BAND` for ``halfvec`` distances (2,001-4,000 dimensions, 11-bit mantissa)."""
+
+
 def nearest_listed(dim: int, scope: Sequence[ColumnElement[bool]], *, unscored: bool) -> Any:
     """``(id, distance)`` of the ``:theme_fact_limit`` nearest facts passing ``scope``.
 
     Facts within ``:min_similarity`` (less a 1e-6 margin for rounding between the
     server's distances and the library's float64 ranking); with ``unscored`` also every
     fact that cannot be scored (no vector, or a NaN distance): it scores 0 and is kept
-    when ``min_similarity`` is 0. One scan of the listed facts: the distances are computed
-    behind ``OFFSET 0`` and ranked outside it (an ``ORDER BY distance LIMIT`` over
-    ``facts`` could otherwise be served by the HNSW index, an approximate scan that drops
-    listed facts the filters reject after it, which the planner picks on some statistics).
+    when ``min_similarity`` is 0. Past the ``:theme_fact_limit`` nearest, every fact
+    within :data:`CUT_TIE_BAND` of the last of them is kept too (near ties the library's
+    ranking may order differently). One scan of the listed facts: the distances are
+    computed behind ``OFFSET 0`` and ranked outside it (an ``ORDER BY distance LIMIT``
+    over ``facts`` could otherwise be served by the HNSW index, an approximate scan that
+    drops listed facts the filters reject after it, which the planner picks on some
+    statistics).
     """
     f = FACTS
     scored = (
@@ -730,8 +747,16 @@ def nearest_listed(dim: int, scope: Sequence[ColumnElement[bool]], *, unscored: 
     keep = or_unscorable(1 - d >= _p("min_similarity", Double()) - 1e-6, d)
     rank = func.row_number().over(order_by=(d, scored.c.id)).label("rn")
     ranked = select(scored.c.id, d, rank).where(keep).subquery("listed_ranked")
-    within = or_unscorable(ranked.c.rn <= _p("theme_fact_limit", Integer()), ranked.c.distance)
-    return select(ranked.c.id, ranked.c.distance).where(within).subquery("theme_top")
+    limit = _p("theme_fact_limit", Integer())
+    band = HALF_CUT_TIE_BAND if _vector_types(dim)[0] else CUT_TIE_BAND
+    # The distance of the last fact within the limit, on every row (NULL: fewer facts).
+    last = func.max(case((ranked.c.rn <= limit, ranked.c.distance))).over().label("last")
+    banded = select(ranked.c.id, ranked.c.distance, ranked.c.rn, last).subquery("listed_band")
+    within = or_unscorable(
+        or_(banded.c.rn <= limit, banded.c.distance <= banded.c.last + band),
+        banded.c.distance,
+    )
+    return select(banded.c.id, banded.c.distance).where(within).subquery("theme_top")
 
 
 # ----------------------------------------------------------------------------- writes

@@ -235,8 +235,9 @@ async def _vector_ranking(
     """The hierarchical path's candidates ranked by similarity, and the matched themes.
 
     ``depth``: the caller keeps only the first ``depth`` facts of the ranking, so a
-    native backend may read only the best theme facts (twice ``depth``, a margin for
-    rounding between its distances and this ranking); ``None`` ranks every candidate.
+    native backend may read only the ``depth`` best theme facts (by its own distances,
+    keeping the near ties past the last of them that rounding could order differently
+    here); ``None`` ranks every candidate.
     The vector mode keeps ``limit`` facts, the hybrid mode :func:`vector_depth`.
     """
     assert q.embedding is not None
@@ -248,7 +249,7 @@ async def _vector_ranking(
         # earlier signature keeps working.
         cut_args: dict[str, Any] = {}
         if depth is not None:
-            cut_args = {"theme_fact_limit": 2 * depth, "valid_at": scope.valid_at,
+            cut_args = {"theme_fact_limit": depth, "valid_at": scope.valid_at,
                    "changed_since": scope.changed_since}
         found_themes, direct, theme_facts = await native(
             vector,
@@ -392,7 +393,7 @@ def _signal_plan(q: MemoryQuery, opts: RetrievalOptions, mode: RetrievalMode) ->
         }
         # _vector_ranking(depth=...): q.limit (_hierarchical_path), vector_depth (hybrid).
         ranked_depth = q.limit if mode == "vector" else vector_depth(q, opts)
-        hierarchical.update(theme_fact_limit=2 * ranked_depth, valid_at=scope.valid_at,
+        hierarchical.update(theme_fact_limit=ranked_depth, valid_at=scope.valid_at,
                             changed_since=scope.changed_since)
         plan["hierarchical"] = (q.embedding, hierarchical)
     if use_text:
