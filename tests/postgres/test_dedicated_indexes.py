@@ -7,6 +7,7 @@ rows. Each test builds what it needs and drops it again.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -242,3 +243,65 @@ async def test_dedicated_tenant_gets_unscaled_ef_and_custom_plans(engine: Any) -
     assert int(ef) > 40  # a fifth of the table: the shared graph's list is scaled up
     await dedicate_vector_indexes(engine, TENANT_SMALL, tables=["facts"])
     assert await settings_now() == ("40", "force_custom_plan")
+
+
+async def test_build_under_load_waits_for_open_writes_and_indexes_every_row(
+    engine: Any, shared: dict[str, Any]
+) -> None:
+    # CREATE INDEX CONCURRENTLY while the tenant is written and read from elsewhere: the
+    # build waits for the unit of work open when it started, reads and writes of other
+    # sessions go on meanwhile, and every row committed before it ends is in the index.
+    live = "ded-live"
+    rng = np.random.default_rng(23)
+    batches = [_unit_rows(rng, n) for n in (300, 20, 20, 20)]
+    ids = [[uuid.uuid4() for _ in b] for b in batches]
+
+    def facts_of(k: int) -> list[Any]:
+        return [fact(id=i, embedding=v.tolist()) for i, v in zip(ids[k], batches[k],
+                                                                  strict=True)]
+
+    store = PostgresMemoryStore(engine, tenant_id=live)
+    await store.put_facts(facts_of(0))
+    # Other sessions: a second engine, so they do not join this task's unit of work.
+    other_engine = create_engine_from_dsn(
+        engine.url.render_as_string(hide_password=False),
+        connect_args={"server_settings": _NO_SHORTCUTS},
+    )
+    # (Another tenant: writes of one tenant serialize on its text-search counters.)
+    other_store = PostgresMemoryStore(other_engine, tenant_id="ded-live-other")
+    other_index = PostgresMemoryIndex(other_engine, tenant_id=live)
+    own = dedicated_index_name("facts", live)
+    try:
+        async with store.transaction():
+            await store.put_facts(facts_of(1))
+            build = asyncio.create_task(dedicate_vector_indexes(engine, live, tables=["facts"]))
+            await asyncio.sleep(0.5)
+            assert not build.done()  # waiting for this open unit of work
+            # Writes to the table and reads of the tenant go on while the build waits.
+            await asyncio.wait_for(other_store.put_facts(facts_of(2)), 30)
+            found = await asyncio.wait_for(
+                other_index.search_facts(batches[0][0].tolist(), limit=3), 30
+            )
+            assert found[0].item.id == ids[0][0]
+            assert not build.done()
+            await store.put_facts(facts_of(3))
+        assert await asyncio.wait_for(build, 120) == [own]
+        [listed] = [d for d in await list_dedicated_vector_indexes(engine)
+                    if d.tenant_id == live]
+        assert listed.valid
+        index = PostgresMemoryIndex(engine, tenant_id=live)
+        assert (await _index_loops(engine, live, index, batches[2][0].tolist())).get(own, 0) >= 1
+        # Every row of the tenant, committed before or during the build, is found through
+        # its own graph.
+        missed = []
+        for k in (0, 1, 3):
+            for i, v in zip(ids[k], batches[k], strict=True):
+                hits = await index.search_facts(v.tolist(), limit=3)
+                if i not in {h.item.id for h in hits}:
+                    missed.append((k, i))
+        assert missed == []
+        assert len(await store.get_facts([i for k in (0, 1, 3) for i in ids[k]])) == 340
+        assert len(await other_store.get_facts(ids[2])) == 20
+    finally:
+        await drop_dedicated_vector_indexes(engine, live)
+        await other_engine.dispose()
