@@ -18,7 +18,10 @@ import math
 import re
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+from numpy.typing import NDArray
 
 __all__ = [
     "BM25Index",
@@ -117,17 +120,33 @@ def name_candidates(text: str, max_words: int = 4) -> list[str]:
 class BM25Index:
     """Incremental Okapi BM25 over documents keyed by UUID.
 
+    Each document holds a slot (a small int); a term's postings map slots to term
+    frequencies, and are read as two numpy arrays (cached until the term's postings
+    change). A query scores every document of its terms' postings with array arithmetic
+    (the same float64 operations, in the same order, as the formula written per
+    document) and ranks lazily: the best few are sorted first and the rest only when a
+    caller reads past them. A frequent term of a 100,000-document index costs
+    milliseconds, not the hundreds of a loop over its postings in Python.
+
     Args:
         k1: Term-frequency saturation (default 1.2).
         b: Length normalisation (default 0.75).
     """
 
+    _FIRST_CHUNK = 32
+    """Documents sorted first by :meth:`ranked` (then four times as many each time)."""
+
     def __init__(self, k1: float = BM25_K1, b: float = BM25_B) -> None:
         self.k1 = k1
         self.b = b
         self._docs: dict[uuid.UUID, Counter[str]] = {}
-        self._lengths: dict[uuid.UUID, int] = {}
-        self._postings: dict[str, set[uuid.UUID]] = {}
+        self._slots: dict[uuid.UUID, int] = {}
+        self._ids: list[uuid.UUID | None] = []
+        self._keys: list[str] = []  # str(id): the tie order
+        self._free: list[int] = []
+        self._lengths = np.zeros(0, dtype=np.float64)
+        self._postings: dict[str, dict[int, int]] = {}
+        self._arrays: dict[str, tuple[NDArray[np.intp], NDArray[np.float64]]] = {}
         self._total_length = 0
 
     def __len__(self) -> int:
@@ -147,23 +166,42 @@ class BM25Index:
     def add_counts(self, doc_id: uuid.UUID, counts: Counter[str]) -> None:
         """Index (or re-index) one document given its token counts (see :func:`tokenize`)."""
         self.remove(doc_id)
+        if self._free:
+            slot = self._free.pop()
+            self._ids[slot] = doc_id
+            self._keys[slot] = str(doc_id)
+        else:
+            slot = len(self._ids)
+            self._ids.append(doc_id)
+            self._keys.append(str(doc_id))
+            if slot >= len(self._lengths):
+                grown = np.zeros(max(64, 2 * len(self._lengths)), dtype=np.float64)
+                grown[: len(self._lengths)] = self._lengths
+                self._lengths = grown
+        self._slots[doc_id] = slot
         self._docs[doc_id] = counts
         length = sum(counts.values())
-        self._lengths[doc_id] = length
+        self._lengths[slot] = length
         self._total_length += length
-        for term in counts:
-            self._postings.setdefault(term, set()).add(doc_id)
+        for term, tf in counts.items():
+            self._postings.setdefault(term, {})[slot] = tf
+            self._arrays.pop(term, None)
 
     def remove(self, doc_id: uuid.UUID) -> bool:
         """Drop one document; True when it was indexed."""
         counts = self._docs.pop(doc_id, None)
         if counts is None:
             return False
-        self._total_length -= self._lengths.pop(doc_id)
+        slot = self._slots.pop(doc_id)
+        self._total_length -= int(self._lengths[slot])
+        self._lengths[slot] = 0.0
+        self._ids[slot] = None
+        self._free.append(slot)
         for term in counts:
             docs = self._postings.get(term)
             if docs is not None:
-                docs.discard(doc_id)
+                docs.pop(slot, None)
+                self._arrays.pop(term, None)
                 if not docs:
                     del self._postings[term]
         return True
@@ -171,27 +209,78 @@ class BM25Index:
     def clear(self) -> None:
         """Drop every document."""
         self._docs.clear()
-        self._lengths.clear()
+        self._slots.clear()
+        self._ids.clear()
+        self._keys.clear()
+        self._free.clear()
+        self._lengths = np.zeros(0, dtype=np.float64)
         self._postings.clear()
+        self._arrays.clear()
         self._total_length = 0
 
-    def scores(self, text: str) -> dict[uuid.UUID, float]:
-        """BM25 score of every document sharing at least one token with ``text``."""
+    def _postings_arrays(self, term: str) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
+        found = self._arrays.get(term)
+        if found is None:
+            docs = self._postings[term]
+            found = (
+                np.fromiter(docs.keys(), dtype=np.intp, count=len(docs)),
+                np.fromiter(docs.values(), dtype=np.float64, count=len(docs)),
+            )
+            self._arrays[term] = found
+        return found
+
+    def _score_array(self, text: str) -> tuple[NDArray[np.float64], NDArray[np.intp]]:
+        """Scores by slot, and the slots scored (every one > 0), for ``text``."""
         n = len(self._docs)
+        scores = np.zeros(len(self._lengths), dtype=np.float64)
         if n == 0:
-            return {}
+            return scores, np.zeros(0, dtype=np.intp)
         avg = self._total_length / n if self._total_length else 1.0
-        out: dict[uuid.UUID, float] = {}
+        k1, b = self.k1, self.b
         for term in query_terms(text):
             docs = self._postings.get(term)
             if not docs:
                 continue
-            idf = math.log(1.0 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
-            for doc_id in docs:
-                tf = self._docs[doc_id][term]
-                norm = self.k1 * (1.0 - self.b + self.b * self._lengths[doc_id] / avg)
-                out[doc_id] = out.get(doc_id, 0.0) + idf * tf * (self.k1 + 1.0) / (tf + norm)
-        return out
+            slots, tf = self._postings_arrays(term)
+            df = len(docs)
+            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            # As per document: k1 * (1 - b + b * length / avg), idf * tf * (k1 + 1) / (tf + norm).
+            norm = k1 * (1.0 - b + b * self._lengths[slots] / avg)
+            scores[slots] += idf * tf * (k1 + 1.0) / (tf + norm)
+        # Every term scores > 0 (idf > 0, tf >= 1): the scored slots are the non-zero ones.
+        return scores, np.flatnonzero(scores)
+
+    def scores(self, text: str) -> dict[uuid.UUID, float]:
+        """BM25 score of every document sharing at least one token with ``text``."""
+        scores, slots = self._score_array(text)
+        ids = self._ids
+        return {ids[s]: v for s, v in zip(slots.tolist(), scores[slots].tolist(), strict=True)}
+
+    def ranked(self, text: str) -> Iterator[tuple[uuid.UUID, float]]:
+        """Every document sharing a token with ``text``: score descending, ties by id.
+
+        Lazy: the best :attr:`_FIRST_CHUNK` (and their ties) are sorted first, the next
+        chunk (four times larger) only when the caller reads past them, and so on.
+        """
+        scores, slots = self._score_array(text)
+        values = scores[slots]
+        ids, keys = self._ids, self._keys
+        chunk = self._FIRST_CHUNK
+        while slots.size:
+            if slots.size > chunk:
+                cut = float(np.partition(values, slots.size - chunk)[slots.size - chunk])
+                take = values >= cut  # the chunk best, and every tie of the last of them
+            else:
+                take = np.ones(slots.size, dtype=bool)
+            best = sorted(
+                zip(values[take].tolist(), slots[take].tolist(), strict=True),
+                key=lambda vs: (-vs[0], keys[vs[1]]),
+            )
+            for value, slot in best:
+                yield ids[slot], value
+            rest = ~take
+            slots, values = slots[rest], values[rest]
+            chunk *= 4
 
     def search(
         self, text: str, limit: int, allowed: Iterable[uuid.UUID] | None = None
@@ -203,9 +292,13 @@ class BM25Index:
             limit: Most results.
             allowed: When given, only these document ids may be returned.
         """
-        scored = self.scores(text)
-        if allowed is not None:
-            keep = set(allowed)
-            scored = {k: v for k, v in scored.items() if k in keep}
-        ranked = sorted(scored.items(), key=lambda kv: (-kv[1], str(kv[0])))
-        return ranked[:limit]
+        keep = None if allowed is None else set(allowed)
+        out: list[tuple[uuid.UUID, float]] = []
+        if limit <= 0:
+            return out
+        for doc_id, score in self.ranked(text):
+            if keep is None or doc_id in keep:
+                out.append((doc_id, score))
+                if len(out) == limit:
+                    break
+        return out

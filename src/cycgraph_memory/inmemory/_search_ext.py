@@ -333,7 +333,7 @@ class MessageAndTextSearch:
         tags = set(opts.tags or ())
         exclude = set(opts.exclude_tags or ())
         out: list[ScoredResult[SemanticFact]] = []
-        for fact_id, score in self._bm25_facts.search(text, len(self._bm25_facts)):
+        for fact_id, score in self._bm25_facts.ranked(text):
             fact = self._text_facts[fact_id]
             if not opts.include_invalidated and fact.invalidated_by is not None:
                 continue
@@ -356,7 +356,7 @@ class MessageAndTextSearch:
         """Messages sharing words with ``text``, by BM25 (best first, ties by id)."""
         opts = coerce_options(SearchOptions, options, kwargs)
         out: list[ScoredResult[Message]] = []
-        for message_id, score in self._bm25_messages.search(text, len(self._bm25_messages)):
+        for message_id, score in self._bm25_messages.ranked(text):
             if not opts.include_invalidated and not self._message_live(message_id):
                 continue
             out.append(
@@ -376,7 +376,7 @@ class MessageAndTextSearch:
         """Episodes (topic and messages) sharing words with ``text``, by BM25."""
         opts = coerce_options(SearchOptions, options, kwargs)
         out: list[ScoredResult[Episode]] = []
-        for episode_id, score in self._bm25_episodes.search(text, len(self._bm25_episodes)):
+        for episode_id, score in self._bm25_episodes.ranked(text):
             episode = self._text_episodes[episode_id]
             if not opts.include_invalidated and episode.invalidated_at is not None:
                 continue
