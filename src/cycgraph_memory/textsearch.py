@@ -260,7 +260,9 @@ class BM25Index:
         """Every document sharing a token with ``text``: score descending, ties by id.
 
         Lazy: the best :attr:`_FIRST_CHUNK` (and their ties) are sorted first, the next
-        chunk (four times larger) only when the caller reads past them, and so on.
+        chunk (four times larger) only when the caller reads past them, and so on. The
+        scores are taken when iteration starts; do not change the index while iterating
+        (a removed document's slot may be reused).
         """
         scores, slots = self._score_array(text)
         values = scores[slots]
