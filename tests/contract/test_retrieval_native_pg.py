@@ -153,12 +153,16 @@ async def test_native_theme_fact_cut_survives_near_ties(
     await pg_store.put_themes([make_theme(id=uuid.UUID(int=70), embedding=centre,
                                           fact_ids=members)])
     await pg_store.put_facts(facts)
-    for limit in (3, 10, 25):
-        q = {"embedding": centre, "text": "deploy note", "limit": limit, "min_similarity": 0.0}
+    # min_similarity 0, and the cone's own cosine as the floor (the facts straddle it by
+    # less than 1e-7: the server keeps a band below the floor for the library to cut).
+    for limit, floor in ((3, 0.0), (10, 0.0), (25, 0.0), (10, math.cos(0.7)), (40, math.cos(0.7))):
+        q = {"embedding": centre, "text": "deploy note", "limit": limit,
+             "min_similarity": floor}
         opts = {"direct_fact_candidates": 1}
         native = await retrieve_memory(pg_store, pg_index, q, options=opts, mode=mode)
         generic = await retrieve_memory(
             pg_store, pg_index, q, options={**opts, "native_paths": False}, mode=mode
         )
-        assert [f.id for f in native.facts] == [f.id for f in generic.facts], limit
-        assert len(native.facts) == limit
+        assert [f.id for f in native.facts] == [f.id for f in generic.facts], (limit, floor)
+        if not floor:
+            assert len(native.facts) == limit

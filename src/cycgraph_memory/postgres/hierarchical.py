@@ -83,15 +83,16 @@ class HierarchicalCandidates(PostgresIndexMixin):
             changed_since: With ``theme_fact_limit``, theme facts that changed after it.
             theme_fact_limit: When given, only the themes' facts that pass the query's
                 conditions (``include_invalidated``, ``tags``, ``exclude_tags``,
-                ``valid_at``, ``changed_since``, ``min_similarity`` with a 1e-6 margin for
-                rounding) are read, the ``theme_fact_limit`` nearest of them, those
-                within ``statements.CUT_TIE_BAND`` of the last of them (near ties the
-                float64 ranking may order differently) and, when ``min_similarity`` is
-                0, any that cannot be scored. A caller that cuts the merged ranking at
-                ``k`` facts loses nothing with ``theme_fact_limit >= k``: a theme fact
-                among the best ``k`` overall is among the best ``k`` theme facts.
-                Reading ~40 instead of ~100 rows with their 384-d vectors is most of
-                this path's cost. ``None``: every theme fact, unfiltered.
+                ``valid_at``, ``changed_since``, ``min_similarity`` less
+                ``statements.CUT_TIE_BAND`` for rounding) are read: the
+                ``theme_fact_limit`` nearest of them, those within
+                ``statements.CUT_TIE_BAND`` of the last of them (near ties the float64
+                ranking may order differently) and, when ``min_similarity`` is 0, any
+                that cannot be scored. A caller that cuts the merged ranking at ``k``
+                facts loses nothing with ``theme_fact_limit >= k``: a theme fact among
+                the best ``k`` overall is among the best ``k`` theme facts. Reading ~40
+                instead of ~100 rows with their 384-d vectors is most of this path's
+                cost. ``None``: every theme fact, unfiltered.
 
         Returns:
             ``(themes, direct, theme_facts)``: the ``theme_limit`` nearest themes and the

@@ -712,7 +712,7 @@ The server computes a cosine distance over float4 values with float accumulation
 library ranks the same vectors in float64: the two may disagree by ~1e-6 (a bound of
 ~2e-5 at 384 dimensions). Every fact within this band of the last one kept is kept too,
 so that a fact among the best ``k`` of the library's ranking is never cut by the
-server's.
+server's; the ``min_similarity`` floor is lowered by it too.
 """
 
 HALF_CUT_TIE_BAND = 1e-2
@@ -722,8 +722,8 @@ HALF_CUT_TIE_BAND = 1e-2
 def nearest_listed(dim: int, scope: Sequence[ColumnElement[bool]], *, unscored: bool) -> Any:
     """``(id, distance)`` of the ``:theme_fact_limit`` nearest facts passing ``scope``.
 
-    Facts within ``:min_similarity`` (less a 1e-6 margin for rounding between the
-    server's distances and the library's float64 ranking); with ``unscored`` also every
+    Facts within ``:min_similarity`` (less the same band, for the same rounding: the
+    library drops those below it after its own ranking); with ``unscored`` also every
     fact that cannot be scored (no vector, or a NaN distance): it scores 0 and is kept
     when ``min_similarity`` is 0. Past the ``:theme_fact_limit`` nearest, every fact
     within :data:`CUT_TIE_BAND` of the last of them is kept too (near ties the library's
@@ -744,11 +744,11 @@ def nearest_listed(dim: int, scope: Sequence[ColumnElement[bool]], *, unscored: 
         return or_(condition, d.is_(None), d == literal(math.nan)) if unscored else condition
 
     d = scored.c.distance
-    keep = or_unscorable(1 - d >= _p("min_similarity", Double()) - 1e-6, d)
+    band = HALF_CUT_TIE_BAND if _vector_types(dim)[0] else CUT_TIE_BAND
+    keep = or_unscorable(1 - d >= _p("min_similarity", Double()) - band, d)
     rank = func.row_number().over(order_by=(d, scored.c.id)).label("rn")
     ranked = select(scored.c.id, d, rank).where(keep).subquery("listed_ranked")
     limit = _p("theme_fact_limit", Integer())
-    band = HALF_CUT_TIE_BAND if _vector_types(dim)[0] else CUT_TIE_BAND
     # The distance of the last fact within the limit, on every row (NULL: fewer facts).
     last = func.max(case((ranked.c.rn <= limit, ranked.c.distance))).over().label("last")
     banded = select(ranked.c.id, ranked.c.distance, ranked.c.rn, last).subquery("listed_band")
