@@ -21,12 +21,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Table, and_, or_, select, text
+from sqlalchemy import Table, and_, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from cycgraph_memory._settings import check_setting, check_setting_key
 from cycgraph_memory.errors import InvalidInputError
-from cycgraph_memory.postgres import convert
+from cycgraph_memory.postgres import convert, statements
 from cycgraph_memory.postgres._base import PostgresBackend, PostgresIndexMixin, parse_id
 from cycgraph_memory.postgres.schema import (
     MAX_VECTOR_HNSW_DIM,
@@ -110,23 +110,6 @@ class IngestLookups(PostgresBackend):
         await self._run(work, "put tenant setting")
 
 
-# The query vectors are parsed once, as one ``vector[]`` parameter. Casting each text
-# literal inside the lateral subquery (``CAST(q.v AS vector)``) parsed it again for every
-# theme row an exact scan visits: two parses of 384 floats per row and query, so the
-# statement's cost grew with the tenant's themes (3.7 -> 172 ms over a 260-call growth run).
-_THEMES_KNN_MANY = """
-SELECT q.ord AS ord, n.id AS id, n.distance AS distance
-FROM unnest(CAST(:queries AS vector({dim})[])) WITH ORDINALITY AS q(v, ord)
-CROSS JOIN LATERAL (
-    SELECT t.id, t.embedding <=> q.v AS distance
-    FROM themes t
-    WHERE t.tenant_id = :tenant AND t.embedding IS NOT NULL AND t.invalidated_at IS NULL
-    ORDER BY t.embedding <=> q.v
-    LIMIT :k
-) n
-"""
-
-
 TIE_MARGIN = 8
 """Extra nearest themes read per query of ``search_themes_many``, so that themes tied at
 the ``limit`` cut are all read and the cut falls by id, as in memory."""
@@ -144,8 +127,9 @@ class IngestSearch(PostgresIndexMixin):
     ) -> list[list[tuple[uuid.UUID, float]]]:
         """For each query vector, the ids and scores of its ``limit`` nearest live themes.
 
-        One statement for the whole batch (a ``LATERAL`` HNSW scan per vector), best
-        first per query, ties by id. Schemas wider than 2,000 dimensions (indexed as
+        One statement for the whole batch (``statements.themes_near_many``: per vector, an
+        exact scan of a small tenant's themes, an HNSW walk past ``exact_below`` facts),
+        best first per query, ties by id. Schemas wider than 2,000 dimensions (indexed as
         ``halfvec``) fall back to one ``search_themes`` per vector.
         """
         if not embeddings:
@@ -166,14 +150,13 @@ class IngestSearch(PostgresIndexMixin):
                 self._query_vector(q, dim, "search_themes_many", checked=True)
             if dim > MAX_VECTOR_HNSW_DIM:
                 return await self._themes_one_by_one(queries, limit, min_similarity)
-            literals = ["[" + ",".join(repr(float(x)) for x in q) + "]" for q in queries]
-            rows = (
-                await session.execute(
-                    text(_THEMES_KNN_MANY.format(dim=int(dim))),
-                    {"queries": literals, "tenant": self._tenant, "k": fetch},
-                )
-            ).all()
-        for ord_, theme_id, distance in rows:
+            params = {
+                "queries": queries, "tenant": self._tenant, "fetch": fetch,
+                "exact_below": self.exact_below,
+            }
+            rows = await statements.fetch(session, statements.themes_near_many(dim), params)
+        for row in rows:
+            ord_, theme_id, distance = row["ord"], row["id"], row["distance"]
             score = 0.0 if distance is None or math.isnan(distance) else 1.0 - float(distance)
             if min_similarity is None or score >= min_similarity:
                 out[int(ord_) - 1].append((convert._uuid(theme_id), score))
