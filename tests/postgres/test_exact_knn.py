@@ -209,6 +209,38 @@ async def test_ef_search_scaled_by_tenant_share(
     assert reltuples == total
 
 
+async def test_ef_search_grows_with_a_big_tenants_size(
+    shared_table: dict[str, Any], pg_make_store: Any, pg_sessionmaker: Any
+) -> None:
+    """Past ``EF_GRAPH_ROWS`` documents the list is the base times sqrt(documents / it).
+
+    The tenant's count is raised in ``text_search_corpora`` (what the triggers keep) so
+    that it is past the threshold and above the table's rows: the size factor, not the
+    share, decides.
+    """
+    from cycgraph_memory.postgres.statements import EF_GRAPH_ROWS
+
+    tenant = shared_table["big"]
+    index = pg_make_store(tenant, index=True, ef_search=100)
+
+    async def ef_after_search() -> int:
+        await index.search_facts(shared_table["queries"][0].tolist(), limit=10)
+        async with pg_sessionmaker() as s:
+            return int((await s.execute(text("SELECT current_setting('hnsw.ef_search')"))
+                        ).scalar())
+
+    share = math.ceil(100 * math.sqrt((BIG + SMALL) / BIG))
+    assert await ef_after_search() == share
+    for documents, expected in ((EF_GRAPH_ROWS, 100), (4 * EF_GRAPH_ROWS, 200),
+                                (10 * EF_GRAPH_ROWS, 317), (1_000 * EF_GRAPH_ROWS, 1000)):
+        async with pg_sessionmaker() as s, s.begin():
+            await s.execute(text(
+                "UPDATE text_search_corpora SET documents = :n "
+                "WHERE tenant_id = :t AND corpus = 'facts'"
+            ), {"n": documents, "t": tenant})
+        assert await ef_after_search() == expected, documents
+
+
 async def test_exact_below_validation(pg_sessionmaker: Any) -> None:
     from cycgraph_memory.errors import InvalidInputError
     from cycgraph_memory.postgres import PostgresMemoryIndex

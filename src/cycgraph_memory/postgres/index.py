@@ -22,7 +22,8 @@ tenant's document count runs one). A
 filtered HNSW scan of a graph shared with bigger tenants misses neighbours of a tenant of
 a few thousand to a few tens of thousands of rows (recall@10 0.77-0.96 measured at
 1,000,000 facts); for a bigger one ``hnsw.ef_search`` is raised by the inverse square
-root of its share of the table, in the settings statement.
+root of its share of the table, or by the square root of its documents over 50,000 when
+that is larger, in the settings statement.
 
 pgvector 0.8's iterative index scan keeps walking the HNSW graph when the filters reject
 candidates, so a filtered search still returns ``limit`` rows when that many match (up to
@@ -107,7 +108,8 @@ class PostgresMemoryIndex(
             HNSW scan of a graph shared with bigger tenants misses neighbours of a tenant
             of a few thousand rows. ``0``: always the HNSW index. Above it, the search's
             ``hnsw.ef_search`` is scaled by the inverse square root of the tenant's
-            share of the table (at most 1,000).
+            share of the table, or by the square root of its documents over 50,000
+            (``statements.EF_GRAPH_ROWS``) when that is larger (at most 1,000).
         read_engine: Where searches go (e.g. a streaming replica's engine) outside a unit
             of work; inside one they use ``bind`` (read-your-writes). ``None``: ``bind``.
 

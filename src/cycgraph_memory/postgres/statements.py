@@ -351,9 +351,14 @@ KNN_CORPUS_SETTING = "cycgraph.knn_corpus"
 EF_SEARCH_MAX = 1000
 """Largest ``hnsw.ef_search`` pgvector accepts."""
 
-# hnsw.ef_search scaled by the inverse square root of the tenant's share of the table
-# (documents in text_search_corpora over the table's reltuples), at least the base, at
-# most 1000. Read after the tenant setting to its left (row-level security on
+EF_GRAPH_ROWS = 50_000
+"""Documents from which a tenant's ``hnsw.ef_search`` grows with its size (see :func:`settings`)."""
+
+# hnsw.ef_search: the base times the larger of two factors, at least the base, at most
+# 1000: the inverse square root of the tenant's share of the table (documents in
+# text_search_corpora over the table's reltuples; 1 with a dedicated index, whose graph
+# is the tenant's alone), and the square root of the tenant's documents over
+# EF_GRAPH_ROWS. Read after the tenant setting to its left (row-level security on
 # text_search_corpora).
 _DEDICATED = (
     "EXISTS (SELECT FROM pg_index WHERE indexrelid = to_regclass('ix_' || {table}"
@@ -364,14 +369,15 @@ _DEDICATED = (
 (an SQL text expression; see ``tenant_indexes``)."""
 
 _SCALED_EF = (
-    "CASE WHEN " + _DEDICATED.format(table=":v{corpus}") + " THEN :v{ef} ELSE"
-    " coalesce((SELECT least({max}, greatest(b.v, ceil(b.v * sqrt(greatest(c.reltuples, 1)"
-    " / greatest(coalesce(s.documents, 0), 1)))))::int::text"
+    "coalesce((SELECT least({max}, greatest(b.v, ceil(b.v * greatest("
+    "CASE WHEN " + _DEDICATED.format(table=":v{corpus}") + " THEN 1"
+    " ELSE sqrt(greatest(c.reltuples, 1) / greatest(coalesce(s.documents, 0), 1)) END,"
+    " sqrt(coalesce(s.documents, 0) / {graph}.0)))))::int::text"
     " FROM (SELECT CAST(:v{ef} AS int) AS v) b"
     " JOIN pg_class c ON c.oid = to_regclass(:v{corpus})"
     " LEFT JOIN text_search_corpora s"
     " ON s.tenant_id = current_setting('cycgraph.tenant_id', true) AND s.corpus = :v{corpus}),"
-    " :v{ef}) END"
+    " :v{ef})"
 )
 
 
@@ -449,7 +455,13 @@ def settings(names: tuple[str, ...], planned: bool = False) -> TextClause:
     ``reltuples``), capped at 1,000: a filtered HNSW scan of a tenant holding 5% of a
     shared graph gets 4.5 times the candidate list (measured at 1,000,000 facts: a
     tenant of 6.7% needs ~400 for recall 0.99; a linear scaling, 1,500, costs 2-3 times
-    the latency for nothing more). A tenant alone in its table keeps the value bound.
+    the latency for nothing more). A tenant alone in its table keeps the value bound,
+    and so does one with a dedicated index on it, up to :data:`EF_GRAPH_ROWS` documents;
+    past that the value is at least the one bound times the square root of the
+    tenant's documents over :data:`EF_GRAPH_ROWS` (a greedy HNSW walk of a bigger graph
+    more often ends in the wrong region: at 100 one query in 60 of a 134,072-fact
+    tenant with its own index, and one in 200 of a 100,000-fact tenant alone in its
+    table, found none of its true ten neighbours; 164 and 142 find them all).
     Same round trip.
 
     ``planned`` (with :data:`PLAN_CACHE_MODE` and :data:`KNN_CORPUS_SETTING` among the
@@ -466,7 +478,8 @@ def settings(names: tuple[str, ...], planned: bool = False) -> TextClause:
     def value(i: int, name: str) -> str:
         if scaled and name == "hnsw.ef_search":
             return _SCALED_EF.format(
-                max=EF_SEARCH_MAX, ef=i, corpus=position[KNN_CORPUS_SETTING]
+                max=EF_SEARCH_MAX, ef=i, corpus=position[KNN_CORPUS_SETTING],
+                graph=EF_GRAPH_ROWS,
             )
         if planned and name == PLAN_CACHE_MODE:
             return _PLAN_MODE.format(
