@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import numpy as np
@@ -42,21 +44,28 @@ def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-async def _theme_knn_plan(
-    index: Any, pg_engine: Any, pg_sessionmaker: Any, pg_tenant: str, queries: list[Any]
-) -> tuple[list[dict[str, Any]], list[list[tuple[uuid.UUID, float]]]]:
-    """Run ``search_themes_many``; EXPLAIN ANALYZE the statement it sent (same settings)."""
+@asynccontextmanager
+async def _sent(pg_engine: Any, *needles: str) -> AsyncIterator[list[tuple[str, Any]]]:
+    """The statements (with their parameters) sent inside the block that contain ``needles``."""
     captured: list[tuple[str, Any]] = []
 
     def capture(conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-        if "WITH ORDINALITY" in statement and "themes" in statement:
+        if all(n in statement for n in needles):
             captured.append((statement, parameters))
 
     event.listen(pg_engine.sync_engine, "before_cursor_execute", capture)
     try:
-        found = await index.search_themes_many(queries, limit=4)
+        yield captured
     finally:
         event.remove(pg_engine.sync_engine, "before_cursor_execute", capture)
+
+
+async def _theme_knn_plan(
+    index: Any, pg_engine: Any, pg_sessionmaker: Any, pg_tenant: str, queries: list[Any]
+) -> tuple[list[dict[str, Any]], list[list[tuple[uuid.UUID, float]]]]:
+    """Run ``search_themes_many``; EXPLAIN ANALYZE the statement it sent (same settings)."""
+    async with _sent(pg_engine, "WITH ORDINALITY", "themes") as captured:
+        found = await index.search_themes_many(queries, limit=4)
     [(statement, parameters)] = captured
     async with pg_sessionmaker() as session:
         await session.execute(
@@ -148,19 +157,10 @@ async def test_entity_name_lookup_reads_only_the_matches(
     people = [Entity(id=uuid.uuid4(), name=f"Person Number {i}", entity_type="person",
                      provenance=prov) for i in range(3000)]
     await pg_store.put_entities(people)
-    captured: list[tuple[str, Any]] = []
-
-    def capture(conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-        if "FROM entities" in statement and "regexp_replace" in statement:
-            captured.append((statement, parameters))
-
-    event.listen(pg_engine.sync_engine, "before_cursor_execute", capture)
-    try:
+    async with _sent(pg_engine, "FROM entities", "regexp_replace") as captured:
         found = await pg_store.find_entities_by_name_keys(
             {("person number 7", "person"), ("person number 42", "person")}
         )
-    finally:
-        event.remove(pg_engine.sync_engine, "before_cursor_execute", capture)
     assert sorted(e.name for e in found) == ["Person Number 42", "Person Number 7"]
     [(statement, parameters)] = captured
     async with pg_sessionmaker() as session:
