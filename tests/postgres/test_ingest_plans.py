@@ -1,7 +1,7 @@
 """Plans of the statements an ingest sends: their work follows the batch, not the tenant.
 
-The batched theme kNN parses each query vector once, not once per theme, and walks the
-HNSW index of a tenant past ``exact_below`` facts.
+The batched theme kNN parses each query vector once, not once per theme, and takes the
+HNSW branch for a tenant past ``exact_below`` facts.
 
 ``search_themes_many`` sends every fact's vector in one statement. If the vectors travel
 as text and are cast inside the per-query ``LATERAL`` subquery, an exact scan (what a
@@ -128,7 +128,7 @@ async def test_theme_knn_casts_the_query_vectors_once(
     assert any("<=> q.v" in e for n in per_row for e in n.get("Output", ()))
 
 
-async def test_theme_knn_of_a_big_tenant_walks_the_hnsw_index(
+async def test_theme_knn_of_a_big_tenant_runs_the_hnsw_branch(
     pg_store: Any, pg_index: Any, pg_engine: Any, pg_sessionmaker: Any, pg_tenant: str
 ) -> None:
     rng = np.random.default_rng(8)
