@@ -46,6 +46,7 @@ __all__ = [
     "normalize_ts",
     "query_vector_array",
     "query_vectors_array",
+    "string_list",
     "validate_record",
 ]
 
@@ -303,3 +304,26 @@ def normalize_ts(value: object) -> datetime:
         return value.astimezone(UTC)
     except OverflowError:
         raise InvalidInputError(f"{value!r} is out of range once converted to UTC") from None
+
+
+def string_list(values: Any, name: str) -> list[Any]:
+    """``values`` (a sequence of strings such as tags) as a list; a lone string refused.
+
+    A ``str`` is itself a sequence of strings, so ``tags="lesson"`` would otherwise become
+    ``["l", "e", "s", "s", "o", "n"]`` without a word. The items are checked where they are
+    used (the record or the options model that receives the list).
+
+    Raises:
+        InvalidTypeError: ``values`` is a ``str``, ``bytes`` or not iterable.
+    """
+    if isinstance(values, str | bytes | bytearray):
+        raise InvalidTypeError(
+            f"{name} must be a list of strings, not a single {type(values).__name__} "
+            f"(write [{values!r}])"
+        )
+    try:
+        return list(values)
+    except TypeError:
+        raise InvalidTypeError(
+            f"{name} must be a list of strings, got {type(values).__name__}"
+        ) from None

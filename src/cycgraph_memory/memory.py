@@ -41,6 +41,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict
 
 from cycgraph_memory._exclusive import exclusive_pass
+from cycgraph_memory._validate import string_list
 from cycgraph_memory.consolidation.plan import Put, sync_index
 from cycgraph_memory.contracts import EmbeddingProvider, MemoryIndex, MemoryStore, OutcomeLedger
 from cycgraph_memory.errors import (
@@ -481,7 +482,8 @@ class Memory:
         Returns:
             The fact's id.
         """
-        all_tags = list(dict.fromkeys([*tags, *([_CANDIDATE_TAG] if candidate else [])]))
+        given = string_list(tags, "tags")
+        all_tags = list(dict.fromkeys([*given, *([_CANDIDATE_TAG] if candidate else [])]))
         provenance = {"source": "agent", "run_id": run_id, "agent_id": agent_id}
         raw = {
             "content": fact,

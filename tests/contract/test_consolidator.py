@@ -225,6 +225,20 @@ async def test_should_and_auto_consolidate(store: Any) -> None:
         await should(store, {"facts": -1})
 
 
+async def test_quarantined_facts_do_not_count_toward_consolidation(store: Any) -> None:
+    live = make_fact(content="live", embedding=unit(0), valid_from=at(1))
+    quarantined = [
+        make_fact(content=f"q{i}", embedding=unit(i + 1), valid_from=at(i + 2),
+                  tags=[QUARANTINE_TAG])
+        for i in range(5)
+    ]
+    await store.put_facts([live, *quarantined])
+    should = MemoryConsolidator.should_consolidate
+    assert await should(store, {"facts": 1}) is False
+    assert await should(store, {"facts": 0}) is True
+    assert await consolidator(store, max_facts=0).auto_consolidate({"facts": 2}) is None
+
+
 async def test_bad_options_are_rejected(store: Any) -> None:
     for kw in (
         {"dedup_threshold": 1.5},

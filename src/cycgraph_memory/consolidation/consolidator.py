@@ -274,6 +274,8 @@ class MemoryConsolidator:
     ) -> bool:
         """True when the store holds more live facts or episodes than the thresholds.
 
+        Quarantined facts are not counted (consolidation never touches them).
+
         Reads at most one record per threshold (``limit=1, offset=threshold``); writes
         nothing.
         """
@@ -282,7 +284,10 @@ class MemoryConsolidator:
             if isinstance(thresholds, ConsolidationThresholds)
             else ConsolidationThresholds.model_validate(dict(thresholds))
         )
-        if t.facts is not None and await store.find_facts(limit=1, offset=t.facts):
+        # Quarantined facts are outside consolidation: they neither count nor trigger it.
+        if t.facts is not None and await store.find_facts(
+            limit=1, offset=t.facts, exclude_tags=[QUARANTINE_TAG]
+        ):
             return True
         return t.episodes is not None and bool(
             await store.list_episodes(limit=1, offset=t.episodes)

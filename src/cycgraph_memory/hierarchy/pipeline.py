@@ -27,7 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from cycgraph_memory._exclusive import exclusive_pass
-from cycgraph_memory._validate import validate_record
+from cycgraph_memory._validate import string_list, validate_record
 from cycgraph_memory.contracts import (
     EmbeddingProvider,
     EpisodeSegmenter,
@@ -139,7 +139,7 @@ class _IngestOptions(BaseModel):
                 exclude_none=True,
             )
         values.update({k: v for k, v in explicit.items() if v is not None})
-        return cls(tags=list(tags), **values)
+        return cls(tags=string_list(tags, "tags"), **values)
 
 
 @dataclass
@@ -293,6 +293,8 @@ class MemoryPipeline:
 
         Raises:
             pydantic.ValidationError: A message or option is invalid (nothing written).
+            InvalidTypeError: ``tags`` is a single string instead of a list (nothing
+                written).
             EmbeddingDimensionMismatchError: The embedder returned vectors of the wrong
                 size (nothing written).
         """

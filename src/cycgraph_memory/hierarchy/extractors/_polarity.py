@@ -25,6 +25,7 @@ __all__ = [
     "STATIVE_RELATIONS",
     "Polarity",
     "ended_in",
+    "claim_polarity",
     "is_ended_marker",
     "locate_claim",
     "negated_in",
@@ -140,6 +141,59 @@ def ended_in(stretch: str, relation: str) -> bool:
 def negated_in(stretch: str) -> bool:
     """True when ``stretch`` negates, doubts or conditions the claim."""
     return _NEGATED.search(stretch) is not None
+
+
+# Before the first mention of a claim, only what frames the whole claim counts ("it is not
+# true that", "neither X nor Y", "nobody at X", "X denied that she", "if X ..."): modal
+# words there belong to another verb, and "May" there is usually the month.
+_LEAD_NEGATED = re.compile(
+    r"\b(?:not|never|no|nobody|none|neither|nor|if|whether|unless|false|untrue|"
+    r"den(?:y|ied|ies|ying)|doubt(?:s|ed|ing)?|rumou?r(?:s|ed)?|reportedly)\b|n['\u2019]t\b",
+    re.IGNORECASE,
+)
+_INSTEAD = re.compile(r"\binstead\b(?!\s+of\b)", re.IGNORECASE)
+# Right after the object: "works at Acme no longer", "... no more", "... anymore".
+_AFTER_STOPPED = re.compile(r"\W*(?:no\s+(?:longer|more)|any\s*more)\b", re.IGNORECASE)
+
+
+def claim_polarity(
+    sentence: str,
+    source: tuple[int, int],
+    target: tuple[int, int],
+    relation: str,
+    *,
+    lead: int = 3,
+) -> Polarity:
+    """Polarity of a claim a pattern or a parse found between two mentions of ``sentence``.
+
+    Ended when the stretch linking the mentions says a stative relation stopped ("no
+    longer works at", "former", "left") or the words right after the later mention do
+    ("works at Acme no longer"); negated when the text between the mentions negates,
+    doubts or conditions the claim ("might work at", "plans to join"), the start of its
+    clause frames it ("it is not true that", "neither X nor Y", "nobody at X", "X denied
+    that she", "if X ..."; back to the previous comma, at most ``lead`` words), or the
+    words after the later mention stop a relation that cannot end ("no more"). A tier
+    whose mentions are head words ("Smith" of "Alice Smith") reads a longer lead.
+    """
+    (a_start, a_end), (b_start, b_end) = sorted([source, target])
+    stretch = stretch_of(sentence, source, target)
+    after = _follow(sentence, b_end, 4)
+    stopped = _AFTER_STOPPED.match(after) is not None
+    if ended_in(stretch, relation) or (stopped and relation in STATIVE_RELATIONS):
+        return "ended"
+    head = sentence[_lead_in(sentence, a_start, lead) : a_start]
+    framing = head[head.rfind(",") + 1 :]
+    gap = _PARENTHETICAL.sub(" ", sentence[a_end:b_start])
+    boundary = max(gap.rfind(";"), gap.rfind(":"))
+    if boundary >= 0:
+        # The first mention is in an earlier clause (reached through "it" in this one):
+        # only this clause frames the claim.
+        gap, framing = gap[boundary + 1 :], ""
+    # "will instead partner with X" asserts the partnership ("instead of X" does not).
+    gap = _INSTEAD.sub(" ", gap)
+    if stopped or negated_in(gap) or _LEAD_NEGATED.search(framing) is not None:
+        return "negated"
+    return "asserted"
 
 
 def _find(sentence_lower: str, names: list[str]) -> tuple[int, int] | None:

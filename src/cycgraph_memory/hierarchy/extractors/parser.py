@@ -107,7 +107,7 @@ from cycgraph_memory.hierarchy.extractors._parse_state import (
     merge_aliases,
     subject_antecedent,
 )
-from cycgraph_memory.hierarchy.extractors._polarity import ended_in, stretch_of
+from cycgraph_memory.hierarchy.extractors._polarity import claim_polarity, ended_in, stretch_of
 from cycgraph_memory.hierarchy.extractors._relations import is_question
 from cycgraph_memory.hierarchy.extractors._sentences import cap_sentence_words
 from cycgraph_memory.hierarchy.extractors.rules import _ROLE_CUES, _Acc, _Edge
@@ -635,6 +635,15 @@ class ParserExtractor:
                     continue
                 raw = type(raw)(raw.subject, relation, raw.object, raw.confidence, raw.ended)
                 ended = raw.ended or ended_in(_stretch(sent_text, sent_start, raw), relation)
+                spans = _spans(sent_start, raw)
+                if spans is not None and not ended:
+                    # What the parse does not hold: a frame over the whole clause ("it
+                    # is not true that", "neither X nor Y", "nobody at X") or a stop
+                    # after the object ("works at Acme no longer").
+                    polarity = claim_polarity(sent_text, *spans, relation, lead=5)
+                    if polarity == "negated":
+                        continue
+                    ended = polarity == "ended"
                 state.edges.append(
                     _Edge(source, raw.relation, target, raw.confidence, index, ended)
                 )
@@ -938,6 +947,24 @@ def _without_vectors(episode: Episode) -> Episode:
         return episode
     messages = [m.model_copy(update={"embedding": None}) for m in episode.messages]
     return episode.model_copy(update={"messages": messages, "embedding": None})
+
+
+def _spans(
+    base: int, raw: Any
+) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """Character spans (in the sentence) of an edge's subject and object tokens.
+
+    ``None`` when an endpoint is not a token of the sentence (the speaker, an
+    organisation named before).
+    """
+    if raw.subject is SPEAKER or isinstance(raw.object, OrgBefore):
+        return None
+    subj, obj = raw.subject, raw.object
+    if subj is obj or not hasattr(subj, "idx") or not hasattr(obj, "idx"):
+        return None
+    return (subj.idx - base, subj.idx - base + len(subj.text)), (
+        obj.idx - base, obj.idx - base + len(obj.text)
+    )
 
 
 def _stretch(text: str, base: int, raw: Any) -> str:

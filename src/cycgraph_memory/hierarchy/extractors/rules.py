@@ -51,6 +51,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cycgraph_memory._validate import string_list
 from cycgraph_memory.hierarchy.extractors._chat_graph import chat_edges
 from cycgraph_memory.hierarchy.extractors._conversation import (
     FIRST_PERSON,
@@ -69,7 +70,7 @@ from cycgraph_memory.hierarchy.extractors._entities import (
     masked_tokens,
 )
 from cycgraph_memory.hierarchy.extractors._episode_cues import episode_type_cues
-from cycgraph_memory.hierarchy.extractors._polarity import ended_in, stretch_of
+from cycgraph_memory.hierarchy.extractors._polarity import claim_polarity
 from cycgraph_memory.hierarchy.extractors._relations import (
     PRONOUNS,
     Arg,
@@ -211,7 +212,9 @@ def _compile_custom(
     patterns: Sequence[str | re.Pattern[str] | tuple[str | re.Pattern[str], str]] | None,
 ) -> list[CustomPattern]:
     out: list[CustomPattern] = []
-    for item in patterns or ():
+    if isinstance(patterns, re.Pattern):
+        patterns = [patterns]
+    for item in string_list(patterns or (), "entity_patterns"):
         entity_type = "concept"
         if isinstance(item, tuple):
             item, entity_type = item
@@ -265,7 +268,7 @@ class RuleBasedExtractor:
         )
         self._custom = _compile_custom(entity_patterns)
         custom_relations: dict[str, tuple[str, ...]] = {}
-        for verb in relationship_verbs or ():
+        for verb in string_list(relationship_verbs or (), "relationship_verbs"):
             phrase, _, name = verb.partition("=")
             canonical = canonical_relation(name or phrase)
             if not phrase.strip() or not canonical:
@@ -355,12 +358,15 @@ class RuleBasedExtractor:
                 confidence = raw.confidence
                 if raw.subject.pronoun or raw.object.pronoun:
                     confidence -= 0.1
-                stretch = stretch_of(
+                polarity = claim_polarity(
                     sentence,
                     (raw.subject.start, raw.subject.end),
                     (raw.object.start, raw.object.end),
+                    relation,
                 )
-                ended = ended_in(stretch, relation)
+                if polarity == "negated":
+                    continue  # denied, doubted or conditioned: not a relationship
+                ended = polarity == "ended"
                 result.edges.append(_Edge(source, relation, target, confidence, index, ended))
                 keys.extend(k for k in (source, target) if k not in keys)
                 # Type cues from the relation apply at once, so later pronouns see them.

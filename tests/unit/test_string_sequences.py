@@ -1,0 +1,67 @@
+"""A lone string where a list of strings is expected is refused, not split into letters.
+
+``tags="lesson"`` used to become the tags ``["l", "e", "s", "s", "o", "n"]``, so the fact
+could never be found by ``tags=["lesson"]``; the same for ``relationship_verbs`` and
+``entity_patterns`` of the rule tier.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from cycgraph_memory import InMemoryMemoryStore, Memory, MemoryPipeline
+from cycgraph_memory._validate import string_list
+from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
+from cycgraph_memory.hierarchy.extractors import RuleBasedExtractor
+
+MESSAGES = [{"role": "user", "content": "Alice Smith works at Acme Corp in Lisbon."}]
+
+
+def test_string_list() -> None:
+    assert string_list(("a", "b"), "tags") == ["a", "b"]
+    assert string_list([], "tags") == []
+    for bad in ("lesson", b"lesson", bytearray(b"x")):
+        with pytest.raises(InvalidTypeError, match="tags must be a list of strings"):
+            string_list(bad, "tags")
+    with pytest.raises(InvalidTypeError):
+        string_list(5, "tags")
+    assert issubclass(InvalidTypeError, InvalidInputError)
+    assert issubclass(InvalidTypeError, TypeError)
+
+
+async def test_ingest_refuses_string_tags_and_writes_nothing() -> None:
+    store = InMemoryMemoryStore()
+    pipeline = MemoryPipeline(store)
+    with pytest.raises(InvalidTypeError):
+        await pipeline.ingest(MESSAGES, tags="lesson")  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError):
+        await pipeline.ingest_many([MESSAGES], tags="lesson")  # type: ignore[arg-type]
+    assert await store.find_facts() == []
+    assert await store.list_episodes() == []
+    report = await pipeline.ingest(MESSAGES, tags=("lesson",))
+    facts = await store.get_facts(report.fact_ids)
+    assert facts and all(f.tags == ["lesson"] for f in facts.values())
+
+
+async def test_facade_refuses_string_tags() -> None:
+    async with await Memory.open("memory://", tenant="t") as memory:
+        with pytest.raises(InvalidTypeError):
+            await memory.add(MESSAGES, tags="team")  # type: ignore[arg-type]
+        with pytest.raises(InvalidTypeError):
+            await memory.remember("Prefer small PRs.", tags="lesson")  # type: ignore[arg-type]
+        assert await memory.store.find_facts() == []
+        fid = await memory.remember("Prefer small PRs.", tags=["lesson"])
+        fact = await memory.store.get_fact(fid)
+        assert fact is not None and fact.tags == ["lesson", "candidate"]
+
+
+def test_rule_tier_refuses_string_options() -> None:
+    with pytest.raises(InvalidTypeError, match="relationship_verbs"):
+        RuleBasedExtractor(relationship_verbs="sponsor")  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match="entity_patterns"):
+        RuleBasedExtractor(entity_patterns=r"Project \w+")  # type: ignore[arg-type]
+    # One compiled pattern alone is unambiguous: accepted as a list of one.
+    RuleBasedExtractor(entity_patterns=re.compile(r"Project \w+"))  # type: ignore[arg-type]
+    RuleBasedExtractor(relationship_verbs=["sponsor"])
