@@ -106,6 +106,7 @@ from cycgraph_memory.progress import ProgressCallback, ProgressEvent
 from cycgraph_memory.records import (
     DEFAULT_MAX_SUBGRAPH_ENTITIES,
     MAX_ACCESS_COUNT,
+    MAX_EMBEDDING_NORM,
     MAX_TAG_LENGTH,
     MAX_TAGS,
     MAX_TEXT_LENGTH,
@@ -184,6 +185,7 @@ __all__ = [
     "GENERAL_THEME_LABEL",
     "IN_MEMORY_INDEX_WARN_THRESHOLD",
     "MAX_ACCESS_COUNT",
+    "MAX_EMBEDDING_NORM",
     "MAX_TAGS",
     "MAX_TAG_LENGTH",
     "MAX_TEXT_LENGTH",

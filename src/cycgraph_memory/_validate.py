@@ -15,9 +15,9 @@ Limits (all documented in the README's "Records" section):
 * JSON values (``attributes``, ``metadata``): only ``dict`` with ``str`` keys, ``list``,
   ``str``, ``int`` within 64 bits, finite ``float``, ``bool`` and ``None``; strings and keys
   obey the text rule; nesting at most :data:`MAX_JSON_DEPTH` containers deep;
-* embeddings and query vectors: non-empty sequences of finite real numbers within the
-  single-precision range (``abs(x) <= MAX_EMBEDDING_VALUE``, what pgvector stores); a query
-  must not be a string.
+* embeddings and query vectors: non-empty sequences of finite real numbers whose Euclidean
+  norm is at most :data:`MAX_EMBEDDING_NORM` (1e19: pgvector compares vectors in single
+  precision); a query must not be a string.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from pydantic import BaseModel
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 
 __all__ = [
+    "MAX_EMBEDDING_NORM",
     "MAX_EMBEDDING_VALUE",
     "MAX_JSON_DEPTH",
     "MAX_JSON_INT",
@@ -44,17 +45,28 @@ __all__ = [
     "check_text",
     "embedding_in_range",
     "normalize_ts",
+    "norms_in_range",
     "query_vector_array",
     "query_vectors_array",
     "string_list",
+    "utc_in_range",
     "validate_record",
 ]
 
 MAX_JSON_DEPTH = 32
 """Deepest accepted nesting of dicts and lists inside ``attributes`` / ``metadata``."""
 
-MAX_EMBEDDING_VALUE = 3.4028234663852886e38
-"""Largest magnitude of an embedding value: pgvector stores single-precision floats."""
+MAX_EMBEDDING_NORM = 1e19
+"""Largest Euclidean norm of an embedding or query vector.
+
+pgvector stores single-precision floats and sums the squares of a vector's values in
+single precision to compare two vectors: past a norm of about 1.8e19 (the square root of
+the largest single-precision float) that sum overflows and every distance becomes NaN,
+so a search would rank such a vector arbitrarily. 1e19 keeps the sum and the dot product
+of any two accepted vectors finite."""
+
+MAX_EMBEDDING_VALUE = MAX_EMBEDDING_NORM
+"""Largest magnitude of one embedding value (implied by :data:`MAX_EMBEDDING_NORM`)."""
 
 MAX_JSON_INT = 2**63 - 1
 """Largest integer accepted inside a JSON value (64-bit, like most JSON consumers)."""
@@ -193,11 +205,16 @@ def _checked_block(values: NDArray[Any]) -> NDArray[np.float64] | None:
     if values.size == 0 or values.dtype.kind not in _NUMERIC_KINDS:
         return None
     block = values.astype(np.float64, copy=False)
-    with np.errstate(invalid="ignore", over="ignore"):
-        peak = float(np.max(np.abs(block)))  # NaN when any value is NaN
-    if not peak <= MAX_EMBEDDING_VALUE:  # NaN, infinity or beyond single precision
+    if not norms_in_range(block):  # NaN, infinity or a norm past MAX_EMBEDDING_NORM
         return None
     return block
+
+
+def norms_in_range(block: NDArray[Any]) -> bool:
+    """True when every row of ``block`` (or the vector) is finite with a norm in range."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        peak = float(np.max(np.linalg.norm(block, axis=-1)))  # NaN / inf: out of range
+    return peak <= MAX_EMBEDDING_NORM
 
 
 def _as_block(embedding: object, ndim: int) -> NDArray[Any] | None:
@@ -279,14 +296,16 @@ def _check_query_vector_slow(embedding: object, what: str) -> list[float]:
         raise InvalidInputError(f"{what} embedding contains NaN or infinity")
     if not embedding_in_range(values):
         raise InvalidInputError(
-            f"{what} embedding has a value beyond single precision (+-{MAX_EMBEDDING_VALUE:.4g})"
+            f"{what} embedding has a Euclidean norm above {MAX_EMBEDDING_NORM:.0e} "
+            "(cycgraph_memory.MAX_EMBEDDING_NORM: pgvector compares vectors in single "
+            "precision); scale it down"
         )
     return values
 
 
 def embedding_in_range(values: Sequence[float]) -> bool:
-    """True when every (finite) value fits a single-precision float."""
-    return max(values) <= MAX_EMBEDDING_VALUE and min(values) >= -MAX_EMBEDDING_VALUE
+    """True when the (finite) values' Euclidean norm is at most :data:`MAX_EMBEDDING_NORM`."""
+    return math.hypot(*values) <= MAX_EMBEDDING_NORM
 
 
 def normalize_ts(value: object) -> datetime:
@@ -298,12 +317,41 @@ def normalize_ts(value: object) -> datetime:
     """
     if not isinstance(value, datetime):
         raise InvalidTypeError(f"expected a datetime, got {type(value).__name__}")
-    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
-        return value.replace(tzinfo=UTC)
     try:
-        return value.astimezone(UTC)
-    except OverflowError:
-        raise InvalidInputError(f"{value!r} is out of range once converted to UTC") from None
+        return utc_in_range(value)
+    except ValueError as exc:
+        raise InvalidInputError(str(exc)) from None
+
+
+_FIRST_UTC = datetime.min.replace(tzinfo=UTC)
+_LAST_UTC = datetime.max.replace(tzinfo=UTC)
+
+
+def utc_in_range(value: datetime) -> datetime:
+    """``value`` as an aware UTC datetime (naive: UTC), strictly inside Python's range.
+
+    The first and last instants Python can represent (``datetime.min`` / ``datetime.max``
+    in UTC) are what the Postgres driver writes as ``-infinity`` / ``infinity``, and reads
+    back as naive datetimes: a record holding one would not read back as written, so
+    neither is accepted anywhere (every other instant of years 1-9999 is).
+
+    Raises:
+        ValueError: The value is one of those two instants, or cannot be converted to UTC
+            (pydantic reports it as a ``ValidationError``).
+    """
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        utc = value.replace(tzinfo=UTC)
+    else:
+        try:
+            utc = value.astimezone(UTC)
+        except OverflowError:
+            raise ValueError(f"{value!r} is out of range once converted to UTC") from None
+    if utc in (_FIRST_UTC, _LAST_UTC):
+        raise ValueError(
+            f"{value!r} is the first or last instant a datetime can hold (stored as "
+            "-infinity / infinity by Postgres); use a time strictly inside years 1-9999"
+        )
+    return utc
 
 
 def string_list(values: Any, name: str) -> list[Any]:

@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from cycgraph_memory.contracts import EmbeddingProvider, MemoryIndex, MemoryStore
-from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.records import (
     MemoryQuery,
     MemoryResult,
@@ -177,7 +177,7 @@ def _to_fact(raw: SemanticFact | Mapping[str, Any], now: datetime) -> SemanticFa
     if isinstance(raw, SemanticFact):
         return raw
     if not isinstance(raw, Mapping):
-        raise TypeError(f"expected a fact mapping or SemanticFact, got {type(raw).__name__}")
+        raise InvalidTypeError(f"expected a fact mapping or SemanticFact, got {type(raw).__name__}")
     unknown = set(raw) - _FACT_KEYS
     if unknown:
         raise InvalidInputError(f"unknown reflection fact keys: {sorted(unknown)}")
@@ -248,7 +248,7 @@ def memory_writer(
         options: Mapping[str, Any] | None = None,
     ) -> dict[str, list[str]]:
         if isinstance(facts, Mapping | str | SemanticFact):
-            raise TypeError("expected a list of facts, got a single value")
+            raise InvalidTypeError("expected a list of facts, got a single value")
         now = clock()
         records = [_to_fact(f, now) for f in facts]
         key = (options or {}).get("idempotency_key")

@@ -8,8 +8,11 @@ Conventions shared by every model here:
 * Timestamps are timezone-aware UTC. A naive ``datetime`` is *assumed to be UTC* and is
   normalised; an aware one is converted to UTC.
 * Embeddings are ``list[float] | None``; every element must be finite (NaN and infinity are
-  rejected) and within single precision (what pgvector stores), and an embedding has at
-  least one element.
+  rejected), the Euclidean norm at most :data:`MAX_EMBEDDING_NORM` (1e19: pgvector compares
+  vectors in single precision), and an embedding has at least one element.
+* Timestamps are aware UTC (naive ones are taken as UTC); the first and last instants a
+  ``datetime`` holds (``datetime.min`` / ``datetime.max``, which Postgres stores as
+  ``-infinity`` / ``infinity``) are refused.
 * Tags are ``list[str]`` defaulting to ``[]``; each tag is 1-:data:`MAX_TAG_LENGTH`
   characters, at most :data:`MAX_TAGS` per record; duplicates are removed keeping the first
   occurrence.
@@ -40,15 +43,16 @@ from pydantic import (
 )
 
 from cycgraph_memory._validate import (
-    MAX_EMBEDDING_VALUE,
+    MAX_EMBEDDING_NORM,
     MAX_TEXT_LENGTH,
     check_json_object,
     check_text,
-    embedding_in_range,
+    utc_in_range,
 )
 
 __all__ = [
     "MAX_ACCESS_COUNT",
+    "MAX_EMBEDDING_NORM",
     "MAX_NAME_LENGTH",
     "MAX_OFFSET",
     "MAX_TAGS",
@@ -139,12 +143,7 @@ def utc_now() -> datetime:
 
 
 def _to_utc(value: datetime) -> datetime:
-    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
-        return value.replace(tzinfo=UTC)
-    try:
-        return value.astimezone(UTC)
-    except OverflowError:
-        raise ValueError("datetime is out of range once converted to UTC") from None
+    return utc_in_range(value)
 
 
 def _check_text(value: str) -> str:
@@ -159,17 +158,15 @@ def _check_embedding(value: list[float] | None) -> list[float] | None:
     # Fast path, one C-level pass: the Euclidean norm bounds every magnitude, and NaN or
     # infinity make the comparison false (math.hypot is ~5x faster than summing abs()
     # for 384 values). Otherwise find out which rule is broken.
-    if math.hypot(*value) <= MAX_EMBEDDING_VALUE:
+    if math.hypot(*value) <= MAX_EMBEDDING_NORM:
         return value
     for x in value:
         if not math.isfinite(x):
             raise ValueError("embedding values must be finite numbers (no NaN or infinity)")
-    if not embedding_in_range(value):
-        raise ValueError(
-            "embedding values must fit a single-precision float (abs(x) <= 3.4028e38), "
-            "which is what pgvector stores"
-        )
-    return value
+    raise ValueError(
+        f"embedding's Euclidean norm must be at most {MAX_EMBEDDING_NORM:.0e} "
+        "(cycgraph_memory.MAX_EMBEDDING_NORM: pgvector compares vectors in single precision)"
+    )
 
 
 def _check_tags(value: list[str]) -> list[str]:

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
+from cycgraph_memory.errors import InvalidTypeError
+
 __all__ = ["TemporalRecord", "filter_valid", "is_changed_since", "is_valid_at"]
 
 
@@ -77,7 +79,7 @@ def filter_valid(
     if options:
         unknown = set(options) - {"valid_at", "changed_since", "include_invalidated"}
         if unknown:
-            raise TypeError(f"unknown filter_valid options: {sorted(unknown)}")
+            raise InvalidTypeError(f"unknown filter_valid options: {sorted(unknown)}")
         valid_at = options.get("valid_at", valid_at)
         changed_since = options.get("changed_since", changed_since)
         include_invalidated = bool(options.get("include_invalidated", include_invalidated))

@@ -120,9 +120,19 @@ async def test_ranked_candidates_decode_provenance_only_for_served_facts(
 def test_the_engines_json_reader_gives_json_loads_values(document: str) -> None:
     import json
 
+    from cycgraph_memory.postgres.engine import _json_int, _loads_json
+
+    # json.loads with the engine's integer rule: a literal past 64 bits was a float.
+    assert _loads_json(document) == json.loads(document, parse_int=_json_int)
+
+
+def test_integer_literals_past_64_bits_read_as_floats() -> None:
     from cycgraph_memory.postgres.engine import _loads_json
 
-    assert _loads_json(document) == json.loads(document)
+    assert _loads_json("[9223372036854775807, -9223372036854775808]") == [2**63 - 1, -(2**63)]
+    big = _loads_json('{"x": 100000000000000000000, "y": 12345678901234567890}')
+    assert big == {"x": 1e20, "y": 1.2345678901234567e19}
+    assert all(isinstance(v, float) for v in big.values())
 
 
 @pytest.mark.parametrize("document", ["", "{", '{"a": 1} x', "[1,]", "nan x"])

@@ -236,18 +236,23 @@ def test_embeddings_must_be_finite_and_non_empty(bad: list[float]) -> None:
         MemoryQuery(embedding=bad)
 
 
-@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=32), min_size=1,
+@given(st.lists(st.floats(min_value=-(2.0**60), max_value=2.0**60, width=32), min_size=1,
                 max_size=32))
-def test_any_finite_single_precision_embedding_accepted(values: list[float]) -> None:
+def test_any_finite_embedding_within_the_norm_accepted(values: list[float]) -> None:
     assert fact(embedding=values).embedding == values
 
 
-@given(st.floats(min_value=3.4028234663852886e38, exclude_min=True, allow_infinity=False),
-       st.booleans())
-def test_embedding_beyond_single_precision_refused(value: float, negative: bool) -> None:
-    # pgvector stores float4: such a value cannot be stored, so no backend accepts it.
+@given(st.floats(min_value=1e19, exclude_min=True, allow_infinity=False), st.booleans())
+def test_embedding_with_a_norm_past_the_limit_refused(value: float, negative: bool) -> None:
+    # pgvector sums squares in single precision: past ~1.8e19 every distance is NaN.
     with pytest.raises(ValidationError):
         fact(embedding=[0.0, -value if negative else value])
+
+
+def test_the_norm_limit_is_on_the_vector_not_each_value() -> None:
+    assert fact(embedding=[6e18, 8e18]).embedding == [6e18, 8e18]  # norm exactly 1e19
+    with pytest.raises(ValidationError, match="MAX_EMBEDDING_NORM"):
+        fact(embedding=[8e18, 8e18])  # each value fine, norm 1.13e19
 
 
 def test_tags_rules() -> None:
@@ -406,7 +411,8 @@ def test_report_models() -> None:
 @pytest.mark.parametrize(
     ("vector", "ok"),
     [
-        ([3.4028234663852886e38, -3e38], True),  # the largest single-precision magnitudes
+        ([7e18, -7e18], True),  # a norm just under MAX_EMBEDDING_NORM
+        ([3.4028234663852886e38, -3e38], False),  # float4 values, but the norm overflows
         ([1e308, 1e308], False),  # finite, but beyond single precision (pgvector's float4)
         ([1e308, 1e308, float("nan")], False),
         ([float("inf"), float("-inf")], False),

@@ -29,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
-from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 
 __all__ = ["HashingEmbeddingProvider"]
 
@@ -153,7 +153,7 @@ class HashingEmbeddingProvider:
             TypeError: If ``texts`` is a bare string or contains a non-string.
         """
         if isinstance(texts, str):
-            raise TypeError("texts must be a sequence of strings, not a single string")
+            raise InvalidTypeError("texts must be a sequence of strings, not a single string")
         dim = self._dimensions
         n = len(texts)
         if n == 0:
@@ -167,7 +167,7 @@ class HashingEmbeddingProvider:
         lo, hi, key = self._ngram_min, self._ngram_max, self._key
         for row, text in enumerate(texts):
             if not isinstance(text, str):
-                raise TypeError(f"texts[{row}] is {type(text).__name__}, expected str")
+                raise InvalidTypeError(f"texts[{row}] is {type(text).__name__}, expected str")
             tokens = _TOKEN.findall(text.lower())
             if not tokens:
                 continue

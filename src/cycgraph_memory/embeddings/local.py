@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from cycgraph_memory.errors import InvalidInputError, MissingExtraError
+from cycgraph_memory.errors import InvalidInputError, InvalidTypeError, MissingExtraError
 
 __all__ = ["LocalEmbeddingProvider"]
 
@@ -121,11 +121,11 @@ class LocalEmbeddingProvider:
             MissingExtraError: If the ``local-embeddings`` extra is not installed.
         """
         if isinstance(texts, str):
-            raise TypeError("texts must be a sequence of strings, not a single string")
+            raise InvalidTypeError("texts must be a sequence of strings, not a single string")
         batch = list(texts)
         for i, text in enumerate(batch):
             if not isinstance(text, str):
-                raise TypeError(f"texts[{i}] is {type(text).__name__}, expected str")
+                raise InvalidTypeError(f"texts[{i}] is {type(text).__name__}, expected str")
         if not batch:
             return []
         return await asyncio.to_thread(self._encode, batch)

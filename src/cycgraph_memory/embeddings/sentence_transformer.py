@@ -26,7 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from cycgraph_memory.errors import InvalidInputError, MissingExtraError, ProviderError
+from cycgraph_memory.errors import (
+    InvalidInputError,
+    InvalidTypeError,
+    MissingExtraError,
+    ProviderError,
+)
 
 __all__ = ["SentenceTransformerEmbeddingProvider", "check_texts"]
 
@@ -40,11 +45,11 @@ def check_texts(texts: Sequence[str]) -> list[str]:
         TypeError: A bare string, or an element that is not a string.
     """
     if isinstance(texts, str):
-        raise TypeError("texts must be a sequence of strings, not a single string")
+        raise InvalidTypeError("texts must be a sequence of strings, not a single string")
     batch = list(texts)
     for i, text in enumerate(batch):
         if not isinstance(text, str):
-            raise TypeError(f"texts[{i}] is {type(text).__name__}, expected str")
+            raise InvalidTypeError(f"texts[{i}] is {type(text).__name__}, expected str")
     return batch
 
 

@@ -131,3 +131,13 @@ def normalize_rows(vectors: NDArray[np.float64]) -> NDArray[np.float32]:
     norms[norms == 0.0] = 1.0
     out /= norms
     return out.astype(np.float32)
+
+
+SCORE_FLOOR_TOLERANCE = 1e-6
+"""How far below ``min_similarity`` a single-precision score may fall and still be kept.
+
+The in-memory index scores in single precision (accurate to about 1e-7): a vector at
+exactly the threshold (cosine 0.5, or 0 for an orthogonal one) can score 0.49999997 or
+-1e-9 here while pgvector, which divides in double precision, gives exactly 0.5 or 0.
+Comparing with this margin keeps such results on both backends.
+"""

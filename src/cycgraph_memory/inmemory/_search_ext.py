@@ -20,6 +20,7 @@ from cycgraph_memory._options import coerce_options
 from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.inmemory._common import (
+    SCORE_FLOOR_TOLERANCE,
     check_dimension,
     copy_record,
     normalize_rows,
@@ -299,7 +300,10 @@ class MessageAndTextSearch:
         hits = self._message_vectors.search(unit, opts.limit + extra)
         out: list[ScoredResult[Message]] = []
         for message_id, score in hits:
-            if opts.min_similarity is not None and score < opts.min_similarity:
+            if (
+                opts.min_similarity is not None
+                and score < opts.min_similarity - SCORE_FLOOR_TOLERANCE
+            ):
                 break
             if not opts.include_invalidated and not self._message_live(message_id):
                 continue

@@ -29,6 +29,7 @@ from cycgraph_memory._validate import query_vector_array, query_vectors_array
 from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.inmemory._common import (
+    SCORE_FLOOR_TOLERANCE,
     check_dimension,
     coerce_record,
     copy_record,
@@ -227,7 +228,7 @@ class _Table(Generic[R]):
         out: list[tuple[R, float]] = []
         floor = opts.min_similarity
         for row, score in zip(rows.tolist(), best.tolist(), strict=True):
-            if floor is not None and score < floor:
+            if floor is not None and score < floor - SCORE_FLOOR_TOLERANCE:
                 break
             out.append((self.records[row], min(1.0, max(-1.0, score))))
         return out

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from cycgraph_memory._construct import trusted
 from cycgraph_memory._ids import parse_id, parse_ids
-from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.inmemory._common import coerce_record, copy_record
 from cycgraph_memory.lifecycle.models import REDACTED_FACT_ID, ErasureEntry, LedgerErasure
 from cycgraph_memory.records import FactStats, GateAuditEntry, OutcomeBaseline, RunOutcome
@@ -188,7 +188,7 @@ class InMemoryOutcomeLedger:
     async def append_gate_audit(self, entries: Sequence[GateAuditEntry]) -> None:
         """Append gate decisions to the audit log (all are validated before any is kept)."""
         if isinstance(entries, GateAuditEntry | Mapping):
-            raise TypeError("expected a sequence of GateAuditEntry, got a single value")
+            raise InvalidTypeError("expected a sequence of GateAuditEntry, got a single value")
         prepared = [_copy_entry(coerce_record(GateAuditEntry, e)) for e in entries]
         self._audit.extend(prepared)
 

@@ -358,7 +358,7 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
     async def put_episode(self, episode: Episode) -> None:
         """Insert or replace one episode (with its messages); see :meth:`put_episodes`."""
         if not isinstance(episode, Episode | Mapping):
-            raise TypeError(f"expected an Episode, got {type(episode).__name__}")
+            raise InvalidTypeError(f"expected an Episode, got {type(episode).__name__}")
         await self.put_episodes([episode])
 
     async def put_episodes(self, episodes: Iterable[Episode]) -> None:

@@ -36,6 +36,7 @@ from cycgraph_memory.errors import (
     EmbeddingDimensionMismatchError,
     InvalidInputError,
     InvalidTenantError,
+    InvalidTypeError,
     SchemaNotReadyError,
 )
 from cycgraph_memory.postgres import definer_lookups, driver_sql, statements
@@ -94,7 +95,7 @@ def _maker(bind: object) -> async_sessionmaker[AsyncSession]:
         return async_sessionmaker(bind, expire_on_commit=False)
     if isinstance(bind, async_sessionmaker):
         return bind
-    raise TypeError(
+    raise InvalidTypeError(
         f"expected an AsyncEngine or an async_sessionmaker, got {type(bind).__name__}"
     )
 

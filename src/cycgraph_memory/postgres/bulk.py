@@ -47,7 +47,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from cycgraph_memory._validate import MAX_EMBEDDING_VALUE, _plain
+from cycgraph_memory._validate import _plain, norms_in_range
 from cycgraph_memory.errors import DuplicateRecordError, InvalidInputError
 from cycgraph_memory.postgres import convert
 from cycgraph_memory.postgres._copy_binary import (
@@ -329,9 +329,7 @@ def _encoded_block(vectors: list[list[Any]]) -> list[Any] | None:
         return None
     if block.dtype != np.float64 or block.ndim != 2:
         return None
-    with np.errstate(invalid="ignore", over="ignore"):
-        peak = float(np.max(np.abs(block)))  # NaN when any value is NaN
-    if not peak <= MAX_EMBEDDING_VALUE:
+    if not norms_in_range(block):  # the exact per-record check names the problem
         return None
     return encode_vectors(block)
 

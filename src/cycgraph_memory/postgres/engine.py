@@ -102,7 +102,23 @@ def create_engine_from_dsn(
     return engine
 
 
-_scan_json: Any = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+def _json_int(literal: str) -> int | float:
+    """An integer literal of a ``jsonb`` document (``parse_int`` of the decoder).
+
+    ``jsonb`` keeps numbers as ``numeric`` and prints a whole-valued float without a
+    fraction (``1e20`` comes back as ``100000000000000000000``). Integers outside 64 bits
+    are refused when written, so a literal outside that range was a float: it is read back
+    as one (the record then validates again; as an int it would not).
+    """
+    value = int(literal)
+    if -(2**63) <= value < 2**63:
+        return value
+    return float(literal)
+
+
+_scan_json: Any = json.scanner.make_scanner(
+    json.JSONDecoder(parse_int=_json_int)  # type: ignore[arg-type]
+)
 
 
 def _loads_json(text: str) -> Any:
@@ -117,9 +133,9 @@ def _loads_json(text: str) -> Any:
     try:
         value, end = _scan_json(text, 0)
     except (StopIteration, ValueError):
-        return json.loads(text)
+        return json.loads(text, parse_int=_json_int)
     if end != len(text):
-        return json.loads(text)
+        return json.loads(text, parse_int=_json_int)
     return value
 
 

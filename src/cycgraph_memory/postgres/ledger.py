@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import Table, delete, exists, func, insert, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.lifecycle.models import ErasureEntry, LedgerErasure
 from cycgraph_memory.postgres import lifecycle as _lifecycle
 from cycgraph_memory.postgres._base import (
@@ -203,7 +203,7 @@ class PostgresOutcomeLedger(PostgresBackend):
     async def append_gate_audit(self, entries: Sequence[GateAuditEntry]) -> None:
         """Append gate decisions to ``gate_audit_log`` in one statement (kept in order)."""
         if isinstance(entries, GateAuditEntry | Mapping):
-            raise TypeError("expected a sequence of GateAuditEntry, got a single value")
+            raise InvalidTypeError("expected a sequence of GateAuditEntry, got a single value")
         records = [coerce_record(GateAuditEntry, e) for e in entries]
         if not records:
             return

@@ -33,7 +33,7 @@ import numpy as np
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from cycgraph_memory._validate import MAX_EMBEDDING_VALUE
+from cycgraph_memory._validate import norms_in_range
 from cycgraph_memory.errors import (
     EmbeddingDimensionMismatchError,
     InvalidInputError,
@@ -165,12 +165,12 @@ def _checked_matrix(
         m = np.asarray(list(vectors.values()), dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"{kind}: embeddings must be sequences of numbers") from exc
-    ok = np.isfinite(m) & (np.abs(m) <= MAX_EMBEDDING_VALUE)
-    if not ok.all():
-        bad = list(vectors)[int(np.argmin(ok.all(axis=1)))]
-        raise InvalidInputError(
-            f"{kind} {bad}: embeddings must be finite numbers within float32 range"
-        )
+    for rid, row in zip(vectors, m, strict=True):
+        if not norms_in_range(row):
+            raise InvalidInputError(
+                f"{kind} {rid}: embeddings must be finite numbers with a Euclidean norm "
+                "of at most 1e19 (MAX_EMBEDDING_NORM)"
+            )
     return m.astype(">f4")
 
 

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from cycgraph_memory._options import coerce_options
 from cycgraph_memory._validate import validate_record
-from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.postgres import convert, statements
 from cycgraph_memory.postgres._base import PostgresBackend, parse_ids
 from cycgraph_memory.postgres.references import check_fact_references
@@ -173,7 +173,7 @@ class RetrievalQueries(PostgresBackend):
         if "\x00" in idempotency_key:
             raise InvalidInputError("idempotency_key must not contain NUL characters")
         if isinstance(facts, SemanticFact | Mapping | str):
-            raise TypeError("expected an iterable of SemanticFact, got a single value")
+            raise InvalidTypeError("expected an iterable of SemanticFact, got a single value")
         records = [validate_record(SemanticFact, f) for f in facts]
         self._precheck(records, "fact")
         ids = list(dict.fromkeys(r.id for r in records))

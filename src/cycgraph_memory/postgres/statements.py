@@ -43,6 +43,7 @@ from typing import Any
 
 from pgvector.sqlalchemy import HALFVEC
 from sqlalchemy import (
+    BigInteger,
     BindParameter,
     Boolean,
     ColumnElement,
@@ -919,7 +920,7 @@ def fact_listing(
     return (
         stmt.order_by(t.c.valid_from, t.c.id)
         .limit(_p("limit", Integer()))
-        .offset(_p("offset", Integer()))
+        .offset(_p("offset", BigInteger()))
     )
 
 
@@ -1018,7 +1019,7 @@ def relationships_of_entities(
     return (
         stmt.order_by(t.c.valid_from, t.c.id)
         .limit(_p("limit", Integer()))
-        .offset(_p("offset", Integer()))
+        .offset(_p("offset", BigInteger()))
     )
 
 

@@ -35,7 +35,7 @@ from cycgraph_memory.contracts import (
     SupportsFactStatsBatch,
     SupportsGateAudit,
 )
-from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.records import (
     QUARANTINE_TAG,
     EvictedLesson,
@@ -537,7 +537,9 @@ def _coerce_policy(policy: RetentionPolicy | Mapping[str, Any] | None) -> Retent
         return policy
     if isinstance(policy, Mapping):
         return RetentionPolicy.model_validate(dict(policy))
-    raise TypeError(f"expected RetentionPolicy, a mapping or None, got {type(policy).__name__}")
+    raise InvalidTypeError(
+        f"expected RetentionPolicy, a mapping or None, got {type(policy).__name__}"
+    )
 
 
 async def _read_stats(

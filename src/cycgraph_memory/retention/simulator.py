@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cycgraph_memory._construct import trusted
 from cycgraph_memory.contracts import MemoryStore, OutcomeLedger
+from cycgraph_memory.errors import InvalidTypeError
 from cycgraph_memory.progress import ProgressCallback, report_progress
 from cycgraph_memory.records import Provenance, RetentionReport, RunOutcome, SemanticFact
 from cycgraph_memory.retention.gate import (
@@ -179,7 +180,7 @@ def _coerce(model: type[Any], value: Any) -> Any:
         return value
     if isinstance(value, Mapping):
         return model.model_validate(dict(value))
-    raise TypeError(f"expected {model.__name__} or a mapping, got {type(value).__name__}")
+    raise InvalidTypeError(f"expected {model.__name__} or a mapping, got {type(value).__name__}")
 
 
 def _lesson_fact(lesson: SimulatedLesson, fact_id: uuid.UUID, at: datetime,

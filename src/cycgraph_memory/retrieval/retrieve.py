@@ -37,7 +37,7 @@ from pydantic import ValidationError
 
 from cycgraph_memory._construct import trusted
 from cycgraph_memory.contracts import EmbeddingProvider, MemoryIndex, MemoryStore, embed_queries
-from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.observability import span, tenant_of
 from cycgraph_memory.records import (
     DEFAULT_MAX_SUBGRAPH_ENTITIES,
@@ -87,14 +87,14 @@ def coerce_query(query: MemoryQuery | Mapping[str, Any]) -> MemoryQuery:
     Raises:
         pydantic.ValidationError: Out-of-range ``limit`` (1-100), ``max_hops`` (0-5),
             ``min_similarity`` (0-1), unknown keys, malformed values.
-        TypeError: Neither a ``MemoryQuery`` nor a mapping.
+        InvalidTypeError: Neither a ``MemoryQuery`` nor a mapping (also a ``TypeError``).
     """
     if isinstance(query, MemoryQuery):
         # Re-validate: a model built with model_construct or mutated unsafely is checked too.
         return MemoryQuery.model_validate(query.model_dump())
     if isinstance(query, Mapping):
         return MemoryQuery.model_validate(dict(query))
-    raise TypeError(f"expected a MemoryQuery or a mapping, got {type(query).__name__}")
+    raise InvalidTypeError(f"expected a MemoryQuery or a mapping, got {type(query).__name__}")
 
 
 def _coerce_options(options: RetrievalOptions | Mapping[str, Any] | None) -> RetrievalOptions:
@@ -104,7 +104,9 @@ def _coerce_options(options: RetrievalOptions | Mapping[str, Any] | None) -> Ret
         return options
     if isinstance(options, Mapping):
         return RetrievalOptions.model_validate(dict(options))
-    raise TypeError(f"expected RetrievalOptions or a mapping, got {type(options).__name__}")
+    raise InvalidTypeError(
+        f"expected RetrievalOptions or a mapping, got {type(options).__name__}"
+    )
 
 
 async def retrieve_memory(
@@ -219,9 +221,30 @@ async def _hierarchical_path(
     reader, searcher = views or (store, index)
     ranked, themes = await _vector_ranking(reader, searcher, q, opts, depth=q.limit)
     served = ranked[: q.limit]
-    facts = _complete(searcher, [f for f, _ in served])
+    facts = await _current_facts(store, q, _complete(searcher, [f for f, _ in served]))
+    if len(facts) != len(served):
+        kept = {f.id for f in facts}
+        served = [(f, s) for f, s in served if f.id in kept]
     result = await _expand(store, q, facts, themes=cut(themes, q.limit), touch=True)
     return result, [s for _, s in served]
+
+
+async def _current_facts(
+    store: MemoryStore, q: MemoryQuery, facts: list[SemanticFact]
+) -> list[SemanticFact]:
+    """The served facts as the store holds them now, those the query no longer admits out.
+
+    An index keeps its own copies of the records (the in-memory one does): a fact the
+    store has since invalidated, quarantined, re-tagged or deleted without the index
+    being told would otherwise be served as the index last saw it. A store that expands
+    served facts natively (Postgres: ``expand_facts``) is read by an index over the same
+    tables, so its facts are current already.
+    """
+    if not facts or getattr(store, "expand_facts", None) is not None:
+        return facts
+    found = await store.get_facts([f.id for f in facts])
+    scope = FactScope.for_query(q)
+    return [found[f.id] for f in facts if f.id in found and scope.admits(found[f.id])]
 
 
 async def _vector_ranking(
@@ -340,7 +363,10 @@ async def _fused_path(
     facts, scores, messages, themes = await hybrid_candidates(
         reader, searcher, q, opts, mode, vector=vector
     )
-    facts = _complete(searcher, facts)
+    facts = await _current_facts(store, q, _complete(searcher, facts))
+    if len(facts) != len(scores):
+        kept = {f.id for f in facts}
+        scores = {k: v for k, v in scores.items() if k in kept}
     result = await _expand(store, q, facts, themes=themes, touch=True)
     result.messages = messages
     result.fact_scores = scores

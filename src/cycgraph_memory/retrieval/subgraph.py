@@ -27,8 +27,9 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 from cycgraph_memory._ids import parse_ids
+from cycgraph_memory._validate import check_text, string_list
 from cycgraph_memory.contracts import MemoryStore
-from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.records import (
     DEFAULT_MAX_SUBGRAPH_ENTITIES,
     Entity,
@@ -60,6 +61,29 @@ def _check(max_hops: object, max_entities: object) -> None:
         raise InvalidInputError(f"max_hops must be in 0..{MAX_SUBGRAPH_HOPS}, got {max_hops}")
     if not isinstance(max_entities, int) or isinstance(max_entities, bool) or max_entities < 1:
         raise InvalidInputError(f"max_entities must be a positive int, got {max_entities!r}")
+    if max_entities > MAX_SUBGRAPH_ENTITIES:
+        raise InvalidInputError(
+            f"max_entities must be at most {MAX_SUBGRAPH_ENTITIES:,}, got {max_entities:,}"
+        )
+
+
+MAX_SUBGRAPH_ENTITIES = 2**31 - 1
+"""Largest accepted ``max_entities`` (a 32-bit count; far past any graph one call reads)."""
+
+
+def _check_types(relation_types: object) -> list[str] | None:
+    """``relation_types`` as a list of valid texts (``None``: every type)."""
+    if relation_types is None:
+        return None
+    types = string_list(relation_types, "relation_types")
+    for t in types:
+        if not isinstance(t, str):
+            raise InvalidTypeError(f"relation_types must hold strings, got {t!r}")
+        try:
+            check_text(t, "a relation type")
+        except ValueError as exc:
+            raise InvalidInputError(str(exc)) from None
+    return types
 
 
 def _id_key(i: uuid.UUID) -> str:
@@ -108,11 +132,18 @@ async def extract_subgraph(
         ``(valid_from, id)`` and each entity's hop.
 
     Raises:
-        InvalidInputError: ``max_hops`` outside 0-5, ``max_entities`` < 1, a malformed id.
+        InvalidInputError: ``max_hops`` outside 0-5, ``max_entities`` outside
+            1..:data:`MAX_SUBGRAPH_ENTITIES`, a malformed id, a relation type with a NUL
+            character; :class:`InvalidTypeError` for ``include_invalidated`` that is not
+            a bool or ``relation_types`` given as one string.
     """
     _check(max_hops, max_entities)
+    if not isinstance(include_invalidated, bool):
+        raise InvalidTypeError(
+            f"include_invalidated must be a bool, got {include_invalidated!r}"
+        )
     seeds = parse_ids(seed_entity_ids)
-    types = None if relation_types is None else [str(t) for t in relation_types]
+    types = _check_types(relation_types)
     at = _utc(valid_at)
     if not seeds:
         return SubgraphResult()

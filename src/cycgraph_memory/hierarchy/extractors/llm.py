@@ -47,7 +47,12 @@ from datetime import datetime
 from typing import Literal
 
 from cycgraph_memory.contracts import LLMProvider, SemanticExtractor
-from cycgraph_memory.errors import InvalidInputError, ProviderError, ProviderTimeoutError
+from cycgraph_memory.errors import (
+    InvalidInputError,
+    InvalidTypeError,
+    ProviderError,
+    ProviderTimeoutError,
+)
 from cycgraph_memory.hierarchy.extractors._conversation import turns_of
 from cycgraph_memory.hierarchy.extractors._llm_parse import (
     LLMPayload,
@@ -177,7 +182,7 @@ class LLMExtractor:
         elif callable(provider):
             self._complete = provider
         else:
-            raise TypeError("provider must have an async complete(prompt) method")
+            raise InvalidTypeError("provider must have an async complete(prompt) method")
         self._provider = provider
         self._max_facts = _positive_int("max_facts_per_episode", max_facts_per_episode)
         self._timeout_s = _number("timeout_ms", timeout_ms, allow_zero=False) / 1000.0

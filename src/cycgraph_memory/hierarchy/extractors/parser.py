@@ -62,7 +62,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from cycgraph_memory.contracts import SemanticExtractor
-from cycgraph_memory.errors import MissingExtraError
+from cycgraph_memory.errors import InvalidTypeError, MissingExtraError
 from cycgraph_memory.hierarchy.extractors import _lexicon as lex
 from cycgraph_memory.hierarchy.extractors import _parse_tables as tab
 from cycgraph_memory.hierarchy.extractors._attribute_table import (
@@ -295,7 +295,7 @@ class ParserExtractor:
         if importlib.util.find_spec("spacy") is None:
             raise MissingExtraError("parser", "spacy")
         if not isinstance(nlp, str) and not callable(getattr(nlp, "pipe", None)):
-            raise TypeError("nlp must be a spaCy pipeline name or a spacy.language.Language")
+            raise InvalidTypeError("nlp must be a spaCy pipeline name or a spacy.language.Language")
         self._nlp_spec = nlp
         self._nlp: Any = None if isinstance(nlp, str) else nlp
         self._common: CommonWords | None = None
