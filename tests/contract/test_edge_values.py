@@ -151,3 +151,15 @@ async def test_store_changes_the_index_was_not_told_of_are_not_served(
     assert [f.id for f in result.facts] == [kept.id]
     assert set(result.fact_scores) <= {kept.id}
     assert result.facts[0] == before  # the store's record as it was read (then touched)
+
+
+async def test_a_tiny_query_vector_ranks_as_its_direction(store: Any, index: Any) -> None:
+    # 1e-300 vanishes in single precision; cosine ignores scale, so both backends rank
+    # by the query's direction.
+    a, b = make_fact(content="a", embedding=unit(0)), make_fact(content="b", embedding=unit(1))
+    await store.put_facts([a, b])
+    await index.rebuild(store)
+    tiny = [1e-300 * x for x in unit(1)]
+    hits = await index.search_facts(tiny, limit=2, min_similarity=0.0)
+    assert [h.item.id for h in hits] == [b.id, a.id]
+    assert hits[0].score == pytest.approx(1.0, abs=1e-6)

@@ -35,6 +35,7 @@ expression the migration indexed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -84,6 +85,10 @@ R = TypeVar("R")
 
 def _episode(row: Mapping[Any, Any]) -> Episode:
     return convert.episode_from_rows(row, row["messages"] or [])
+
+
+_TINY_QUERY_NORM = 1e-15
+"""Below this Euclidean norm a query vector is scaled to unit length before it is sent."""
 
 
 class PostgresMemoryIndex(
@@ -216,6 +221,13 @@ class PostgresMemoryIndex(
         values = list(embedding) if checked else check_query_vector(embedding, where)
         if dim is not None and len(values) != dim:
             raise EmbeddingDimensionMismatchError(dim, len(values), f"{where} query")
+        if not checked:
+            norm = math.hypot(*values)
+            if 0.0 < norm < _TINY_QUERY_NORM:
+                # Cosine distance ignores scale, but pgvector reads the query in single
+                # precision, where values this small vanish (a zero vector, no order):
+                # a tiny query is sent at unit length, as the in-memory index scores it.
+                values = [v / norm for v in values]
         return values
 
     @property
