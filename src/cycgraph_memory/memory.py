@@ -29,6 +29,7 @@ and the objects it built stay reachable as attributes (``store``, ``index``, ``l
 
 from __future__ import annotations
 
+import inspect
 import logging
 import re
 import uuid
@@ -41,6 +42,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict
 
 from cycgraph_memory._exclusive import exclusive_pass
+from cycgraph_memory._options import coerce_options
 from cycgraph_memory._validate import string_list
 from cycgraph_memory.consolidation.plan import Put, sync_index
 from cycgraph_memory.contracts import EmbeddingProvider, MemoryIndex, MemoryStore, OutcomeLedger
@@ -49,6 +51,7 @@ from cycgraph_memory.errors import (
     ErasureNotAvailableError,
     InvalidInputError,
     InvalidTenantError,
+    InvalidTypeError,
     RecordNotFoundError,
     SchemaNotReadyError,
 )
@@ -131,13 +134,37 @@ class ForgetReport(BaseModel):
 def _ids(values: Iterable[uuid.UUID | str] | uuid.UUID | str) -> list[uuid.UUID]:
     if isinstance(values, uuid.UUID | str):
         values = [values]
+    if isinstance(values, bytes | bytearray) or not isinstance(values, Iterable):
+        raise InvalidTypeError(
+            f"expected fact ids (a UUID, a string or a list of them), got "
+            f"{type(values).__name__}"
+        )
     out: list[uuid.UUID] = []
     for value in values:
+        if not isinstance(value, uuid.UUID | str):
+            raise InvalidTypeError(f"not a fact id: {value!r} ({type(value).__name__})")
         try:
-            out.append(value if isinstance(value, uuid.UUID) else uuid.UUID(str(value)))
+            out.append(value if isinstance(value, uuid.UUID) else uuid.UUID(value))
         except ValueError:
             raise InvalidInputError(f"not a fact id: {value!r}") from None
     return list(dict.fromkeys(out))
+
+
+def _check_pipeline_options(options: Mapping[str, Any] | None) -> None:
+    """Refuse ``pipeline_options`` that ``MemoryPipeline`` does not take (before any I/O)."""
+    if options is None:
+        return
+    if not isinstance(options, Mapping):
+        raise InvalidTypeError(
+            f"pipeline_options must be a mapping, got {type(options).__name__}"
+        )
+    # The facade passes the store, the index and the embedder itself.
+    known = set(inspect.signature(MemoryPipeline).parameters) - {"store", "index", "embedder"}
+    unknown = sorted(str(k) for k in options if k not in known)
+    if unknown:
+        raise InvalidInputError(
+            f"unknown pipeline_options {unknown}; MemoryPipeline takes {sorted(known)}"
+        )
 
 
 class Memory:
@@ -180,7 +207,12 @@ class Memory:
         self.embedder = embedder
         self.ledger = ledger
         self.pipeline = pipeline or MemoryPipeline(store, embedder=embedder, index=index)
-        self.retrieval_options = retrieval_options
+        # Validated now (a wrong key is refused here, not at the first search).
+        self.retrieval_options: RetrievalOptions | None = (
+            None if retrieval_options is None else coerce_options(
+                RetrievalOptions, retrieval_options, {}
+            )
+        )
         self.tenant = tenant
         self._on_close = on_close
         self._closed = False
@@ -230,6 +262,17 @@ class Memory:
             InvalidTenantError: A malformed tenant name.
             MissingExtraError: The ``postgres`` / ``embedded`` extra is missing.
         """
+        if dsn is not None and not isinstance(dsn, str):
+            raise InvalidTypeError(f"dsn must be a string or None, got {type(dsn).__name__}")
+        if embedding_dim is not None and (
+            type(embedding_dim) is not int or embedding_dim < 1
+        ):
+            raise InvalidInputError(
+                f"embedding_dim must be a positive int or None, got {embedding_dim!r}"
+            )
+        _check_pipeline_options(pipeline_options)
+        if retrieval_options is not None:
+            retrieval_options = coerce_options(RetrievalOptions, retrieval_options, {})
         pipeline_kwargs = dict(pipeline_options or {})
         if dsn == IN_MEMORY_DSN:
             from cycgraph_memory.inmemory import InMemoryMemoryIndex, InMemoryMemoryStore
@@ -423,7 +466,7 @@ class Memory:
             "max_hops": max_hops,
             "valid_at": valid_at,
             "include_invalidated": include_invalidated,
-            "tags": list(tags or []),
+            "tags": string_list(tags or [], "tags"),
         }
         if min_similarity is not None:
             query["min_similarity"] = min_similarity
@@ -445,6 +488,8 @@ class Memory:
         return SearchResult(result=result, prompt=prompt)
 
     async def _entities_named(self, name: str) -> list[Any]:
+        if not isinstance(name, str):
+            raise InvalidTypeError(f"entity must be a name (str), got {type(name).__name__}")
         match = getattr(self.index, "match_entity_names", None)
         found: list[Any] = []
         if match is not None:

@@ -196,6 +196,7 @@ class BM25Index:
         self._total_length -= int(self._lengths[slot])
         self._lengths[slot] = 0.0
         self._ids[slot] = None
+        self._keys[slot] = ""  # nothing of a removed document stays (erasure)
         self._free.append(slot)
         for term in counts:
             docs = self._postings.get(term)

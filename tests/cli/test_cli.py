@@ -255,6 +255,26 @@ def test_ingest_reads_stdin_and_rejects_bad_lines(
     assert _snapshot(cli_dsn, tenant) == before
 
 
+def test_user_errors_are_one_line_never_a_traceback(
+    cli: Callable[..., Any], cli_dsn: str, tenant: str, tmp_path: Path
+) -> None:
+    before = _snapshot(cli_dsn, tenant)
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b'\xff\xfe{"role":"user"}\n')
+    _one_line_error(cli("ingest", str(binary)), 1, "not UTF-8")
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("[" * 200_000 + "]" * 200_000 + "\n", encoding="utf-8")
+    _one_line_error(cli("ingest", str(deep)), 1, "line 1")
+    bad = '{"role": "user", "content": "ok"}\n{"role": "robot", "content": "x"}\n'
+    _one_line_error(cli("ingest", "-", input=bad), 1, "line 2: invalid message (role")
+    _one_line_error(cli("export", "graph", "-o", str(tmp_path / "no" / "dir.json")), 1,
+                    "cannot write")
+    _one_line_error(cli("export", "graph", "-o", str(tmp_path)), 1, "cannot write")
+    _one_line_error(cli("db", "upgrade", "bogusrev"), 1, "revision 'bogusrev'")
+    _one_line_error(cli("db", "downgrade", "bogusrev", "--yes"), 1, "revision 'bogusrev'")
+    assert _snapshot(cli_dsn, tenant) == before
+
+
 def test_export_graph_formats(cli: Callable[..., Any], tmp_path: Path) -> None:
     _ingest(cli, tmp_path, MESSAGES)
     graph = _json(cli("export", "graph", "--format", "json"))

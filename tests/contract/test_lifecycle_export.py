@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.errors import DanglingReferenceError, InvalidInputError
 from cycgraph_memory.inmemory import InMemoryMemoryIndex, InMemoryMemoryStore
 from cycgraph_memory.lifecycle import export, import_
 
@@ -129,3 +129,66 @@ async def test_export_to_a_path(store: Any, tmp_path: Any) -> None:
     report = await export(store, path)
     assert report.lines == 10 and report.counts["fact"] == 2
     assert path.read_text(encoding="utf-8") == await _dump(store)
+
+
+async def _fill_with_theme_ids(store: Any) -> None:
+    # As ingest leaves them: facts citing their theme (an export lists facts first).
+    e = make_entity(name="Ada", embedding=unit(0))
+    await store.put_entities([e])
+    theme = make_theme(embedding=unit(4))
+    await store.put_themes([theme])
+    facts = [make_fact(content=f"fact {i}", entity_ids=[e.id], theme_id=theme.id,
+                       embedding=unit(i % EMBED_DIM)) for i in range(3)]
+    await store.put_facts(facts)
+    await store.put_themes([theme.model_copy(update={"fact_ids": [f.id for f in facts]})])
+
+
+async def test_facts_citing_their_theme_import_into_either_backend(
+    store: Any, backend: str, request: pytest.FixtureRequest
+) -> None:
+    await _fill_with_theme_ids(store)
+    first = await _dump(store)
+    memory_target = InMemoryMemoryStore(expected_dimensions=EMBED_DIM)
+    for target in (_fresh(backend, request, "t"), memory_target):
+        report = await import_(target, io.StringIO(first), batch_size=2)
+        assert report.counts["fact"] == 3 and report.counts["theme"] == 1
+        assert await _dump(target) == first
+
+
+async def test_a_fact_citing_a_missing_record_is_refused(
+    store: Any, backend: str, request: pytest.FixtureRequest
+) -> None:
+    await _fill_with_theme_ids(store)
+    lines = (await _dump(store)).splitlines()
+    ghost = "00000000-0000-4000-8000-000000000001"
+    for field, value in (("entity_ids", [ghost]), ("theme_id", ghost),
+                         ("source_episode_ids", [ghost])):
+        edited = []
+        for line in lines:
+            obj = json.loads(line)
+            if obj.get("type") == "fact":
+                obj["record"][field] = value
+            edited.append(json.dumps(obj))
+        target = _fresh(backend, request, f"d{field[:3]}")
+        with pytest.raises(DanglingReferenceError):
+            await import_(target, io.StringIO("\n".join(edited) + "\n"), batch_size=2)
+        assert await target.find_facts() == [] and await target.find_entities() == []
+
+
+async def test_a_refused_import_leaves_the_in_memory_index_unchanged() -> None:
+    source = InMemoryMemoryStore(expected_dimensions=EMBED_DIM)
+    await _fill_with_theme_ids(source)
+    truncated = "\n".join((await _dump(source)).splitlines()[:-1]) + "\n"  # no end line
+    target = InMemoryMemoryStore(expected_dimensions=EMBED_DIM)
+    index = InMemoryMemoryIndex(expected_dimensions=EMBED_DIM)
+    with pytest.raises(InvalidInputError, match="truncated"):
+        await import_(target, io.StringIO(truncated), index=index, batch_size=1)
+    assert len(index) == 0 and await index.search_facts(unit(0)) == []
+    report = await import_(target, io.StringIO(await _dump(source)), index=index)
+    assert report.counts["fact"] == 3 and len(await index.search_facts(unit(0))) == 3
+
+
+async def test_a_header_version_must_be_an_int(store: Any) -> None:
+    header = '{"format":"cycgraph-memory","version":true,"embeddings":true}\n'
+    with pytest.raises(InvalidInputError, match="unsupported export version"):
+        await import_(store, io.StringIO(header))

@@ -266,6 +266,41 @@ async def test_message_purge_keeps_facts_with_surviving_sources(
     assert f2 is not None and f2.source_message_ids == [w["m1"].id]
 
 
+async def test_an_erased_message_leaves_no_text_in_what_survives(
+    store: Any, index: Any, ledger: Any
+) -> None:
+    # The surviving episode's topic quoted the erased message (the segmenter takes the
+    # first message's text), its vector was computed with it, and an edge extracted from
+    # it quotes it as evidence.
+    first = make_message(content=f"{SECRET} fermented the zymurgy batch in Ulaanbaatar")
+    second = make_message(content="Helga Brandt owns the search cluster.")
+    a, b = make_entity(name="Helga Brandt"), make_entity(name="search cluster")
+    episode = make_episode(messages=[first, second], topic=first.content[:30],
+                           embedding=unit(0))
+    quoted = make_relationship(a.id, b.id, relation_type="uses",
+                               attributes={"evidence": first.content,
+                                           "message_id": str(first.id)})
+    kept = make_relationship(a.id, b.id, relation_type="own",
+                             attributes={"evidence": second.content,
+                                         "message_id": str(second.id)})
+    await store.put_entities([a, b])
+    await store.put_episodes([episode])
+    await store.put_relationships([quoted, kept])
+    if hasattr(index, "upsert_many"):
+        await index.rebuild(store)
+    report = await purge(store, message_ids=[first.id], index=index)
+    assert (report.messages, report.relationships) == (1, 1)
+    survived = await store.get_episode(episode.id)
+    assert survived is not None
+    assert survived.topic == second.content[:30]  # taken again, as long as the old one
+    assert survived.embedding is None
+    assert [m.id for m in survived.messages] == [second.id]
+    assert await store.get_relationship(quoted.id) is None
+    assert await store.get_relationship(kept.id) is not None
+    assert await index.text_search_episodes("zymurgy Ulaanbaatar", limit=5) == []
+    assert await index.text_search_messages("zymurgy Ulaanbaatar", limit=5) == []
+
+
 async def test_purge_whole_tenant(store: Any, index: Any, ledger: Any) -> None:
     await _world(store, index, ledger)
     await store.put_tenant_setting("theme_calibration", {"assignment_threshold": 0.8})

@@ -72,16 +72,29 @@ async def test_bulk_import_validates_before_writing(pg_make_store: Any, pg_tenan
     assert await store.find_entities(include_invalidated=True) == []
 
 
-async def test_a_failing_batch_is_rolled_back(pg_make_store: Any, pg_tenant: str) -> None:
+async def test_a_dangling_reference_is_refused_before_any_batch(
+    pg_make_store: Any, pg_tenant: str
+) -> None:
     store = pg_make_store(pg_tenant)
     w = _world()
-    dangling = relationship(w["entities"][0].id, entity().id)
-    with pytest.raises(DanglingReferenceError):
+    ghost = entity()
+    dangling = relationship(w["entities"][0].id, ghost.id)
+    with pytest.raises(DanglingReferenceError) as caught:
         await bulk_import(store, entities=w["entities"],
                           relationships=[*w["relationships"][:2], dangling], batch_size=2)
-    got = await store.get_relationships([r.id for r in w["relationships"]])
-    assert len(got) == 2  # the first batch committed, the failing one left nothing
-    assert len(await store.find_entities()) == 5
+    assert caught.value.missing_ids == [ghost.id]
+    # Checked before the first batch: the entities of earlier batches are not written.
+    assert await store.get_relationships([r.id for r in w["relationships"]]) == {}
+    assert await store.find_entities(include_invalidated=True) == []
+    for cited in ({"entity_ids": [ghost.id]}, {"theme_id": uuid.uuid4()},
+                  {"source_episode_ids": [uuid.uuid4()]}):
+        with pytest.raises(DanglingReferenceError):
+            await bulk_import(store, entities=w["entities"], facts=[fact(**cited)])
+        assert await store.find_facts(include_invalidated=True) == []
+    # Cited records loaded in the same call (a theme after its facts) are fine.
+    th = theme(embedding=unit(1))
+    report = await bulk_import(store, facts=[fact(theme_id=th.id)], themes=[th])
+    assert report.counts["facts"] == 1 and report.counts["themes"] == 1
 
 
 async def test_deferred_vector_indexes_are_rebuilt(pg_make_store: Any, pg_tenant: str,
@@ -96,6 +109,7 @@ async def test_deferred_vector_indexes_are_rebuilt(pg_make_store: Any, pg_tenant
                 "ORDER BY indexname"))
             return [str(r) for r in rows.scalars()]
 
+    await store.put_entities(w["entities"])  # the facts cite them
     before = await hnsw()
     report = await bulk_import(store, facts=w["facts"], defer_vector_indexes=True)
     assert report.vector_indexes_rebuilt == ["ix_facts_embedding_hnsw"]
@@ -253,7 +267,7 @@ async def test_parallel_batches_on_an_engine(pg_databases: Any) -> None:
         with pytest.raises(DanglingReferenceError):
             await bulk_import(other, entities=w["entities"], relationships=[dangling],
                               batch_size=2)
-        assert len(await other.find_entities()) == 5  # earlier batches stay committed
+        assert await other.find_entities() == []  # refused before the first batch
     finally:
         await engine.dispose()
 

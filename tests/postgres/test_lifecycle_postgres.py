@@ -130,3 +130,30 @@ async def test_width_change_backfills_then_swaps(pg_databases: Any) -> None:
         assert left == 0
     finally:
         await engine.dispose()
+
+
+async def test_a_tenant_purge_leaves_no_text_statistics(
+    pg_make_store: Any, pg_tenant: str, pg_sessionmaker: Any
+) -> None:
+    from cycgraph_memory.lifecycle import purge
+
+    from ._records import entity, episode, fact
+
+    store = pg_make_store(pg_tenant)
+    await store.put_entities([entity()])
+    await store.put_episodes([episode()])
+    await store.put_facts([fact(content="zymurgy in Ulaanbaatar")])
+
+    async def rows() -> int:
+        async with pg_sessionmaker() as s:
+            found = 0
+            for table in ("text_search_corpora", "text_search_terms"):
+                found += int((await s.execute(
+                    text(f"SELECT count(*) FROM {table} WHERE tenant_id = :t"),
+                    {"t": pg_tenant},
+                )).scalar_one())
+            return found
+
+    assert await rows() > 0
+    await purge(store, tenant=True)
+    assert await rows() == 0

@@ -65,3 +65,26 @@ def test_rule_tier_refuses_string_options() -> None:
     # One compiled pattern alone is unambiguous: accepted as a list of one.
     RuleBasedExtractor(entity_patterns=re.compile(r"Project \w+"))  # type: ignore[arg-type]
     RuleBasedExtractor(relationship_verbs=["sponsor"])
+
+
+async def test_facade_refuses_wrong_types_before_any_work() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(InvalidTypeError):
+        await Memory.open(5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="embedding_dim"):
+        await Memory.open("memory://", embedding_dim=0)
+    with pytest.raises(InvalidInputError, match="unknown pipeline_options"):
+        await Memory.open("memory://", pipeline_options={"bogus": 1})
+    with pytest.raises(ValidationError):
+        await Memory.open("memory://", retrieval_options={"bogus": 1})
+    async with await Memory.open("memory://", tenant="t") as memory:
+        await memory.remember("Prefer small PRs.", tags=["lesson"])
+        with pytest.raises(InvalidTypeError):
+            await memory.search(tags="lesson")  # type: ignore[arg-type]
+        with pytest.raises(InvalidTypeError):
+            await memory.search(entity=5)  # type: ignore[arg-type]
+        for bad in (5, None, [5]):
+            with pytest.raises(InvalidTypeError):
+                await memory.forget(bad)  # type: ignore[arg-type]
+        assert len((await memory.search(tags=["lesson"])).result.facts) == 1

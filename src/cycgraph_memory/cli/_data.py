@@ -82,13 +82,23 @@ def stats_cmd(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
 
 
 def _read_messages(source: str) -> list[dict[str, Any]]:
-    if source == "-":
-        text = sys.stdin.read()
-    else:
-        path = Path(source)
-        if not path.is_file():
-            fail(f"no such file: {source}")
-        text = path.read_text(encoding="utf-8")
+    from pydantic import ValidationError
+
+    from cycgraph_memory._validate import validate_record
+    from cycgraph_memory.records import Message
+
+    try:
+        if source == "-":
+            text = sys.stdin.read()
+        else:
+            path = Path(source)
+            if not path.is_file():
+                fail(f"no such file: {source}")
+            text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        fail(f"{source}: not UTF-8 text (byte {exc.start}: {exc.reason})")
+    except OSError as exc:
+        fail(f"{source}: cannot read ({exc.strerror or exc})")
     messages: list[dict[str, Any]] = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -97,8 +107,18 @@ def _read_messages(source: str) -> list[dict[str, Any]]:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
             fail(f"line {number}: not JSON ({exc.msg})")
+        except RecursionError:
+            fail(f"line {number}: JSON nested too deeply")
         if not isinstance(value, dict):
             fail(f"line {number}: expected a JSON object (a message), got {type(value).__name__}")
+        try:
+            validate_record(Message, value)  # the pipeline's own check, with the line
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ())) or "message"
+            fail(f"line {number}: invalid message ({where}: {first.get('msg')})")
+        except RecursionError:
+            fail(f"line {number}: message nested too deeply")
         messages.append(value)
     return messages
 
@@ -305,7 +325,10 @@ def export_graph_cmd(
     if output is None:
         sys.stdout.write(text)
         return
-    output.write_text(text, encoding="utf-8")
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        fail(f"cannot write {output}: {exc.strerror or exc}")
     summary = {
         "format": fmt,
         "output": str(output),

@@ -58,10 +58,12 @@ def purge_candidates(store: InMemoryMemoryStore, sel: PurgeSelector) -> PurgeCan
     episode_ids.update(
         e.id for e in s._episodes.values() if not fact_ids.isdisjoint(e.fact_ids)
     )
+    message_keys = {str(m) for m in message_ids}
     relationships = [
         r
         for r in s._relationships.values()
         if r.source_id in entity_ids or r.target_id in entity_ids or sel.matches_provenance(r)
+        or str(r.attributes.get("message_id")) in message_keys
     ]
     return PurgeCandidates(
         entities=[copy_record(s._entities[i]) for i in sorted(entity_ids)],

@@ -112,6 +112,10 @@ def _theme_key(t: Theme) -> tuple[datetime, str]:
 _TRUSTED: ContextVar[bool] = ContextVar("cycgraph_inmemory_trusted_batch", default=False)
 """Set by ``write_batch(validated=True)`` for the put it makes (this task only)."""
 
+_DEFER_THEMES: ContextVar[bool] = ContextVar("cycgraph_inmemory_defer_themes", default=False)
+"""Set by ``write_batch(theme_references=False)``: a fact's theme is checked by the caller."""
+
+
 class InMemoryMemoryStore(InMemoryIngestLookups):
     """Zero-dependency ``MemoryStore`` backed by dicts.
 
@@ -203,7 +207,11 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
             for pid in fact.source_episode_ids:
                 if pid not in self._episodes:
                     missing[("episode", pid)] = None
-            if fact.theme_id is not None and fact.theme_id not in self._themes:
+            if (
+                fact.theme_id is not None
+                and fact.theme_id not in self._themes
+                and not _DEFER_THEMES.get()
+            ):
                 missing[("theme", fact.theme_id)] = None
         if missing:
             raise DanglingReferenceError(
@@ -783,13 +791,16 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
             await _lifecycle.apply_purge(self, plan)
 
     async def write_batch(
-        self, kind: str, records: Sequence[Any], *, validated: bool = False
+        self, kind: str, records: Sequence[Any], *, validated: bool = False,
+        theme_references: bool = True,
     ) -> dict[str, int]:
         """Upsert a batch of ``kind`` records like the matching ``put_*`` (used by ``import_``).
 
         ``validated=True``: the records are fresh instances the caller just built by
         validation (``import_`` parses them from JSON); they are not validated again (the
-        embedding width is still checked).
+        embedding width is still checked). ``theme_references=False``: a fact's theme is
+        not checked here (an export lists facts before themes; ``import_`` checks them at
+        the end of the file, in the same unit of work).
 
         Returns:
             Records written by kind.
@@ -801,9 +812,11 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
         if kind not in writers:
             raise InvalidInputError(f"unknown record kind {kind!r}")
         token = _TRUSTED.set(bool(validated))
+        deferred = _DEFER_THEMES.set(not theme_references)
         try:
             await writers[kind](records)
         finally:
+            _DEFER_THEMES.reset(deferred)
             _TRUSTED.reset(token)
         return {kind: len(records)}
 

@@ -26,13 +26,14 @@ import contextlib
 import json
 import logging
 import os
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import IO, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import from_json
 
-from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
+from cycgraph_memory.errors import DanglingReferenceError, InvalidInputError, InvalidTypeError
 from cycgraph_memory.records import (
     Entity,
     EntityFilter,
@@ -347,9 +348,15 @@ async def import_(
             if defer:
                 await stack.enter_async_context(store.deferred_vector_indexes(_VECTOR_TABLES))
             if atomic:
+                # The index is told only once the unit of work has committed: a file
+                # refused half-way leaves the index as unchanged as the store.
+                held: list[tuple[str, list[Any]]] = []
                 async with store.transaction():
-                    return await _import(store, handle, index, batch_size)
-            return await _import(store, handle, index, batch_size)
+                    report = await _import(store, handle, index, batch_size, held)
+                for _kind, records in held:
+                    index.upsert_many(records)
+                return report
+            return await _import(store, handle, index, batch_size, None)
     finally:
         if owned:
             await asyncio.to_thread(handle.close)
@@ -403,14 +410,21 @@ async def _should_defer(store: Any, handle: IO[str], choice: bool | None) -> boo
     return bool(incoming * 4 >= existing)
 
 
-async def _flush(store: Any, index: Any, kind: str, records: list[Any]) -> None:
+async def _flush(
+    store: Any, index: Any, kind: str, records: list[Any],
+    held: list[tuple[str, list[Any]]] | None, themes: set[uuid.UUID],
+) -> None:
     if not records:
         return
     if hasattr(store, "write_batch"):  # both shipped stores (Postgres: COPY)
-        # The records were just built by validation from the file's JSON.
-        await store.write_batch(kind, records, validated=True)
-        if index is not None and hasattr(index, "upsert_many") and kind != "relationship":
-            index.upsert_many(records)
+        # The records were just built by validation from the file's JSON. An export lists
+        # facts before themes: the themes facts cite are checked at the end of the file.
+        if kind == "fact":
+            themes.update(f.theme_id for f in records if f.theme_id is not None)
+            await store.write_batch(kind, records, validated=True, theme_references=False)
+        else:
+            await store.write_batch(kind, records, validated=True)
+        _to_index(index, kind, records, held)
         return
     writer = {
         "entity": store.put_entities,
@@ -420,8 +434,35 @@ async def _flush(store: Any, index: Any, kind: str, records: list[Any]) -> None:
         "theme": store.put_themes,
     }[kind]
     await writer(records)
-    if index is not None and hasattr(index, "upsert_many") and kind != "relationship":
+    _to_index(index, kind, records, held)
+
+
+def _to_index(
+    index: Any, kind: str, records: list[Any], held: list[tuple[str, list[Any]]] | None
+) -> None:
+    """Give an index that keeps its own copies the records (after the commit when held)."""
+    if index is None or not hasattr(index, "upsert_many") or kind == "relationship":
+        return
+    if held is None:
         index.upsert_many(records)
+    else:
+        held.append((kind, records))
+
+
+async def _check_themes(store: Any, theme_ids: set[uuid.UUID]) -> None:
+    """Refuse an import whose facts cite themes neither in the file nor in the store."""
+    ids = list(theme_ids)
+    missing: list[object] = []
+    for start in range(0, len(ids), 1000):
+        chunk = ids[start : start + 1000]
+        found = await store.get_themes(chunk)
+        missing += [i for i in chunk if i not in found]
+    if missing:
+        raise DanglingReferenceError(
+            "facts cite themes that are neither in the export nor in this store: "
+            + ", ".join(str(i) for i in missing[:20]),
+            missing_ids=missing,
+        )
 
 
 class _Parser:
@@ -470,7 +511,7 @@ class _Parser:
                 if obj.get("format") != EXPORT_FORMAT:
                     raise InvalidInputError("not a cycgraph-memory export (bad header line)")
                 v = obj.get("version")
-                if not isinstance(v, int) or not 1 <= v <= EXPORT_VERSION:
+                if type(v) is not int or not 1 <= v <= EXPORT_VERSION:
                     raise InvalidInputError(
                         f"unsupported export version {v!r} (this library reads 1..{EXPORT_VERSION})"
                     )
@@ -494,8 +535,12 @@ class _Parser:
         return out
 
 
-async def _import(store: Any, handle: IO[str], index: Any, batch_size: int) -> ImportReport:
+async def _import(
+    store: Any, handle: IO[str], index: Any, batch_size: int,
+    held: list[tuple[str, list[Any]]] | None,
+) -> ImportReport:
     parser = _Parser(handle, batch_size)
+    themes: set[uuid.UUID] = set()
     pending: list[Any] = []
     pending_kind: str | None = None
     # Pipelined: the next chunk is read and validated in a worker thread while this one
@@ -509,7 +554,7 @@ async def _import(store: Any, handle: IO[str], index: Any, batch_size: int) -> I
             ahead = asyncio.ensure_future(asyncio.to_thread(parser.next_records))
             for kind, record in records:
                 if kind != pending_kind or len(pending) >= batch_size:
-                    await _flush(store, index, pending_kind or kind, pending)
+                    await _flush(store, index, pending_kind or kind, pending, held, themes)
                     pending, pending_kind = [], kind
                 pending.append(record)
     finally:
@@ -525,5 +570,7 @@ async def _import(store: Any, handle: IO[str], index: Any, batch_size: int) -> I
         raise InvalidInputError(
             f"record counts {counts} differ from the end line's {parser.footer.get('counts')}"
         )
-    await _flush(store, index, pending_kind or "entity", pending)
+    await _flush(store, index, pending_kind or "entity", pending, held, themes)
+    if themes and hasattr(store, "write_batch"):
+        await _check_themes(store, themes)
     return ImportReport(counts=counts, version=parser.version)

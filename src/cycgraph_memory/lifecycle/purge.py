@@ -16,7 +16,11 @@ What is derived from what (the rules the planner applies):
   Surviving entities that named one in ``superseded_by`` lose that reference.
 * Messages: the selected ones and every message of a deleted episode. An episode goes
   when its provenance matches or when every one of its messages is erased; surviving
-  episodes lose the erased messages and the ids of deleted facts.
+  episodes lose the erased messages and the ids of deleted facts, their vector (computed
+  from text that included the erased messages), and a topic that quotes an erased
+  message (taken again from the first surviving one).
+* Relationships extracted from an erased message (``attributes["message_id"]``, whose
+  ``evidence`` quotes it) go.
 * Facts: deleted when their provenance matches, when they mention an erased entity, or
   when every one of their sources is erased (sources are ``source_message_ids``, or
   ``source_episode_ids`` for facts without message grounding). A fact with a surviving
@@ -41,6 +45,7 @@ import numpy as np
 
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.hierarchy.clustering import _key_terms, _short_label
+from cycgraph_memory.hierarchy.segmenters import truncate_topic
 from cycgraph_memory.lifecycle.models import (
     ErasureEntry,
     LedgerErasure,
@@ -49,11 +54,29 @@ from cycgraph_memory.lifecycle.models import (
     PurgeReport,
     PurgeSelector,
 )
-from cycgraph_memory.records import Episode, SemanticFact, Theme
+from cycgraph_memory.records import Episode, Message, SemanticFact, Theme
 
 __all__ = ["plan_purge", "purge"]
 
 _log = logging.getLogger(__name__)
+
+
+def _without_erased_text(
+    episode: Episode, erased: list[Message], kept: list[Message]
+) -> dict[str, Any]:
+    """The topic and vector of an episode that lost messages, free of their text.
+
+    The topic is its first message's text (see the segmenters): when it quotes an erased
+    message it is taken again from the first surviving message, the same way. The
+    episode's vector was computed from text that included the erased messages: it is
+    dropped (re-embedding the episode gives it a new one).
+    """
+    update: dict[str, Any] = {"embedding": None}
+    topic = " ".join(episode.topic.split())
+    if topic and any(topic in " ".join(m.content.split()) for m in erased):
+        first = next((m.content for m in kept if m.content.strip()), "")
+        update["topic"] = truncate_topic(first, max(len(episode.topic), 1)) or "(erased)"
+    return update
 
 
 def _fact_sources(fact: SemanticFact) -> list[uuid.UUID]:
@@ -132,11 +155,13 @@ def plan_purge(selector: PurgeSelector, candidates: PurgeCandidates) -> PurgePla
             or (sources and all(s in gone for s in sources))
         ):
             del_facts.add(f.id)
-    # relationships
+    # relationships (an edge extracted from an erased message quotes it as evidence)
+    erased_keys = {str(m) for m in del_messages}
     del_relationships = {
         r.id
         for r in candidates.relationships
         if r.source_id in del_entities or r.target_id in del_entities or sel.matches_provenance(r)
+        or str(r.attributes.get("message_id")) in erased_keys
     }
     # themes
     facts_by_id = {f.id: f for f in candidates.facts}
@@ -171,6 +196,7 @@ def plan_purge(selector: PurgeSelector, candidates: PurgeCandidates) -> PurgePla
         if update:
             put_facts.append(f.model_copy(update=update))
     # surviving episodes rewritten
+    had_vector = {ep.id for ep in candidates.episodes if ep.embedding}
     put_episodes: list[Episode] = []
     for ep in candidates.episodes:
         if ep.id in del_episodes:
@@ -178,9 +204,11 @@ def plan_purge(selector: PurgeSelector, candidates: PurgeCandidates) -> PurgePla
         messages = [m for m in ep.messages if m.id not in del_messages]
         fact_ids = [fid for fid in ep.fact_ids if fid not in del_facts]
         if len(messages) != len(ep.messages) or len(fact_ids) != len(ep.fact_ids):
-            put_episodes.append(
-                ep.model_copy(update={"messages": messages, "fact_ids": fact_ids})
-            )
+            update = {"messages": messages, "fact_ids": fact_ids}
+            if len(messages) != len(ep.messages):
+                erased = [m for m in ep.messages if m.id in del_messages]
+                update.update(_without_erased_text(ep, erased, messages))
+            put_episodes.append(ep.model_copy(update=update))
     put_entities = [
         e.model_copy(update={"superseded_by": None})
         for e in candidates.superseding
@@ -194,6 +222,7 @@ def plan_purge(selector: PurgeSelector, candidates: PurgeCandidates) -> PurgePla
         + sum(1 for f in candidates.facts if f.id in del_facts and f.embedding)
         + sum(1 for t in candidates.themes if t.id in del_themes and t.embedding)
         + sum(1 for ep in candidates.episodes if ep.id in del_episodes and ep.embedding)
+        + sum(1 for ep in put_episodes if ep.embedding is None and ep.id in had_vector)
         + len(del_messages & candidates.message_vectors)
     )
     return PurgePlan(

@@ -48,7 +48,11 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from cycgraph_memory._validate import _plain, norms_in_range
-from cycgraph_memory.errors import DuplicateRecordError, InvalidInputError
+from cycgraph_memory.errors import (
+    DanglingReferenceError,
+    DuplicateRecordError,
+    InvalidInputError,
+)
 from cycgraph_memory.postgres import convert
 from cycgraph_memory.postgres._copy_binary import (
     COLUMN_TYPES,
@@ -58,6 +62,7 @@ from cycgraph_memory.postgres._copy_binary import (
     encode_vectors,
 )
 from cycgraph_memory.postgres.reembedding import HNSW_BUILD_MEMORY
+from cycgraph_memory.postgres.references import check_fact_references
 from cycgraph_memory.postgres.store import PostgresMemoryStore, coerce_record
 from cycgraph_memory.records import (
     Entity,
@@ -427,12 +432,19 @@ def _prepare(store: PostgresMemoryStore, kind: str, items: list[Any]) -> _Prepar
     return prepared
 
 
-async def _write_prepared(store: PostgresMemoryStore, batch: _Prepared) -> dict[str, int]:
+async def _write_prepared(
+    store: PostgresMemoryStore, batch: _Prepared, *, references: bool = True,
+    theme_references: bool = True,
+) -> dict[str, int]:
     kind, items = batch.kind, batch.items
     async with store._session() as session:
         await store._checked_dim(session, [*items, *batch.messages], kind)
-        if kind == "relationship":
+        if kind == "relationship" and references:
             await store._check_endpoints(session, items)
+        if kind == "fact" and references:
+            await check_fact_references(
+                session, store.tenant_id, items, themes=theme_references
+            )
         if kind == "episode":
             await session.execute(
                 text(
@@ -452,11 +464,13 @@ async def write_batch(
     records: Sequence[Any],
     *,
     validated: bool = False,
+    theme_references: bool = True,
 ) -> dict[str, int]:
     """Upsert one batch of ``kind`` records with COPY, in the store's current transaction.
 
-    The same checks as ``put_*`` (model, embedding width, edge endpoints, one episode per
-    message). Used by :func:`bulk_import` and by ``lifecycle.import_`` on Postgres.
+    The same checks as ``put_*`` (model, embedding width, edge endpoints, the entities,
+    episodes and theme a fact cites, one episode per message). Used by
+    :func:`bulk_import` and by ``lifecycle.import_`` on Postgres.
 
     Args:
         store: The target store.
@@ -464,6 +478,9 @@ async def write_batch(
         records: The records (or mappings).
         validated: The records are fresh instances this very call chain built by
             validation (``import_`` parses them from JSON): do not validate them again.
+        theme_references: Check the theme a fact cites now; ``False`` leaves it to the
+            caller (an export lists facts before themes: ``import_`` checks them at the
+            end, in the same unit of work).
 
     Returns:
         Rows written by table.
@@ -477,7 +494,7 @@ async def write_batch(
     # Encoding runs in a worker thread: the event loop stays free, and a caller that
     # overlaps parsing with writing (``import_``) keeps both cores busy.
     prepared = await asyncio.to_thread(_prepare, store, kind, items)
-    return await _write_prepared(store, prepared)
+    return await _write_prepared(store, prepared, theme_references=theme_references)
 
 
 async def bulk_import(
@@ -514,8 +531,9 @@ async def bulk_import(
     Raises:
         pydantic.ValidationError: An invalid record (nothing written).
         EmbeddingDimensionMismatchError: A vector of the wrong width (nothing written).
-        DanglingReferenceError: An edge endpoint that is neither stored nor loaded before
-            it (its batch and later ones are not written).
+        DanglingReferenceError: An edge endpoint, or an entity, episode or theme a fact
+            cites, that is neither stored nor in the load (nothing written; checked
+            before the first batch).
         DuplicateRecordError: A message id of two episodes (nothing written) or already
             stored in another episode (its batch is not written).
     """
@@ -542,6 +560,7 @@ async def bulk_import(
         store._precheck(fcts, "fact")
         store._precheck(thms, "theme")
         await store._checked_dim(session, [*ents, *eps, *messages, *fcts, *thms], "record")
+        await _check_citations(store, session, ents, eps, thms, fcts, rels)
     loaded = ("entities", "episodes", "episode_messages", "facts", "themes")
     touched = [t for t, xs in zip(loaded, (ents, eps, eps, fcts, thms), strict=True) if xs]
     async with contextlib.AsyncExitStack() as stack:
@@ -555,13 +574,57 @@ async def bulk_import(
     return BulkImportReport(counts=counts, batches=batches, vector_indexes_rebuilt=rebuilt)
 
 
+async def _check_citations(
+    store: PostgresMemoryStore, session: Any, ents: Sequence[Entity], eps: Sequence[Episode],
+    thms: Sequence[Theme], fcts: Sequence[SemanticFact], rels: Sequence[Relationship],
+) -> None:
+    """Refuse, before the first batch, what the load would leave dangling.
+
+    A fact's entities, episodes and theme, and an edge's endpoints, must be records of
+    the load or already stored (the batches are committed one by one, so a reference
+    checked only in its own batch would fail after earlier batches were written).
+    """
+    loading = {
+        "entity": {e.id for e in ents}, "episode": {e.id for e in eps},
+        "theme": {t.id for t in thms},
+    }
+    wanted: dict[str, dict[uuid.UUID, None]] = {"entity": {}, "episode": {}, "theme": {}}
+    for f in fcts:
+        wanted["entity"].update(dict.fromkeys(f.entity_ids))
+        wanted["episode"].update(dict.fromkeys(f.source_episode_ids))
+        if f.theme_id is not None:
+            wanted["theme"][f.theme_id] = None
+    for r in rels:
+        wanted["entity"].update(dict.fromkeys((r.source_id, r.target_id)))
+    missing: list[tuple[str, uuid.UUID]] = []
+    for kind, table in (("entity", "entities"), ("episode", "episodes"), ("theme", "themes")):
+        outside = [i for i in wanted[kind] if i not in loading[kind]]
+        for start in range(0, len(outside), 10_000):
+            chunk = outside[start : start + 10_000]
+            found = {
+                convert._uuid(i) for i in (await session.execute(
+                    text(f"SELECT id FROM {table} WHERE tenant_id = :t AND id = ANY(:ids)"),
+                    {"t": store.tenant_id, "ids": chunk},
+                )).scalars()
+            }
+            missing += [(kind, i) for i in chunk if i not in found]
+    if missing:
+        raise DanglingReferenceError(
+            "the load cites records that are neither loaded nor stored: "
+            + ", ".join(f"{k} {i}" for k, i in missing[:20])
+            + (f" (and {len(missing) - 20} more)" if len(missing) > 20 else ""),
+            missing_ids=[i for _, i in missing],
+        )
+
+
 _WRITERS = 2
 """Batches of one record type written at once, each in its own transaction/connection."""
 
 
 async def _write_one(store: PostgresMemoryStore, prepared: _Prepared) -> dict[str, int]:
     async with store.transaction():  # a task of its own: its own unit of work
-        return await _write_prepared(store, prepared)
+        # Themes come after facts: a fact's theme was checked before the first batch.
+        return await _write_prepared(store, prepared, theme_references=False)
 
 
 async def _load(

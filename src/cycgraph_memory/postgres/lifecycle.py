@@ -52,6 +52,8 @@ from cycgraph_memory.lifecycle.models import (
     PurgeSelector,
 )
 from cycgraph_memory.postgres import convert
+from cycgraph_memory.postgres.bm25 import CORPORA as TEXT_CORPORA
+from cycgraph_memory.postgres.bm25 import TERMS as TEXT_TERMS
 from cycgraph_memory.postgres.ingest_lookups import SETTINGS
 from cycgraph_memory.postgres.reembedding import (
     NEXT_COLUMN,
@@ -195,6 +197,10 @@ async def purge_candidates(store: PostgresMemoryStore, sel: PurgeSelector) -> Pu
                             _in(r.c.source_id, entity_ids),
                             _in(r.c.target_id, entity_ids),
                             _prov(r, sel),
+                            # Extracted from an erased message (its evidence quotes it).
+                            r.c.attributes.op("->>")("message_id")
+                            == any_(bindparam(None, sorted(str(i) for i in message_ids),
+                                              type_=ARRAY(String()))),
                         ),
                     )
                 )
@@ -273,6 +279,11 @@ async def apply_purge(store: PostgresMemoryStore, plan: PurgePlan) -> None:
                     == any_(bindparam(None, plan.delete_writer_keys, type_=ARRAY(String()))),
                 )
             )
+        if plan.selector.tenant:
+            # Nothing of the tenant is left: its text statistics rows (kept by triggers,
+            # at zero counts once its rows are gone) go too.
+            for stats in (TEXT_TERMS, TEXT_CORPORA):
+                await session.execute(delete(stats).where(stats.c.tenant_id == tenant))
         if plan.delete_setting_keys:
             st = SETTINGS
             await session.execute(
@@ -287,10 +298,13 @@ async def apply_purge(store: PostgresMemoryStore, plan: PurgePlan) -> None:
             await session.execute(
                 update(ep)
                 .where(ep.c.tenant_id == tenant, ep.c.id == episode.id)
-                # The BM25 tokens cover the episode's messages: recomputed without the
-                # erased ones, so no search path can find their words.
+                # The BM25 tokens cover the episode's topic and messages: recomputed
+                # without the erased ones, so no search path can find their words; the
+                # topic and vector as the plan left them (free of the erased text).
                 .values(
                     fact_ids=list(episode.fact_ids),
+                    topic=episode.topic,
+                    embedding=episode.embedding,
                     search_terms=convert.episode_terms(episode),
                 )
             )

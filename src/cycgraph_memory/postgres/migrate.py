@@ -19,7 +19,9 @@ serialised per event loop (Alembic's ``context`` proxy is process-global).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import weakref
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -182,13 +184,26 @@ def _upgrade_sync(
 ) -> None:
     from alembic import command
 
-    command.upgrade(alembic_config(embedding_dim, connection=conn, **attributes), revision)
+    with _revision_errors(revision):
+        command.upgrade(alembic_config(embedding_dim, connection=conn, **attributes), revision)
 
 
 def _downgrade_sync(conn: Connection, revision: str) -> None:
     from alembic import command
 
-    command.downgrade(alembic_config(connection=conn), revision)
+    with _revision_errors(revision):
+        command.downgrade(alembic_config(connection=conn), revision)
+
+
+@contextlib.contextmanager
+def _revision_errors(revision: str) -> Iterator[None]:
+    """Alembic's refusal of a revision (unknown, ambiguous, wrong direction) as our error."""
+    from alembic.util import CommandError
+
+    try:
+        yield
+    except CommandError as exc:
+        raise InvalidInputError(f"revision {revision!r}: {exc}") from None
 
 
 def _current_sync(conn: Connection) -> str | None:

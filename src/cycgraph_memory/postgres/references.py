@@ -50,12 +50,15 @@ def _locked_citations(kinds: tuple[str, ...]) -> Any:
 
 
 async def check_fact_references(
-    session: AsyncSession, tenant: str, facts: Sequence[SemanticFact]
+    session: AsyncSession, tenant: str, facts: Sequence[SemanticFact], *, themes: bool = True
 ) -> None:
     """Refuse facts citing entity, episode or theme ids that are not records of ``tenant``.
 
     One statement; the cited rows are locked ``FOR KEY SHARE`` until the transaction ends
     (what a foreign key does), so a concurrent delete cannot leave the facts dangling.
+
+    ``themes=False`` leaves the ``theme_id`` citations out (an import checks them once
+    every theme of the file is written).
 
     Raises:
         DanglingReferenceError: Naming every missing id (nothing is written).
@@ -64,7 +67,7 @@ async def check_fact_references(
     for fact in facts:
         wanted["entity"].update(dict.fromkeys(fact.entity_ids))
         wanted["episode"].update(dict.fromkeys(fact.source_episode_ids))
-        if fact.theme_id is not None:
+        if themes and fact.theme_id is not None:
             wanted["theme"][fact.theme_id] = None
     present = tuple(kind for kind in _KINDS if wanted[kind])
     if not present:

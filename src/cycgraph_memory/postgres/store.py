@@ -785,16 +785,20 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         return await _lifecycle.recompute_theme_centroids(self, target=target)
 
     async def write_batch(
-        self, kind: str, records: Sequence[Any], *, validated: bool = False
+        self, kind: str, records: Sequence[Any], *, validated: bool = False,
+        theme_references: bool = True,
     ) -> dict[str, int]:
         """Upsert a batch with COPY, validated like ``put_*`` (used by ``import_``).
 
         ``validated=True``: the records are fresh instances the caller just built by
         validation (``import_`` parses them from JSON); they are not validated again.
+        ``theme_references=False``: a fact's theme is left for the caller to check.
         """
         from cycgraph_memory.postgres.bulk import write_batch
 
-        return await write_batch(self, kind, records, validated=validated)
+        return await write_batch(
+            self, kind, records, validated=validated, theme_references=theme_references
+        )
 
     def in_transaction(self) -> bool:
         """Whether this task has a unit of work open on this store's bind."""
