@@ -163,3 +163,30 @@ async def test_a_tiny_query_vector_ranks_as_its_direction(store: Any, index: Any
     hits = await index.search_facts(tiny, limit=2, min_similarity=0.0)
     assert [h.item.id for h in hits] == [b.id, a.id]
     assert hits[0].score == pytest.approx(1.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["text", "hybrid"])
+async def test_facts_found_only_by_text_or_the_graph_are_served_whole(
+    store: Any, index: Any, mode: str
+) -> None:
+    # Postgres reads text and graph candidates without their vectors and reads the
+    # served ones' in the expansion: the served records must equal the stored ones.
+    from cycgraph_memory import MemoryQuery
+
+    ada = make_entity(name="Ada", embedding=unit(5))
+    await store.put_entities([ada])
+    by_text = make_fact(content="zymurgy notes from the brewery", embedding=unit(1))
+    by_graph = make_fact(content="Ada runs the lab", entity_ids=[ada.id], embedding=unit(2))
+    no_vector = make_fact(content="zymurgy without a vector", embedding=None)
+    await store.put_facts([by_text, by_graph, no_vector])
+    await index.rebuild(store)
+    before = {f.id: f for f in (by_text, by_graph, no_vector)}
+    query = MemoryQuery(text="zymurgy Ada", embedding=unit(7), limit=10, min_similarity=0.0)
+    result = await retrieve_memory(store, index, query, mode=mode)  # type: ignore[arg-type]
+    served = {f.id: f for f in result.facts}
+    assert by_text.id in served and no_vector.id in served
+    if mode == "hybrid":
+        assert by_graph.id in served
+    touched = {"access_count", "last_accessed_at"}
+    for fid, fact in served.items():
+        assert fact.model_dump(exclude=touched) == before[fid].model_dump(exclude=touched)
