@@ -63,6 +63,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.execute("ALTER TABLE facts RESET (fillfactor)")
+    # Back to what 0004 set (not the server default): the downgrade restores 0013 exactly.
+    op.execute("ALTER TABLE facts SET (fillfactor = 80)")
     for table in TABLES:
         op.execute(f"ALTER TABLE {table} ALTER COLUMN embedding SET STORAGE EXTERNAL")

@@ -157,3 +157,90 @@ async def test_a_tenant_purge_leaves_no_text_statistics(
     assert await rows() > 0
     await purge(store, tenant=True)
     assert await rows() == 0
+
+
+async def test_a_failed_audit_redaction_surfaces_its_own_error(
+    pg_dsn: str, pg_tenant: str
+) -> None:
+    # A lock held on the audit row: the purge's redaction waits past lock_timeout. The
+    # caller must see that (StatementTimeoutError, 55P03), not the "transaction is
+    # aborted" (25P02) of a statement run after it.
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    from cycgraph_memory import HashingEmbeddingProvider, Memory, RunOutcome, evaluate_retention
+    from cycgraph_memory.errors import StatementTimeoutError
+    from cycgraph_memory.postgres import (
+        PostgresMemoryIndex,
+        PostgresMemoryStore,
+        PostgresOutcomeLedger,
+        create_engine_from_dsn,
+    )
+
+    engine = create_engine_from_dsn(pg_dsn, lock_timeout_ms=300)
+    memory = Memory(
+        PostgresMemoryStore(engine, tenant_id=pg_tenant),
+        PostgresMemoryIndex(engine, tenant_id=pg_tenant),
+        embedder=HashingEmbeddingProvider(dimensions=8),
+        ledger=PostgresOutcomeLedger(engine, tenant_id=pg_tenant),
+        tenant=pg_tenant,
+    )
+    url = make_url(pg_dsn)
+    other = await asyncpg.connect(
+        user=url.username, password=url.password or None, database=url.database,
+        host=url.query.get("host") or url.host, port=url.port,
+    )
+    try:
+        fid = await memory.remember("retry flaky deploys once", run_id="run-9")
+        assert memory.ledger is not None
+        for r in range(3):
+            await memory.ledger.record_outcome(
+                RunOutcome(run_id=f"r{r}", score=0.5, fact_ids=[fid])
+            )
+        await evaluate_retention(memory.store, memory.ledger, {"min_trials": 2})
+        tx = other.transaction()
+        await tx.start()
+        await other.execute(
+            "SELECT 1 FROM gate_audit_log WHERE tenant_id = $1 FOR UPDATE", pg_tenant
+        )
+        with pytest.raises(StatementTimeoutError) as caught:
+            await memory.erase(run_id="run-9")
+        assert caught.value.sqlstate == "55P03"
+        await tx.rollback()
+        assert await memory.store.get_fact(fid) is not None  # nothing erased
+    finally:
+        await other.close()
+        await engine.dispose()
+
+
+async def test_migration_0014_downgrades_to_what_0013_had(pg_databases: Any) -> None:
+    from cycgraph_memory.postgres import create_engine_from_dsn, downgrade, upgrade
+
+    dsn = str(await pg_databases.create("m0014"))
+    engine = create_engine_from_dsn(dsn)
+    try:
+        async def fillfactor() -> Any:
+            async with engine.connect() as conn:
+                return (await conn.execute(text(
+                    "SELECT reloptions FROM pg_class WHERE relname = 'facts'"
+                ))).scalar_one()
+
+        await upgrade(engine, embedding_dim=8, revision="0013")
+        before = await fillfactor()
+        await upgrade(engine, revision="0014")
+        assert await fillfactor() != before
+        await downgrade(engine, "0013")
+        assert await fillfactor() == before == ["fillfactor=80"]
+    finally:
+        await engine.dispose()
+
+
+async def test_an_embedding_width_out_of_range_is_a_typed_error(pg_databases: Any) -> None:
+    from cycgraph_memory.errors import InvalidInputError
+    from cycgraph_memory.postgres import current_revision, upgrade
+
+    dsn = str(await pg_databases.create("wide"))
+    for width in (0, 16_001):
+        with pytest.raises(InvalidInputError, match=r"embedding_dim must be in 1\.\.16000"):
+            await upgrade(dsn, embedding_dim=width)
+    assert await current_revision(dsn) is None

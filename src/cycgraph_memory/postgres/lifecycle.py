@@ -362,16 +362,18 @@ async def erase_ledger(
             await session.execute(
                 text(f"SELECT set_config('{AUDIT_REDACTION_SETTING}', 'on', true)")
             )
-            try:
-                await session.execute(
-                    update(au)
-                    .where(au.c.tenant_id == me, _in(au.c.fact_id, gone))
-                    .values(fact_id=REDACTED_FACT_ID)
-                )
-            finally:
-                await session.execute(
-                    text(f"SELECT set_config('{AUDIT_REDACTION_SETTING}', 'off', true)")
-                )
+            await session.execute(
+                update(au)
+                .where(au.c.tenant_id == me, _in(au.c.fact_id, gone))
+                .values(fact_id=REDACTED_FACT_ID)
+            )
+            # Off again for the rest of the transaction. Not in a ``finally``: after a
+            # failed UPDATE the transaction is aborted (and rolled back, which also ends
+            # the transaction-local setting); a statement there would replace the real
+            # error (a lock timeout, a deadlock, a refused grant) with SQLSTATE 25P02.
+            await session.execute(
+                text(f"SELECT set_config('{AUDIT_REDACTION_SETTING}', 'off', true)")
+            )
         if entry is not None:
             await session.execute(
                 insert(ERASURES).values(

@@ -109,6 +109,10 @@ def recorded_embedding_dim(conn: Connection) -> int | None:
     return None if value is None else int(value)
 
 
+MAX_EMBEDDING_DIM = 16_000
+"""Widest embedding a schema can be created with (pgvector's ``vector`` type)."""
+
+
 def check_embedding_dim(conn: Connection, requested: object) -> None:
     """Refuse an upgrade asking for another embedding dimension than the database has.
 
@@ -118,7 +122,7 @@ def check_embedding_dim(conn: Connection, requested: object) -> None:
     Raises:
         EmbeddingDimensionMismatchError: The database records another dimension; the
             message says how to change it.
-        InvalidInputError: ``requested`` is not an integer.
+        InvalidInputError: ``requested`` is not an integer in 1..:data:`MAX_EMBEDDING_DIM`.
     """
     if requested is None:
         return
@@ -128,6 +132,11 @@ def check_embedding_dim(conn: Connection, requested: object) -> None:
         raise InvalidInputError(
             f"embedding_dim must be an integer, got {requested!r}"
         ) from None
+    if not 1 <= wanted <= MAX_EMBEDDING_DIM:
+        raise InvalidInputError(
+            f"embedding_dim must be in 1..{MAX_EMBEDDING_DIM} (pgvector's vector type), "
+            f"got {wanted}"
+        )
     recorded = recorded_embedding_dim(conn)
     if recorded is None or recorded == wanted:
         return
