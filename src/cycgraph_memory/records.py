@@ -620,11 +620,17 @@ class EvictedLesson(_Model):
 
 
 class HeldLesson(_Model):
-    """A candidate left on trial in one gate pass."""
+    """A candidate left on trial in one gate pass.
+
+    ``reason``: why no decision was made (``insufficient_trials``,
+    ``insufficient_baseline``, ``no_verdict``, or ``malformed_stats: ...``), as in the
+    gate audit log.
+    """
 
     fact_id: uuid.UUID
     trials: int
     evidence: RetentionEvidence | None = None
+    reason: str | None = None
 
 
 class RetentionReport(_Model):

@@ -18,11 +18,12 @@ Pure Python (no numpy needed), exported for advanced composition:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+import numbers
+from collections.abc import Callable, Iterable, Sequence
 from statistics import NormalDist
 from typing import NamedTuple
 
-from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 
 __all__ = [
     "SampleSummary",
@@ -115,8 +116,23 @@ def subtract_summary(total: SampleSummary, part: SampleSummary) -> SampleSummary
     return SampleSummary(n, mean, max(m2, 0.0) / (n - 1))
 
 
+def _real(value: object, name: str) -> float:
+    """``value`` when it is a real number (not a bool); else :class:`InvalidTypeError`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidTypeError(f"{name} must be a real number, got {type(value).__name__}")
+    return float(value)
+
+
 def _as_summary(group: SampleSummary | Sequence[float], name: str) -> SampleSummary:
-    summary = group if isinstance(group, SampleSummary) else summarize(list(group))
+    if isinstance(group, SampleSummary):
+        summary = group
+    else:
+        if isinstance(group, str | bytes) or not isinstance(group, Iterable):
+            raise InvalidTypeError(
+                f"group {name} must be a SampleSummary or a sequence of numbers, got "
+                f"{type(group).__name__}"
+            )
+        summary = summarize([_real(v, f"a value of group {name}") for v in group])
     if summary.n < 2 or summary.variance is None:
         raise InvalidInputError(f"welch_lift needs n >= 2 in group {name}, got {summary.n}")
     if summary.variance < 0 or not math.isfinite(summary.variance):
@@ -355,6 +371,8 @@ def student_t_cdf(t: float, df: float) -> float:
     Raises:
         InvalidInputError: ``df <= 0`` or NaN input.
     """
+    if type(t) is not float or type(df) is not float:  # the gate's calls: floats already
+        t, df = _real(t, "t"), _real(df, "df")
     if math.isnan(t) or math.isnan(df) or df <= 0:
         raise InvalidInputError(f"need a number t and df > 0, got t={t!r}, df={df!r}")
     if math.isinf(df):
@@ -382,6 +400,7 @@ def normal_quantile(p: float) -> float:
     Raises:
         InvalidInputError: ``p`` outside ``(0, 1)``.
     """
+    p = _real(p, "p")
     if not 0.0 < p < 1.0:
         raise InvalidInputError(f"p must be in (0, 1), got {p!r}")
     return _STANDARD_NORMAL.inv_cdf(p)
@@ -416,7 +435,12 @@ def gaussian(rng: Callable[[], float]) -> float:
 
     Draws two uniforms ``u, v`` and returns ``sqrt(-2 ln(1 - u)) * cos(2 pi v)``
     (``1 - u`` keeps the logarithm finite since ``u`` may be 0).
+
+    Raises:
+        InvalidTypeError: ``rng`` is not callable.
     """
+    if not callable(rng):
+        raise InvalidTypeError(f"rng must be a callable PRNG, got {type(rng).__name__}")
     u = rng()
     v = rng()
     return math.sqrt(-2.0 * math.log(1.0 - u)) * math.cos(2.0 * math.pi * v)
@@ -440,6 +464,8 @@ def required_trials(
     Raises:
         InvalidInputError: Any argument out of range.
     """
+    effect, sd = _real(effect, "effect"), _real(sd, "sd")
+    confidence, power = _real(confidence, "confidence"), _real(power, "power")
     if not math.isfinite(effect) or effect == 0:
         raise InvalidInputError(f"effect must be a finite non-zero number, got {effect!r}")
     if not math.isfinite(sd) or sd <= 0:

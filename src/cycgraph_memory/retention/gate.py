@@ -508,8 +508,12 @@ def _inference_decisions(rows: list[_Row], policy: RetentionPolicy) -> list[Gate
             decisions.append(GateDecision(fact, "promoted", None, mine.n, ev))
         elif verdict == "evicted":
             decisions.append(GateDecision(fact, "evicted", EVICT_HARMFUL, mine.n, ev))
-        elif mine.n < policy.min_trials or mine.n < 2:
+        elif mine.n < policy.min_trials:
             decisions.append(GateDecision(fact, "held", "insufficient_trials", mine.n, ev))
+        elif mine.n < 2:
+            # min_trials=1: one trial cannot be tested (a variance needs two), but the
+            # stopping rules (max_trials, max_baseline_runs) still retire the candidate.
+            decisions.append(_retire_or_hold(row, ev, policy, "insufficient_trials"))
         elif rest.n < min_rest:
             decisions.append(_retire_or_hold(row, ev, policy, "insufficient_baseline"))
         else:
@@ -585,7 +589,8 @@ def _report(decisions: list[GateDecision], pass_id: uuid.UUID) -> RetentionRepor
                 trusted(EvictedLesson, fact_id=fid, reason=reason, evidence=d.evidence)
             )
         else:
-            held.append(trusted(HeldLesson, fact_id=fid, trials=d.trials, evidence=d.evidence))
+            held.append(trusted(HeldLesson, fact_id=fid, trials=d.trials, evidence=d.evidence,
+                                reason=d.reason))
     return trusted(
         RetentionReport, promoted=promoted, evicted=evicted, held=held, pass_id=pass_id
     )

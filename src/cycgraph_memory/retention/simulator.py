@@ -12,9 +12,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from cycgraph_memory._construct import trusted
 from cycgraph_memory.contracts import MemoryStore, OutcomeLedger
@@ -81,7 +81,7 @@ class GateSimulationConfig(_Options):
     runs: int = Field(ge=1, le=10_000_000)
     base_score: float = Field(default=0.6, ge=0.0, le=1.0)
     noise_sd: float = Field(default=0.1, ge=0.0, le=1.0)
-    seed: int
+    seed: StrictInt
     retrieval: SimulationRetrieval | None = None
     policy: RetentionPolicy = DEFAULT_RETENTION_POLICY
     gate_every: int = Field(default=1, ge=1)
@@ -125,10 +125,10 @@ class OperatingCharacteristicsConfig(_Options):
     """Input of :func:`gate_operating_characteristics` (accepts a plain dict too)."""
 
     effects: list[float] = Field(min_length=1)
-    run_counts: list[int] = Field(min_length=1)
+    run_counts: list[Annotated[int, Field(ge=1, le=10_000_000)]] = Field(min_length=1)
     noise_sds: list[float] = Field(default_factory=lambda: [0.1], min_length=1)
     replicates: int = Field(default=20, ge=1)
-    seed: int = 1
+    seed: StrictInt = 1
     base_score: float = Field(default=0.6, ge=0.0, le=1.0)
     retrieval: SimulationRetrieval | None = None
     policy: RetentionPolicy = DEFAULT_RETENTION_POLICY

@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import cast
 
 from cycgraph_memory.contracts import MemoryStore, OutcomeLedger, SupportsFactStatsBatch
-from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.records import QUARANTINE_TAG, FactFilter, FactStats, SemanticFact
 
 __all__ = ["DEFAULT_CANDIDATE_TAG", "retrieve_gated_lessons"]
@@ -113,6 +113,10 @@ async def retrieve_gated_lessons(
         _check_int("rest_after_trials", rest_after_trials, 1)
         if ledger is None:
             raise InvalidInputError("rest_after_trials requires a ledger")
+    if ledger is not None and not callable(getattr(ledger, "get_fact_stats", None)):
+        raise InvalidTypeError(
+            f"ledger must be an OutcomeLedger (get_fact_stats), got {type(ledger).__name__}"
+        )
 
     facts = await store.find_facts(_scope_filter(tuple(tags)))
     verified: list[SemanticFact] = []
