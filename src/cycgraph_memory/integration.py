@@ -27,8 +27,13 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from cycgraph_memory._validate import validate_record
 from cycgraph_memory.contracts import EmbeddingProvider, MemoryIndex, MemoryStore
-from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
+from cycgraph_memory.errors import (
+    EmbeddingDimensionMismatchError,
+    InvalidInputError,
+    InvalidTypeError,
+)
 from cycgraph_memory.records import (
     MemoryQuery,
     MemoryResult,
@@ -230,12 +235,26 @@ def memory_writer(
 
     async def _embed(records: list[SemanticFact]) -> list[SemanticFact]:
         missing = [i for i, r in enumerate(records) if r.embedding is None]
-        if embedder is None or not missing:
-            return records
-        vectors = await embedder.embed([records[i].content for i in missing])
         out = list(records)
-        for i, v in zip(missing, vectors, strict=True):
-            out[i] = records[i].model_copy(update={"embedding": list(v)})
+        if embedder is not None and missing:
+            vectors = await embedder.embed([records[i].content for i in missing])
+            if len(vectors) != len(missing):
+                raise InvalidInputError(
+                    f"embedder returned {len(vectors)} vectors for {len(missing)} texts"
+                )
+            for i, v in zip(missing, vectors, strict=True):
+                out[i] = validate_record(
+                    SemanticFact, records[i].model_copy(update={"embedding": list(v)})
+                )
+        # The index's width is checked before anything is written: a fact stored but
+        # refused by the index afterwards would be unsearchable, and its key used up.
+        width = getattr(index, "dimensions", None)
+        if isinstance(width, int):
+            for r in out:
+                if r.embedding is not None and len(r.embedding) != width:
+                    raise EmbeddingDimensionMismatchError(
+                        width, len(r.embedding), f"fact {r.id} embedding"
+                    )
         return out
 
     async def _index(records: Iterable[SemanticFact]) -> None:

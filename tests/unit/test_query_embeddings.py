@@ -302,6 +302,14 @@ async def test_openai_refuses_a_reply_of_the_wrong_shape() -> None:
     server = _Server([httpx.Response(200, text="not json")])
     with pytest.raises(OpenAIEmbeddingError):
         await _provider(server, []).embed(["a"])
+    repeated = [{"object": "embedding", "index": 0, "embedding": [1.0] * 8}] * 2
+    server = _Server([httpx.Response(200, json={"data": repeated})])
+    with pytest.raises(OpenAIEmbeddingError, match="one per input"):
+        await _provider(server, []).embed(["a", "b"])
+    nan = [{"object": "embedding", "index": 0, "embedding": [float("nan")] + [1.0] * 7}]
+    server = _Server([httpx.Response(200, content=json.dumps({"data": nan}).encode())])
+    with pytest.raises(OpenAIEmbeddingError, match="NaN"):
+        await _provider(server, []).embed(["a"])
 
 
 @pytest.mark.skipif(

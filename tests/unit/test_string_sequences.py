@@ -88,3 +88,42 @@ async def test_facade_refuses_wrong_types_before_any_work() -> None:
             with pytest.raises(InvalidTypeError):
                 await memory.forget(bad)  # type: ignore[arg-type]
         assert len((await memory.search(tags=["lesson"])).result.facts) == 1
+
+
+class _Embedder:
+    """A provider of a fixed width that can also return too many vectors."""
+
+    def __init__(self, dimensions: int, extra: int = 0) -> None:
+        self.dimensions = dimensions
+        self.extra = extra
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        return [[1.0] * self.dimensions for _ in range(len(texts) + self.extra)]
+
+
+async def test_the_writer_checks_vectors_before_writing() -> None:
+    from cycgraph_memory import InMemoryMemoryIndex
+    from cycgraph_memory.errors import EmbeddingDimensionMismatchError
+    from cycgraph_memory.integration import memory_writer
+
+    store, index = InMemoryMemoryStore(), InMemoryMemoryIndex(expected_dimensions=4)
+    fact = {"content": "Prefer small PRs.", "tags": ["lesson"]}
+    wrong = memory_writer(store, index=index, embedder=_Embedder(3))  # type: ignore[arg-type]
+    with pytest.raises(EmbeddingDimensionMismatchError):
+        await wrong([fact], {"idempotency_key": "r:n:0"})
+    with pytest.raises(InvalidInputError, match="2 vectors for 1 texts"):
+        await memory_writer(store, index=index, embedder=_Embedder(4, extra=1))([fact])  # type: ignore[arg-type]
+    assert await store.find_facts() == []
+    # The key was not used up: the retry writes, and the fact is searchable.
+    right = memory_writer(store, index=index, embedder=_Embedder(4))  # type: ignore[arg-type]
+    written = await right([fact], {"idempotency_key": "r:n:0"})
+    assert len(written["fact_ids"]) == 1
+    assert len(await index.search_facts([1.0] * 4)) == 1
+
+
+async def test_the_pipeline_refuses_a_wrong_number_of_vectors() -> None:
+    store = InMemoryMemoryStore()
+    pipeline = MemoryPipeline(store, embedder=_Embedder(8, extra=1))  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="vectors for"):
+        await pipeline.ingest(MESSAGES)
+    assert await store.find_facts() == [] and await store.list_episodes() == []

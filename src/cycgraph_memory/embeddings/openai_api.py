@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -228,15 +229,23 @@ class OpenAIEmbeddingProvider:
             data = response.json()["data"]
             ordered = sorted(data, key=lambda item: int(item["index"]))
             vectors = [[float(x) for x in item["embedding"]] for item in ordered]
+            indices = [int(item["index"]) for item in ordered]
         except (ValueError, KeyError, TypeError) as exc:
             raise OpenAIEmbeddingError(f"unexpected reply from the embeddings API: {exc}") from exc
         if len(vectors) != count:
             raise OpenAIEmbeddingError(f"the API returned {len(vectors)} vectors for {count} texts")
+        if indices != list(range(count)):
+            raise OpenAIEmbeddingError(
+                "the API's vectors are not one per input (indices "
+                f"{indices[:10]}{'...' if count > 10 else ''}, expected 0..{count - 1})"
+            )
         for vector in vectors:
             if len(vector) != self._dimensions:
                 raise OpenAIEmbeddingError(
                     f"the API returned a {len(vector)}-d vector, expected {self._dimensions}"
                 )
+            if not all(math.isfinite(x) for x in vector):
+                raise OpenAIEmbeddingError("the API returned a vector with NaN or infinity")
         return vectors
 
 

@@ -36,7 +36,7 @@ from cycgraph_memory.contracts import (
     SemanticExtractor,
     ThemeClusterer,
 )
-from cycgraph_memory.errors import EmbeddingDimensionMismatchError
+from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInputError
 from cycgraph_memory.hierarchy._theme_candidates import ThemeNeighbours, candidate_themes
 from cycgraph_memory.hierarchy.calibration import TenantThemeCalibrator
 from cycgraph_memory.hierarchy.extractors.closing import (
@@ -226,13 +226,13 @@ class MemoryPipeline:
         ground_facts: bool = True,
     ) -> None:
         if embed_batch_size < 1:
-            raise ValueError("embed_batch_size must be >= 1")
+            raise InvalidInputError("embed_batch_size must be >= 1")
         if isinstance(theme_candidates, bool) or not 1 <= theme_candidates <= 100:
-            raise ValueError("theme_candidates must be an int in 1..100")
+            raise InvalidInputError("theme_candidates must be an int in 1..100")
         if max_theme_facts is not None and (
             isinstance(max_theme_facts, bool) or max_theme_facts < 1
         ):
-            raise ValueError("max_theme_facts must be a positive int or None")
+            raise InvalidInputError("max_theme_facts must be a positive int or None")
         if segmenter is None:
             from cycgraph_memory.hierarchy.segmenters import SimpleEpisodeSegmenter
 
@@ -554,7 +554,7 @@ class MemoryPipeline:
             chunk = texts[start : start + self.embed_batch_size]
             out = await self.embedder.embed(chunk)
             if len(out) != len(chunk):
-                raise ValueError(
+                raise InvalidInputError(
                     f"embedder returned {len(out)} vectors for {len(chunk)} texts"
                 )
             vectors.extend(out)
@@ -583,7 +583,9 @@ class MemoryPipeline:
             chunk = missing[start : start + self.embed_batch_size]
             out = await self.embedder.embed([m.content for m in chunk])
             if len(out) != len(chunk):
-                raise ValueError(f"embedder returned {len(out)} vectors for {len(chunk)} texts")
+                raise InvalidInputError(
+                    f"embedder returned {len(out)} vectors for {len(chunk)} texts"
+                )
             for message, vector in zip(chunk, out, strict=True):
                 if len(vector) != expected:
                     raise EmbeddingDimensionMismatchError(
