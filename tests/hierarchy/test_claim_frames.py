@@ -16,6 +16,8 @@ from cycgraph_memory.hierarchy.extractors import RuleBasedExtractor
 from cycgraph_memory.hierarchy.extractors._polarity import claim_polarity
 from cycgraph_memory.records import Episode, Message, Provenance
 
+from ._tiers import extractor_tiers
+
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
 
@@ -23,18 +25,6 @@ def _episode(text: str) -> Episode:
     message = Message(role="assistant", content=text, timestamp=T0)
     return Episode(topic="t", messages=[message], started_at=T0, ended_at=T0,
                    provenance=Provenance(source="system"))
-
-
-def _tiers() -> list[Any]:
-    tiers: list[Any] = [RuleBasedExtractor()]
-    try:
-        from cycgraph_memory.hierarchy.extractors.parser import ParserExtractor, parser_available
-
-        if parser_available():
-            tiers.append(ParserExtractor())
-    except ImportError:  # pragma: no cover - the parser extra is absent
-        pass
-    return tiers
 
 
 async def _edges(tier: Any, text: str) -> list[tuple[str, str, str, bool]]:
@@ -60,7 +50,7 @@ NOT_ASSERTED = [
 
 @pytest.mark.parametrize("text", NOT_ASSERTED)
 async def test_a_framed_claim_is_no_open_edge_on_any_tier(text: str) -> None:
-    for tier in _tiers():
+    for tier in extractor_tiers():
         edges = await _edges(tier, text)
         assert [e for e in edges if not e[3]] == [], (type(tier).__name__, edges)
 
@@ -70,7 +60,7 @@ async def test_a_framed_claim_is_no_open_edge_on_any_tier(text: str) -> None:
     "Alice Smith works at Acme Corp no more.",
 ])
 async def test_a_stop_after_the_object_ends_the_relation(text: str) -> None:
-    for tier in _tiers():
+    for tier in extractor_tiers():
         edges = await _edges(tier, text)
         # An ended marker (closes a stored edge at ingest), never an open edge.
         assert edges == [("Alice Smith", "work_at", "Acme Corp", True)], (
@@ -89,7 +79,7 @@ async def test_a_stop_after_the_object_ends_the_relation(text: str) -> None:
     ("No, Alice Smith works at Acme Corp.", ("Alice Smith", "work_at", "Acme Corp", False)),
 ])
 async def test_asserted_claims_keep_their_edge(text: str, expected: tuple[Any, ...]) -> None:
-    for tier in _tiers():
+    for tier in extractor_tiers():
         edges = await _edges(tier, text)
         if isinstance(tier, RuleBasedExtractor) and ("Memcached" in text or "Calder" in text):
             continue  # claims the rule tier's patterns do not reach (before this change too)

@@ -24,6 +24,8 @@ from cycgraph_memory.records import (
     RelationshipFilter,
 )
 
+from ._tiers import extractor_tiers
+
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
 
@@ -46,18 +48,6 @@ def _episode(*turns: tuple[str, str] | tuple[str, str, str]) -> Episode:
     )
 
 
-def _tiers() -> list[Any]:
-    tiers: list[Any] = [RuleBasedExtractor()]
-    try:
-        from cycgraph_memory.hierarchy.extractors.parser import ParserExtractor, parser_available
-
-        if parser_available():
-            tiers.append(ParserExtractor())
-    except ImportError:  # pragma: no cover - the parser extra is absent
-        pass
-    return tiers
-
-
 def _edges(result: Any) -> dict[tuple[str, str, str], Relationship]:
     names = {e.id: e.name for e in result.entities}
     return {
@@ -65,7 +55,7 @@ def _edges(result: Any) -> dict[tuple[str, str, str], Relationship]:
     }
 
 
-@pytest.mark.parametrize("extractor", _tiers(), ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("extractor", extractor_tiers(), ids=lambda e: type(e).__name__)
 async def test_no_longer_closes_the_open_edge_and_asserts_nothing_open(extractor: Any) -> None:
     result = await extractor.extract(
         _episode(
@@ -82,7 +72,7 @@ async def test_no_longer_closes_the_open_edge_and_asserts_nothing_open(extractor
     assert "ended" not in edge.attributes
 
 
-@pytest.mark.parametrize("extractor", _tiers(), ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("extractor", extractor_tiers(), ids=lambda e: type(e).__name__)
 async def test_an_ended_claim_alone_is_only_a_marker(extractor: Any) -> None:
     result = await extractor.extract(
         _episode(("user", "Since version 4.2, Lattice no longer uses Elasticsearch."))
@@ -91,7 +81,7 @@ async def test_an_ended_claim_alone_is_only_a_marker(extractor: Any) -> None:
         assert edge.valid_until is not None and edge.attributes.get("ended") is True
 
 
-@pytest.mark.parametrize("extractor", _tiers(), ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("extractor", extractor_tiers(), ids=lambda e: type(e).__name__)
 async def test_chat_graph_links_the_speaker(extractor: Any) -> None:
     result = await extractor.extract(
         _episode(
