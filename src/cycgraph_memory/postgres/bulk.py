@@ -433,15 +433,17 @@ def _prepare(store: PostgresMemoryStore, kind: str, items: list[Any]) -> _Prepar
 
 
 async def _write_prepared(
-    store: PostgresMemoryStore, batch: _Prepared, *, references: bool = True,
-    theme_references: bool = True,
+    store: PostgresMemoryStore, batch: _Prepared, *, theme_references: bool = True
 ) -> dict[str, int]:
     kind, items = batch.kind, batch.items
     async with store._session() as session:
         await store._checked_dim(session, [*items, *batch.messages], kind)
-        if kind == "relationship" and references:
+        # Checked in the batch's own transaction too (bulk_import checked them all
+        # before its first batch): the cited rows are locked FOR KEY SHARE here, so a
+        # concurrent delete cannot leave the written rows dangling.
+        if kind == "relationship":
             await store._check_endpoints(session, items)
-        if kind == "fact" and references:
+        if kind == "fact":
             await check_fact_references(
                 session, store.tenant_id, items, themes=theme_references
             )
