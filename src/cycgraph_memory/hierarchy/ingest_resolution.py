@@ -106,21 +106,35 @@ async def resolve_ingest_entities(
         source = remap.get(rel.source_id, rel.source_id)
         target_id = remap.get(rel.target_id, rel.target_id)
         key = (source, target_id, rel.relation_type)
-        if source == target_id or key in seen:
+        window = (rel.valid_from, rel.valid_until)
+        if source == target_id or any(_overlap(window, w) for w in seen.get(key, ())):
             continue
-        seen.add(key)
+        seen.setdefault(key, []).append(window)
         if source != rel.source_id or target_id != rel.target_id:
             rel = rel.model_copy(update={"source_id": source, "target_id": target_id})
         out.relationships.append(rel)
     return out
 
 
+_Window = tuple[datetime, datetime | None]
+
+
+def _overlap(a: _Window, b: _Window) -> bool:
+    """Whether two ``[valid_from, valid_until)`` windows share an instant.
+
+    An edge repeats a stored one only while the stored one holds: "works at" said again
+    after a stored "no longer works at" closed the first edge is a new period of the
+    relation, not a duplicate.
+    """
+    return (b[1] is None or a[0] < b[1]) and (a[1] is None or b[0] < a[1])
+
+
 async def _stored_edges(
     store: MemoryStore,
     relationships: Sequence[Relationship],
     remap: dict[uuid.UUID, uuid.UUID],
-) -> set[tuple[uuid.UUID, uuid.UUID, str]]:
-    """Live stored edges that new ``relationships`` would duplicate once remapped.
+) -> dict[tuple[uuid.UUID, uuid.UUID, str], list[_Window]]:
+    """The validity windows of live stored edges that new ``relationships`` may repeat.
 
     Only an edge whose two endpoints resolved to stored entities can repeat a stored one.
     With ``find_relationships_between`` (both shipped stores) exactly those triples are
@@ -135,14 +149,19 @@ async def _stored_edges(
     }
     keys = {k for k in keys if k[0] in stored_ids and k[1] in stored_ids and k[0] != k[1]}
     if not keys:
-        return set()
+        return {}
     between = getattr(store, "find_relationships_between", None)
     if between is not None:
         found: list[Relationship] = await between(sorted(keys, key=str))
     else:
         edges_for = getattr(store, "find_relationships_for_entities", None)
         if edges_for is None:
-            return set()
+            return {}
         ends = sorted({e for s, t, _ in keys for e in (s, t)}, key=str)
         found = await edges_for(ends)
-    return {(r.source_id, r.target_id, r.relation_type) for r in found}
+    out: dict[tuple[uuid.UUID, uuid.UUID, str], list[_Window]] = {}
+    for r in found:
+        out.setdefault((r.source_id, r.target_id, r.relation_type), []).append(
+            (r.valid_from, r.valid_until)
+        )
+    return out
