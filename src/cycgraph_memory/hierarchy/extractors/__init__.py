@@ -10,6 +10,7 @@
 """
 
 from cycgraph_memory.hierarchy.extractors.llm import (
+    DEFAULT_RESERVED_TAGS,
     LLM_EXTRACTOR_NAMESPACE,
     BreakerState,
     LLMExtractor,
@@ -35,6 +36,7 @@ from cycgraph_memory.hierarchy.extractors.simple import (
 
 __all__ = [
     "DEFAULT_PARSER_PIPELINE",
+    "DEFAULT_RESERVED_TAGS",
     "ENTITY_TYPES",
     "FACT_ID_NAMESPACE",
     "LLM_EXTRACTOR_NAMESPACE",

@@ -251,9 +251,16 @@ def normalize_relation(raw: str) -> str:
     return _NON_WORD.sub("_", raw.strip().lower()).strip("_")[:128]
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def clean_text(raw: str) -> str:
-    """Strip whitespace and NUL characters (which Postgres cannot store)."""
-    return raw.replace("\x00", "").strip()
+    r"""Strip whitespace, NUL characters and lone surrogates (no store can keep them).
+
+    A JSON reply can spell a lone surrogate as an escape (``"\ud800"``): it is not a
+    character of any encoding, so it is dropped rather than refused with the reply.
+    """
+    return _SURROGATE.sub("", raw.replace("\x00", "")).strip()
 
 
 def clean_tags(raw: list[str]) -> list[str]:

@@ -41,11 +41,14 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Literal
 
+from pydantic import ValidationError
+
+from cycgraph_memory._validate import string_list
 from cycgraph_memory.contracts import LLMProvider, SemanticExtractor
 from cycgraph_memory.errors import (
     InvalidInputError,
@@ -69,6 +72,7 @@ from cycgraph_memory.hierarchy.extractors._polarity import ENDED_ATTRIBUTE, loca
 from cycgraph_memory.hierarchy.extractors._sentences import split_sentences
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
+    QUARANTINE_TAG,
     Entity,
     Episode,
     ExtractionResult,
@@ -78,12 +82,25 @@ from cycgraph_memory.records import (
     utc_now,
 )
 
-__all__ = ["LLM_EXTRACTOR_NAMESPACE", "BreakerState", "LLMExtractor", "LLMExtractorStats"]
+__all__ = [
+    "DEFAULT_RESERVED_TAGS",
+    "LLM_EXTRACTOR_NAMESPACE",
+    "BreakerState",
+    "LLMExtractor",
+    "LLMExtractorStats",
+]
 
 logger = logging.getLogger(__name__)
 
 LLM_EXTRACTOR_NAMESPACE = uuid.UUID("4f0f6c2e-6a57-5b8e-9d3c-2a1e8b7c9d10")
 """UUIDv5 namespace of the ids minted by :class:`LLMExtractor`."""
+
+DEFAULT_RESERVED_TAGS: tuple[str, ...] = ("verified", "candidate", QUARANTINE_TAG)
+"""Lifecycle tags a model's reply may not set (:class:`LLMExtractor` ``reserved_tags``).
+
+A fact the model tagged ``verified`` would skip the retention gate, and one it tagged
+``quarantined`` would be hidden: only the library and the gate set these.
+"""
 
 BreakerState = Literal["closed", "open", "half_open"]
 """Circuit-breaker state reported by :attr:`LLMExtractor.breaker_state`."""
@@ -157,10 +174,15 @@ class LLMExtractor:
             default); inject a fake one in tests.
         now: Wall clock for ``created_at`` / ``updated_at`` stamps (``utc_now`` by default).
         confidence: ``provenance.confidence`` of the records produced by the LLM path.
+        reserved_tags: Tags the model may not put on a fact (dropped from its reply):
+            by default the retention lifecycle's ``verified``, ``candidate`` and
+            ``quarantined``, which only the library and the gate set. Add the gate's own
+            tags when it is configured with others.
 
     Raises:
         InvalidInputError: If an option is out of range.
-        TypeError: If ``provider`` has no ``complete`` method and is not callable.
+        InvalidTypeError: If ``provider`` has no ``complete`` method and is not callable,
+            or an option has the wrong type.
     """
 
     def __init__(
@@ -175,6 +197,7 @@ class LLMExtractor:
         clock: Callable[[], float] | None = None,
         now: Callable[[], datetime] | None = None,
         confidence: float = 0.9,
+        reserved_tags: Sequence[str] = DEFAULT_RESERVED_TAGS,
     ) -> None:
         complete = getattr(provider, "complete", None)
         if callable(complete):
@@ -190,9 +213,12 @@ class LLMExtractor:
         self._cooldown_s = (
             _number("breaker_cooldown_ms", breaker_cooldown_ms, allow_zero=True) / 1000.0
         )
+        if isinstance(confidence, bool) or not isinstance(confidence, int | float):
+            raise InvalidTypeError(f"confidence must be a number, got {confidence!r}")
         if not 0.0 <= confidence <= 1.0:
             raise InvalidInputError(f"confidence must be in [0, 1], got {confidence!r}")
         self._confidence = float(confidence)
+        self._reserved_tags = frozenset(string_list(reserved_tags, "reserved_tags"))
         if fallback is None:
             from cycgraph_memory.hierarchy.extractors.parser import default_extractor
 
@@ -312,9 +338,14 @@ class LLMExtractor:
                 self._state = "open"
             raise
 
+        try:
+            result = self._to_records(episode, payload)
+        except (ValidationError, ValueError) as exc:
+            # A reply that parsed but breaks a record's limits (a 2,000-character entity
+            # name, an over-long fact) is as unusable as one that did not parse.
+            return await self._fail(episode, f"unusable reply: {type(exc).__name__}: {exc}")
         self._bump(llm_successes=1)
         self._record_success()
-        result = self._to_records(episode, payload)
         if not result.facts:
             self._bump(empty_replies=1)
             logger.info(
@@ -450,7 +481,7 @@ class LLMExtractor:
                     entity_ids=entity_ids,
                     provenance=provenance.model_copy(),
                     valid_from=episode.started_at,
-                    tags=clean_tags(raw_fact.tags),
+                    tags=[t for t in clean_tags(raw_fact.tags) if t not in self._reserved_tags],
                 )
             )
 
