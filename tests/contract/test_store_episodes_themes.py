@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from cycgraph_memory import ListOptions
+from cycgraph_memory.consolidation.plan import Put, sync_index
 from cycgraph_memory.errors import DuplicateRecordError
 
 from .factories import at, make_episode, make_message, make_theme, provenance, sorted_ids, unit
@@ -174,3 +175,26 @@ async def test_message_id_is_stored_once_per_tenant(store: Any) -> None:
     moved = e1.model_copy(update={"messages": [make_message()]})
     await store.put_episodes([moved, e2])
     assert (await store.get_messages([shared]))[shared].content == "second"
+
+
+async def test_an_episode_written_back_keeps_its_message_vectors(store: Any, index: Any) -> None:
+    """Episode reads carry no message vectors; writing one back (changed) keeps them."""
+    m1 = make_message(content="moved to Lisbon", embedding=unit(1))
+    m2 = make_message(content="sister visits in June", embedding=unit(2))
+    episode = make_episode(messages=[m1, m2])
+    await store.put_episodes([episode])
+    sync_index(index, [Put(episode, "test")])
+    read = await store.get_episode(episode.id)
+    assert read is not None and all(m.embedding is None for m in read.messages)
+    pruned = read.model_copy(update={"invalidated_at": at(9)})
+    await store.put_episodes([pruned])
+    sync_index(index, [Put(pruned, "episode_pruned")])
+    got = await store.get_messages([m1.id, m2.id])
+    assert got[m1.id].embedding == unit(1) and got[m2.id].embedding == unit(2)
+    hits = await index.search_messages(unit(2), limit=5, include_invalidated=True)
+    assert [h.item.id for h in hits][:1] == [m2.id]
+    # A vector given with the write replaces the stored one.
+    renewed = pruned.model_copy(update={"messages": [m1.model_copy(update={"embedding": unit(3)})]})
+    await store.put_episodes([renewed])
+    assert (await store.get_messages([m1.id]))[m1.id].embedding == unit(3)
+    assert await store.get_messages([m2.id]) == {}

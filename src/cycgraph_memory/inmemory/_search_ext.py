@@ -201,6 +201,17 @@ class MessageAndTextSearch:
     def _ext_put_episode(
         self, stored: Episode, vectors: Sequence[tuple[uuid.UUID, Sequence[float]]]
     ) -> None:
+        # A message written again without a vector keeps the one indexed (as the stores
+        # keep it): episode reads carry no message vectors, so an episode read, changed
+        # (soft-deleted by the consolidator, say) and written back has none.
+        given = {message_id for message_id, _ in vectors}
+        kept = {
+            m.id: row
+            for m in stored.messages
+            if m.id not in given
+            and self._message_episode.get(m.id) == stored.id
+            and (row := self._message_vectors.rows.get(m.id)) is not None
+        }
         self._ext_drop_episode_messages(stored.id)
         total: Counter[str] = Counter(tokenize(stored.topic))
         for message in stored.messages:
@@ -213,6 +224,8 @@ class MessageAndTextSearch:
             rows = normalize_rows(np.asarray([v for _, v in vectors], dtype=np.float64))
             for (message_id, _), row in zip(vectors, rows, strict=True):
                 self._message_vectors.put(message_id, row)
+        for message_id, row in kept.items():
+            self._message_vectors.put(message_id, row)
         self._text_episodes[stored.id] = stored
         self._bm25_episodes.add_counts(stored.id, total)
 

@@ -440,6 +440,10 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
     async def put_episodes(self, episodes: Iterable[Episode]) -> None:
         """Insert or replace many episodes; their message rows are replaced wholesale.
 
+        A message written without a vector keeps the one stored for it (as in memory):
+        episode reads carry no message vectors, so an episode read, changed and written
+        back (the consolidator's soft prune) must not lose them.
+
         Raises:
             DuplicateRecordError: A message id is already stored in another episode of the
                 tenant (``UNIQUE (tenant_id, id)``); nothing is written.
@@ -464,13 +468,19 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
             # Only an episode that was already stored has message rows to replace: a new
             # one (every episode of an ingest) costs no DELETE, so no statement trigger of
             # the BM25 statistics runs over an empty set of rows (it scanned the terms).
+            stored_vectors: dict[Any, Any] = {}
             if replaced:
-                await session.execute(
-                    delete(MESSAGES).where(
-                        self._mine(MESSAGES), in_ids(MESSAGES.c.episode_id, replaced)
-                    )
+                gone = await session.execute(
+                    delete(MESSAGES)
+                    .where(self._mine(MESSAGES), in_ids(MESSAGES.c.episode_id, replaced))
+                    .returning(MESSAGES.c.id, MESSAGES.c.embedding)
                 )
+                stored_vectors = {i: v for i, v in gone if v is not None}
             rows = [r for e in latest for r in convert.messages_to_rows(e, self._tenant)]
+            if stored_vectors:
+                for row in rows:
+                    if row["embedding"] is None and row["id"] in stored_vectors:
+                        row["embedding"] = stored_vectors[row["id"]]
             for start in range(0, len(rows), _ROWS_PER_BATCH):
                 await session.execute(
                     statements.insert_messages(), rows[start : start + _ROWS_PER_BATCH]
