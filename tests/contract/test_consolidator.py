@@ -165,6 +165,29 @@ async def test_hard_mode_deletes(store: Any) -> None:
     assert [e.id for e in await store.list_episodes(include_invalidated=True)] == [eps[2].id]
 
 
+async def test_hard_mode_leaves_no_reference_to_a_deleted_fact(store: Any) -> None:
+    """Episodes and soft-deleted themes stop citing deleted facts (a merged one: its keeper)."""
+    dup = make_fact(content="dup", embedding=unit(0), valid_from=at(days=1))
+    keep = make_fact(content="keep", embedding=unit(0), valid_from=at(days=5))
+    old = make_fact(content="old", embedding=unit(1), valid_from=at(days=2))
+    new = make_fact(content="new", embedding=unit(2), valid_from=at(days=6))
+    await store.put_facts([dup, keep, old, new])
+    cites = make_episode(fact_ids=[dup.id, keep.id, old.id, new.id])
+    merged_only = make_episode(fact_ids=[dup.id])
+    untouched = make_episode(fact_ids=[new.id])
+    await store.put_episodes([cites, merged_only, untouched])
+    gone_theme = make_theme(fact_ids=[dup.id, old.id], embedding=unit(0), invalidated_at=at(3))
+    await store.put_themes([gone_theme])
+    report = await consolidator(store, delete_mode="hard", max_facts=2).consolidate()
+    assert (report.facts_deduped, report.facts_decayed) == (1, 1)
+    assert [f.id for f in await store.find_facts()] == [keep.id, new.id]
+    episodes = await store.get_episodes([cites.id, merged_only.id, untouched.id])
+    assert episodes[cites.id].fact_ids == [keep.id, new.id]
+    assert episodes[merged_only.id].fact_ids == [keep.id]
+    assert episodes[untouched.id].fact_ids == [new.id]
+    assert await store.get_theme(gone_theme.id) is None  # it cited only deleted facts
+
+
 async def test_oldest_episodes_are_pruned_softly(store: Any) -> None:
     eps = [make_episode(started_at=at(days=i), ended_at=at(days=i)) for i in (3, 1, 2)]
     await store.put_episodes(eps)

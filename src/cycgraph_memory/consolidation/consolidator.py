@@ -36,7 +36,9 @@ deleted).
 
 **Themes.** A theme listing removed facts gets its ``fact_ids`` updated and its embedding
 recomputed as the normalised mean of its remaining facts' unit embeddings (``None`` when
-none has one); a theme left with no facts is invalidated (or deleted).
+none has one); a theme left with no facts is invalidated (or deleted). In hard mode,
+themes already soft-deleted and episodes stop citing the deleted facts too (an episode
+cites a merged fact's keeper instead).
 """
 
 from __future__ import annotations
@@ -329,6 +331,13 @@ class MemoryConsolidator:
         episodes_pruned = await self._prune_episodes(mutations, now)
         report_progress(progress, "consolidate", 4, 6, "themes")
         cleaned, themes_removed = await self._cascade_themes(removed, merged, mutations, now)
+        if self.delete_mode == "hard" and removed:
+            keeper_of = {
+                facts.ids[loser]: facts.ids[keeper]
+                for keeper, losers in groups.items()
+                for loser in losers
+            }
+            await self._cascade_episodes(removed, keeper_of, mutations)
         report = ConsolidationReport(
             facts_deduped=len(absorbed),
             facts_decayed=len(decayed),
@@ -582,12 +591,24 @@ class MemoryConsolidator:
         cleaned = 0
         gone = 0
         offset = 0
+        hard = self.delete_mode == "hard"
         while True:
-            page = await self.store.list_themes(limit=self.batch_size, offset=offset)
+            # Hard mode deletes the facts: a theme already soft-deleted must not keep
+            # citing them either (it is cleaned, not counted).
+            page = await self.store.list_themes(
+                limit=self.batch_size, offset=offset, include_invalidated=hard
+            )
             for theme in page:
                 if removed.isdisjoint(theme.fact_ids):
                     continue
                 left = [f for f in theme.fact_ids if f not in removed]
+                if theme.invalidated_at is not None:
+                    if left:
+                        mutations.append(Put(theme.model_copy(update={"fact_ids": left}),
+                                             "theme_updated"))
+                    else:
+                        mutations.append(Delete("theme", theme.id, "theme_removed"))
+                    continue
                 if not left:
                     gone += 1
                     if self.delete_mode == "hard":
@@ -608,6 +629,38 @@ class MemoryConsolidator:
                 break
             offset += self.batch_size
         return cleaned, gone
+
+    async def _cascade_episodes(
+        self,
+        removed: set[uuid.UUID],
+        keeper_of: Mapping[uuid.UUID, uuid.UUID],
+        mutations: list[Mutation],
+    ) -> None:
+        """Hard mode: episodes stop citing deleted facts (a merged one: its keeper).
+
+        No record may reference a record that no longer exists; an episode the pass
+        deletes itself is left alone.
+        """
+        deleted_episodes = {
+            m.id for m in mutations if isinstance(m, Delete) and m.kind == "episode"
+        }
+        offset = 0
+        while True:
+            page = await self.store.list_episodes(
+                limit=self.batch_size, offset=offset, include_invalidated=True
+            )
+            for episode in page:
+                if episode.id in deleted_episodes or removed.isdisjoint(episode.fact_ids):
+                    continue
+                kept = dict.fromkeys(
+                    r for f in episode.fact_ids if (r := keeper_of.get(f, f)) not in removed
+                )
+                mutations.append(
+                    Put(episode.model_copy(update={"fact_ids": list(kept)}), "episode_updated")
+                )
+            if len(page) < self.batch_size:
+                break
+            offset += self.batch_size
 
     async def _centroid(self, fact_ids: list[uuid.UUID]) -> list[float] | None:
         """Normalised mean of the unit embeddings of ``fact_ids`` (None without any)."""
