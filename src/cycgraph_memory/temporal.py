@@ -13,7 +13,13 @@ from typing import Any, Protocol, TypeVar
 
 from cycgraph_memory.errors import InvalidTypeError
 
-__all__ = ["TemporalRecord", "filter_valid", "is_changed_since", "is_valid_at"]
+__all__ = [
+    "TemporalRecord",
+    "filter_valid",
+    "is_changed_since",
+    "is_valid_at",
+    "windows_overlap",
+]
 
 
 class TemporalRecord(Protocol):
@@ -36,7 +42,29 @@ R = TypeVar("R", bound=TemporalRecord)
 
 
 def _utc(value: datetime) -> datetime:
+    if not isinstance(value, datetime):
+        raise InvalidTypeError(f"expected a datetime, got {type(value).__name__}")
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+class _Window(Protocol):
+    @property
+    def valid_from(self) -> datetime: ...
+
+    @property
+    def valid_until(self) -> datetime | None: ...
+
+
+def windows_overlap(a: _Window, b: _Window) -> bool:
+    """Return True when the windows ``[valid_from, valid_until)`` of two records share an instant.
+
+    Two edges (or facts) saying the same thing are duplicates only then: "worked at X
+    until March" and "works at X again since June" are two periods, not one.
+    """
+    a_until, b_until = a.valid_until, b.valid_until
+    return (b_until is None or _utc(a.valid_from) < _utc(b_until)) and (
+        a_until is None or _utc(b.valid_from) < _utc(a_until)
+    )
 
 
 def is_valid_at(record: TemporalRecord, at: datetime) -> bool:

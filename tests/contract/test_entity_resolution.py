@@ -129,6 +129,24 @@ async def test_soft_resolution_merges_remaps_and_drops(store: Any) -> None:
     )
 
 
+async def test_remapped_edges_of_disjoint_windows_both_stay(store: Any) -> None:
+    """Same source, target and relation, but two periods: not duplicates."""
+    alice = make_entity(name="Alice Smith", entity_type="person", created_at=at(0))
+    alice2 = make_entity(name="alice smith", entity_type="person", created_at=at(1))
+    acme = make_entity(name="Acme", entity_type="organization", created_at=at(0))
+    await store.put_entities([alice, alice2, acme])
+    past = make_relationship(alice2.id, acme.id, valid_from=at(0), valid_until=at(100))
+    now = make_relationship(alice.id, acme.id, valid_from=at(400))
+    overlapping = make_relationship(alice2.id, acme.id, valid_from=at(500))
+    await store.put_relationships([past, now, overlapping])
+    report = await EntityResolver(store, clock=clock).resolve()
+    assert report.relationships_dropped == 1
+    got = await store.get_relationships([past.id, now.id, overlapping.id])
+    assert got[past.id].invalidated_by is None and got[past.id].source_id == alice.id
+    assert got[now.id].invalidated_by is None
+    assert got[overlapping.id].invalidated_by == str(now.id)
+
+
 async def test_resolution_is_idempotent_and_plan_is_empty_after(store: Any) -> None:
     await seed(store)
     resolver = EntityResolver(store, clock=clock)

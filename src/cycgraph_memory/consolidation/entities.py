@@ -11,8 +11,9 @@ Per duplicate group the resolver
 * rewrites every fact's ``entity_ids`` (invalidated facts too, so no id dangles) with the
   losers replaced by the canonical, order kept, duplicates removed;
 * rewrites relationship endpoints; a live edge that becomes a self-loop, or duplicates a
-  live edge with the same ``(source, target, relation_type)``, is dropped (an edge that was
-  not remapped is kept in preference; then the older one);
+  live edge with the same ``(source, target, relation_type)`` and an overlapping validity
+  window, is dropped (an edge that was not remapped is kept in preference; then the older
+  one); edges of disjoint windows are two periods of the relation and both stay;
 * soft-deletes losers (``invalidated_at`` + ``superseded_by`` = canonical) or, in
   ``delete_mode="hard"``, deletes them after the edges and facts no longer point at them.
 
@@ -55,6 +56,7 @@ from cycgraph_memory.records import (
     SemanticFact,
     utc_now,
 )
+from cycgraph_memory.temporal import windows_overlap
 
 __all__ = ["EntityResolutionPlan", "EntityResolver"]
 
@@ -283,15 +285,18 @@ class EntityResolver:
                     continue
                 edges[rel.id] = state
             current.append((state, True))
-        best: dict[_EdgeKey, Relationship] = {}
+        best: dict[_EdgeKey, list[Relationship]] = {}
         ranked = sorted(
             (c for c in current if c[0].invalidated_by is None),
             key=lambda c: (c[1], c[0].valid_from, str(c[0].id)),
         )
         for state, changed in ranked:
             key = (state.source_id, state.target_id, state.relation_type)
-            kept = best.get(key)
-            if kept is None:
-                best[key] = state
+            kept = best.setdefault(key, [])
+            # A duplicate is an edge of the same key whose validity window overlaps a kept
+            # one: "worked at X in 2024" and "works at X since 2025" are two periods.
+            same = next((k for k in kept if windows_overlap(k, state)), None)
+            if same is None:
+                kept.append(state)
             elif changed:
-                dropped[state.id] = kept
+                dropped[state.id] = same

@@ -20,6 +20,7 @@ from typing import Any
 from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import Entity, Relationship, SemanticFact, utc_now
+from cycgraph_memory.temporal import windows_overlap
 
 __all__ = ["IngestResolution", "resolve_ingest_entities"]
 
@@ -106,35 +107,25 @@ async def resolve_ingest_entities(
         source = remap.get(rel.source_id, rel.source_id)
         target_id = remap.get(rel.target_id, rel.target_id)
         key = (source, target_id, rel.relation_type)
-        window = (rel.valid_from, rel.valid_until)
-        if source == target_id or any(_overlap(window, w) for w in seen.get(key, ())):
+        if source == target_id or any(windows_overlap(rel, w) for w in seen.get(key, ())):
             continue
-        seen.setdefault(key, []).append(window)
+        seen.setdefault(key, []).append(rel)
         if source != rel.source_id or target_id != rel.target_id:
             rel = rel.model_copy(update={"source_id": source, "target_id": target_id})
         out.relationships.append(rel)
     return out
 
 
-_Window = tuple[datetime, datetime | None]
-
-
-def _overlap(a: _Window, b: _Window) -> bool:
-    """Whether two ``[valid_from, valid_until)`` windows share an instant.
-
-    An edge repeats a stored one only while the stored one holds: "works at" said again
-    after a stored "no longer works at" closed the first edge is a new period of the
-    relation, not a duplicate.
-    """
-    return (b[1] is None or a[0] < b[1]) and (a[1] is None or b[0] < a[1])
-
-
 async def _stored_edges(
     store: MemoryStore,
     relationships: Sequence[Relationship],
     remap: dict[uuid.UUID, uuid.UUID],
-) -> dict[tuple[uuid.UUID, uuid.UUID, str], list[_Window]]:
-    """The validity windows of live stored edges that new ``relationships`` may repeat.
+) -> dict[tuple[uuid.UUID, uuid.UUID, str], list[Relationship]]:
+    """Live stored edges that new ``relationships`` may repeat, by triple.
+
+    An edge repeats a stored one only while the stored one holds (their windows overlap,
+    :func:`~cycgraph_memory.temporal.windows_overlap`): "works at" said again after a
+    stored "no longer works at" closed the first edge is a new period of the relation.
 
     Only an edge whose two endpoints resolved to stored entities can repeat a stored one.
     With ``find_relationships_between`` (both shipped stores) exactly those triples are
@@ -159,9 +150,7 @@ async def _stored_edges(
             return {}
         ends = sorted({e for s, t, _ in keys for e in (s, t)}, key=str)
         found = await edges_for(ends)
-    out: dict[tuple[uuid.UUID, uuid.UUID, str], list[_Window]] = {}
+    out: dict[tuple[uuid.UUID, uuid.UUID, str], list[Relationship]] = {}
     for r in found:
-        out.setdefault((r.source_id, r.target_id, r.relation_type), []).append(
-            (r.valid_from, r.valid_until)
-        )
+        out.setdefault((r.source_id, r.target_id, r.relation_type), []).append(r)
     return out
