@@ -147,6 +147,23 @@ async def test_decay_prunes_the_lowest_scores(store: Any) -> None:
     assert again == ConsolidationReport(mutation_log=[])
 
 
+async def test_duplicates_of_disjoint_windows_are_not_merged(store: Any) -> None:
+    """The same sentence valid in two separate periods is two facts (history kept)."""
+    closed = make_fact(content="Alice leads payments", embedding=unit(0),
+                       valid_from=at(days=1), valid_until=at(days=10))
+    reopened = make_fact(content="Alice leads payments", embedding=unit(0),
+                         valid_from=at(days=20))
+    restated = make_fact(content="Alice leads payments.", embedding=unit(0),
+                         valid_from=at(days=30))
+    await store.put_facts([closed, reopened, restated])
+    report = await consolidator(store).consolidate()
+    assert report.facts_deduped == 1
+    live = {f.id for f in await store.find_facts()}
+    assert live == {closed.id, restated.id}
+    gone = await store.get_fact(reopened.id)
+    assert gone is not None and gone.invalidated_by == str(restated.id)
+
+
 async def test_hard_mode_deletes(store: Any) -> None:
     a = make_fact(content="a", embedding=unit(0), valid_from=at(days=1))
     b = make_fact(content="b", embedding=unit(0), valid_from=at(days=2))

@@ -13,7 +13,9 @@ of seeded random-hyperplane LSH tables, chosen so a pair at the threshold is a c
 with probability >= 0.99 (see :mod:`~cycgraph_memory.consolidation.near_duplicates`);
 ``"auto"`` (default) is exact up to ``EXACT_MAX_ROWS`` (20,000) embedded facts and LSH
 above when its estimated cost is lower. Pairs at or above ``dedup_threshold`` (within
-1e-6; float32 products near the cut re-decided in float64) form a similarity graph.
+1e-6; float32 products near the cut re-decided in float64) whose validity windows
+overlap form a similarity graph (the same sentence valid in two separate periods is two
+facts, so a temporal query of the first period still finds it).
 Keepers are chosen greedily in priority order: facts tagged ``verified_tag`` first, then
 the most recent ``valid_from``, then the smallest id. Each fact not yet absorbed becomes a
 keeper and absorbs its not-yet-absorbed neighbours, so every absorbed fact is itself similar to its
@@ -144,6 +146,7 @@ class _Facts:
 
     ids: list[uuid.UUID]
     valid_from: NDArray[np.float64]
+    valid_until: NDArray[np.float64]  # inf when open
     last_access: NDArray[np.float64]  # nan when never accessed
     access: NDArray[np.int64]
     verified: NDArray[np.bool_]
@@ -359,6 +362,7 @@ class MemoryConsolidator:
         """Page through the eligible facts, keeping only columns and unit embeddings."""
         ids: list[uuid.UUID] = []
         valid_from: list[float] = []
+        valid_until: list[float] = []
         last_access: list[float] = []
         access: list[int] = []
         verified: list[bool] = []
@@ -372,6 +376,9 @@ class MemoryConsolidator:
                 i = len(ids)
                 ids.append(fact.id)
                 valid_from.append(fact.valid_from.timestamp())
+                valid_until.append(
+                    math.inf if fact.valid_until is None else fact.valid_until.timestamp()
+                )
                 last_access.append(
                     math.nan if fact.last_accessed_at is None
                     else fact.last_accessed_at.timestamp()
@@ -393,6 +400,7 @@ class MemoryConsolidator:
         return _Facts(
             ids=ids,
             valid_from=np.asarray(valid_from, dtype=np.float64),
+            valid_until=np.asarray(valid_until, dtype=np.float64),
             last_access=np.asarray(last_access, dtype=np.float64),
             access=np.asarray(access, dtype=np.int64),
             verified=np.asarray(verified, dtype=np.bool_),
@@ -434,9 +442,15 @@ class MemoryConsolidator:
     def _dedup_groups(self, facts: _Facts) -> dict[int, list[int]]:
         """Keeper fact index -> absorbed fact indexes (greedy, see the module docs)."""
         neighbours: dict[int, list[int]] = {}
+        start, end = facts.valid_from, facts.valid_until
         for a, b in self._pairs(facts.vectors):
             fa = facts.emb_rows[a]
             fb = facts.emb_rows[b]
+            # Duplicates must also hold at a common instant: the same sentence valid in
+            # 2024 and again from 2025 is two periods (a temporal query of 2024 needs
+            # the first), not one fact said twice.
+            same_time = (start[fa] < end[fb]) & (start[fb] < end[fa])
+            fa, fb = fa[same_time], fb[same_time]
             for x, y in zip(fa.tolist(), fb.tolist(), strict=True):
                 neighbours.setdefault(x, []).append(y)
                 neighbours.setdefault(y, []).append(x)
