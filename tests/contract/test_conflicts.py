@@ -81,7 +81,10 @@ async def test_negation_words_match_whole_words_only(store: Any) -> None:
 async def test_supersession_day_threshold(store: Any, facts: Any) -> None:
     await store.put_facts([facts["paris"], facts["rome"]])
     assert await ConflictDetector(store, supersession_day_threshold=10).detect_conflicts() == []
-    assert len(await ConflictDetector(store, supersession_day_threshold=4).detect_conflicts()) == 1
+    # Four days apart: the spec's "more than N days apart", so N = 4 is not a supersession.
+    assert await ConflictDetector(store, supersession_day_threshold=4).detect_conflicts() == []
+    detector = ConflictDetector(store, supersession_day_threshold=3.9)
+    assert len(await detector.detect_conflicts()) == 1
 
 
 async def test_quarantined_facts_are_ignored(store: Any, facts: Any) -> None:

@@ -12,7 +12,7 @@ Each pair gets at most one conflict, the first rule that matches, in this order:
    their word overlap is at least 0.5.
 2. ``supersession`` (0.9): the same (non-empty) set of entity ids, similar content (cosine
    >= ``embedding_threshold`` when both have embeddings, else word overlap >= 0.5), and
-   ``valid_from`` at least ``supersession_day_threshold`` days apart.
+   ``valid_from`` more than ``supersession_day_threshold`` days apart.
 3. ``semantic_contradiction`` (0.3-0.7): cosine >= ``embedding_threshold`` but word overlap
    below ``semantic_overlap_threshold``; confidence ``0.3 + 0.4 * min(1, shorter / 20)``
    where ``shorter`` is the word count of the shorter fact (short facts say little).
@@ -124,7 +124,8 @@ class ConflictDetector:
         embedding_threshold: Cosine similarity for "similar content".
         semantic_overlap_threshold: Word overlap below which similar facts contradict.
         policy: Default policy of :meth:`auto_resolve_all`.
-        supersession_day_threshold: Minimum days between two facts for supersession.
+        supersession_day_threshold: Two facts are a supersession only when more than this
+            many days apart.
         batch_size: Page size when loading facts.
     """
 
@@ -239,7 +240,7 @@ class ConflictDetector:
             a.entity_ids
             and set(a.entity_ids) == set(b.entity_ids)
             and similar
-            and days >= self.supersession_day_threshold
+            and days > self.supersession_day_threshold
         ):
             return Conflict(
                 fact_a=a, fact_b=b, type="supersession", confidence=_SUPERSESSION_CONFIDENCE
