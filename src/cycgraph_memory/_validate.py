@@ -23,7 +23,7 @@ Limits (all documented in the README's "Records" section):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -375,3 +375,37 @@ def string_list(values: Any, name: str) -> list[Any]:
         raise InvalidTypeError(
             f"{name} must be a list of strings, got {type(values).__name__}"
         ) from None
+
+
+def instance_of(value: object, model: type[M], name: str) -> M:
+    """``value`` itself when it is a ``model``; a mapping validated into one.
+
+    For the component entry points (``extract(episode)``, ``resolve_conflict(conflict)``)
+    that work on the caller's object in place: an instance is returned as is.
+
+    Raises:
+        InvalidTypeError: ``value`` is neither a ``model`` nor a mapping.
+        pydantic.ValidationError: The mapping is not a valid ``model``.
+    """
+    if isinstance(value, model):
+        return value
+    if isinstance(value, Mapping):
+        return model.model_validate(value)
+    raise InvalidTypeError(f"{name} must be a {model.__name__}, got {type(value).__name__}")
+
+
+def instances_of(values: object, model: type[M], name: str) -> list[M]:
+    """``values`` (an iterable of ``model``) as a list, each item as :func:`instance_of`.
+
+    Raises:
+        InvalidTypeError: ``values`` is not an iterable of records (``None``, a string, a
+            single record, a mapping), or an item is neither a ``model`` nor a mapping.
+        pydantic.ValidationError: A mapping item is not a valid ``model``.
+    """
+    if isinstance(values, str | bytes | bytearray | Mapping | BaseModel) or not isinstance(
+        values, Iterable
+    ):
+        raise InvalidTypeError(
+            f"{name} must be a list of {model.__name__}, got {type(values).__name__}"
+        )
+    return [instance_of(v, model, f"each of {name}") for v in values]

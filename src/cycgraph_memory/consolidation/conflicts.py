@@ -31,6 +31,7 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from cycgraph_memory._exclusive import exclusive_pass
+from cycgraph_memory._validate import instance_of, instances_of
 from cycgraph_memory.consolidation._common import (
     check_batch_size,
     check_unit_interval,
@@ -178,7 +179,11 @@ class ConflictDetector:
         compared).
         """
         with span("cycgraph.detect_conflicts", tenant=tenant_of(self.store)) as sp:
-            pool = list(facts) if facts is not None else await self._load(progress)
+            pool = (
+                instances_of(facts, SemanticFact, "facts")
+                if facts is not None
+                else await self._load(progress)
+            )
             conflicts = self._detect(pool, progress)
             sp.set(rows=len(pool), conflicts=len(conflicts))
         if self.auto_resolve_supersession:
@@ -291,7 +296,8 @@ class ConflictDetector:
         chosen = self.policy if policy is None else policy
         if chosen not in _POLICIES:
             raise InvalidInputError(f"unknown policy {chosen!r}; expected one of {_POLICIES}")
-        decisions = [(c, *self._decide(c, chosen)) for c in conflicts]
+        items = instances_of(conflicts, Conflict, "conflicts")
+        decisions = [(c, *self._decide(c, chosen)) for c in items]
         return await self._apply(decisions)
 
     async def resolve_conflict(
@@ -304,6 +310,7 @@ class ConflictDetector:
         """
         if action not in ("keep_a", "keep_b", "keep_both"):
             raise InvalidInputError(f"action must be keep_a, keep_b or keep_both, got {action!r}")
+        conflict = instance_of(conflict, Conflict, "conflict")
         if action == "keep_both":
             return ConflictResolutionDetail(conflict=conflict, action="keep_both", reason="manual")
         report = await self._apply([(conflict, action, "manual")])

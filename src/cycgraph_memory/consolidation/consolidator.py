@@ -58,6 +58,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
 from cycgraph_memory._exclusive import exclusive_pass
+from cycgraph_memory._validate import instance_of
 from cycgraph_memory.consolidation._common import (
     check_batch_size,
     check_delete_mode,
@@ -284,11 +285,7 @@ class MemoryConsolidator:
         Reads at most one record per threshold (``limit=1, offset=threshold``); writes
         nothing.
         """
-        t = (
-            thresholds
-            if isinstance(thresholds, ConsolidationThresholds)
-            else ConsolidationThresholds.model_validate(dict(thresholds))
-        )
+        t = instance_of(thresholds, ConsolidationThresholds, "thresholds")
         # Quarantined facts are outside consolidation: they neither count nor trigger it.
         if t.facts is not None and await store.find_facts(
             limit=1, offset=t.facts, exclude_tags=[QUARANTINE_TAG]

@@ -54,6 +54,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
+from cycgraph_memory._validate import instances_of
 from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInputError
 from cycgraph_memory.records import Provenance, SemanticFact, Theme, new_id, utc_now
 
@@ -274,7 +275,10 @@ class _GreedyClusterer:
             EmbeddingDimensionMismatchError: If embeddings of different lengths are mixed.
             InvalidInputError: If two existing themes share an id.
         """
-        result = self._run(list(facts), list(existing_themes or []))
+        result = self._run(
+            instances_of(facts, SemanticFact, "facts"),
+            instances_of(existing_themes or [], Theme, "existing_themes"),
+        )
         self._last_merges = dict(result.merged_into)
         return result
 

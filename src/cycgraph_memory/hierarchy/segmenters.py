@@ -40,7 +40,9 @@ from datetime import datetime, timedelta
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from cycgraph_memory._validate import instances_of
 from cycgraph_memory.contracts import EmbeddingProvider
+from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.records import Episode, Message, Provenance, utc_now
 
 __all__ = [
@@ -194,8 +196,13 @@ class SimpleEpisodeSegmenter:
 
         Returns:
             The episodes covering every message (``[]`` for no messages).
+
+        Raises:
+            InvalidTypeError: ``messages`` is not a list of messages (mappings are
+                validated into messages).
+            InvalidInputError: The embedder returned a wrong number of vectors.
         """
-        ordered = sorted(messages, key=lambda m: m.timestamp)
+        ordered = sorted(instances_of(messages, Message, "messages"), key=lambda m: m.timestamp)
         if not ordered:
             return []
         threshold = timedelta(milliseconds=self._options.gap_threshold_ms)
@@ -220,6 +227,11 @@ class SimpleEpisodeSegmenter:
             missing = [m for m in ordered if m.id not in out]
             if missing:
                 embedded = await self._embedder.embed([m.content for m in missing])
+                if len(embedded) != len(missing):
+                    raise InvalidInputError(
+                        f"the embedder returned {len(embedded)} vectors for "
+                        f"{len(missing)} messages"
+                    )
                 out.update({m.id: v for m, v in zip(missing, embedded, strict=True)})
         return out
 

@@ -48,7 +48,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from cycgraph_memory._validate import string_list
+from cycgraph_memory._validate import instance_of, string_list
 from cycgraph_memory.contracts import LLMProvider, SemanticExtractor
 from cycgraph_memory.errors import (
     InvalidInputError,
@@ -313,7 +313,11 @@ class LLMExtractor:
         Sets ``episode.fact_ids`` (persist the episode afterwards). Never raises because of
         the provider: every LLM-path failure falls back to the fallback extractor, whose
         own errors do propagate.
+
+        Raises:
+            InvalidTypeError: ``episode`` is not an episode.
         """
+        episode = instance_of(episode, Episode, "episode")
         self._bump(episodes=1)
         if not self._admit():
             self._bump(skipped_by_breaker=1)

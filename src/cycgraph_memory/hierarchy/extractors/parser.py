@@ -61,6 +61,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cycgraph_memory._validate import instance_of, instances_of
 from cycgraph_memory.contracts import SemanticExtractor
 from cycgraph_memory.errors import InvalidTypeError, MissingExtraError
 from cycgraph_memory.hierarchy.extractors import _lexicon as lex
@@ -345,10 +346,13 @@ class ParserExtractor:
         Returns:
             The extracted records, all with derived provenance and deterministic ids.
         """
-        return await asyncio.to_thread(self.extract_sync, episode)
+        return await asyncio.to_thread(
+            self.extract_sync, instance_of(episode, Episode, "episode")
+        )
 
     def extract_sync(self, episode: Episode) -> ExtractionResult:
         """Blocking twin of :meth:`extract` (for scripts and worker pools)."""
+        episode = instance_of(episode, Episode, "episode")
         turns = turns_of(episode, self._options.roles)
         state = self._analyze(turns)
         return build_result(
@@ -368,7 +372,7 @@ class ParserExtractor:
         split over a pool of worker processes (started on first use, each loading the
         pipeline once; :meth:`close` stops them); otherwise it runs in a worker thread.
         """
-        episodes = list(episodes)
+        episodes = instances_of(episodes, Episode, "episodes")
         messages = sum(len(e.messages) for e in episodes)
         if (
             self._options.processes > 1

@@ -51,7 +51,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cycgraph_memory._validate import string_list
+from cycgraph_memory._validate import instance_of, string_list
 from cycgraph_memory.hierarchy.extractors._chat_graph import chat_edges
 from cycgraph_memory.hierarchy.extractors._conversation import (
     FIRST_PERSON,
@@ -510,6 +510,7 @@ class RuleBasedExtractor:
         Returns:
             The extracted records, all with derived provenance and deterministic ids.
         """
+        episode = instance_of(episode, Episode, "episode")
         turns = turns_of(episode, self._options.roles)
         if sum(len(t.text) for t in turns) > OFFLOAD_CHARS:
             # A long episode (a pasted log) is analysed in a worker thread so one ingest

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime
 
+from cycgraph_memory._validate import instance_of
 from cycgraph_memory.records import Episode, ExtractionResult, Provenance, SemanticFact, utc_now
 
 __all__ = ["FACT_ID_NAMESPACE", "SimpleSemanticExtractor", "derived_provenance", "fact_id_for"]
@@ -87,6 +88,7 @@ class SimpleSemanticExtractor:
         Returns:
             An ``ExtractionResult`` with zero or one fact and no entities or relationships.
         """
+        episode = instance_of(episode, Episode, "episode")
         topic = episode.topic.strip()
         facts: list[SemanticFact] = []
         if topic:
