@@ -33,7 +33,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from alembic import op
+import sqlalchemy as sa
+from alembic import context, op
 
 revision: str = "0015"
 down_revision: str | None = "0014"
@@ -58,8 +59,29 @@ def new_name(table: str, column: str) -> str:
     return f"ix_{table}_tenant_id_{column}_gin"
 
 
+BTREE_GIN_KEY = "btree_gin_extension"
+"""``schema_metadata`` key: ``created`` when this revision installed ``btree_gin``, else
+``preexisting`` (then the downgrade leaves the extension in place)."""
+
+
 def upgrade() -> None:
+    # Remember whether this revision installs btree_gin: the downgrade removes only what
+    # it created (as revision 0001 does for pgvector).
+    offline = context.is_offline_mode()
+    preexisting = not offline and (
+        op.get_bind()
+        .execute(sa.text("SELECT 1 FROM pg_extension WHERE extname = 'btree_gin'"))
+        .first()
+        is not None
+    )
     op.execute("CREATE EXTENSION IF NOT EXISTS btree_gin")
+    if not offline:
+        op.execute(
+            sa.text(
+                "INSERT INTO schema_metadata (key, value) VALUES (:k, :v) "
+                "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+            ).bindparams(k=BTREE_GIN_KEY, v="preexisting" if preexisting else "created")
+        )
     for table, column, old, options in INDEXES:
         op.execute(
             f"CREATE INDEX IF NOT EXISTS {new_name(table, column)} ON {table} "
@@ -69,6 +91,30 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    """Restore the single-column indexes; drop ``btree_gin`` only if this revision made it.
+
+    A database upgraded before the origin was recorded keeps the extension (it cannot
+    tell), and so does one where anything else uses it.
+    """
     for table, column, old, options in INDEXES:
         op.execute(f"CREATE INDEX IF NOT EXISTS {old} ON {table} USING gin ({column}){options}")
         op.execute(f"DROP INDEX IF EXISTS {new_name(table, column)}")
+    if context.is_offline_mode():
+        return
+    bind = op.get_bind()
+    origin = bind.execute(
+        sa.text("DELETE FROM schema_metadata WHERE key = :k RETURNING value"),
+        {"k": BTREE_GIN_KEY},
+    ).scalar()
+    if origin != "created":
+        return
+    from sqlalchemy.exc import DBAPIError
+
+    from cycgraph_memory.postgres._errors import sqlstate_of
+
+    try:
+        with bind.begin_nested():
+            bind.execute(sa.text("DROP EXTENSION IF EXISTS btree_gin"))
+    except DBAPIError as exc:
+        if sqlstate_of(exc) != "2BP01":  # dependent_objects_still_exist
+            raise

@@ -58,11 +58,12 @@ async def test_downgrade_keeps_an_extension_it_did_not_create(pg_databases: Any)
     try:
         async with engine.begin() as conn:
             await conn.execute(text("CREATE EXTENSION vector"))
+            await conn.execute(text("CREATE EXTENSION btree_gin"))
         await upgrade(engine, embedding_dim=8)
         await downgrade(engine)
         assert await _tables(engine) == set()
         assert await _scalar(engine, "SELECT count(*) FROM pg_extension "
-                                     "WHERE extname = 'vector'") == 1
+                                     "WHERE extname IN ('vector', 'btree_gin')") == 2
     finally:
         await engine.dispose()
 

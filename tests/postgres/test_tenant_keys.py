@@ -88,6 +88,20 @@ async def test_every_key_of_a_tenant_table_leads_with_tenant_id(pg_engine: Any) 
     assert checked >= len(tenant_tables)
 
 
+async def test_the_citus_steps_distribute_every_tenant_table(pg_engine: Any) -> None:
+    """docs/scaling.md lists one ``create_distributed_table`` per tenant table."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[2] / "docs" / "scaling.md").read_text(encoding="utf-8")
+    distributed = set(re.findall(r"create_distributed_table\('(\w+)', 'tenant_id'", doc))
+    referenced = set(re.findall(r"create_reference_table\('(\w+)'\)", doc))
+    async with pg_engine.connect() as conn:
+        tables = {r[0]: r[1] for r in await conn.execute(_TABLES)}
+    assert distributed == {t for t, has in tables.items() if has}
+    assert referenced == REFERENCE_TABLES - {"alembic_version"}
+
+
 def test_advisory_lock_key_leads_with_the_tenant() -> None:
     from cycgraph_memory.postgres._base import advisory_lock_key
 
