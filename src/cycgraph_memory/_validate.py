@@ -40,7 +40,10 @@ __all__ = [
     "MAX_JSON_INT",
     "MAX_TEXT_LENGTH",
     "MIN_JSON_INT",
+    "check_bool",
+    "check_dimensions",
     "check_json_object",
+    "check_logger",
     "check_query_vector",
     "check_text",
     "embedding_in_range",
@@ -409,3 +412,53 @@ def instances_of(values: object, model: type[M], name: str) -> list[M]:
             f"{name} must be a list of {model.__name__}, got {type(values).__name__}"
         )
     return [instance_of(v, model, f"each of {name}") for v in values]
+
+
+def check_bool(value: object, name: str) -> bool:
+    """``value`` when it is a real ``bool``.
+
+    ``bool("no")`` is ``True``, so a flag given as a string (or a number) would silently
+    mean the opposite of what the caller wrote; it is refused instead.
+
+    Raises:
+        InvalidTypeError: ``value`` is not ``True`` or ``False``.
+    """
+    if not isinstance(value, bool):
+        raise InvalidTypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+_LOGGER_METHODS = ("debug", "info", "warning")
+
+
+def check_logger(value: object, default: Any, name: str = "logger") -> Any:
+    """``value`` (or ``default`` when it is ``None``) once it has the logging methods used.
+
+    Components log after their writes commit; a logger without ``debug`` / ``info`` /
+    ``warning`` would raise there, after the store changed, so it is refused up front.
+
+    Raises:
+        InvalidTypeError: ``value`` lacks a callable ``debug``, ``info`` or ``warning``.
+    """
+    if value is None:
+        return default
+    missing = [m for m in _LOGGER_METHODS if not callable(getattr(value, m, None))]
+    if missing:
+        raise InvalidTypeError(
+            f"{name} must be a logging.Logger (or have callable {', '.join(_LOGGER_METHODS)}); "
+            f"{type(value).__name__} has no {', '.join(missing)}"
+        )
+    return value
+
+
+def check_dimensions(value: object, name: str = "expected_dimensions") -> int | None:
+    """``value`` when it is ``None`` or an ``int`` >= 1 (a ``bool`` is not a dimension count).
+
+    Raises:
+        InvalidInputError: Anything else (``0``, ``-3``, ``True``, ``"384"``, ``3.0``).
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInputError(f"{name} must be a positive integer or None, got {value!r}")
+    return value

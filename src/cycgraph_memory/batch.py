@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeVar
 
+from cycgraph_memory.errors import InvalidTypeError
+
 __all__ = ["batch_get_fallback"]
 
 K = TypeVar("K")
@@ -24,9 +26,19 @@ async def batch_get_fallback(
     ids are fetched once. At most ``concurrency`` calls run at the same time, so a large
     batch never floods a connection pool; production backends should implement batch
     getters natively (``WHERE id = ANY(:ids)``).
+
+    Raises:
+        InvalidTypeError: ``ids`` is not an iterable of ids (``None``, a single string),
+            ``get_single`` is not callable, or ``concurrency`` is not an int >= 1.
     """
+    if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
+        raise InvalidTypeError(f"ids must be an iterable of ids, got {type(ids).__name__}")
+    if not callable(get_single):
+        raise InvalidTypeError(f"get_single must be callable, got {type(get_single).__name__}")
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise InvalidTypeError(f"concurrency must be an int >= 1, got {concurrency!r}")
     unique = list(dict.fromkeys(ids))
-    gate = asyncio.Semaphore(max(1, concurrency))
+    gate = asyncio.Semaphore(concurrency)
 
     async def one(key: K) -> tuple[K, V | None]:
         async with gate:

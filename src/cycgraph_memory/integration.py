@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from cycgraph_memory._validate import validate_record
+from cycgraph_memory._validate import string_list, validate_record
 from cycgraph_memory.contracts import EmbeddingProvider, MemoryIndex, MemoryStore
 from cycgraph_memory.errors import (
     EmbeddingDimensionMismatchError,
@@ -68,6 +68,15 @@ _FACT_KEYS = frozenset(
     {"content", "tags", "provenance", "entity_ids", "source_episode_ids", "valid_from",
      "embedding"}
 )
+
+
+def _mapping(value: object, name: str) -> Mapping[str, Any]:
+    """``value`` as a mapping (``None`` is empty); anything else is a typed error."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidTypeError(f"{name} must be a mapping, got {type(value).__name__}")
+    return value
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -119,7 +128,11 @@ def memory_retriever(
         ``{"facts": [{id, content, valid_from, tags}], "entities": [{id, name, type}],
         "themes": [{id, label}]}``.
     """
-    if not isinstance(default_max_facts, int) or not 1 <= default_max_facts <= 100:
+    if (
+        isinstance(default_max_facts, bool)
+        or not isinstance(default_max_facts, int)
+        or not 1 <= default_max_facts <= 100
+    ):
         raise InvalidInputError(f"default_max_facts must be 1-100, got {default_max_facts!r}")
 
     retrieval_options = options
@@ -127,12 +140,17 @@ def memory_retriever(
     async def retrieve(
         query: Mapping[str, Any] | None = None, options: Mapping[str, Any] | None = None
     ) -> dict[str, list[dict[str, Any]]]:
-        q = dict(query or {})
-        extra = dict(options or {})
+        q = dict(_mapping(query, "query"))
+        extra = dict(_mapping(options, "options"))
         unknown = set(q) - _QUERY_KEYS
         if unknown:
             raise InvalidInputError(f"unknown memory query keys: {sorted(unknown)}")
-        max_facts = q.pop("max_facts", None) or extra.get("max_facts") or default_max_facts
+        # ``is None`` (not ``or``): max_facts=0 is refused by the query model, not replaced.
+        max_facts = q.pop("max_facts", None)
+        if max_facts is None:
+            max_facts = extra.get("max_facts")
+        if max_facts is None:
+            max_facts = default_max_facts
         if not (q.get("text") or q.get("tags") or q.get("entity_ids")) and extra.get("goal"):
             q["text"] = extra["goal"]
         memory_query = MemoryQuery.model_validate({**q, "limit": max_facts})
@@ -186,15 +204,17 @@ def _to_fact(raw: SemanticFact | Mapping[str, Any], now: datetime) -> SemanticFa
     unknown = set(raw) - _FACT_KEYS
     if unknown:
         raise InvalidInputError(f"unknown reflection fact keys: {sorted(unknown)}")
-    prov = dict(raw.get("provenance") or {})
+    prov = dict(_mapping(raw.get("provenance"), "provenance"))
     prov.setdefault("source", "agent")
     prov.setdefault("created_at", now)
     return SemanticFact(
         id=uuid.uuid4(),
         content=raw.get("content"),
-        tags=list(raw.get("tags") or []),
-        entity_ids=list(raw.get("entity_ids") or []),
-        source_episode_ids=list(raw.get("source_episode_ids") or []),
+        tags=string_list(raw.get("tags") or [], "tags"),
+        entity_ids=string_list(raw.get("entity_ids") or [], "entity_ids"),
+        source_episode_ids=string_list(
+            raw.get("source_episode_ids") or [], "source_episode_ids"
+        ),
         embedding=raw.get("embedding"),
         provenance=Provenance.model_validate(prov),
         valid_from=raw.get("valid_from") or now,
@@ -268,9 +288,11 @@ def memory_writer(
     ) -> dict[str, list[str]]:
         if isinstance(facts, Mapping | str | SemanticFact):
             raise InvalidTypeError("expected a list of facts, got a single value")
+        if not isinstance(facts, Iterable):
+            raise InvalidTypeError(f"expected a list of facts, got {type(facts).__name__}")
+        key = _mapping(options, "options").get("idempotency_key")
         now = clock()
         records = [_to_fact(f, now) for f in facts]
-        key = (options or {}).get("idempotency_key")
         if key is not None and (not isinstance(key, str) or not key):
             raise InvalidInputError("idempotency_key must be a non-empty string")
         if key is None:

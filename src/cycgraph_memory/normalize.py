@@ -6,6 +6,8 @@ import re
 import unicodedata
 from functools import lru_cache
 
+from cycgraph_memory.errors import InvalidTypeError
+
 __all__ = ["normalize_entity_name"]
 
 _LEADING_ARTICLE = re.compile(r"^(?:the|a|an)\s+")
@@ -35,7 +37,12 @@ def normalize_entity_name(name: str) -> str:
     ``"A.I. Labs"`` -> ``"ai labs"``, ``"The A-Team"`` and ``"A-Team"`` -> ``"ateam"``.
     The answers for the most recent 65,536 distinct short names are remembered
     (extraction asks for the same names many times per episode).
+
+    Raises:
+        InvalidTypeError: ``name`` is not a string.
     """
     if type(name) is str and len(name) <= 256:
         return _normalized(name)
+    if not isinstance(name, str):
+        raise InvalidTypeError(f"an entity name is a string, got {type(name).__name__}")
     return _normalized.__wrapped__(name)

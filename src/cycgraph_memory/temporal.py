@@ -55,32 +55,61 @@ class _Window(Protocol):
     def valid_until(self) -> datetime | None: ...
 
 
+def _from(record: object) -> datetime:
+    """``record.valid_from`` as an aware datetime; a record without one is a typed error."""
+    value = getattr(record, "valid_from", None)
+    if value is None:
+        raise InvalidTypeError(
+            f"expected a record with valid_from (a fact or relationship), got "
+            f"{type(record).__name__}"
+        )
+    return _utc(value)
+
+
+def _until(record: object) -> datetime | None:
+    """``record.valid_until`` (``None`` when the record has no such field: open-ended)."""
+    value = getattr(record, "valid_until", None)
+    return None if value is None else _utc(value)
+
+
 def windows_overlap(a: _Window, b: _Window) -> bool:
     """Return True when the windows ``[valid_from, valid_until)`` of two records share an instant.
 
     Two edges (or facts) saying the same thing are duplicates only then: "worked at X
     until March" and "works at X again since June" are two periods, not one.
+
+    Raises:
+        InvalidTypeError: A record has no ``valid_from`` or a bound is not a datetime.
     """
-    a_until, b_until = a.valid_until, b.valid_until
-    return (b_until is None or _utc(a.valid_from) < _utc(b_until)) and (
-        a_until is None or _utc(b.valid_from) < _utc(a_until)
-    )
+    a_from, b_from = _from(a), _from(b)
+    a_until, b_until = _until(a), _until(b)
+    return (b_until is None or a_from < b_until) and (a_until is None or b_from < a_until)
 
 
 def is_valid_at(record: TemporalRecord, at: datetime) -> bool:
-    """Return True when ``at`` lies in the half-open window ``[valid_from, valid_until)``."""
+    """Return True when ``at`` lies in the half-open window ``[valid_from, valid_until)``.
+
+    Raises:
+        InvalidTypeError: ``record`` has no ``valid_from`` or ``at`` is not a datetime.
+    """
     at = _utc(at)
-    if _utc(record.valid_from) > at:
+    if _from(record) > at:
         return False
-    return record.valid_until is None or at < _utc(record.valid_until)
+    until = _until(record)
+    return until is None or at < until
 
 
 def is_changed_since(record: TemporalRecord, since: datetime) -> bool:
-    """Return True when the record started or ended strictly after ``since``."""
+    """Return True when the record started or ended strictly after ``since``.
+
+    Raises:
+        InvalidTypeError: ``record`` has no ``valid_from`` or ``since`` is not a datetime.
+    """
     since = _utc(since)
-    if _utc(record.valid_from) > since:
+    if _from(record) > since:
         return True
-    return record.valid_until is not None and _utc(record.valid_until) > since
+    until = _until(record)
+    return until is not None and until > since
 
 
 def filter_valid(
@@ -103,17 +132,42 @@ def filter_valid(
         changed_since: Keep only records that started or ended after this instant.
         include_invalidated: Keep records whose ``invalidated_by`` is set (default drops
             them).
+
+    A record without ``valid_until`` or ``invalidated_by`` counts as open-ended and live.
+
+    Raises:
+        InvalidTypeError: ``records`` is not an iterable of records (or an item has no
+            ``valid_from``), ``options`` is not a mapping or has unknown keys,
+            ``valid_at`` / ``changed_since`` is not a datetime, or ``include_invalidated``
+            is not a bool.
     """
-    if options:
+    if options is not None:
+        if not isinstance(options, Mapping):
+            raise InvalidTypeError(
+                f"filter_valid options must be a mapping, got {type(options).__name__}"
+            )
         unknown = set(options) - {"valid_at", "changed_since", "include_invalidated"}
         if unknown:
             raise InvalidTypeError(f"unknown filter_valid options: {sorted(unknown)}")
         valid_at = options.get("valid_at", valid_at)
         changed_since = options.get("changed_since", changed_since)
-        include_invalidated = bool(options.get("include_invalidated", include_invalidated))
+        include_invalidated = options.get("include_invalidated", include_invalidated)
+    if not isinstance(include_invalidated, bool):
+        raise InvalidTypeError(
+            f"include_invalidated must be True or False, got {include_invalidated!r}"
+        )
+    if valid_at is not None:
+        valid_at = _utc(valid_at)
+    if changed_since is not None:
+        changed_since = _utc(changed_since)
+    if isinstance(records, str | bytes | Mapping) or not isinstance(records, Iterable):
+        raise InvalidTypeError(
+            f"filter_valid expects an iterable of records, got {type(records).__name__}"
+        )
     out: list[R] = []
     for record in records:
-        if not include_invalidated and record.invalidated_by is not None:
+        _from(record)  # a record without valid_from is refused whatever the options
+        if not include_invalidated and getattr(record, "invalidated_by", None) is not None:
             continue
         if valid_at is not None and not is_valid_at(record, valid_at):
             continue

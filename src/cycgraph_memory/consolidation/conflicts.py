@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from cycgraph_memory._exclusive import exclusive_pass
-from cycgraph_memory._validate import instance_of, instances_of
+from cycgraph_memory._validate import check_bool, instance_of, instances_of
 from cycgraph_memory.consolidation._common import (
     check_batch_size,
     check_unit_interval,
@@ -153,7 +153,9 @@ class ConflictDetector:
             raise InvalidInputError("supersession_day_threshold must be a number >= 0")
         self.store = store
         self.index = index
-        self.auto_resolve_supersession = bool(auto_resolve_supersession)
+        self.auto_resolve_supersession = check_bool(
+            auto_resolve_supersession, "auto_resolve_supersession"
+        )
         self.embedding_threshold = check_unit_interval("embedding_threshold", embedding_threshold)
         self.semantic_overlap_threshold = check_unit_interval(
             "semantic_overlap_threshold", semantic_overlap_threshold

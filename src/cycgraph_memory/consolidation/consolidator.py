@@ -58,7 +58,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
 from cycgraph_memory._exclusive import exclusive_pass
-from cycgraph_memory._validate import instance_of
+from cycgraph_memory._validate import check_logger, instance_of
 from cycgraph_memory.consolidation._common import (
     check_batch_size,
     check_delete_mode,
@@ -225,7 +225,7 @@ class MemoryConsolidator:
         self.dedup_threshold = check_unit_interval("dedup_threshold", dedup_threshold)
         self.delete_mode = check_delete_mode(delete_mode)
         self.debug = debug
-        self.logger = logger or _log
+        self.logger = check_logger(logger, _log)
         self.batch_size = check_batch_size(batch_size)
         self.verified_tag = verified_tag
         self.candidate_tag = candidate_tag

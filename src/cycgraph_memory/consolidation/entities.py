@@ -31,6 +31,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from cycgraph_memory._exclusive import exclusive_pass
+from cycgraph_memory._validate import check_logger
 from cycgraph_memory.consolidation._common import (
     check_batch_size,
     check_delete_mode,
@@ -115,7 +116,7 @@ class EntityResolver:
         self.store = store
         self.delete_mode = check_delete_mode(delete_mode)
         self.batch_size = check_batch_size(batch_size)
-        self.logger = logger or _log
+        self.logger = check_logger(logger, _log)
         self.index = index
         self.clock = clock or utc_now
 

@@ -25,9 +25,9 @@ from numpy.typing import NDArray
 
 from cycgraph_memory._ids import parse_id
 from cycgraph_memory._options import coerce_options
-from cycgraph_memory._validate import query_vector_array, query_vectors_array
+from cycgraph_memory._validate import check_dimensions, query_vector_array, query_vectors_array
 from cycgraph_memory.contracts import MemoryStore
-from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
+from cycgraph_memory.errors import InvalidTypeError
 from cycgraph_memory.inmemory._common import (
     SCORE_FLOOR_TOLERANCE,
     check_dimension,
@@ -259,9 +259,7 @@ class InMemoryMemoryIndex(MessageAndTextSearch):
     def __init__(
         self, expected_dimensions: int | None = None, silence_scale_warning: bool = False
     ) -> None:
-        if expected_dimensions is not None and expected_dimensions < 1:
-            raise InvalidInputError("expected_dimensions must be a positive integer")
-        self._expected_dimensions = expected_dimensions
+        self._expected_dimensions = check_dimensions(expected_dimensions)
         self._silence = silence_scale_warning
         self._warned = False
         self._dim: int | None = expected_dimensions

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from cycgraph_memory._ids import parse_id, parse_ids
 from cycgraph_memory._options import coerce_options
-from cycgraph_memory._validate import normalize_ts
+from cycgraph_memory._validate import check_dimensions, normalize_ts
 from cycgraph_memory.errors import (
     DanglingReferenceError,
     DuplicateRecordError,
@@ -131,9 +131,7 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
     """
 
     def __init__(self, *, expected_dimensions: int | None = None) -> None:
-        if expected_dimensions is not None and expected_dimensions < 1:
-            raise InvalidInputError("expected_dimensions must be a positive integer")
-        self._expected_dimensions = expected_dimensions
+        self._expected_dimensions = check_dimensions(expected_dimensions)
         # Every change to these dicts inside a unit of work is journaled (see _journal).
         self._journal = Journal()
         j = self._journal

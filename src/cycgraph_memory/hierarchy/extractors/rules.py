@@ -52,6 +52,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from cycgraph_memory._validate import instance_of, string_list
+from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.hierarchy.extractors._chat_graph import chat_edges
 from cycgraph_memory.hierarchy.extractors._conversation import (
     FIRST_PERSON,
@@ -215,12 +216,35 @@ def _compile_custom(
     if isinstance(patterns, re.Pattern):
         patterns = [patterns]
     for item in string_list(patterns or (), "entity_patterns"):
-        entity_type = "concept"
+        entity_type: object = "concept"
         if isinstance(item, tuple):
+            if len(item) != 2:
+                raise InvalidTypeError(
+                    f"an entity pattern tuple is (pattern, entity_type), got {item!r}"
+                )
             item, entity_type = item
-        compiled = item if isinstance(item, re.Pattern) else re.compile(item)
+        if not isinstance(entity_type, str) or not entity_type.strip():
+            raise InvalidTypeError(f"entity_type must be a non-empty string, got {entity_type!r}")
+        if isinstance(item, re.Pattern):
+            compiled = item
+        elif isinstance(item, str):
+            try:
+                compiled = re.compile(item)
+            except re.error as exc:
+                raise InvalidInputError(f"invalid entity pattern {item!r}: {exc}") from None
+        else:
+            raise InvalidTypeError(
+                f"an entity pattern is a string, a compiled pattern or a (pattern, type) "
+                f"tuple, got {type(item).__name__}"
+            )
+        if not isinstance(compiled.pattern, str):
+            raise InvalidTypeError(
+                f"entity pattern {compiled.pattern!r} must match text, not bytes"
+            )
         if compiled.match("") is not None:
-            raise ValueError(f"entity pattern {compiled.pattern!r} matches the empty string")
+            raise InvalidInputError(
+                f"entity pattern {compiled.pattern!r} matches the empty string"
+            )
         out.append((compiled, entity_type))
     return out
 
@@ -248,8 +272,9 @@ class RuleBasedExtractor:
 
     Raises:
         pydantic.ValidationError: For invalid option values.
-        ValueError: For an entity pattern that matches the empty string.
-        re.error: For an invalid entity pattern.
+        InvalidInputError: For an entity pattern that does not compile or matches the
+            empty string, or a relationship verb with no words.
+        InvalidTypeError: For an entity pattern, entity type or verb of the wrong type.
     """
 
     def __init__(
@@ -269,10 +294,14 @@ class RuleBasedExtractor:
         self._custom = _compile_custom(entity_patterns)
         custom_relations: dict[str, tuple[str, ...]] = {}
         for verb in string_list(relationship_verbs or (), "relationship_verbs"):
+            if not isinstance(verb, str):
+                raise InvalidTypeError(
+                    f"a relationship verb is a string, got {type(verb).__name__}"
+                )
             phrase, _, name = verb.partition("=")
             canonical = canonical_relation(name or phrase)
             if not phrase.strip() or not canonical:
-                raise ValueError(f"invalid relationship verb {verb!r}")
+                raise InvalidInputError(f"invalid relationship verb {verb!r}")
             custom_relations.setdefault(canonical, ())
             custom_relations[canonical] += (phrase.strip(),)
         self._patterns: list[RelationPattern] = build_patterns(
@@ -496,7 +525,12 @@ class RuleBasedExtractor:
 
         Returns:
             One ``ExtractedEntity`` per merged entity, in order of first mention.
+
+        Raises:
+            InvalidTypeError: ``text`` is not a string.
         """
+        if not isinstance(text, str):
+            raise InvalidTypeError(f"text must be a string, got {type(text).__name__}")
         analysis = self._analyze([Turn(uuid.UUID(int=0), text, "", None, False)], speakers=False)
         ordered = sorted(analysis.entities.values(), key=lambda a: a.order)
         return [ExtractedEntity(name=a.name, type=a.type) for a in ordered]
