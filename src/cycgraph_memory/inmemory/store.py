@@ -437,13 +437,27 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
 
         Invalidated episodes count too (like every ``get_*``).
         """
+        return self._messages(ids, live=False)
+
+    async def get_live_messages(
+        self, ids: Iterable[uuid.UUID | str]
+    ) -> dict[uuid.UUID, Message]:
+        """:meth:`get_messages` without the messages of invalidated episodes.
+
+        A message kept by at least one live episode is returned. Retrieval reads the turns
+        behind the served facts with it, so a soft-deleted episode's turns stay out of a
+        result unless the query includes invalidated records.
+        """
+        return self._messages(ids, live=True)
+
+    def _messages(self, ids: Iterable[uuid.UUID | str], *, live: bool) -> dict[uuid.UUID, Message]:
         found: dict[uuid.UUID, Message] = {}
         for message_id in dict.fromkeys(parse_ids(ids)):
             # Candidate episodes from the message -> episodes map (entries may be stale
             # after a delete or a replace, so each is checked).
             for episode_id in sorted(self._message_homes.get(message_id, ()), key=str):
                 episode = self._episodes.get(episode_id)
-                if episode is None:
+                if episode is None or (live and episode.invalidated_at is not None):
                     continue
                 message = next((m for m in episode.messages if m.id == message_id), None)
                 if message is None:

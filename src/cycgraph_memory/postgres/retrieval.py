@@ -1,9 +1,10 @@
 """Retrieval-side SQL of :class:`~cycgraph_memory.postgres.PostgresMemoryStore`.
 
 A mixin so the store module stays small: the batched reads used by retrieval
-(``get_relationships_for_entities``, ``get_facts_for_entities``), the native subgraph
-(``extract_subgraph_native``: the whole BFS in one recursive CTE) and the idempotent
-fact write used by ``memory_writer`` (``put_facts_once``, backed by ``writer_keys``).
+(``get_relationships_for_entities``, ``get_facts_for_entities``, ``get_live_messages``),
+the native subgraph (``extract_subgraph_native``: the whole BFS in one recursive CTE) and
+the idempotent fact write used by ``memory_writer`` (``put_facts_once``, backed by
+``writer_keys``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from cycgraph_memory.postgres.statements import (
 )
 from cycgraph_memory.records import (
     EntityFactsFilter,
+    Message,
     Relationship,
     RelationshipFilter,
     SemanticFact,
@@ -82,6 +84,26 @@ class RetrievalQueries(PostgresBackend):
         async with self._read() as session:
             rows = await statements.fetch(session, stmt, params)
         return [convert.relationship_from_row(r) for r in rows]
+
+    async def get_live_messages(
+        self, ids: Iterable[uuid.UUID | str]
+    ) -> dict[uuid.UUID, Message]:
+        """``get_messages`` without the messages of invalidated episodes (one statement).
+
+        A message kept by at least one live episode is returned. Retrieval reads the turns
+        behind the served facts with it, so a soft-deleted episode's turns stay out of a
+        result unless the query includes invalidated records.
+        """
+        wanted = parse_ids(ids)
+        if not wanted:
+            return {}
+        async with self._read() as session:
+            rows = await statements.fetch(
+                session, statements.messages_by_ids(live=True),
+                {"tenant": self._tenant, "ids": wanted},
+            )
+        found = {convert._uuid(r["id"]): convert.message_from_row(r) for r in rows}
+        return {i: found[i] for i in wanted if i in found}
 
     async def get_facts_for_entities(
         self,

@@ -876,13 +876,19 @@ def by_ids(table_name: str) -> Select[Any]:
     )
 
 
-@lru_cache(maxsize=1)
-def messages_by_ids() -> Select[Any]:
-    """Stored messages of ``:ids`` (one row per id). Parameters: ``tenant``, ``ids``."""
+@lru_cache(maxsize=2)
+def messages_by_ids(*, live: bool = False) -> Select[Any]:
+    """Stored messages of ``:ids`` (one row per id). Parameters: ``tenant``, ``ids``.
+
+    ``live``: only messages kept by a live (not invalidated) episode.
+    """
     m = MESSAGES
+    conditions = [m.c.tenant_id == _tenant(), any_id(m.c.id)]
+    if live:
+        conditions.append(episode_live())
     return (
         select(*record_columns(m))
-        .where(m.c.tenant_id == _tenant(), any_id(m.c.id))
+        .where(*conditions)
         .order_by(m.c.id, m.c.episode_id)
         .ext(distinct_on(m.c.id))
     )

@@ -13,7 +13,8 @@ index offers text search). Signals, each one index call:
 * messages, vector and text: ``index.search_messages`` / ``index.text_search_messages``;
 * graph (text and hybrid modes, when the index has ``match_entity_names``): the entities
   whose name appears in the question (at most ``entity_match_limit``, of the query's
-  ``entity_types`` when given), each weighed by its specificity
+  ``entity_types`` when given; read back from the store when the index keeps its own
+  copies, so one soft-deleted since is dropped), each weighed by its specificity
   (:func:`entity_specificity`: its IDF over the tenant's facts, from the index's
   ``entity_fact_counts``, scaled to 0-1). An entity below ``GRAPH_CONTEXT_SPECIFICITY``
   (a participant of the conversation, cited by a large share of the facts) is context and
@@ -57,6 +58,7 @@ from cycgraph_memory.retrieval.fusion import rrf_fuse
 from cycgraph_memory.retrieval.pipeline import (
     FactScope,
     cut,
+    entity_is_live,
     ordered_ids,
 )
 
@@ -127,6 +129,15 @@ async def _graph_signals(
     entities = await match(
         q.text, limit=opts.entity_match_limit, include_invalidated=q.include_invalidated
     )
+    if entities and getattr(store, "expand_facts", None) is None:
+        # An index that keeps its own copies (the in-memory one) may name an entity the
+        # store has since soft-deleted, merged away or deleted: the store's records rule.
+        found = await store.get_entities([e.id for e in entities])
+        entities = [
+            found[e.id]
+            for e in entities
+            if e.id in found and (q.include_invalidated or entity_is_live(found[e.id]))
+        ]
     if q.entity_types is not None:
         entities = [e for e in entities if e.entity_type in q.entity_types]
     if not entities:
@@ -325,7 +336,9 @@ async def message_signals(
     Vector lists are used when ``use_vector``, text lists when ``use_text``. Under a tag
     scope only the fact lists count (a message or an episode cannot be scoped by tags);
     ``valid_at`` / ``changed_since`` drop messages sent after ``valid_at`` / not after
-    ``changed_since``.
+    ``changed_since``. Messages of invalidated episodes are left out unless the query
+    includes invalidated records (grounding turns through the store's
+    ``get_live_messages`` when it has one).
     """
     limit = q.limit if opts.message_limit is None else opts.message_limit
     if limit == 0:
@@ -380,11 +393,24 @@ async def message_signals(
             )
             signals["episodes:text"] = _episode_messages(episodes, records)
             weights["episodes:text"] = opts.episode_weight
+    # An index that keeps its own copies (the in-memory one) may hold turns the store
+    # has since changed or soft-deleted: every turn is then read from the store. A store
+    # that expands natively (Postgres) shares its tables with the index.
+    current = getattr(store, "expand_facts", None) is None
     grounding = [
-        i for ranked in signals.values() for i, _ in ranked if i not in records
+        i for ranked in signals.values() for i, _ in ranked if current or i not in records
     ]
     if grounding:
-        records.update(await store.get_messages(ordered_ids([grounding])))
+        # Optional store capability: the turns of soft-deleted episodes left out (the
+        # direct hits above already are); without it, the turns as get_messages has them.
+        read = store.get_messages
+        if not q.include_invalidated:
+            read = getattr(store, "get_live_messages", read)
+        fetched = await read(ordered_ids([grounding]))
+        if current:
+            records = fetched
+        else:
+            records.update(fetched)
     out: list[Message] = []
     for hit in rrf_fuse(signals, k=opts.rrf_k, weights=weights):
         message = records.get(hit.id)

@@ -247,6 +247,24 @@ async def _current_facts(
     return [found[f.id] for f in facts if f.id in found and scope.admits(found[f.id])]
 
 
+async def _current_themes(
+    store: MemoryStore, q: MemoryQuery, themes: list[Theme]
+) -> list[Theme]:
+    """The matched themes as the store holds them now (see :func:`_current_facts`).
+
+    A theme the store has since soft-deleted (unless the query includes invalidated
+    records) or deleted is dropped; the others are the store's records (label, members).
+    """
+    if not themes or getattr(store, "expand_facts", None) is not None:
+        return themes
+    found = await store.get_themes([t.id for t in themes])
+    return [
+        found[t.id]
+        for t in themes
+        if t.id in found and (q.include_invalidated or found[t.id].invalidated_at is None)
+    ]
+
+
 async def _vector_ranking(
     store: MemoryStore,
     index: MemoryIndex,
@@ -329,7 +347,9 @@ async def _candidates(
             min_similarity=q.min_similarity,
             include_invalidated=q.include_invalidated,
         )
-        themes = rank_themes([h.item for h in hits], vector, q.min_similarity)
+        themes = rank_themes(
+            await _current_themes(store, q, [h.item for h in hits]), vector, q.min_similarity
+        )
     theme_fact_ids = ordered_ids(t.fact_ids[: opts.max_facts_per_theme] for t in themes)
     # A direct fact search for coverage (tag scope pushed into the index).
     direct = await index.search_facts(
