@@ -690,3 +690,26 @@ async def test_another_tenants_records_never_come_back(
         r = await retrieve_memory(o_store, o_index, q, mode=mode, embedder=emb)
         assert ids(r.facts) == [mine.id], (q, mode)
         assert r.entities == [] and r.themes == [] and r.messages == [], (q, mode)
+
+
+async def test_a_tag_scope_serves_only_themes_of_its_facts(store: Any, index: Any) -> None:
+    """Themes carry no tags: under a tag scope, a theme of another scope's facts stays out."""
+    mine = make_fact(id=uid(1), content="deploy checklist", embedding=unit(0),
+                     tags=["graph:a"])
+    other = make_fact(id=uid(2), content="deploy checklist too", embedding=unit(0),
+                      tags=["graph:b"])
+    theme_a = make_theme(id=uid(3), label="a", embedding=unit(0), fact_ids=[mine.id])
+    theme_b = make_theme(id=uid(4), label="b", embedding=unit(0), fact_ids=[other.id])
+    await store.put_themes([theme_a, theme_b])
+    await store.put_facts([mine.model_copy(update={"theme_id": theme_a.id}),
+                           other.model_copy(update={"theme_id": theme_b.id})])
+    await index.rebuild(store)
+    emb = Embedder({"deploy checklist": unit(0)})
+    for q, mode in (({"embedding": unit(0)}, "vector"),
+                    ({"embedding": unit(0), "text": "deploy checklist"}, "hybrid")):
+        r = await retrieve_memory(store, index, {**q, "tags": ["graph:a"]}, mode=mode,
+                                  embedder=emb)
+        assert ids(r.facts) == [mine.id], mode
+        assert ids(r.themes) == [theme_a.id], mode
+        r = await retrieve_memory(store, index, q, mode=mode, embedder=emb)
+        assert set(ids(r.themes)) == {theme_a.id, theme_b.id}, mode

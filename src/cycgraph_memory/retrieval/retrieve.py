@@ -526,8 +526,13 @@ async def _expand(
     """Episodes, entities and relationships of the served facts (hierarchical path).
 
     ``touch``: also touch the served facts (after reading them), with the expansion when
-    the store can do both in one call.
+    the store can do both in one call. Under a tag scope (``q.tags``) a matched theme is
+    served only when it lists one of the served facts: a theme carries no tags, and one
+    made of another scope's facts would leak that scope into the result.
     """
+    if q.tags:
+        served = {f.id for f in facts}
+        themes = [t for t in themes if not served.isdisjoint(t.fact_ids)]
     entity_ids = ordered_ids(f.entity_ids for f in facts)
     # Store order (valid_from, id) is the ranking of relationships here: without
     # post-filters the store can cut at the limit itself.
