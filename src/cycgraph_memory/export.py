@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any, Literal
 from xml.sax.saxutils import escape, quoteattr
 
@@ -98,6 +99,16 @@ def _json(graph: GraphExport) -> str:
     return json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
 
 
+# Characters XML 1.0 does not allow (C0 controls other than tab, newline and carriage
+# return; U+FFFE, U+FFFF). Record text may hold them; an XML parser refuses the file.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _xml_text(value: str) -> str:
+    """``value`` escaped for XML, characters XML cannot hold replaced by U+FFFD."""
+    return escape(_NOT_XML.sub("\ufffd", value))
+
+
 def _graphml(graph: GraphExport) -> str:
     lines = [
         '<?xml version="1.0" encoding="UTF-8"?>',
@@ -110,15 +121,15 @@ def _graphml(graph: GraphExport) -> str:
     ]
     for e in graph.entities:
         lines.append(f"    <node id={quoteattr(str(e.id))}>")
-        lines.append(f'      <data key="name">{escape(e.name)}</data>')
-        lines.append(f'      <data key="type">{escape(e.entity_type)}</data>')
+        lines.append(f'      <data key="name">{_xml_text(e.name)}</data>')
+        lines.append(f'      <data key="type">{_xml_text(e.entity_type)}</data>')
         lines.append("    </node>")
     for r in graph.relationships:
         lines.append(
             f"    <edge id={quoteattr(str(r.id))} source={quoteattr(str(r.source_id))} "
             f"target={quoteattr(str(r.target_id))}>"
         )
-        lines.append(f'      <data key="relation">{escape(r.relation_type)}</data>')
+        lines.append(f'      <data key="relation">{_xml_text(r.relation_type)}</data>')
         lines.append(f'      <data key="weight">{r.weight}</data>')
         lines.append("    </edge>")
     lines += ["  </graph>", "</graphml>"]
@@ -151,6 +162,9 @@ def _mermaid(graph: GraphExport) -> str:
 
 def render_graph(graph: GraphExport, fmt: GraphFormat) -> str:
     """Render ``graph`` as ``"json"``, ``"graphml"`` or ``"mermaid"`` text.
+
+    GraphML is XML 1.0, which cannot hold most control characters: those of a name or a
+    type are written as U+FFFD (the JSON keeps them).
 
     Raises:
         InvalidInputError: An unknown format.

@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict
 
 from cycgraph_memory._exclusive import exclusive_pass
 from cycgraph_memory._options import coerce_options
-from cycgraph_memory._validate import string_list
+from cycgraph_memory._validate import check_bool, string_list
 from cycgraph_memory.consolidation.plan import Put, sync_index
 from cycgraph_memory.contracts import EmbeddingProvider, MemoryIndex, MemoryStore, OutcomeLedger
 from cycgraph_memory.errors import (
@@ -260,6 +260,8 @@ class Memory:
             EmbeddingDimensionMismatchError: ``embedder`` or ``embedding_dim`` disagrees
                 with the database's vector width.
             InvalidTenantError: A malformed tenant name.
+            InvalidTypeError: ``dsn`` is not a string, ``embedder`` is not an embedding
+                provider, or ``pipeline_options`` / ``engine_options`` is not a mapping.
             MissingExtraError: The ``postgres`` / ``embedded`` extra is missing.
         """
         if dsn is not None and not isinstance(dsn, str):
@@ -271,6 +273,11 @@ class Memory:
                 f"embedding_dim must be a positive int or None, got {embedding_dim!r}"
             )
         _check_pipeline_options(pipeline_options)
+        _check_embedder(embedder)
+        if engine_options is not None and not isinstance(engine_options, Mapping):
+            raise InvalidTypeError(
+                f"engine_options must be a mapping, got {type(engine_options).__name__}"
+            )
         if retrieval_options is not None:
             retrieval_options = coerce_options(RetrievalOptions, retrieval_options, {})
         pipeline_kwargs = dict(pipeline_options or {})
@@ -526,8 +533,13 @@ class Memory:
 
         Returns:
             The fact's id.
+
+        Raises:
+            InvalidTypeError: ``tags`` is not a list of strings or ``candidate`` is not a
+                real ``bool`` (``candidate="no"`` would tag it a candidate).
         """
         given = string_list(tags, "tags")
+        candidate = check_bool(candidate, "candidate")
         all_tags = list(dict.fromkeys([*given, *([_CANDIDATE_TAG] if candidate else [])]))
         provenance = {"source": "agent", "run_id": run_id, "agent_id": agent_id}
         raw = {
@@ -559,9 +571,10 @@ class Memory:
         Raises:
             ErasureNotAvailableError: ``erase=True``.
             InvalidInputError: An id that is not a UUID.
+            InvalidTypeError: ``erase`` is not a real ``bool``.
         """
         ids = _ids(fact_ids)
-        if erase:
+        if check_bool(erase, "erase"):
             return await self._erase(ids)
         with span("cycgraph.memory.forget", tenant=self.tenant) as sp:
             async with exclusive_pass(self.store, "forget"):
@@ -656,6 +669,21 @@ def _default_embedder(
         "clusterer", ConsolidatingThemeClusterer(assignment_threshold=0.3, merge_threshold=0.4)
     )
     return HashingEmbeddingProvider(dimensions=dim)
+
+
+def _check_embedder(embedder: object) -> None:
+    """Refuse an ``embedder`` that is not an embedding provider (before any I/O)."""
+    if embedder is None:
+        return
+    dims = getattr(embedder, "dimensions", None)
+    if (
+        not callable(getattr(embedder, "embed", None))
+        or isinstance(dims, bool) or not isinstance(dims, int) or dims < 1
+    ):
+        raise InvalidTypeError(
+            "embedder must be an EmbeddingProvider (an embed() method and a positive int "
+            f"dimensions), got {type(embedder).__name__}"
+        )
 
 
 def _check_tenant(tenant: object) -> None:

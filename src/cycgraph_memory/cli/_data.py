@@ -100,7 +100,10 @@ def _read_messages(source: str) -> list[dict[str, Any]]:
     except OSError as exc:
         fail(f"{source}: cannot read ({exc.strerror or exc})")
     messages: list[dict[str, Any]] = []
-    for number, line in enumerate(text.splitlines(), 1):
+    # Lines end at "\n" only (JSON Lines): str.splitlines() would also split inside a JSON
+    # string at U+2028, U+2029 or U+0085, which JSON writes raw (ensure_ascii=False). A
+    # "\r" before the "\n" is JSON whitespace.
+    for number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:

@@ -8,8 +8,9 @@ Format (version 1), one JSON object per line, UTF-8:
   pydantic model serialises it (``model_dump_json``: validity windows, provenance, tags,
   soft-delete markers and, when the header says so, embeddings; an episode carries its
   messages, each with its embedding). Records come grouped by type in that order (edges
-  after their endpoints) and, within a type, in the store's listing order, soft-deleted
-  records included.
+  after their endpoints) and, within a type, in the store's listing order (edges grouped
+  by their source entity, in the entities' order, each group by ``(valid_from, id)``),
+  soft-deleted records included; the bytes do not depend on the page size.
 * Last line, the footer: ``{"type":"end","counts":{...}}`` (records per type), so a
   truncated file is detected.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import logging
 import os
@@ -168,6 +170,19 @@ async def _listed(
         offset += len(batch)
 
 
+_MAX_PAGE_SIZE = 100_000  # the stores' listing limit (``ListOptions.limit``)
+
+
+def _check_page_size(page_size: object) -> None:
+    if (
+        isinstance(page_size, bool) or not isinstance(page_size, int)
+        or not 1 <= page_size <= _MAX_PAGE_SIZE
+    ):
+        raise InvalidInputError(
+            f"page_size must be an int in [1, {_MAX_PAGE_SIZE}], got {page_size!r}"
+        )
+
+
 async def export_lines(
     store: Any, *, embeddings: bool = True, page_size: int = 1000
 ) -> AsyncIterator[str]:
@@ -176,21 +191,26 @@ async def export_lines(
     Args:
         store: Any ``MemoryStore`` (stores with ``scan_*`` methods are read by keyset).
         embeddings: Include embeddings (records and messages).
-        page_size: Records read per store call.
+        page_size: Records read per store call (1 to 100,000).
+
+    Raises:
+        InvalidInputError: A ``page_size`` out of range (before the first line).
     """
-    if not isinstance(page_size, int) or page_size < 1:
-        raise InvalidInputError(f"page_size must be a positive int, got {page_size!r}")
+    _check_page_size(page_size)
     counts = dict.fromkeys(_ORDER, 0)
     yield _dumps({"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "embeddings": embeddings})
     async for entities in _pages(store, "entities", page_size):
         for e in entities:
             counts["entity"] += 1
             yield _line("entity", e, embeddings)
-    # Each edge once: with the page holding its source entity, in (valid_from, id) order.
+    # Each edge once, with its source entity: grouped by source in the entities' order,
+    # each group in (valid_from, id) order, so the bytes do not depend on the page size.
     async for entities in _pages(store, "entities", page_size):
         edges = await store.get_relationships_for_entities(
             [e.id for e in entities], direction="outgoing", include_invalidated=True
         )
+        position = {e.id: i for i, e in enumerate(entities)}
+        edges = sorted(edges, key=lambda r: (position[r.source_id], r.valid_from, r.id))
         for r in edges:
             counts["relationship"] += 1
             yield _line("relationship", r, embeddings)
@@ -217,6 +237,21 @@ async def export_lines(
     yield _dumps({"type": "end", "counts": counts})
 
 
+def _refuse_binary(handle: object, what: str) -> None:
+    """Refuse a binary file object (``open(path, "rb")``, ``gzip.open(path)``, ``BytesIO``).
+
+    The format is text: a binary handle would fail on its first line with a bare
+    ``TypeError``. Wrap it (``io.TextIOWrapper(handle, encoding="utf-8")``) or open it in
+    text mode.
+    """
+    if isinstance(handle, io.RawIOBase | io.BufferedIOBase):
+        raise InvalidTypeError(
+            f"expected a {what} text file, got the binary file {type(handle).__name__}: "
+            "open it in text mode ('rt' / 'wt', encoding='utf-8') or wrap it in "
+            "io.TextIOWrapper"
+        )
+
+
 async def _open_write(destination: Any) -> tuple[IO[str], bool]:
     if isinstance(destination, str | os.PathLike):
         handle = await asyncio.to_thread(
@@ -224,6 +259,7 @@ async def _open_write(destination: Any) -> tuple[IO[str], bool]:
         )
         return handle, True
     if hasattr(destination, "write"):
+        _refuse_binary(destination, "writable")
         return destination, False
     raise InvalidTypeError(
         f"expected a path or a writable text file, got {type(destination).__name__}"
@@ -247,7 +283,14 @@ async def export(
 
     Returns:
         Records written by type, and the number of lines.
+
+    Raises:
+        InvalidTypeError: ``destination`` is neither a path nor a text file (a binary file
+            object is refused: open it in text mode).
+        InvalidInputError: A ``page_size`` out of range (1 to 100,000),
+            refused before a path is opened (an existing file is left as it was).
     """
+    _check_page_size(page_size)
     out, owned = await _open_write(destination)
     lines = 0
     counts: dict[str, int] = {}
@@ -330,7 +373,10 @@ async def import_(
 
     Raises:
         InvalidInputError: Not an export, an unsupported version, an unknown record type,
-            a malformed line or a missing/mismatched footer (with the line number).
+            a malformed line, text that is not UTF-8 or a missing/mismatched footer (with
+            the line number).
+        InvalidTypeError: ``source`` is neither a path nor a text file (a binary file
+            object is refused: open it in text mode).
         pydantic.ValidationError: A record that fails validation.
     """
     if not isinstance(batch_size, int) or batch_size < 1:
@@ -339,6 +385,7 @@ async def import_(
         handle: IO[str] = await asyncio.to_thread(open, source, encoding="utf-8")
         owned = True
     elif hasattr(source, "readline"):
+        _refuse_binary(source, "readable")
         handle, owned = source, False
     else:
         raise InvalidTypeError(f"expected a path or a text file, got {type(source).__name__}")
@@ -477,7 +524,13 @@ class _Parser:
 
     def next_records(self) -> list[tuple[str, Any]] | None:
         """The records of the next chunk of lines, validated; ``None`` at the end."""
-        chunk = next(self.chunks, None)
+        try:
+            chunk = next(self.chunks, None)
+        except UnicodeDecodeError as exc:
+            # Text files decode in blocks: the bad byte is somewhere after the lines parsed.
+            raise InvalidInputError(
+                f"not UTF-8 text after line {self.lineno} ({exc.reason})"
+            ) from None
         if chunk is None:
             return None
         out: list[tuple[str, Any]] = []

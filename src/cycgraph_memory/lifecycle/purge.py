@@ -7,7 +7,9 @@ The work is split the usual way (plan as data, then apply):
 2. :func:`plan_purge` (pure) decides what goes and what is rewritten.
 3. The backend applies the plan (``SupportsPurge.apply_purge``) and the ledger erases its
    links, redacts the gate-audit rows that named a deleted fact and appends one erasure
-   entry (``SupportsErasureLog``), all in ONE unit of work of the store.
+   entry (``SupportsErasureLog``), all in ONE unit of work of the store. The unit holds
+   the purge's pass lock and those of the passes whose records it rewrites
+   (``_REWRITING_PASSES``), so none of them commits between its read and its write.
 
 What is derived from what (the rules the planner applies):
 
@@ -36,6 +38,7 @@ What is derived from what (the rules the planner applies):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import Mapping
@@ -43,8 +46,10 @@ from typing import Any
 
 import numpy as np
 
+from cycgraph_memory._validate import check_bool
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.hierarchy.clustering import _key_terms, _short_label
+from cycgraph_memory.hierarchy.pipeline import THEMES_LOCK
 from cycgraph_memory.hierarchy.segmenters import truncate_topic
 from cycgraph_memory.lifecycle.models import (
     ErasureEntry,
@@ -55,10 +60,29 @@ from cycgraph_memory.lifecycle.models import (
     PurgeSelector,
 )
 from cycgraph_memory.records import Episode, Message, SemanticFact, Theme
+from cycgraph_memory.retention.gate import GATE_PASS_NAME
 
 __all__ = ["plan_purge", "purge"]
 
 _log = logging.getLogger(__name__)
+
+
+_REWRITING_PASSES: tuple[str, ...] = (
+    "entity-resolution",
+    "conflict-resolution",
+    "forget",
+    GATE_PASS_NAME,
+    THEMES_LOCK,
+)
+"""Pass locks a purge holds besides its own, in this order.
+
+A purge writes back facts, themes, episodes and entities it read; these passes rewrite
+the same records (entity links and merges; soft deletes of conflict losers and of
+``Memory.forget``; the gate's tags; themes and theme links, by ingest's write phase and by
+consolidation, which both take ``THEMES_LOCK``). Holding their locks, the purge never
+undoes a write one of them committed between its read and its write. No pass takes two
+of these except consolidation (``consolidation``, then ``themes``), so there is no cycle.
+"""
 
 
 def _without_erased_text(
@@ -332,9 +356,12 @@ async def purge(
 
     Raises:
         pydantic.ValidationError: A malformed selector (no criterion, bad ids, ...).
-        InvalidTypeError: The store cannot purge, or the selector has a wrong type.
+        InvalidTypeError: The store cannot purge, the selector has a wrong type, or
+            ``dry_run`` is not a real ``bool``.
     """
     sel = _coerce_selector(selector, criteria)
+    # A real bool: ``dry_run=None`` (or ``0``) would otherwise erase for good.
+    dry_run = check_bool(dry_run, "dry_run")
     if not hasattr(store, "purge_candidates") or not hasattr(store, "apply_purge"):
         raise InvalidTypeError(f"{type(store).__name__} does not support purge")
     if ledger is not None and not hasattr(ledger, "erase_facts"):
@@ -345,7 +372,9 @@ async def purge(
         raise InvalidInputError(
             f"the ledger's tenant {ledger_tenant!r} is not the store's {store_tenant!r}"
         )
-    async with store.exclusive("purge"):
+    async with contextlib.AsyncExitStack() as locks:
+        for name in ("purge", *_REWRITING_PASSES):
+            await locks.enter_async_context(store.exclusive(name))
         candidates = await store.purge_candidates(sel)
         plan = plan_purge(sel, candidates)
         run_ids = [sel.run_id] if sel.run_id is not None else []

@@ -25,7 +25,8 @@ On Postgres, ``target="next"`` writes a staging column of another width (see
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+import operator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -93,8 +94,18 @@ def _unit_mean(vectors: Sequence[Sequence[float]]) -> list[float] | None:
 
 class _Embedder:
     def __init__(self, provider: Any) -> None:
+        raw = getattr(provider, "dimensions", None)
+        try:
+            dim = -1 if isinstance(raw, bool) else operator.index(raw)  # type: ignore[arg-type]
+        except TypeError:
+            dim = -1
+        if not callable(getattr(provider, "embed", None)) or dim < 1:
+            raise InvalidTypeError(
+                "provider must be an EmbeddingProvider (an embed() method and a positive "
+                f"int dimensions), got {type(provider).__name__}"
+            )
         self.provider = provider
-        self.dim = int(provider.dimensions)
+        self.dim = dim
 
     async def __call__(self, texts: list[str]) -> list[list[float]]:
         if not texts:
@@ -147,12 +158,20 @@ async def reembed(
         Vectors written by kind.
 
     Raises:
-        InvalidInputError: Unknown record type, bad batch size or checkpoint.
-        InvalidTypeError: The store cannot rewrite embeddings.
+        InvalidInputError: Unknown record type, bad batch size, ``theme_size`` or
+            checkpoint.
+        InvalidTypeError: The store cannot rewrite embeddings, ``record_types`` is not a
+            list, ``provider`` is not an embedding provider or ``progress`` is not
+            callable (all checked before anything is written).
         ProviderError / EmbeddingDimensionMismatchError: The provider failed or returned
             vectors of the wrong width (the batch is not written).
     """
-    unknown = set(record_types) - set(REEMBED_RECORD_TYPES)
+    if isinstance(record_types, str | bytes) or not isinstance(record_types, Iterable):
+        raise InvalidTypeError(
+            f"record_types must be a list of record types, got {type(record_types).__name__}"
+        )
+    record_types = list(record_types)
+    unknown = [t for t in record_types if t not in REEMBED_RECORD_TYPES]
     if unknown or not record_types:
         raise InvalidInputError(
             f"record_types must be a non-empty subset of {REEMBED_RECORD_TYPES}, "
@@ -166,6 +185,11 @@ async def reembed(
         raise InvalidInputError(f"target must be 'current' or 'next', got {target!r}")
     if resume_from is not None and not isinstance(resume_from, ReembedProgress):
         resume_from = ReembedProgress.model_validate(resume_from)
+    # Checked before the first batch: each of these is used only after batches commit.
+    if progress is not None and not callable(progress):
+        raise InvalidTypeError(f"progress must be a callable, got {type(progress).__name__}")
+    if isinstance(theme_size, bool) or not isinstance(theme_size, int) or theme_size < 1:
+        raise InvalidInputError(f"theme_size must be a positive int, got {theme_size!r}")
     embed = _Embedder(provider)
     types = [t for t in REEMBED_RECORD_TYPES if t in record_types]
     if resume_from is not None and resume_from.record_type not in types:

@@ -391,6 +391,9 @@ class _Prepared:
     def __init__(self, kind: str, items: list[Any], tenant: str) -> None:
         table, _, to_row = _TABLE_OF[kind]
         self.kind = kind
+        # Later duplicates of an id win, as in one put_* call (and as in successive
+        # batches): one INSERT ... ON CONFLICT DO UPDATE must not touch a row twice.
+        items = list({r.id: r for r in items}.values())
         self.items = items
         self.messages: list[Any] = []
         if kind == "episode":

@@ -270,6 +270,15 @@ async def apply_purge(store: PostgresMemoryStore, plan: PurgePlan) -> None:
                 await session.execute(
                     delete(table).where(table.c.tenant_id == tenant, _in(table.c.id, values))
                 )
+        if plan.delete_theme_ids:
+            # As ``delete_theme``: every fact citing a deleted theme loses it, also one its
+            # theme does not list in ``fact_ids`` (the plan rewrites only the listed ones).
+            f = FACTS
+            await session.execute(
+                update(f)
+                .where(f.c.tenant_id == tenant, _in(f.c.theme_id, plan.delete_theme_ids))
+                .values(theme_id=None)
+            )
         if plan.delete_writer_keys:
             k = WRITER_KEYS
             await session.execute(
