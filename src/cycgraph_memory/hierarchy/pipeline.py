@@ -36,7 +36,11 @@ from cycgraph_memory.contracts import (
     SemanticExtractor,
     ThemeClusterer,
 )
-from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInputError
+from cycgraph_memory.errors import (
+    EmbeddingDimensionMismatchError,
+    InvalidInputError,
+    InvalidTypeError,
+)
 from cycgraph_memory.hierarchy._theme_candidates import ThemeNeighbours, candidate_themes
 from cycgraph_memory.hierarchy.calibration import TenantThemeCalibrator
 from cycgraph_memory.hierarchy.extractors.closing import (
@@ -293,8 +297,9 @@ class MemoryPipeline:
 
         Raises:
             pydantic.ValidationError: A message or option is invalid (nothing written).
-            InvalidTypeError: ``tags`` is a single string instead of a list (nothing
-                written).
+            InvalidTypeError: ``tags`` is a single string instead of a list, or
+                ``messages`` is not an iterable of messages (``None``, one message, a
+                text); nothing written.
             EmbeddingDimensionMismatchError: The embedder returned vectors of the wrong
                 size (nothing written).
         """
@@ -333,7 +338,14 @@ class MemoryPipeline:
 
         Returns:
             One :class:`IngestReport` per batch, in order.
+
+        Raises:
+            InvalidTypeError: ``batches`` or one batch is not an iterable of messages.
         """
+        if isinstance(batches, str | bytes | Mapping) or not isinstance(batches, Iterable):
+            raise InvalidTypeError(
+                f"batches must be an iterable of message batches, got {type(batches).__name__}"
+            )
         opts = _IngestOptions.build(
             tags, provenance, source=source, run_id=run_id, node_id=node_id, agent_id=agent_id
         )
@@ -368,7 +380,15 @@ class MemoryPipeline:
         progress: ProgressCallback | None = None,
     ) -> _Prepared:
         """Validate, de-duplicate, segment, extract and embed (no writes)."""
-        # Validated up front (sizes included: MAX_TEXT_LENGTH), before any work.
+        # Validated up front (sizes included: MAX_TEXT_LENGTH), before any work. A single
+        # message, a text or None is not a batch of messages: a typed refusal.
+        if isinstance(messages, str | bytes | Mapping | BaseModel) or not isinstance(
+            messages, Iterable
+        ):
+            raise InvalidTypeError(
+                "messages must be an iterable of Message records or mappings, got "
+                f"{type(messages).__name__} (wrap a single message in a list)"
+            )
         batch = [validate_record(Message, m) for m in messages]
         prepared = _Prepared(received=len(batch))
         unique: dict[uuid.UUID, Message] = {}
