@@ -28,6 +28,8 @@ import io
 import json
 import logging
 import os
+import secrets
+import stat
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import IO, Any, Literal
@@ -252,18 +254,63 @@ def _refuse_binary(handle: object, what: str) -> None:
         )
 
 
-async def _open_write(destination: Any) -> tuple[IO[str], bool]:
+def _staging_path(destination: str | os.PathLike[str]) -> tuple[str, str] | None:
+    """``(temporary path, final path)`` for a path export, or ``None`` to write in place.
+
+    A new file or an existing regular file (through symlinks) is written beside itself
+    under a temporary name and renamed over the destination only when the export is
+    complete, so a failed export leaves an existing file as it was. Anything else (a
+    character device such as ``/dev/stdout``, a pipe) is written in place.
+    """
+    final = os.path.realpath(os.fspath(destination))
+    try:
+        mode = os.stat(final).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        return None
+    folder, name = os.path.split(final)
+    return os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp"), final
+
+
+def _open_staged(temp: str, final: str) -> IO[str]:
+    handle = open(temp, "x", encoding="utf-8", newline="\n")  # noqa: SIM115 (closed by export)
+    with contextlib.suppress(OSError):
+        # The replaced file's permission bits, not the umask's (a backup kept private stays so).
+        os.chmod(temp, stat.S_IMODE(os.stat(final).st_mode))
+    return handle
+
+
+async def _open_write(destination: Any) -> tuple[IO[str], bool, tuple[str, str] | None]:
+    """The handle to write, whether export owns it, and ``(temp, final)`` when staged."""
     if isinstance(destination, str | os.PathLike):
+        staged = _staging_path(destination)
+        if staged is not None:
+            handle = await asyncio.to_thread(_open_staged, *staged)
+            return handle, True, staged
         handle = await asyncio.to_thread(
             open, destination, "w", encoding="utf-8", newline="\n"
         )
-        return handle, True
+        return handle, True, None
     if hasattr(destination, "write"):
         _refuse_binary(destination, "writable")
-        return destination, False
+        return destination, False, None
     raise InvalidTypeError(
         f"expected a path or a writable text file, got {type(destination).__name__}"
     )
+
+
+def _finish(handle: IO[str], staged: tuple[str, str] | None, ok: bool) -> None:
+    """Close an owned handle; move a staged file into place, or remove it on failure."""
+    handle.close()
+    if staged is None:
+        return
+    temp, final = staged
+    if ok:
+        os.replace(temp, final)
+    else:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
 
 
 async def export(
@@ -277,7 +324,10 @@ async def export(
 
     Args:
         store: Any ``MemoryStore``.
-        destination: A path (created or truncated) or a writable text file object.
+        destination: A path or a writable text file object. A path to a new or a
+            regular file is written under a temporary name beside it and renamed over it
+            when the export is complete (a failed export leaves an existing file as it
+            was); a device or a pipe (``/dev/stdout``) is written in place.
         embeddings: Include embeddings.
         page_size: Records read per store call (bounds memory).
 
@@ -291,10 +341,11 @@ async def export(
             refused before a path is opened (an existing file is left as it was).
     """
     _check_page_size(page_size)
-    out, owned = await _open_write(destination)
+    out, owned, staged = await _open_write(destination)
     lines = 0
     counts: dict[str, int] = {}
     chunk: list[str] = []
+    ok = False
     try:
         async for line in export_lines(store, embeddings=embeddings, page_size=page_size):
             lines += 1
@@ -306,9 +357,10 @@ async def export(
                 chunk = []
         if chunk:
             await asyncio.to_thread(out.writelines, chunk)
+        ok = True
     finally:
         if owned:
-            await asyncio.to_thread(out.close)
+            await asyncio.to_thread(_finish, out, staged, ok)
     return ExportReport(counts=counts, lines=lines)
 
 
