@@ -43,6 +43,7 @@ from cycgraph_memory.errors import (
 )
 from cycgraph_memory.hierarchy._theme_candidates import ThemeNeighbours, candidate_themes
 from cycgraph_memory.hierarchy.calibration import TenantThemeCalibrator
+from cycgraph_memory.hierarchy.extractors._polarity import is_ended_marker
 from cycgraph_memory.hierarchy.extractors.closing import (
     close_ended_relationships,
     split_ended_markers,
@@ -723,7 +724,13 @@ def _touched_themes(themes: list[Theme], existing: list[Theme]) -> list[Theme]:
 def _merge_batch_entities(
     entities: list[Entity], facts: list[SemanticFact], relationships: list[Relationship]
 ) -> tuple[list[Entity], list[SemanticFact], list[Relationship]]:
-    """Collapse entities of one ingest sharing (normalised name, type) onto the first one."""
+    """Collapse entities of one ingest sharing (normalised name, type) onto the first one.
+
+    Edges that become the same triple keep the first one, but an ended marker is never a
+    repeat ("Kevin works at Initech", then in a later episode "Kevin left Initech": the
+    marker must reach :func:`close_ended_relationships`), and the triple said again after
+    a marker starts a new edge.
+    """
     canonical: dict[tuple[str, str], Entity] = {}
     remap: dict[uuid.UUID, uuid.UUID] = {}
     kept: list[Entity] = []
@@ -748,9 +755,14 @@ def _merge_batch_entities(
         source = remap.get(rel.source_id, rel.source_id)
         target = remap.get(rel.target_id, rel.target_id)
         edge = (source, target, rel.relation_type)
-        if source == target or edge in seen_edges:
+        if source == target:
             continue
-        seen_edges.add(edge)
+        if is_ended_marker(rel.attributes):
+            seen_edges.discard(edge)
+        elif edge in seen_edges:
+            continue
+        else:
+            seen_edges.add(edge)
         if source != rel.source_id or target != rel.target_id:
             rel = rel.model_copy(update={"source_id": source, "target_id": target})
         edges.append(rel)

@@ -291,6 +291,13 @@ def _verb_edges_raw(verb: Any, implicit: bool = False) -> Iterator[tuple[Any, st
                     for target in _children(child, "pobj"):
                         for subject in _subjects(verb):
                             yield subject, relation, target, 0.7
+        elif noun in tab.JOB_NOUNS and lemma in tab.JOB_LEAVING_VERBS:
+            # "quit his job at X": a departure (ends the job, never starts one)
+            for child in [*_children(obj, "prep"), *_children(verb, "prep")]:
+                if child.lower_ == "at":
+                    for target in _children(child, "pobj"):
+                        for subject in _subjects(verb):
+                            yield subject, "left_job", target, 0.7
     if not table:
         return
     passive = _is_passive(verb)

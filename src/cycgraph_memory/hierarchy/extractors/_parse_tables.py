@@ -60,6 +60,10 @@ VERB_RELATIONS: dict[str, dict[str, str]] = {
     "study": {"at": "study_at"},
     "graduate": {"from": "study_at"},
     "move": {"to": "move_to", "from": "left_org"},
+    # A departure only ends a job ("Kevin left Initech", "quit", "resigned from").
+    "leave": {"": "left_job"},
+    "quit": {"": "left_job"},
+    "resign": {"from": "left_job"},
     "relocate": {"to": "move_to"},
     "collaborate": {"with": "collaborate_with"},
     "pair": {"with": "collaborate_with"},
@@ -102,6 +106,7 @@ PARTICLE_RELATIONS: dict[tuple[str, str], str] = {
 JOB_NOUNS = _words("job position role gig post")
 JOB_TAKING_VERBS = _words("get land take accept have hold find secure start")
 OFFER_TAKING_VERBS = _words("accept take")
+JOB_LEAVING_VERBS = _words("quit leave")
 
 # Relations whose "with" person shares the act: "founded X with Y", "owns X with Y".
 COMITATIVE_RELATIONS = frozenset({"found", "found_org", "own"})

@@ -4,14 +4,15 @@ Shared by every tier. A claim is read in the stretch of its sentence that links 
 endpoints (the words between the mentions plus a few words before the first one):
 
 * **negated** ("did not sign", "is not joining", "never used", "denied", "refused",
-  "was not caused by", "might move", "if ... will"): the relation is not asserted, no
-  edge is stored;
+  "was not caused by", "might move", "if ... will", "I wish I worked at"): the relation
+  is not asserted, no edge is stored;
 * **ended** ("no longer works at", "not ... anymore", "former", "formerly of", "left",
-  "quit", "sacked", "stepped down"): the relation held and has stopped; the extractor
-  closes an open edge of the same triple in the episode (``valid_until`` = the time of
-  the message that said so), or emits an *ended marker* (``attributes["ended"] = True``,
-  an empty window ``[t, t]``) that :func:`~cycgraph_memory.hierarchy.extractors.closing.
-  close_ended_relationships` turns into the closing of a stored edge, never a new one;
+  "quit", "sacked", "stepped down", "stopped using"): the relation held and has
+  stopped; the extractor closes an open edge of the same triple in the episode
+  (``valid_until`` = the time of the message that said so), or emits an *ended marker*
+  (``attributes["ended"] = True``, an empty window ``[t, t]``) that
+  :func:`~cycgraph_memory.hierarchy.extractors.closing.close_ended_relationships` turns
+  into the closing of a stored edge, never a new one;
 * otherwise **asserted**.
 """
 
@@ -76,13 +77,14 @@ _ENDED = re.compile(
     r"\bno\s+longer\b|\bnot\b[^.;]*\b(?:anymore|any\s+more)\b|\bn['\u2019]t\b[^.;]*\b"
     r"(?:anymore|any\s+more)\b|\bformer(?:ly)?\b|\bex-|\bpreviously\b|\bused\s+to\b|"
     r"\b(?:left|quit|quits|sacked|fired|dismissed|ousted|departed|stepped\s+down|"
-    r"resigned|retired)\b|\bhad\s+(?:owned|worked|been|lived|led|run|used|managed)\b",
+    r"resigned|retired)\b|\bhad\s+(?:owned|worked|been|lived|led|run|used|managed)\b|"
+    r"\bstop(?:s|ped|ping)?\s+\w+ing\b(?=[^;:]*$)",
     re.IGNORECASE,
 )
 _NEGATED = re.compile(
     r"\b(?:not|never|no|nobody|neither|nor|without|instead|contrary|rather\s+than|"
     r"den(?:y|ied|ies|ying)|refus(?:e|ed|es|ing)|reject(?:ed|s)?|against|"
-    r"might|may|could|would|should|if|whether|unless|"
+    r"might|may|could|would|should|if|whether|unless|wish(?:es|ed)?|"
     r"hop(?:e|es|ed|ing)\s+to|plan(?:s|ned|ning)?\s+to|consider(?:s|ed|ing)?|"
     r"rumou?r(?:s|ed)?|reportedly|linked\s+with|didnt|dont|doesnt|isnt|wasnt|wont|"
     r"cant|havent|hasnt|arent|werent|aint)\b|n['\u2019]t\b",
@@ -120,14 +122,18 @@ def stretch_of(
     """The text that links a claim's two mentions (character spans of ``sentence``).
 
     The gap between the mentions, the ``lead`` words before the first one ("former Visa
-    executive Carmen Ruiz", "denied that X ..."), and when the source comes second, the
+    executive Carmen Ruiz", "denied that X ..."; back to the previous comma), and when the
+    source comes second, the
     verb phrase right after it ("Tidewater said co-founder Helen Marsh no longer works").
     """
     (a_start, a_end), (b_start, _) = sorted([source, target])
     # A parenthetical between commas inside the gap is off the path: "Oren Tal, a former
     # Intel engineer, now works for Nvidia" has not stopped working for Nvidia.
     gap = _PARENTHETICAL.sub(" ", sentence[a_end:b_start])
-    parts = [sentence[_lead_in(sentence, a_start, lead) : a_start], gap]
+    # The lead stays in the clause of the first mention: in "Tom left Hooli, he works at
+    # Google now" the "left" of the clause before belongs to Hooli, not to Google.
+    head = sentence[_lead_in(sentence, a_start, lead) : a_start]
+    parts = [head[head.rfind(",") + 1 :], gap]
     if source[0] > target[0]:
         parts.append(_follow(sentence, source[1], 4))
     return " ".join(parts)
@@ -148,7 +154,16 @@ def negated_in(stretch: str) -> bool:
 # words there belong to another verb, and "May" there is usually the month.
 _LEAD_NEGATED = re.compile(
     r"\b(?:not|never|no|nobody|none|neither|nor|if|whether|unless|false|untrue|"
-    r"den(?:y|ied|ies|ying)|doubt(?:s|ed|ing)?|rumou?r(?:s|ed)?|reportedly)\b|n['\u2019]t\b",
+    r"den(?:y|ied|ies|ying)|doubt(?:s|ed|ing)?|rumou?r(?:s|ed)?|reportedly|"
+    r"wish(?:es|ed)?|assuming|supposing|suppose|imagine)\b|n['\u2019]t\b",
+    re.IGNORECASE,
+)
+# A sentence that opens with a condition is conditional throughout, antecedent and
+# consequent alike: "if I joined Acme I'd have to move to Denver", "assuming Tara joins
+# Acme, she'll report to Kevin".
+_CONDITIONAL_OPENING = re.compile(
+    r"\W*(?:(?:what|only)\s+)?(?:if|unless|assuming|supposing|suppose|provided|"
+    r"in\s+case|imagine)\b",
     re.IGNORECASE,
 )
 _INSTEAD = re.compile(r"\binstead\b(?!\s+of\b)", re.IGNORECASE)
@@ -171,14 +186,19 @@ def claim_polarity(
     ("works at Acme no longer"); negated when the text between the mentions negates,
     doubts or conditions the claim ("might work at", "plans to join"), the start of its
     clause frames it ("it is not true that", "neither X nor Y", "nobody at X", "X denied
-    that she", "if X ..."; back to the previous comma, at most ``lead`` words), or the
-    words after the later mention stop a relation that cannot end ("no more"). A tier
-    whose mentions are head words ("Smith" of "Alice Smith") reads a longer lead.
+    that she", "if X ..."; back to the previous comma, at most ``lead`` words), the
+    sentence opens with a condition ("if I joined Acme I'd move to Denver", "assuming X
+    joins Acme, she'll report to Kevin"; not past a ``;``), or the words after the later
+    mention stop a relation that cannot end ("no more"). A tier whose mentions are head
+    words ("Smith" of "Alice Smith") reads a longer lead.
     """
     (a_start, a_end), (b_start, b_end) = sorted([source, target])
     stretch = stretch_of(sentence, source, target)
     after = _follow(sentence, b_end, 4)
     stopped = _AFTER_STOPPED.match(after) is not None
+    opening = sentence[:a_start]
+    if ";" not in opening and _CONDITIONAL_OPENING.match(opening) is not None:
+        return "negated"
     if ended_in(stretch, relation) or (stopped and relation in STATIVE_RELATIONS):
         return "ended"
     head = sentence[_lead_in(sentence, a_start, lead) : a_start]

@@ -90,6 +90,7 @@ _CONNECT_PREV = re.compile(
     re.IGNORECASE,
 )
 _COORD = re.compile(r"^(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|&)\s+)$", re.IGNORECASE)
+_BARE_COMMA = re.compile(r"^\s*,\s*$")
 _RELATIVE = re.compile(
     r"^\s*,?\s*(?:which|that|who|whom)\s+(?:(?:the|our|their|his|her|its|my)\s+)?$",
     re.IGNORECASE,
@@ -231,6 +232,10 @@ def _coordinated(args: list[Arg], anchor: Arg, sentence: str, *, forward: bool) 
         else:
             nxt = _nearest_before(names, current.start)
             if nxt is None or not _COORD.match(sentence[nxt.end : current.start]):
+                return found
+            if current is anchor and _BARE_COMMA.match(sentence[nxt.end : current.start]):
+                # A list of subjects ends with "and" / "or": "Zoe stopped using Slack, she
+                # uses Discord" and "Alice, Bob works at Acme" list nothing.
                 return found
         found.append(nxt)
         current = nxt

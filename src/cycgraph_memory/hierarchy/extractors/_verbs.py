@@ -125,7 +125,18 @@ def canonical_relation(phrase: str) -> str:
 
 # canonical -> verb phrases ("verb particle"); "=" marks a fixed phrase (no inflection).
 BUILTIN_RELATIONS: dict[str, tuple[str, ...]] = {
-    "work_at": ("work at", "work for", "=employed at", "=employed by"),
+    "work_at": (
+        "work at",
+        "work for",
+        "=employed at",
+        "=employed by",
+        # Departures: the polarity reads "left" / "quit" / "resigned" as ENDED, so these
+        # only ever close a job ("Kevin left Initech"); see rules.DEPARTURE_VERBS.
+        "=left",
+        "=quit",
+        "=quits",
+        "=resigned from",
+    ),
     "manage": ("manage", "supervise", "oversee"),
     "depend_on": ("depend on", "rely on"),
     "use": ("use", "utilize", "build on", "build with", "=powered by", "=running on"),

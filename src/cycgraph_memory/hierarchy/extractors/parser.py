@@ -637,8 +637,12 @@ class ParserExtractor:
                 relation = _adjust(raw.relation, target_acc.type, target_acc.name.islower())
                 if relation is None:
                     continue
+                departure = raw.relation == "left_job"
                 raw = type(raw)(raw.subject, relation, raw.object, raw.confidence, raw.ended)
-                ended = raw.ended or ended_in(_stretch(sent_text, sent_start, raw), relation)
+                stretch = _stretch(sent_text, sent_start, raw)
+                ended = raw.ended or ended_in(stretch, relation)
+                if departure and (not ended or _FUTURE.search(stretch)):
+                    continue  # "is leaving X", "will quit X": no job ended yet
                 spans = _spans(sent_start, raw)
                 if spans is not None and not ended:
                     # What the parse does not hold: a frame over the whole clause ("it
@@ -882,6 +886,15 @@ class ParserExtractor:
                     key = token_keys.get(child.i)
                     if key is not None:
                         return key
+            if is_filler(tok.lower_):
+                # "works at Initech tbh" / "... lol": the tagger makes the chat filler the
+                # object and the name its modifier; the name is the object.
+                for child in tok.lefts:
+                    if child.dep_ in {"compound", "amod", "nmod"}:
+                        key = token_keys.get(child.i)
+                        if key is not None:
+                            return key
+                return None
             if tok.dep_ == "appos" and depth < 3:
                 # "Greyline Partners, the investment group that ...": the head name.
                 key = token_keys.get(tok.head.i)
@@ -992,6 +1005,7 @@ def _stretch(text: str, base: int, raw: Any) -> str:
 
 
 _NOT_PLACES = frozenset({"tool", "person", "animal", "event"})
+_FUTURE = re.compile(r"\b(?:will|shall|gonna|going\s+to)\b|['\u2019]ll\b", re.IGNORECASE)
 
 
 def _adjust(relation: str, target_type: str, common_noun: bool) -> str | None:
@@ -1004,6 +1018,9 @@ def _adjust(relation: str, target_type: str, common_noun: bool) -> str | None:
         return None  # "came from Spain"
     if relation in {"locate_in", "live_in", "move_to"} and target_type in _NOT_PLACES:
         return None  # "a Python-based startup" is not located in Python
+    if relation == "left_job":
+        # "Kevin left Initech": ends a job; "left Berlin", "left Ana a note" say nothing.
+        return "work_at" if target_type in {"organization", "concept"} else None
     if relation == "left_org":
         # "moved to X from Tsinghua University": worked there; "from Jira" (a tool), "from
         # Lisbon" (a place) say nothing about work.

@@ -117,6 +117,12 @@ ENTITY_TYPES = ("person", "organization", "tool", "location", "concept", "animal
 RELATION_TYPES = tuple(BUILTIN_RELATIONS)
 """Canonical names of the built-in relations."""
 
+# "Kevin left Initech", "quit", "resigned from" (work_at phrases of ``_verbs``): a departure
+# only ever ends a job, at an organisation, and only once it has happened.
+DEPARTURE_VERBS = re.compile(r"\b(?:left|quit|quits|resigned)\b", re.IGNORECASE)
+_NOT_EMPLOYERS = frozenset({"person", "location", "tool", "animal", "event"})
+_FUTURE = re.compile(r"\b(?:will|shall|gonna|going\s+to)\b|['\u2019]ll\b", re.IGNORECASE)
+
 # Relation-argument type cues: relation -> ((subject type, score), (object type, score)).
 _ROLE_CUES: dict[str, tuple[tuple[str, int] | None, tuple[str, int] | None]] = {
     "work_at": (("person", 60), ("organization", 60)),
@@ -396,6 +402,14 @@ class RuleBasedExtractor:
                 if polarity == "negated":
                     continue  # denied, doubted or conditioned: not a relationship
                 ended = polarity == "ended"
+                if relation == "work_at":
+                    link = sentence[raw.subject.end : raw.object.start]
+                    if DEPARTURE_VERBS.search(link) and (
+                        not ended
+                        or _FUTURE.search(link)
+                        or result.entities[target].type in _NOT_EMPLOYERS
+                    ):
+                        continue  # "will quit X", "left Berlin", "left Ana a note"
                 result.edges.append(_Edge(source, relation, target, confidence, index, ended))
                 keys.extend(k for k in (source, target) if k not in keys)
                 # Type cues from the relation apply at once, so later pronouns see them.
