@@ -17,8 +17,14 @@ Each pair gets at most one conflict, the first rule that matches, in this order:
    below ``semantic_overlap_threshold``; confidence ``0.3 + 0.4 * min(1, shorter / 20)``
    where ``shorter`` is the word count of the shorter fact (short facts say little).
 
+Cosines are computed from the embeddings rounded to float32 (what pgvector stores, so both
+backends decide alike), and a cosine within ``SIM_TOLERANCE`` (1e-6) below
+``embedding_threshold`` counts as reaching it, as for near duplicates.
+
 In a conflict ``fact_a`` is the older fact (``(valid_from, id)`` order), ``fact_b`` the newer.
-Detection is read-only unless ``auto_resolve_supersession=True``.
+Detection is read-only unless ``auto_resolve_supersession=True``. Quarantined facts are
+never compared, and a resolution never invalidates a fact for (or invalidates) a fact
+quarantined in the store, even one quarantined after detection.
 """
 
 from __future__ import annotations
@@ -30,6 +36,9 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
+import numpy as np
+from numpy.typing import NDArray
+
 from cycgraph_memory._exclusive import exclusive_pass
 from cycgraph_memory._validate import check_bool, instance_of, instances_of
 from cycgraph_memory.consolidation._common import (
@@ -37,6 +46,7 @@ from cycgraph_memory.consolidation._common import (
     check_unit_interval,
     scan,
 )
+from cycgraph_memory.consolidation.near_duplicates import SIM_TOLERANCE
 from cycgraph_memory.consolidation.plan import (
     Mutation,
     MutationPlan,
@@ -101,13 +111,23 @@ def word_overlap(a: Iterable[str], b: Iterable[str]) -> float:
     return len(sa & sb) / len(union) if union else 0.0
 
 
-def _cosine(a: Sequence[float] | None, b: Sequence[float] | None) -> float | None:
-    if a is None or b is None or len(a) != len(b):
+def _unit(embedding: Sequence[float] | None) -> NDArray[np.float64] | None:
+    """``embedding`` rounded to float32 (what pgvector stores), as a float64 unit vector.
+
+    Rounding first makes both backends compute the same cosines from the same facts. A
+    zero vector stays zero (its cosine with anything is 0).
+    """
+    if embedding is None:
         return None
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(y * y for y in b))
-    return 0.0 if na == 0 or nb == 0 else dot / (na * nb)
+    v = np.asarray(embedding, dtype=np.float32).astype(np.float64)
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm > 0 else v
+
+
+def _cosine(a: NDArray[np.float64] | None, b: NDArray[np.float64] | None) -> float | None:
+    if a is None or b is None or a.shape != b.shape:
+        return None
+    return float(a @ b)
 
 
 def _order(a: SemanticFact, b: SemanticFact) -> tuple[SemanticFact, SemanticFact]:
@@ -174,6 +194,8 @@ class ConflictDetector:
     ) -> list[Conflict]:
         """Conflicts among ``facts`` (default: every live, non-quarantined fact).
 
+        Invalidated and quarantined facts in an explicit ``facts`` list are left out too.
+
         Returns conflicts ordered by ``(fact_a, fact_b)`` in ``(valid_from, id)`` order.
         With ``auto_resolve_supersession`` the older fact of each supersession pair is
         invalidated (one unit of work) before returning. ``progress`` receives
@@ -206,7 +228,9 @@ class ConflictDetector:
     def _detect(
         self, pool: list[SemanticFact], progress: ProgressCallback | None = None
     ) -> list[Conflict]:
-        unique = {f.id: f for f in pool if f.invalidated_by is None}
+        unique = {
+            f.id: f for f in pool if f.invalidated_by is None and QUARANTINE_TAG not in f.tags
+        }
         ordered = sorted(unique.values(), key=lambda f: (f.valid_from, str(f.id)))
         by_entity: dict[uuid.UUID, list[int]] = {}
         for i, fact in enumerate(ordered):
@@ -218,18 +242,26 @@ class ConflictDetector:
                 for y in range(x + 1, len(members)):
                     pairs.add((members[x], members[y]))
         tokens = [words(f.content) for f in ordered]
+        units = [_unit(f.embedding) for f in ordered]
         out: list[Conflict] = []
         every = max(1, len(pairs) // 100)
         for done, (i, j) in enumerate(sorted(pairs), 1):
             if done % every == 0 or done == len(pairs):
                 report_progress(progress, "detect-conflicts", done, len(pairs), "compare")
-            conflict = self._classify(ordered[i], ordered[j], tokens[i], tokens[j])
+            conflict = self._classify(
+                ordered[i], ordered[j], tokens[i], tokens[j], _cosine(units[i], units[j])
+            )
             if conflict is not None:
                 out.append(conflict)
         return out
 
     def _classify(
-        self, a: SemanticFact, b: SemanticFact, wa: list[str], wb: list[str]
+        self,
+        a: SemanticFact,
+        b: SemanticFact,
+        wa: list[str],
+        wb: list[str],
+        cosine: float | None,
     ) -> Conflict | None:
         neg_a = any(w in NEGATION_WORDS for w in wa)
         neg_b = any(w in NEGATION_WORDS for w in wb)
@@ -238,10 +270,10 @@ class ConflictDetector:
         )
         if neg_a != neg_b and overlap >= _HIGH_OVERLAP:
             return Conflict(fact_a=a, fact_b=b, type="negation", confidence=_NEGATION_CONFIDENCE)
-        cosine = _cosine(a.embedding, b.embedding)
-        similar = cosine >= self.embedding_threshold if cosine is not None else (
-            overlap >= _HIGH_OVERLAP
-        )
+        # At the threshold within SIM_TOLERANCE, as for near duplicates: float32 storage
+        # must not move a pair meant to sit exactly at the threshold below it.
+        close = cosine is not None and cosine >= self.embedding_threshold - SIM_TOLERANCE
+        similar = close if cosine is not None else overlap >= _HIGH_OVERLAP
         days = abs((b.valid_from - a.valid_from).total_seconds()) / 86_400.0
         if (
             a.entity_ids
@@ -252,11 +284,7 @@ class ConflictDetector:
             return Conflict(
                 fact_a=a, fact_b=b, type="supersession", confidence=_SUPERSESSION_CONFIDENCE
             )
-        if (
-            cosine is not None
-            and cosine >= self.embedding_threshold
-            and overlap < self.semantic_overlap_threshold
-        ):
+        if close and overlap < self.semantic_overlap_threshold:
             shorter = min(len(wa), len(wb))
             confidence = 0.3 + 0.4 * min(1.0, shorter / 20.0)
             return Conflict(
@@ -293,7 +321,8 @@ class ConflictDetector:
         the negating fact of a negation, the newer fact of a supersession and skips
         semantic contradictions; ``manual-review`` resolves nothing. A conflict whose loser
         is already invalidated, or whose winner is (in the store or earlier in this call),
-        is skipped, so re-running is a no-op.
+        is skipped, so re-running is a no-op; so is one with a fact quarantined (in the
+        store) on either side.
         """
         chosen = self.policy if policy is None else policy
         if chosen not in _POLICIES:
@@ -308,7 +337,7 @@ class ConflictDetector:
         """Resolve one conflict by hand; the loser is invalidated with the winner's id.
 
         ``keep_both`` changes nothing. Returns the detail of what happened (``skipped`` when
-        the loser or the winner was already invalidated).
+        the loser or the winner was already invalidated, or either is quarantined).
         """
         if action not in ("keep_a", "keep_b", "keep_both"):
             raise InvalidInputError(f"action must be keep_a, keep_b or keep_both, got {action!r}")
@@ -331,7 +360,8 @@ class ConflictDetector:
         chosen = self.policy if policy is None else policy
         if chosen not in _POLICIES:
             raise InvalidInputError(f"unknown policy {chosen!r}; expected one of {_POLICIES}")
-        return await self._plan([(c, *self._decide(c, chosen)) for c in conflicts])
+        items = instances_of(conflicts, Conflict, "conflicts")
+        return await self._plan([(c, *self._decide(c, chosen)) for c in items])
 
     async def _plan(
         self,
@@ -365,6 +395,10 @@ class ConflictDetector:
                 why = "loser already invalidated"
             elif winner.invalidated_by is not None:
                 why = "winner is invalidated"
+            elif QUARANTINE_TAG in winner.tags or QUARANTINE_TAG in loser.tags:
+                # Quarantined facts are outside consolidation: a poisoned fact must not
+                # displace a live one, and stays as it was for audit.
+                why = "quarantined fact"
             if why or loser is None:
                 report.skipped += 1
                 report.details.append(

@@ -21,7 +21,8 @@ the most recent ``valid_from``, then the smallest id. Each fact not yet absorbed
 keeper and absorbs its not-yet-absorbed neighbours, so every absorbed fact is itself similar to its
 keeper (no chaining) and a verified fact is never absorbed by an unverified one.
 
-A keeper keeps the evidence of everything it absorbed: ``access_count`` summed,
+A keeper keeps the evidence of everything it absorbed: ``access_count`` summed (saturating
+at ``MAX_ACCESS_COUNT``, as ``touch_facts`` does),
 ``last_accessed_at`` the latest, ``entity_ids``, ``source_episode_ids`` and tags united (in
 order, keeper first), and a keeper tagged ``verified_tag`` drops ``candidate_tag``. The
 absorbed facts are invalidated with ``invalidated_by`` = the keeper's id (their own
@@ -37,10 +38,13 @@ are pruned (ties: older ``valid_from``, then smaller id) with ``invalidated_by =
 deleted).
 
 **Themes.** A theme listing removed facts gets its ``fact_ids`` updated and its embedding
-recomputed as the normalised mean of its remaining facts' unit embeddings (``None`` when
-none has one); a theme left with no facts is invalidated (or deleted). In hard mode,
+recomputed as the normalised mean of its remaining live facts' unit embeddings (``None``
+when none has one); a theme left with no live fact (only facts invalidated earlier, e.g.
+by a conflict resolution, or none) is invalidated (or deleted). In hard mode,
 themes already soft-deleted and episodes stop citing the deleted facts too (an episode
-cites a merged fact's keeper instead).
+cites a merged fact's keeper instead), and a fact invalidated in favour of a merged fact
+(``invalidated_by`` = its id) names its keeper instead (a quarantined one is left
+as it is).
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
 from cycgraph_memory._exclusive import exclusive_pass
-from cycgraph_memory._validate import check_logger, instance_of
+from cycgraph_memory._validate import check_bool, check_logger, instance_of
 from cycgraph_memory.consolidation._common import (
     check_batch_size,
     check_delete_mode,
@@ -82,10 +86,11 @@ from cycgraph_memory.consolidation.plan import (
     sync_index,
 )
 from cycgraph_memory.contracts import MemoryIndex, MemoryStore
-from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.observability import span, tenant_of
 from cycgraph_memory.progress import ProgressCallback, report_progress
 from cycgraph_memory.records import (
+    MAX_ACCESS_COUNT,
     QUARANTINE_TAG,
     ConsolidationMutation,
     ConsolidationReport,
@@ -171,8 +176,15 @@ class MemoryConsolidator:
         logger: Optional ``logging.Logger`` (default: this module's logger).
         batch_size: Page size for loading facts, and the tile size of the similarity scan.
         verified_tag: A fact with this tag is never absorbed by one without it.
-        candidate_tag: Dropped from a verified keeper that absorbs duplicates.
+        candidate_tag: Dropped from a verified keeper that absorbs duplicates (must differ
+            from ``verified_tag``).
         clock: Returns "now" (aware UTC) for decay ages and invalidation timestamps.
+
+    Raises:
+        InvalidInputError: An option out of range (a negative budget, a threshold outside
+            [0, 1], an unknown ``delete_mode`` / ``dedup_method``, empty or equal tags).
+        InvalidTypeError: A tag that is not a ``str``, ``debug`` that is not a ``bool``, a
+            ``clock`` that is not callable, a logger without the logging methods.
         dedup_method: ``"auto"`` (exact up to 20,000 embedded facts, LSH above when
             cheaper), ``"exact"`` (all pairs) or ``"lsh"`` (LSH candidates, each verified).
         seed: Seed of the LSH hyperplanes (same seed and data, same plan).
@@ -215,8 +227,16 @@ class MemoryConsolidator:
             )
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise InvalidInputError(f"seed must be a non-negative integer, got {seed!r}")
+        for name, tag in (("verified_tag", verified_tag), ("candidate_tag", candidate_tag)):
+            if not isinstance(tag, str):
+                raise InvalidTypeError(f"{name} must be a str, got {type(tag).__name__}")
         if not verified_tag or not candidate_tag:
             raise InvalidInputError("verified_tag and candidate_tag must be non-empty")
+        if verified_tag == candidate_tag:
+            # A verified keeper drops candidate_tag: it would drop its own verified tag.
+            raise InvalidInputError("verified_tag and candidate_tag must differ")
+        if clock is not None and not callable(clock):
+            raise InvalidTypeError(f"clock must be a callable, got {type(clock).__name__}")
         self.store = store
         self.index = index
         self.max_facts = max_facts
@@ -224,7 +244,7 @@ class MemoryConsolidator:
         self.decay_half_life_days = float(decay_half_life_days)
         self.dedup_threshold = check_unit_interval("dedup_threshold", dedup_threshold)
         self.delete_mode = check_delete_mode(delete_mode)
-        self.debug = debug
+        self.debug = check_bool(debug, "debug")
         self.logger = check_logger(logger, _log)
         self.batch_size = check_batch_size(batch_size)
         self.verified_tag = verified_tag
@@ -338,6 +358,7 @@ class MemoryConsolidator:
                 for loser in losers
             }
             await self._cascade_episodes(removed, keeper_of, mutations)
+            await self._forward_invalidations(removed, keeper_of, mutations)
         report = ConsolidationReport(
             facts_deduped=len(absorbed),
             facts_decayed=len(decayed),
@@ -516,7 +537,8 @@ class MemoryConsolidator:
         accessed = [f.last_accessed_at for f in everyone if f.last_accessed_at is not None]
         return keeper.model_copy(
             update={
-                "access_count": sum(f.access_count for f in everyone),
+                # Saturates like touch_facts: past it the store refuses the keeper.
+                "access_count": min(sum(f.access_count for f in everyone), MAX_ACCESS_COUNT),
                 "last_accessed_at": max(accessed) if accessed else None,
                 "entity_ids": list(dict.fromkeys(e for f in everyone for e in f.entity_ids)),
                 "source_episode_ids": list(
@@ -620,7 +642,9 @@ class MemoryConsolidator:
                     else:
                         mutations.append(Delete("theme", theme.id, "theme_removed"))
                     continue
-                if not left:
+                embedding, any_live = await self._centroid(left)
+                if not any_live:
+                    # Invalidated (or missing) facts do not remain: the theme serves nothing.
                     gone += 1
                     if self.delete_mode == "hard":
                         mutations.append(Delete("theme", theme.id, "theme_removed"))
@@ -631,7 +655,6 @@ class MemoryConsolidator:
                         )
                     continue
                 cleaned += 1
-                embedding = await self._centroid(left)
                 mutations.append(
                     Put(theme.model_copy(update={"fact_ids": left, "embedding": embedding}),
                         "theme_updated")
@@ -673,12 +696,47 @@ class MemoryConsolidator:
                 break
             offset += self.batch_size
 
-    async def _centroid(self, fact_ids: list[uuid.UUID]) -> list[float] | None:
-        """Normalised mean of the unit embeddings of ``fact_ids`` (None without any)."""
+    async def _forward_invalidations(
+        self,
+        removed: set[uuid.UUID],
+        keeper_of: Mapping[uuid.UUID, uuid.UUID],
+        mutations: list[Mutation],
+    ) -> None:
+        """Hard mode: facts invalidated in favour of a merged fact now name its keeper.
+
+        The merged fact is deleted, so an ``invalidated_by`` naming it (an earlier conflict
+        resolution or merge) would dangle; its keeper carries its content and evidence.
+        """
+        forward = {
+            str(loser): str(keeper)
+            for loser, keeper in keeper_of.items()
+            if keeper not in removed
+        }
+        if not forward:
+            return
+        async for page in scan(
+            self.store, "facts", self.batch_size, include_invalidated=True,
+            exclude_tags=[QUARANTINE_TAG],  # quarantined facts stay as they are, for audit
+        ):
+            mutations.extend(
+                Put(f.model_copy(update={"invalidated_by": forward[f.invalidated_by]}),
+                    "fact_forwarded")
+                for f in page
+                if f.invalidated_by is not None and f.invalidated_by in forward
+            )
+
+    async def _centroid(self, fact_ids: list[uuid.UUID]) -> tuple[list[float] | None, bool]:
+        """Centroid of the live facts among ``fact_ids``, and whether any is live.
+
+        The centroid is the normalised mean of their unit embeddings (None without any).
+        """
         total: NDArray[np.float64] | None = None
+        any_live = False
         for start in range(0, len(fact_ids), self.batch_size):
             found = await self.store.get_facts(fact_ids[start : start + self.batch_size])
-            rows = [f.embedding for f in found.values() if f.embedding is not None]
+            live = [f for f in found.values() if f.invalidated_by is None]
+            any_live = any_live or bool(live)
+            rows = [f.embedding for f in live if f.embedding is not None]
             if not rows:
                 continue
             block = np.asarray(rows, dtype=np.float64)
@@ -687,8 +745,8 @@ class MemoryConsolidator:
             part = (block / norms).sum(axis=0)
             total = part if total is None else total + part
         if total is None:
-            return None
+            return None, any_live
         norm = float(np.linalg.norm(total))
         if norm == 0.0:
-            return None
-        return [float(x) for x in total / norm]
+            return None, any_live
+        return [float(x) for x in total / norm], any_live

@@ -15,7 +15,9 @@ Per duplicate group the resolver
   window, is dropped (an edge that was not remapped is kept in preference; then the older
   one); edges of disjoint windows are two periods of the relation and both stay;
 * soft-deletes losers (``invalidated_at`` + ``superseded_by`` = canonical) or, in
-  ``delete_mode="hard"``, deletes them after the edges and facts no longer point at them.
+  ``delete_mode="hard"``, deletes them after the edges and facts no longer point at them,
+  and after entities merged into them earlier (``superseded_by`` = a loser) forward to the
+  canonical instead, so no pointer dangles.
 
 Dropped edges are invalidated (``invalidated_by`` = the kept duplicate's id, or the
 canonical entity's id for a self-loop) with their endpoints untouched in soft mode, and
@@ -47,6 +49,7 @@ from cycgraph_memory.consolidation.plan import (
     sync_index,
 )
 from cycgraph_memory.contracts import MemoryIndex, MemoryStore
+from cycgraph_memory.errors import InvalidTypeError
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.observability import span, tenant_of
 from cycgraph_memory.progress import ProgressCallback, report_progress
@@ -118,6 +121,8 @@ class EntityResolver:
         self.batch_size = check_batch_size(batch_size)
         self.logger = check_logger(logger, _log)
         self.index = index
+        if clock is not None and not callable(clock):
+            raise InvalidTypeError(f"clock must be a callable, got {type(clock).__name__}")
         self.clock = clock or utc_now
 
     async def resolve(
@@ -182,6 +187,8 @@ class EntityResolver:
                 members, include_invalidated=True
             )
             self._remap_edges(loaded, remap, edges, dropped, originals)
+        if self.delete_mode == "hard":
+            entity_puts += await self._forward_pointers(remap, now)
         report_progress(progress, "resolve-entities", len(chunks), len(chunks), "plan")
         report.facts_rewritten = len(facts)
         report.relationships_rewritten = sum(1 for i in edges if i not in dropped)
@@ -202,6 +209,28 @@ class EntityResolver:
                 )
         mutations += losers_out
         return EntityResolutionPlan(mutations, report)
+
+    async def _forward_pointers(
+        self, remap: dict[uuid.UUID, uuid.UUID], now: datetime
+    ) -> list[Mutation]:
+        """Hard mode: entities whose ``superseded_by`` names a loser forward to its canonical.
+
+        The loser is deleted, so an earlier merge's pointer to it would dangle.
+        """
+        out: list[Mutation] = []
+        async for page in scan(self.store, "entities", self.batch_size, include_invalidated=True):
+            for entity in page:
+                target = entity.superseded_by
+                if target is not None and target in remap and entity.id not in remap:
+                    out.append(
+                        Put(
+                            entity.model_copy(
+                                update={"superseded_by": remap[target], "updated_at": now}
+                            ),
+                            "entity_forwarded",
+                        )
+                    )
+        return out
 
     async def _duplicate_groups(self) -> list[list[uuid.UUID]]:
         """Ids of live entities grouped by identity key, oldest first; groups of 2+ only."""
