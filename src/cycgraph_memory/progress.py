@@ -20,7 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["ProgressCallback", "ProgressEvent", "report_progress"]
+from cycgraph_memory.errors import InvalidTypeError
+
+__all__ = ["ProgressCallback", "ProgressEvent", "check_progress", "report_progress"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,21 @@ def report_progress(
     total: int | None = None,
     stage: str = "",
 ) -> None:
-    """Send one event to ``callback`` (nothing happens when it is ``None``)."""
+    """Send one event to ``callback`` (nothing happens when it is ``None``).
+
+    Raises:
+        InvalidTypeError: ``callback`` is neither ``None`` nor callable.
+    """
     if callback is not None:
-        callback(ProgressEvent(operation, done, total, stage))
+        check_progress(callback)(ProgressEvent(operation, done, total, stage))
+
+
+def check_progress(callback: object) -> ProgressCallback:
+    """``callback`` when it is callable, else :class:`InvalidTypeError`.
+
+    Operations that write check ``progress=`` with it before their first write (a value
+    that is not callable would otherwise fail at the first event, possibly after a commit).
+    """
+    if not callable(callback):
+        raise InvalidTypeError(f"progress must be a callable, got {type(callback).__name__}")
+    return callback

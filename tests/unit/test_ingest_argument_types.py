@@ -38,3 +38,17 @@ async def test_a_list_of_one_message_is_ingested() -> None:
     report = await pipeline.ingest([ONE])
     assert report.messages_ingested == 1
     assert len(await store.list_episodes()) == 1
+
+
+async def test_a_progress_that_is_not_callable_is_refused_before_anything() -> None:
+    store, pipeline = _pipeline()
+    with pytest.raises(InvalidTypeError, match="progress"):
+        await pipeline.ingest([ONE], progress="bar")  # type: ignore[arg-type]
+    assert await store.list_episodes() == []
+
+
+def test_report_progress_refuses_a_non_callable() -> None:
+    from cycgraph_memory.progress import report_progress
+
+    with pytest.raises(InvalidTypeError):
+        report_progress(5, "consolidate", 1, 2)  # type: ignore[arg-type]

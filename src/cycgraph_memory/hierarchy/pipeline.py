@@ -57,7 +57,7 @@ from cycgraph_memory.hierarchy.grounding import (
 from cycgraph_memory.hierarchy.ingest_resolution import resolve_ingest_entities
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.observability import span, tenant_of
-from cycgraph_memory.progress import ProgressCallback, report_progress
+from cycgraph_memory.progress import ProgressCallback, check_progress, report_progress
 from cycgraph_memory.records import (
     Entity,
     Episode,
@@ -304,6 +304,8 @@ class MemoryPipeline:
             EmbeddingDimensionMismatchError: The embedder returned vectors of the wrong
                 size (nothing written).
         """
+        if progress is not None:
+            check_progress(progress)
         opts = _IngestOptions.build(
             tags, provenance, source=source, run_id=run_id, node_id=node_id, agent_id=agent_id
         )

@@ -39,6 +39,7 @@ from cycgraph_memory.errors import (
     ProviderError,
 )
 from cycgraph_memory.hierarchy.calibration import DEFAULT_THEME_SIZE, refit_theme_calibration
+from cycgraph_memory.progress import check_progress
 from cycgraph_memory.records import EntityFilter, Episode, FactFilter, ListOptions
 
 __all__ = ["REEMBED_RECORD_TYPES", "ReembedProgress", "ReembedReport", "reembed"]
@@ -186,8 +187,8 @@ async def reembed(
     if resume_from is not None and not isinstance(resume_from, ReembedProgress):
         resume_from = ReembedProgress.model_validate(resume_from)
     # Checked before the first batch: each of these is used only after batches commit.
-    if progress is not None and not callable(progress):
-        raise InvalidTypeError(f"progress must be a callable, got {type(progress).__name__}")
+    if progress is not None:
+        check_progress(progress)
     if isinstance(theme_size, bool) or not isinstance(theme_size, int) or theme_size < 1:
         raise InvalidInputError(f"theme_size must be a positive int, got {theme_size!r}")
     embed = _Embedder(provider)
