@@ -623,8 +623,8 @@ class HeldLesson(_Model):
     """A candidate left on trial in one gate pass.
 
     ``reason``: why no decision was made (``insufficient_trials``,
-    ``insufficient_baseline``, ``no_verdict``, or ``malformed_stats: ...``), as in the
-    gate audit log.
+    ``insufficient_baseline``, ``no_verdict``, ``malformed_stats: ...``, or
+    ``changed_during_pass``), as in the gate audit log.
     """
 
     fact_id: uuid.UUID
@@ -655,7 +655,8 @@ class GateAuditEntry(_Model):
         verdict: ``promoted``, ``evicted`` or ``held``.
         reason: ``eval-gate:harmful`` / ``eval-gate:no_lift`` for evictions; for a held
             candidate why it was held (``insufficient_trials``, ``insufficient_baseline``,
-            ``no_verdict``); ``None`` for a promotion.
+            ``no_verdict``, ``malformed_stats: ...``, ``changed_during_pass``); ``None``
+            for a promotion.
         trials: Runs containing the lesson at decision time.
         evidence: The statistical evidence (inference rule), if it could be computed.
         policy: The ``RetentionPolicy`` the pass ran with, as JSON.

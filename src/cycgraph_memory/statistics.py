@@ -77,11 +77,26 @@ class WelchResult(NamedTuple):
 
 
 def summarize(values: Sequence[float]) -> SampleSummary:
-    """Return the :class:`SampleSummary` of a sequence of scores (two-pass, stable)."""
+    """Return the :class:`SampleSummary` of a sequence of scores (two-pass, stable).
+
+    Raises:
+        InvalidTypeError: ``values`` is not a sequence of real numbers.
+    """
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise InvalidTypeError(
+            f"values must be a sequence of numbers, got {type(values).__name__}"
+        )
+    if not isinstance(values, Sequence):
+        values = list(values)
     n = len(values)
     if n == 0:
         return SampleSummary(0, 0.0, None)
-    mean = math.fsum(values) / n
+    try:
+        mean = math.fsum(values) / n
+    except TypeError:
+        for v in values:
+            _real(v, "a value")
+        raise
     if n < 2:
         return SampleSummary(n, mean, None)
     m2 = math.fsum((x - mean) ** 2 for x in values)
@@ -98,7 +113,10 @@ def subtract_summary(total: SampleSummary, part: SampleSummary) -> SampleSummary
 
     Raises:
         InvalidInputError: ``part`` larger than ``total``.
+        InvalidTypeError: ``total`` or ``part`` is not a :class:`SampleSummary`.
     """
+    _check_summary(total, "total")
+    _check_summary(part, "part")
     if part.n > total.n:
         raise InvalidInputError(f"cannot remove {part.n} values from {total.n}")
     n = total.n - part.n
@@ -121,6 +139,11 @@ def _real(value: object, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InvalidTypeError(f"{name} must be a real number, got {type(value).__name__}")
     return float(value)
+
+
+def _check_summary(value: object, name: str) -> None:
+    if not isinstance(value, SampleSummary):
+        raise InvalidTypeError(f"{name} must be a SampleSummary, got {type(value).__name__}")
 
 
 def _as_summary(group: SampleSummary | Sequence[float], name: str) -> SampleSummary:
@@ -166,7 +189,9 @@ def welch_lift(
 
     Raises:
         InvalidInputError: A group with fewer than two values, or a negative floor.
+        InvalidTypeError: A group, ``threshold`` or ``sd_floor`` of the wrong type.
     """
+    threshold, sd_floor = _real(threshold, "threshold"), _real(sd_floor, "sd_floor")
     if sd_floor < 0 or not math.isfinite(sd_floor):
         raise InvalidInputError(f"sd_floor must be a finite number >= 0, got {sd_floor!r}")
     sa, sb = _as_summary(a, "a"), _as_summary(b, "b")
@@ -199,7 +224,12 @@ def pooled_variance(a: SampleSummary, b: SampleSummary) -> tuple[float, int] | N
 
     Returns:
         ``(variance, df)``, or ``None`` when no group has a variance (``df < 1``).
+
+    Raises:
+        InvalidTypeError: ``a`` or ``b`` is not a :class:`SampleSummary`.
     """
+    _check_summary(a, "a")
+    _check_summary(b, "b")
     m2 = 0.0
     df = 0
     for g in (a, b):
@@ -238,8 +268,12 @@ def mixture_p_value(z: float, information: float, precision: float) -> float:
         The always-valid p-value in ``(0, 1]``.
 
     Raises:
-        InvalidInputError: A non-finite ``z`` or a non-positive ``information``/``precision``.
+        InvalidInputError: A NaN ``z`` or a non-positive ``information``/``precision``.
+        InvalidTypeError: An argument that is not a real number.
     """
+    if type(z) is not float or type(information) is not float or type(precision) is not float:
+        z, information = _real(z, "z"), _real(information, "information")
+        precision = _real(precision, "precision")
     if math.isnan(z):
         raise InvalidInputError("z must be a number, got nan")
     if not (math.isfinite(information) and information > 0):
@@ -275,11 +309,22 @@ def benjamini_hochberg(p_values: Sequence[float], q: float) -> list[bool]:
 
     Raises:
         InvalidInputError: ``q`` outside ``(0, 1]`` or a p-value outside ``[0, 1]``.
+        InvalidTypeError: ``p_values`` is not a sequence of real numbers, or ``q`` is not
+            a real number.
     """
+    q = _real(q, "q")
     if not 0.0 < q <= 1.0:
         raise InvalidInputError(f"q must be in (0, 1], got {q!r}")
+    if isinstance(p_values, str | bytes) or not isinstance(p_values, Iterable):
+        raise InvalidTypeError(
+            f"p_values must be a sequence of numbers, got {type(p_values).__name__}"
+        )
+    if not isinstance(p_values, Sequence):
+        p_values = list(p_values)
     m = len(p_values)
     for p in p_values:
+        if type(p) is not float:
+            _real(p, "a p-value")
         if not 0.0 <= p <= 1.0:
             raise InvalidInputError(f"p-values must be in [0, 1], got {p!r}")
     order = sorted(range(m), key=lambda i: (p_values[i], i))
@@ -345,7 +390,9 @@ def regularized_incomplete_beta(x: float, a: float, b: float) -> float:
 
     Raises:
         InvalidInputError: ``x`` outside ``[0, 1]`` or a non-positive shape.
+        InvalidTypeError: An argument that is not a real number.
     """
+    x, a, b = _real(x, "x"), _real(a, "a"), _real(b, "b")
     if not 0.0 <= x <= 1.0:
         raise InvalidInputError(f"x must be in [0, 1], got {x!r}")
     if a <= 0 or b <= 0:
@@ -437,12 +484,14 @@ def gaussian(rng: Callable[[], float]) -> float:
     (``1 - u`` keeps the logarithm finite since ``u`` may be 0).
 
     Raises:
-        InvalidTypeError: ``rng`` is not callable.
+        InvalidTypeError: ``rng`` is not callable or does not return real numbers.
     """
     if not callable(rng):
         raise InvalidTypeError(f"rng must be a callable PRNG, got {type(rng).__name__}")
     u = rng()
     v = rng()
+    if type(u) is not float or type(v) is not float:
+        u, v = _real(u, "rng()"), _real(v, "rng()")
     return math.sqrt(-2.0 * math.log(1.0 - u)) * math.cos(2.0 * math.pi * v)
 
 

@@ -876,6 +876,18 @@ def by_ids(table_name: str) -> Select[Any]:
     )
 
 
+@lru_cache(maxsize=1)
+def facts_for_update() -> Select[Any]:
+    """Facts of ``:ids``, their rows locked ``FOR UPDATE`` until the transaction ends.
+
+    Parameters: ``tenant``, ``ids``. A pass that re-reads facts with it before writing
+    them back cannot overwrite a write another transaction commits in between: that
+    writer waits for the pass to commit (and the pass waits for a writer already holding
+    a row, then reads its committed version).
+    """
+    return by_ids("facts").with_for_update()
+
+
 @lru_cache(maxsize=2)
 def messages_by_ids(*, live: bool = False) -> Select[Any]:
     """Stored messages of ``:ids`` (one row per id). Parameters: ``tenant``, ``ids``.

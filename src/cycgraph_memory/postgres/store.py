@@ -550,6 +550,26 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         """Batch get in one round trip; missing ids are absent."""
         return await self._get_many(FACTS, ids, convert.fact_from_row)
 
+    async def get_facts_for_update(
+        self, ids: Iterable[uuid.UUID | str]
+    ) -> dict[uuid.UUID, SemanticFact]:
+        """:meth:`get_facts` on the primary, the rows locked until the unit of work ends.
+
+        For a pass that re-reads records before writing them back (the retention gate):
+        inside ``transaction()`` / ``exclusive()`` no other transaction can commit a
+        change to these facts until the pass commits, so its write cannot undo one.
+        Outside a unit of work the lock ends with the read (no effect).
+        """
+        wanted = parse_ids(ids)
+        if not wanted:
+            return {}
+        async with self._session() as session:
+            rows = await statements.fetch(
+                session, statements.facts_for_update(), {"tenant": self._tenant, "ids": wanted}
+            )
+        found = {convert._uuid(row["id"]): convert.fact_from_row(row) for row in rows}
+        return {i: found[i] for i in wanted if i in found}
+
     async def find_facts(
         self, filter: FactFilter | Options | None = None, /, **options: Any
     ) -> list[SemanticFact]:

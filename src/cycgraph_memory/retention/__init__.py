@@ -1,6 +1,7 @@
 """Eval-gated retention: the gate, its policy, and the gate simulator."""
 
 from cycgraph_memory.retention.gate import (
+    CHANGED_DURING_PASS,
     DEFAULT_RETENTION_POLICY,
     EVICT_HARMFUL,
     EVICT_NO_LIFT,
@@ -28,6 +29,7 @@ from cycgraph_memory.retention.simulator import (
 )
 
 __all__ = [
+    "CHANGED_DURING_PASS",
     "DEFAULT_RETENTION_POLICY",
     "EVICT_HARMFUL",
     "EVICT_NO_LIFT",

@@ -6,9 +6,12 @@ One pass (:func:`evaluate_retention`) runs as one exclusive unit of work on the 
    ``get_fact_stats_batch``) and the all-runs baseline (one ``get_baseline``); each
    candidate's leave-one-out baseline is derived from those two without another scan;
 2. plan: decide every candidate (:func:`plan_retention`, pure);
-3. apply: promotions swap the candidate tag for the verified tag, evictions soft-delete
-   with ``invalidated_by = "eval-gate:harmful"`` or ``"eval-gate:no_lift"`` (one
-   ``put_facts``);
+3. apply: re-read the facts a verdict changes (one ``get_facts``) and apply it to the
+   current record: promotions swap the candidate tag for the verified tag, evictions
+   soft-delete with ``invalidated_by = "eval-gate:harmful"`` or ``"eval-gate:no_lift"``
+   (one ``put_facts``). A candidate that stopped being an active, unquarantined candidate
+   since step 1 (a writer quarantined, invalidated or promoted it meanwhile) is held with
+   the reason ``changed_during_pass`` instead of being overwritten;
 4. append one audit entry per decision when the ledger keeps a gate audit log.
 
 Everything lands or nothing does, and two concurrent passes end in the state of one.
@@ -16,6 +19,7 @@ Everything lands or nothing does, and two concurrent passes end in the state of 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import uuid
@@ -62,6 +66,7 @@ from cycgraph_memory.statistics import (
 )
 
 __all__ = [
+    "CHANGED_DURING_PASS",
     "DEFAULT_RETENTION_POLICY",
     "EVICT_HARMFUL",
     "EVICT_NO_LIFT",
@@ -87,6 +92,10 @@ EVICT_NO_LIFT: Final = "eval-gate:no_lift"
 
 MALFORMED_STATS: Final = "malformed_stats"
 """Hold reason (prefix) of a candidate whose ledger statistics cannot be sound."""
+
+CHANGED_DURING_PASS: Final = "changed_during_pass"
+"""Hold reason of a candidate that was quarantined, invalidated or lost its candidate tag
+while the pass was deciding it (its verdict is not applied)."""
 
 GATE_PASS_NAME = "retention-gate"
 """Name of the exclusive maintenance pass (one gate pass at a time per store/tenant)."""
@@ -169,10 +178,12 @@ class GateDecision:
     """One planned decision: the plan is data, applied afterwards in one unit of work.
 
     Attributes:
-        fact: The candidate as read at the start of the pass.
+        fact: The candidate as read at the start of the pass (by
+            :func:`evaluate_retention`: as re-read just before its verdict is applied).
         verdict: ``promoted``, ``evicted`` or ``held``.
         reason: Eviction reason, or why a candidate is held (``insufficient_trials``,
-            ``insufficient_baseline``, ``no_verdict``); ``None`` for a promotion.
+            ``insufficient_baseline``, ``no_verdict``, ``malformed_stats: ...``,
+            ``changed_during_pass``); ``None`` for a promotion.
         trials: Runs containing the candidate.
         evidence: Statistical evidence (inference rule), when it could be computed.
     """
@@ -561,6 +572,61 @@ async def _read_stats(
     return found
 
 
+async def _on_current_records(
+    store: MemoryStore, decisions: list[GateDecision], policy: RetentionPolicy
+) -> list[GateDecision]:
+    """Re-read the facts the verdicts change; apply each verdict to the current record.
+
+    The candidates were listed at the start of the pass, and a writer may have changed
+    one since (the pass serialises gate passes, not writers). A verdict is applied to the
+    record as it is now, so concurrent edits survive; a candidate that is now quarantined,
+    invalidated, deleted or no longer tagged as a candidate is held with the reason
+    :data:`CHANGED_DURING_PASS` (a quarantined fact is never promoted). A store with
+    ``get_facts_for_update`` (Postgres) locks the re-read rows until the pass commits, so
+    no writer commits between the re-read and the write.
+    """
+    ids = [d.fact.id for d in decisions if d.verdict != "held"]
+    if not ids:
+        return decisions
+    # Optional store capability: the re-read locks the rows until the pass commits
+    # (Postgres: FOR UPDATE), so a writer cannot commit between this read and the write.
+    read = getattr(store, "get_facts_for_update", None) or store.get_facts
+    current = await read(ids)
+    out: list[GateDecision] = []
+    for d in decisions:
+        if d.verdict == "held":
+            out.append(d)
+            continue
+        now = current.get(d.fact.id)
+        if (
+            now is None
+            or now.invalidated_by is not None
+            or QUARANTINE_TAG in now.tags
+            or policy.candidate_tag not in now.tags
+        ):
+            _log.warning(
+                "retention gate holds candidate %s: it changed during the pass", d.fact.id
+            )
+            out.append(GateDecision(now or d.fact, "held", CHANGED_DURING_PASS, d.trials,
+                                    d.evidence))
+        else:
+            out.append(dataclasses.replace(d, fact=now))
+    return out
+
+
+def _check_backends(store: object, ledger: object) -> None:
+    for name in ("find_facts", "get_facts", "put_facts"):
+        if not callable(getattr(store, name, None)):
+            raise InvalidTypeError(
+                f"store must be a MemoryStore ({name}), got {type(store).__name__}"
+            )
+    for name in ("get_fact_stats", "get_baseline"):
+        if not callable(getattr(ledger, name, None)):
+            raise InvalidTypeError(
+                f"ledger must be an OutcomeLedger ({name}), got {type(ledger).__name__}"
+            )
+
+
 def _applied(decision: GateDecision, policy: RetentionPolicy) -> SemanticFact | None:
     fact = decision.fact
     if decision.verdict == "promoted":
@@ -610,7 +676,12 @@ async def evaluate_retention(
     so a second pass over the same evidence changes nothing. The pass runs inside
     ``exclusive_pass(store, "retention-gate")``: reads, writes and audit rows commit
     together, and concurrent passes are serialised. On Postgres build the ledger on the
-    store's engine or sessionmaker so its audit rows join that transaction.
+    store's engine or sessionmaker so its audit rows join that transaction. Writers are
+    not serialised against the pass: verdicts are applied to the facts as re-read just
+    before the write, and a candidate quarantined, invalidated or promoted meanwhile is
+    held as ``changed_during_pass`` instead of being overwritten. A store with
+    ``get_facts_for_update`` (Postgres) locks the re-read rows until the pass commits, so
+    no writer commits between that re-read and the write.
 
     Args:
         store: Any ``MemoryStore``.
@@ -627,7 +698,14 @@ async def evaluate_retention(
 
     Raises:
         pydantic.ValidationError: An invalid policy (nothing is read or changed).
+        InvalidTypeError: ``store`` or ``ledger`` lacks the methods of its contract,
+            ``policy`` is neither a policy, a mapping nor ``None``, or ``clock`` is not
+            callable (nothing is read).
+        InvalidInputError: ``pass_id`` is not a UUID (nothing is read).
     """
+    _check_backends(store, ledger)
+    if clock is not None and not callable(clock):
+        raise InvalidTypeError(f"clock must be callable, got {type(clock).__name__}")
     rules = _coerce_policy(policy)
     this_pass = pass_id if pass_id is not None else uuid.uuid4()
     if not isinstance(this_pass, uuid.UUID):
@@ -640,7 +718,9 @@ async def evaluate_retention(
             )
         stats = await _read_stats(ledger, [f.id for f in candidates])
         baseline = await ledger.get_baseline()
-        decisions = plan_retention(candidates, stats, baseline, rules)
+        decisions = await _on_current_records(
+            store, plan_retention(candidates, stats, baseline, rules), rules
+        )
         changed = [f for f in (_applied(d, rules) for d in decisions) if f is not None]
         if changed:
             await store.put_facts(changed)

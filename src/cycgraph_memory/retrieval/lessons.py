@@ -98,7 +98,12 @@ async def retrieve_gated_lessons(
     Raises:
         InvalidInputError: Empty ``tags``, out-of-range counts, or ``rest_after_trials``
             without a ``ledger``. Nothing is read then.
+        InvalidTypeError: ``store`` or ``ledger`` lacks the methods of its contract.
     """
+    if not callable(getattr(store, "find_facts", None)):
+        raise InvalidTypeError(
+            f"store must be a MemoryStore (find_facts), got {type(store).__name__}"
+        )
     if isinstance(tags, str) or not tags or not all(isinstance(t, str) and t for t in tags):
         raise InvalidInputError("tags must be a non-empty list of non-empty strings")
     if not isinstance(candidate_tag, str) or not candidate_tag:
