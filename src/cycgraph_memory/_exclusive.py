@@ -2,12 +2,35 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from typing import cast
 
 from cycgraph_memory.contracts import MemoryStore, SupportsExclusive
 
-__all__ = ["exclusive_pass"]
+__all__ = ["FACTS_LOCK", "PASS_LOCK_ORDER", "exclusive_pass", "exclusive_passes"]
+
+FACTS_LOCK = "facts"
+"""Lock held by every pass that writes back existing facts it read.
+
+Entity resolution, consolidation, conflict resolution, ``Memory.forget``, the retention
+gate and purge read facts and write whole records back; holding this lock besides their
+own, none of them commits between another one's read and its write (a lesson the gate
+quarantines while consolidation runs is not un-quarantined by consolidation's write)."""
+
+PASS_LOCK_ORDER: tuple[str, ...] = (
+    "purge",
+    "consolidation",
+    "entity-resolution",
+    "conflict-resolution",
+    "forget",
+    "retention-gate",
+    FACTS_LOCK,
+    "themes",
+)
+"""The one order in which a pass takes several locks (:func:`exclusive_passes`): two
+passes needing the same locks take them in the same order, so they never deadlock."""
 
 
 def exclusive_pass(store: MemoryStore, name: str) -> AbstractAsyncContextManager[None]:
@@ -24,3 +47,23 @@ def exclusive_pass(store: MemoryStore, name: str) -> AbstractAsyncContextManager
     if hasattr(store, "exclusive"):
         return cast(SupportsExclusive, store).exclusive(name)
     return store.transaction()
+
+
+@contextlib.asynccontextmanager
+async def exclusive_passes(store: MemoryStore, *names: str) -> AsyncIterator[None]:
+    """One unit of work holding the locks ``names``, taken in :data:`PASS_LOCK_ORDER`.
+
+    For a pass that must not interleave with other passes (each named by its lock); names
+    outside that order are taken after it, in the order given. A store without
+    ``exclusive`` runs the block in one ``transaction()``.
+    """
+    rank = {name: i for i, name in enumerate(PASS_LOCK_ORDER)}
+    ordered = sorted(dict.fromkeys(names), key=lambda n: rank.get(n, len(rank)))
+    if not hasattr(store, "exclusive"):
+        async with store.transaction():
+            yield
+        return
+    async with contextlib.AsyncExitStack() as locks:
+        for name in ordered:
+            await locks.enter_async_context(cast(SupportsExclusive, store).exclusive(name))
+        yield

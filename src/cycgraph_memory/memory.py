@@ -41,7 +41,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict
 
-from cycgraph_memory._exclusive import exclusive_pass
+from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_passes
 from cycgraph_memory._options import coerce_options
 from cycgraph_memory._validate import check_bool, string_list
 from cycgraph_memory.consolidation.plan import Put, sync_index
@@ -577,7 +577,7 @@ class Memory:
         if check_bool(erase, "erase"):
             return await self._erase(ids)
         with span("cycgraph.memory.forget", tenant=self.tenant) as sp:
-            async with exclusive_pass(self.store, "forget"):
+            async with exclusive_passes(self.store, "forget", FACTS_LOCK):
                 found = await self.store.get_facts(ids)
                 live = [found[i] for i in ids if i in found and found[i].invalidated_by is None]
                 updated: list[SemanticFact] = [

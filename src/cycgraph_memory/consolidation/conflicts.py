@@ -39,7 +39,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from cycgraph_memory._exclusive import exclusive_pass
+from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_passes
 from cycgraph_memory._validate import check_bool, instance_of, instances_of
 from cycgraph_memory.consolidation._common import (
     check_batch_size,
@@ -418,7 +418,7 @@ class ConflictDetector:
         self,
         decisions: list[tuple[Conflict, Literal["keep_a", "keep_b", "skipped"], str]],
     ) -> ConflictResolutionReport:
-        async with exclusive_pass(self.store, "conflict-resolution"):
+        async with exclusive_passes(self.store, "conflict-resolution", FACTS_LOCK):
             plan = await self._plan(decisions)
             await apply_mutations(self.store, plan.mutations)
         sync_index(self.index, plan.mutations)

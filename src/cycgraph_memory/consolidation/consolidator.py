@@ -61,7 +61,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
-from cycgraph_memory._exclusive import exclusive_pass
+from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_passes
 from cycgraph_memory._validate import check_bool, check_logger, instance_of
 from cycgraph_memory.consolidation._common import (
     check_batch_size,
@@ -265,11 +265,10 @@ class MemoryConsolidator:
         ``progress`` receives ``ProgressEvent("consolidate", step, 6, stage)`` per phase.
         """
         # "themes" is the ingest's THEMES_LOCK (hierarchy.pipeline): the pass rewrites themes,
-        # so it must not interleave with ingest's theme assignment. Lock order is always
-        # consolidation -> themes; ingest takes only themes, so no cycle.
-        async with exclusive_pass(self.store, "consolidation"), exclusive_pass(
-            self.store, "themes"
-        ):
+        # so it must not interleave with ingest's theme assignment; FACTS_LOCK keeps the
+        # other passes that rewrite facts (the gate, forget, ...) out until it commits.
+        # exclusive_passes takes them in the one lock order, so no cycle.
+        async with exclusive_passes(self.store, "consolidation", FACTS_LOCK, "themes"):
             with span("cycgraph.consolidate", tenant=tenant_of(self.store)) as sp:
                 plan = await self.plan(progress=progress)
                 await apply_mutations(self.store, plan.mutations)

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from cycgraph_memory._exclusive import exclusive_pass
+from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_passes
 from cycgraph_memory._validate import check_logger
 from cycgraph_memory.consolidation._common import (
     check_batch_size,
@@ -137,7 +137,7 @@ class EntityResolver:
         Returns:
             The counts of what was merged and rewritten.
         """
-        async with exclusive_pass(self.store, "entity-resolution"):
+        async with exclusive_passes(self.store, "entity-resolution", FACTS_LOCK):
             with span("cycgraph.resolve_entities", tenant=tenant_of(self.store)) as sp:
                 plan = await self.plan(progress=progress)
                 await apply_mutations(self.store, plan.mutations)

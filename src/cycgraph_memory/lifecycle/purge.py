@@ -38,7 +38,6 @@ What is derived from what (the rules the planner applies):
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import uuid
 from collections.abc import Mapping
@@ -46,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_passes
 from cycgraph_memory._validate import check_bool
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.hierarchy.clustering import _key_terms, _short_label
@@ -72,16 +72,18 @@ _REWRITING_PASSES: tuple[str, ...] = (
     "conflict-resolution",
     "forget",
     GATE_PASS_NAME,
+    FACTS_LOCK,
     THEMES_LOCK,
 )
-"""Pass locks a purge holds besides its own, in this order.
+"""Pass locks a purge holds besides its own (taken in ``PASS_LOCK_ORDER``).
 
 A purge writes back facts, themes, episodes and entities it read; these passes rewrite
 the same records (entity links and merges; soft deletes of conflict losers and of
 ``Memory.forget``; the gate's tags; themes and theme links, by ingest's write phase and by
-consolidation, which both take ``THEMES_LOCK``). Holding their locks, the purge never
-undoes a write one of them committed between its read and its write. No pass takes two
-of these except consolidation (``consolidation``, then ``themes``), so there is no cycle.
+consolidation, which both take ``THEMES_LOCK``; every pass rewriting facts also holds
+``FACTS_LOCK``). Holding their locks, the purge never undoes a write one of them
+committed between its read and its write. Every pass takes its locks in the one order of
+``exclusive_passes``, so there is no cycle.
 """
 
 
@@ -372,9 +374,7 @@ async def purge(
         raise InvalidInputError(
             f"the ledger's tenant {ledger_tenant!r} is not the store's {store_tenant!r}"
         )
-    async with contextlib.AsyncExitStack() as locks:
-        for name in ("purge", *_REWRITING_PASSES):
-            await locks.enter_async_context(store.exclusive(name))
+    async with exclusive_passes(store, "purge", *_REWRITING_PASSES):
         candidates = await store.purge_candidates(sel)
         plan = plan_purge(sel, candidates)
         run_ids = [sel.run_id] if sel.run_id is not None else []

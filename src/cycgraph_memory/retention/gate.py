@@ -32,7 +32,7 @@ from typing import Any, Final, Literal, cast
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cycgraph_memory._construct import trusted
-from cycgraph_memory._exclusive import exclusive_pass
+from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_passes
 from cycgraph_memory.contracts import (
     MemoryStore,
     OutcomeLedger,
@@ -710,7 +710,7 @@ async def evaluate_retention(
     this_pass = pass_id if pass_id is not None else uuid.uuid4()
     if not isinstance(this_pass, uuid.UUID):
         raise InvalidInputError(f"pass_id must be a UUID, got {type(this_pass).__name__}")
-    async with exclusive_pass(store, GATE_PASS_NAME):
+    async with exclusive_passes(store, GATE_PASS_NAME, FACTS_LOCK):
         candidates = await store.find_facts(_candidate_filter(rules.candidate_tag))
         if not candidates:
             return trusted(
