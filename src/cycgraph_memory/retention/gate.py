@@ -674,7 +674,7 @@ async def evaluate_retention(
 
     Idempotent: promoted facts lose the candidate tag and evicted facts are invalidated,
     so a second pass over the same evidence changes nothing. The pass runs inside
-    ``exclusive_pass(store, "retention-gate")``: reads, writes and audit rows commit
+    ``exclusive_passes(store, "retention-gate", "facts")``: reads, writes and audit rows commit
     together, and concurrent passes are serialised. On Postgres build the ledger on the
     store's engine or sessionmaker so its audit rows join that transaction. Writers are
     not serialised against the pass: verdicts are applied to the facts as re-read just
