@@ -676,8 +676,9 @@ async def evaluate_retention(
     so a second pass over the same evidence changes nothing. The pass runs inside
     ``exclusive_passes(store, "retention-gate", "facts")``: reads, writes and audit rows commit
     together, and concurrent passes are serialised. On Postgres build the ledger on the
-    store's engine or sessionmaker so its audit rows join that transaction. Writers are
-    not serialised against the pass: verdicts are applied to the facts as re-read just
+    store's engine or sessionmaker so its audit rows join that transaction. The other
+    passes that rewrite facts hold the ``facts`` lock too; direct writers (``put_facts``)
+    are not serialised against the pass: verdicts are applied to the facts as re-read just
     before the write, and a candidate quarantined, invalidated or promoted meanwhile is
     held as ``changed_during_pass`` instead of being overwritten. A store with
     ``get_facts_for_update`` (Postgres) locks the re-read rows until the pass commits, so
