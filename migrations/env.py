@@ -13,6 +13,9 @@ The embedding dimension comes from ``-x embedding_dim=N`` or
 a database records a dimension, asking for another one is refused before any revision runs
 (the vector columns keep their width; the message says how to change it).
 
+Offline mode (``alembic upgrade head --sql``) is refused: the revisions query the database
+they migrate, so no complete script can be rendered without it.
+
 Run from the ``alembic`` command line, the ``[loggers]`` sections of ``alembic.ini``
 configure logging, so every revision applied is printed. Programmatic runs leave logging to
 the application.
@@ -112,14 +115,14 @@ async def run_async_migrations() -> None:
 
 
 def run_migrations_offline() -> None:
-    context.configure(
-        url=_dsn(),
-        target_metadata=target_metadata,
-        literal_binds=True,
-        dialect_opts={"paramstyle": "named"},
+    # The revisions read the database they migrate (the recorded embedding width, the
+    # tables that have a tenant_id, which extensions existed before), so they cannot be
+    # rendered as a SQL script without one. Refuse before printing anything: a partial
+    # script (Alembic stops at the first revision that queries) must never be applied.
+    raise CommandError(
+        "offline mode (--sql) is not supported: the cycgraph-memory migrations read the "
+        "database they migrate; run `alembic upgrade head` against the database"
     )
-    with context.begin_transaction():
-        context.run_migrations()
 
 
 def run_migrations_online() -> None:

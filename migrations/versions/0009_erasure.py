@@ -53,14 +53,16 @@ END;
 $$;
 """
 
+# Exactly 0003's body (``END`` without a semicolon), so a downgrade restores the function
+# 0003 created, byte for byte (pg_get_functiondef compares equal).
 ORIGINAL_FUNCTION = """
 CREATE OR REPLACE FUNCTION cycgraph_refuse_audit_change() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     RAISE EXCEPTION 'gate_audit_log is append-only: % refused', TG_OP
         USING ERRCODE = 'CG001';
-END;
-$$;
+END
+$$
 """
 
 

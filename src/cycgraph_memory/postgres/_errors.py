@@ -11,7 +11,9 @@ Nothing above :mod:`cycgraph_memory.postgres` sees a SQLAlchemy or asyncpg excep
   :class:`~cycgraph_memory.errors.ConnectionLostError`
 * ``57014`` / ``55P03`` (statement or lock timeout) ->
   :class:`~cycgraph_memory.errors.StatementTimeoutError`
-* ``42P01`` (undefined table) -> :class:`~cycgraph_memory.errors.SchemaNotReadyError`
+* ``42P01`` (undefined table) and ``42703`` (undefined column: a schema older than the
+  library, e.g. the service upgraded without ``alembic upgrade head``) ->
+  :class:`~cycgraph_memory.errors.SchemaNotReadyError`
 * anything else database-related -> :class:`~cycgraph_memory.errors.StorageError`
 """
 
@@ -41,6 +43,10 @@ APPEND_ONLY_SQLSTATE = "CG001"
 """SQLSTATE raised by the trigger that keeps the gate audit log append-only."""
 
 _SCHEMA_HINT = "run alembic upgrade head (or cycgraph_memory.postgres.upgrade)"
+
+# undefined_table, undefined_column: a table or column the library's statements name is
+# missing, i.e. the database was not migrated to the library's revision.
+_SCHEMA_BEHIND = frozenset({"42P01", "42703"})
 
 
 def sqlstate_of(exc: BaseException) -> str | None:
@@ -80,7 +86,7 @@ def translated(exc: BaseException) -> CycgraphMemoryError:
         code is None and _is_connection_loss(exc)
     ):
         return ConnectionLostError(detail, sqlstate=code)
-    if code == "42P01":
+    if code in _SCHEMA_BEHIND:
         return SchemaNotReadyError(f"schema not ready ({detail}): {_SCHEMA_HINT}", sqlstate=code)
     return StorageError(detail, sqlstate=code)
 
