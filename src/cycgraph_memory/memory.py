@@ -256,7 +256,8 @@ class Memory:
 
         Raises:
             SchemaNotReadyError: The Postgres schema is not at the shipped head and
-                ``migrate`` is false.
+                ``migrate`` is false, or it is at a revision this release does not ship
+                (migrated by a newer release; ``migrate`` cannot help).
             EmbeddingDimensionMismatchError: ``embedder`` or ``embedding_dim`` disagrees
                 with the database's vector width.
             InvalidTenantError: A malformed tenant name.
@@ -309,7 +310,7 @@ class Memory:
             start_embedded_server,
             validate_tenant,
         )
-        from cycgraph_memory.postgres.migrate import schema_status, upgrade
+        from cycgraph_memory.postgres.migrate import is_known_revision, schema_status, upgrade
 
         validate_tenant(tenant)
         if dsn is None:
@@ -318,6 +319,15 @@ class Memory:
         try:
             instrument_engine(engine)
             current, head, recorded = await schema_status(engine)
+            if current is not None and current != head and not is_known_revision(current):
+                # Migrated by a newer release (a rolling deploy, a rollback): neither
+                # "upgrade" nor migrate=True can help this release.
+                raise SchemaNotReadyError(
+                    f"database schema is at {current}, which this release of "
+                    f"cycgraph-memory does not know (its newest revision is {head}): the "
+                    "database was migrated by a newer release; run that release, or "
+                    "downgrade the database with its migrations"
+                )
             if current != head:
                 if not migrate:
                     raise SchemaNotReadyError(

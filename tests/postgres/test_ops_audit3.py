@@ -193,3 +193,24 @@ async def test_a_schema_behind_the_library_is_not_ready(
         assert await store.get_fact(f.id) == f
     finally:
         await engine.dispose()
+
+
+async def test_a_schema_migrated_by_a_newer_release_is_refused_clearly(
+    pg_databases: Any,
+) -> None:
+    """A revision this release does not ship: neither "upgrade" advice nor migrate=True."""
+    from cycgraph_memory import Memory
+    from cycgraph_memory.postgres import create_engine_from_dsn, upgrade
+
+    dsn = await pg_databases.create("cycgraph_ops_newer")
+    engine = create_engine_from_dsn(dsn)
+    try:
+        await upgrade(engine, embedding_dim=8)
+        async with engine.begin() as conn:
+            await conn.execute(text("UPDATE alembic_version SET version_num = '0999'"))
+    finally:
+        await engine.dispose()
+    for migrate in (False, True):
+        with pytest.raises(SchemaNotReadyError, match="newer release") as info:
+            await Memory.open(dsn, tenant="t", migrate=migrate)
+        assert "db upgrade" not in str(info.value)

@@ -46,6 +46,7 @@ __all__ = [
     "current_revision",
     "downgrade",
     "head_revision",
+    "is_known_revision",
     "lock_for_migrations",
     "migrations_dir",
     "recorded_embedding_dim",
@@ -279,6 +280,17 @@ def head_revision() -> str:
     if head is None:  # pragma: no cover - the package always ships revisions
         raise SchemaNotReadyError("the shipped migrations have no head revision")
     return str(head)
+
+
+def is_known_revision(revision: str) -> bool:
+    """Whether ``revision`` is one of the shipped migrations (``False``: a newer library's)."""
+    from alembic.script import ScriptDirectory
+    from alembic.util import CommandError
+
+    try:
+        return ScriptDirectory.from_config(alembic_config()).get_revision(revision) is not None
+    except CommandError:
+        return False
 
 
 def _status_sync(conn: Connection) -> tuple[str | None, int | None]:
