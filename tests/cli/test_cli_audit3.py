@@ -45,3 +45,11 @@ def test_a_bad_line_is_still_named_by_its_number(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["--dsn", "memory://", "ingest", str(path)])
     assert result.exit_code == 1
     assert "line 2: not JSON" in result.stderr
+
+
+def test_every_downgrade_needs_yes() -> None:
+    """A downgrade to any revision drops data: refused without --yes, before connecting."""
+    result = CliRunner().invoke(app, ["--dsn", "postgresql://nobody@127.0.0.1:1/none",
+                                      "db", "downgrade", "0001"])
+    assert result.exit_code == 1
+    assert "--yes" in result.output and "0001" in result.output

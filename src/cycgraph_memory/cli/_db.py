@@ -77,12 +77,20 @@ def upgrade_cmd(
 def downgrade_cmd(
     ctx: typer.Context,
     revision: str = typer.Argument(..., help="Target revision (`base` drops every table)."),
-    yes: bool = typer.Option(False, "--yes", help="Confirm a downgrade to base."),
+    yes: bool = typer.Option(False, "--yes", help="Confirm the downgrade (it drops data)."),
     json_output: bool = JSON_OPTION,
 ) -> None:
-    """Downgrade the schema (alembic downgrade); `base` deletes every stored record."""
-    if revision == "base" and not yes:
-        fail("downgrading to base drops every table and record; add --yes to confirm")
+    """Downgrade the schema (alembic downgrade); `base` deletes every stored record.
+
+    Every downgrade needs `--yes`: it drops the tables and columns later revisions added,
+    with what they hold (`base`: every table and record).
+    """
+    if not yes:
+        what = (
+            "every table and record" if revision == "base"
+            else "the tables and columns of every later revision, with their data"
+        )
+        fail(f"downgrading to {revision} drops {what}; add --yes to confirm")
     dsn = resolve_dsn(settings(ctx, json_output))
 
     async def work() -> tuple[str | None, str, int | None]:
