@@ -43,13 +43,19 @@ _PAGE = 1000
 FloatArray = npt.NDArray[np.float64]
 
 
-def general_theme() -> Theme:
-    """A new, empty "General" theme with the fixed id."""
+def general_theme(provenance: Provenance | None = None) -> Theme:
+    """A new, empty "General" theme with the fixed id.
+
+    Args:
+        provenance: Its provenance (``created_at`` is set to now); default
+            ``Provenance(source="derived")``.
+    """
+    base = provenance if provenance is not None else Provenance(source="derived")
     return Theme(
         id=GENERAL_THEME_ID,
         label=GENERAL_THEME_LABEL,
         description="Facts without embeddings",
-        provenance=Provenance(source="derived", created_at=utc_now()),
+        provenance=base.model_copy(update={"created_at": utc_now()}),
     )
 
 
@@ -150,6 +156,7 @@ async def candidate_themes(
     limit: int,
     floor: float | None,
     max_facts: int | None = None,
+    provenance: Provenance | None = None,
 ) -> list[Theme]:
     """The live stored themes near ``facts`` (plus "General" when a fact has no vector).
 
@@ -157,7 +164,8 @@ async def candidate_themes(
     that many by id from the store, whatever the size of the tenant. A theme holding
     ``max_facts`` facts or more is full: it is not a candidate, so it neither grows nor
     merges, and related facts start a sibling theme (the cost of writing a theme stays
-    bounded too). Call it inside the ingest's unit of work.
+    bounded too). Call it inside the ingest's unit of work. A "General" theme that is not
+    stored yet is made with ``provenance`` (see :func:`general_theme`).
     """
     wanted: dict[uuid.UUID, None] = {}
     need_general = any(f.embedding is None or _unit(f.embedding) is None for f in facts)
@@ -195,5 +203,5 @@ async def candidate_themes(
     ]
     live.sort(key=lambda t: (t.provenance.created_at, str(t.id)))
     if need_general and not any(t.id == GENERAL_THEME_ID for t in live):
-        live.append(general_theme())  # new (or revived after a soft delete)
+        live.append(general_theme(provenance))  # new (or revived after a soft delete)
     return live

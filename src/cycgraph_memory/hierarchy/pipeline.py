@@ -59,6 +59,8 @@ from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.observability import span, tenant_of
 from cycgraph_memory.progress import ProgressCallback, check_progress, report_progress
 from cycgraph_memory.records import (
+    MAX_TAGS,
+    MAX_TEXT_LENGTH,
     Entity,
     Episode,
     Message,
@@ -429,7 +431,7 @@ class MemoryPipeline:
         for fact in prepared.facts:
             self._stamp(fact, opts)
             if opts.tags:
-                fact.tags = [*fact.tags, *opts.tags]
+                fact.tags = _with_tags(fact.tags, opts.tags)
         for entity in prepared.entities:
             self._stamp(entity, opts)
         for rel in prepared.relationships:
@@ -465,9 +467,13 @@ class MemoryPipeline:
             if not episodes:
                 return report
             clusterer = await self._clusterer(facts)
-            existing = await self._candidates(facts, clusterer)
+            existing = await self._candidates(facts, clusterer, opts)
             themes = await clusterer.cluster(facts, existing)
             survivors = {t.id for t in themes}
+            known = {t.id for t in existing}
+            for theme in themes:  # a new theme is a new record: it carries the provenance
+                if theme.id not in known:
+                    self._stamp(theme, opts)
             now = utc_now()
             merged_away = [
                 t.model_copy(update={"invalidated_at": now})
@@ -528,7 +534,9 @@ class MemoryPipeline:
             return self.clusterer
         return await self.calibrator.clusterer_for(self.store, facts)
 
-    async def _candidates(self, facts: list[SemanticFact], clusterer: object) -> list[Theme]:
+    async def _candidates(
+        self, facts: list[SemanticFact], clusterer: object, opts: _IngestOptions
+    ) -> list[Theme]:
         """The stored themes this batch may join or merge with (kNN, then by id)."""
         neighbours = self._neighbours
         if neighbours is not None and not neighbours.loaded:
@@ -547,12 +555,13 @@ class MemoryPipeline:
             # No floor below 0 (search floors are similarities in [0, 1]).
             floor=min(thresholds) if thresholds and min(thresholds) > 0 else None,
             max_facts=self.max_theme_facts,
+            # a "General" theme not stored yet is a new record of this ingest
+            provenance=self._stamped(Provenance(source="derived"), opts),
         )
 
     @staticmethod
-    def _stamp(
-        record: Episode | SemanticFact | Entity | Relationship, opts: _IngestOptions
-    ) -> None:
+    def _stamped(provenance: Provenance, opts: _IngestOptions) -> Provenance:
+        """``provenance`` with the ingest's source, run, node, agent and tool set."""
         update: dict[str, Any] = {}
         if opts.source is not None:
             update["source"] = opts.source
@@ -560,8 +569,15 @@ class MemoryPipeline:
             value = getattr(opts, key)
             if value is not None:
                 update[key] = value
-        if update:
-            record.provenance = record.provenance.model_copy(update=update)
+        return provenance.model_copy(update=update) if update else provenance
+
+    @classmethod
+    def _stamp(
+        cls, record: Episode | SemanticFact | Entity | Relationship | Theme, opts: _IngestOptions
+    ) -> None:
+        stamped = cls._stamped(record.provenance, opts)
+        if stamped is not record.provenance:
+            record.provenance = stamped
 
     async def _embed(
         self, episodes: list[Episode], facts: list[SemanticFact], entities: list[Entity]
@@ -701,7 +717,10 @@ def _ground(episode: Episode, facts: list[SemanticFact]) -> list[SemanticFact]:
             continue
         source = next((by_id[i] for i in fact.source_message_ids if i in by_id), None)
         if source is not None:
-            fact.content = contextualize(fact, source)
+            grounded = contextualize(fact, source)
+            # The prefix and the resolved pronouns lengthen the text: a fact that would
+            # outgrow MAX_TEXT_LENGTH keeps its own text rather than fail the ingest.
+            fact.content = grounded if len(grounded) <= MAX_TEXT_LENGTH else original[fact.id]
             if fact.valid_until is None:
                 fact.valid_from = source.timestamp  # valid from when it was said
         else:
@@ -710,6 +729,22 @@ def _ground(episode: Episode, facts: list[SemanticFact]) -> list[SemanticFact]:
     if len(kept) != len(facts):
         episode.fact_ids = [f.id for f in kept]
     return kept
+
+
+def _with_tags(own: list[str], added: Sequence[str]) -> list[str]:
+    """``own`` followed by the ingest's ``added`` tags, within :data:`MAX_TAGS`.
+
+    The ingest's tags (its scope, such as ``graph:research-v1``) always land; when the two
+    lists together exceed the limit, the extractor's own tags past the room left are
+    dropped, so an extractor (a model's reply) cannot make the ingest fail.
+    """
+    merged = list(dict.fromkeys([*own, *added]))
+    if len(merged) <= MAX_TAGS:
+        return merged
+    wanted = list(dict.fromkeys(added))
+    scope = set(wanted)
+    room = MAX_TAGS - len(wanted)
+    return [t for t in dict.fromkeys(own) if t not in scope][:room] + wanted
 
 
 def _episode_text(episode: Episode) -> str:

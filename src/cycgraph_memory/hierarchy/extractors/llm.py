@@ -14,7 +14,9 @@ are counted; an empty-but-valid reply is *not* a provider failure. After
 straight to the fallback without calling the provider. Once ``breaker_cooldown_ms`` has
 passed on the injected monotonic clock, one trial call is let through (**half-open**): if it
 succeeds the breaker **closes** and the count resets; if it fails the breaker re-opens for
-another cooldown. While a trial is in flight, concurrent episodes use the fallback.
+another cooldown. While a trial is in flight, concurrent episodes use the fallback. Only the
+trial decides: a call admitted before the breaker opened that fails (or is cancelled) late
+is counted but neither restarts the cooldown nor frees the trial's slot.
 
 Mapping rules (worth knowing when reading the graph it produces):
 
@@ -282,16 +284,20 @@ class LLMExtractor:
         self._trial_in_flight = True
         return True
 
-    def _record_success(self) -> None:
+    def _record_success(self, trial: bool) -> None:
         if self._state != "closed":
             logger.info("LLM provider recovered; circuit breaker closed")
         self._state = "closed"
-        self._trial_in_flight = False
+        if trial:
+            self._trial_in_flight = False
         self._consecutive_failures = 0
 
-    def _record_failure(self) -> None:
+    def _record_failure(self, trial: bool) -> None:
+        # Only the half-open trial's own failure re-opens the breaker: a call admitted
+        # before the breaker opened that fails late says nothing new about the provider
+        # and must not restart the cooldown or release the trial's slot.
         self._consecutive_failures += 1
-        if self._state == "half_open" or (
+        if (trial and self._state == "half_open") or (
             self._state == "closed" and self._consecutive_failures >= self._max_failures
         ):
             self._state = "open"
@@ -324,22 +330,26 @@ class LLMExtractor:
             logger.debug("circuit breaker open; episode %s goes to the fallback", episode.id)
             return await self._use_fallback(episode)
 
+        # Admitted while not closed: this call is the half-open trial.
+        trial = self._state != "closed"
         self._bump(llm_calls=1)
         try:
             payload = await self._call(episode)
         except ReplyError as exc:
-            return await self._fail(episode, f"unusable reply: {exc}")
+            return await self._fail(episode, f"unusable reply: {exc}", trial)
         except ProviderTimeoutError as exc:
             self._bump(timeouts=1)
-            return await self._fail(episode, str(exc))
+            return await self._fail(episode, str(exc), trial)
         except Exception as exc:
-            return await self._fail(episode, f"{type(exc).__name__}: {exc}")
+            return await self._fail(episode, f"{type(exc).__name__}: {exc}", trial)
         except asyncio.CancelledError:
-            # The caller cancelled us: release the half-open trial without judging the
-            # provider, then let the cancellation through.
-            self._trial_in_flight = False
-            if self._state == "half_open":
-                self._state = "open"
+            # The caller cancelled us: if this was the half-open trial, release it without
+            # judging the provider (another call was cancelled: the trial stays claimed),
+            # then let the cancellation through.
+            if trial:
+                self._trial_in_flight = False
+                if self._state == "half_open":
+                    self._state = "open"
             raise
 
         try:
@@ -347,9 +357,11 @@ class LLMExtractor:
         except (ValidationError, ValueError) as exc:
             # A reply that parsed but breaks a record's limits (a 2,000-character entity
             # name, an over-long fact) is as unusable as one that did not parse.
-            return await self._fail(episode, f"unusable reply: {type(exc).__name__}: {exc}")
+            return await self._fail(
+                episode, f"unusable reply: {type(exc).__name__}: {exc}", trial
+            )
         self._bump(llm_successes=1)
-        self._record_success()
+        self._record_success(trial)
         if not result.facts:
             self._bump(empty_replies=1)
             logger.info(
@@ -372,9 +384,9 @@ class LLMExtractor:
             raise ProviderError(f"LLM provider returned {type(reply).__name__}, expected str")
         return parse_reply(reply)
 
-    async def _fail(self, episode: Episode, reason: str) -> ExtractionResult:
+    async def _fail(self, episode: Episode, reason: str, trial: bool) -> ExtractionResult:
         self._bump(llm_failures=1)
-        self._record_failure()
+        self._record_failure(trial)
         logger.warning(
             "LLM extraction failed for episode %s (%s); using the fallback extractor",
             episode.id,
