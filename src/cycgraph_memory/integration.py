@@ -45,6 +45,7 @@ from cycgraph_memory.records import (
 from cycgraph_memory.retrieval import retrieve_memory
 
 __all__ = [
+    "MAX_IDEMPOTENCY_KEY_LENGTH",
     "MEMORY_SECTION_HEADING",
     "MemoryRetrieverFn",
     "MemoryWriterFn",
@@ -56,6 +57,12 @@ __all__ = [
 
 MEMORY_SECTION_HEADING = "## Relevant Memory"
 """Heading of the prompt block rendered by :func:`render_memory_section`."""
+
+MAX_IDEMPOTENCY_KEY_LENGTH = 512
+"""Longest ``idempotency_key`` :func:`memory_writer` accepts (characters).
+
+Postgres keeps the key in a primary-key index, whose entries cannot exceed 2,704 bytes:
+512 characters of UTF-8 fit with room to spare, on both backends alike."""
 
 MemoryRetrieverFn = Callable[..., Awaitable[dict[str, list[dict[str, Any]]]]]
 """``async (query, options=None) -> {"facts": [...], "entities": [...], "themes": [...]}``."""
@@ -170,7 +177,9 @@ def render_memory_section(memory: Mapping[str, Sequence[Mapping[str, Any]]]) -> 
 
     Returns:
         The block (facts, then entities, then themes; empty groups omitted), or ``""``
-        when nothing was retrieved so the prompt gets no empty heading.
+        when nothing was retrieved so the prompt gets no empty heading. Every record is
+        one bullet line: line breaks inside a text are rendered as spaces, so a stored
+        text cannot end the list or open a heading of its own in the prompt.
     """
     facts = list(memory.get("facts", ()))
     entities = list(memory.get("entities", ()))
@@ -183,17 +192,22 @@ def render_memory_section(memory: Mapping[str, Sequence[Mapping[str, Any]]]) -> 
         for f in facts:
             since = f.get("valid_from")
             suffix = f" (since {str(since)[:10]})" if since else ""
-            lines.append(f"- {f['content']}{suffix}")
+            lines.append(f"- {_one_line(f['content'])}{suffix}")
         lines.append("")
     if entities:
         lines.append("### Entities")
-        lines.extend(f"- {e['name']} ({e['type']})" for e in entities)
+        lines.extend(f"- {_one_line(e['name'])} ({_one_line(e['type'])})" for e in entities)
         lines.append("")
     if themes:
         lines.append("### Themes")
-        lines.extend(f"- {t['label']}" for t in themes)
+        lines.extend(f"- {_one_line(t['label'])}" for t in themes)
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _one_line(text: object) -> str:
+    """``text`` with every run of whitespace (line breaks included) as one space."""
+    return " ".join(str(text).split())
 
 
 def _to_fact(raw: SemanticFact | Mapping[str, Any], now: datetime) -> SemanticFact:
@@ -221,6 +235,23 @@ def _to_fact(raw: SemanticFact | Mapping[str, Any], now: datetime) -> SemanticFa
     )
 
 
+def _check_key(key: object) -> None:
+    """Refuse a key no backend can store, before anything is embedded or written."""
+    if not isinstance(key, str) or not key:
+        raise InvalidInputError("idempotency_key must be a non-empty string")
+    if len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
+        raise InvalidInputError(
+            f"idempotency_key is {len(key):,} characters long; the limit is "
+            f"{MAX_IDEMPOTENCY_KEY_LENGTH} (run_id:node_id:iteration is far shorter)"
+        )
+    if "\x00" in key:
+        raise InvalidInputError("idempotency_key must not contain NUL characters")
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError("idempotency_key must not contain lone surrogates") from exc
+
+
 def memory_writer(
     store: MemoryStore,
     *,
@@ -246,8 +277,10 @@ def memory_writer(
         ``SemanticFact`` or a dict with ``content``, ``tags``, ``provenance`` (``source``
         defaults to ``agent``) and optionally ``entity_ids``, ``source_episode_ids``,
         ``valid_from``, ``embedding``. ``options["idempotency_key"]``
-        (``run_id:node_id:iteration``): a repeated key writes nothing and returns the
-        first write's ids. Every fact is validated before anything is written.
+        (``run_id:node_id:iteration``, a non-empty string of at most
+        :data:`MAX_IDEMPOTENCY_KEY_LENGTH` characters without NUL): a repeated key writes
+        nothing and returns the first write's ids. Every fact and the key are validated
+        before anything is embedded or written (``InvalidInputError`` for a bad key).
     """
     seen: dict[str, list[uuid.UUID]] = {}
     lock = asyncio.Lock()
@@ -293,8 +326,8 @@ def memory_writer(
         key = _mapping(options, "options").get("idempotency_key")
         now = clock()
         records = [_to_fact(f, now) for f in facts]
-        if key is not None and (not isinstance(key, str) or not key):
-            raise InvalidInputError("idempotency_key must be a non-empty string")
+        if key is not None:
+            _check_key(key)
         if key is None:
             records = await _embed(records)
             await store.put_facts(records)

@@ -9,9 +9,16 @@ are exported with attributes an operator filters on:
 ``cycgraph.tenant``            the tenant the call ran for
 ``cycgraph.mode``              retrieval mode (``vector`` / ``text`` / ``hybrid``)
 ``cycgraph.rows``              records read or written by the call
+``cycgraph.messages``          messages ingested
+``cycgraph.conflicts``         conflicts found (``cycgraph.detect_conflicts``)
+``cycgraph.dry_run``           ``Memory.erase`` ran as a dry run
 ``cycgraph.statement_count``   SQL statements the call sent (Postgres engines
                                instrumented with :func:`count_statement`)
 =============================  ==============================================
+
+No attribute carries record text (message or fact content, a query's text); a failed
+call's span has an error status and an ``exception`` event naming the exception's type,
+without its message.
 
 Without the package, :func:`span` yields a handle whose methods do nothing and costs one
 context-manager entry. The library never configures a provider or an exporter itself;
@@ -146,7 +153,9 @@ _NO_SPAN = _NoSpan()
 def span(name: str, **attributes: Any) -> AbstractContextManager[SpanHandle]:
     """Open a span named ``name`` with ``cycgraph.*`` attributes (no-op without otel).
 
-    Exceptions propagate; the span records them and gets an error status. The number of
+    Exceptions propagate; the span gets an error status (described by the exception's
+    class name) and an ``exception`` event with ``exception.type`` only: no message and
+    no traceback, which could quote tenant data (a refused message's text). The number of
     SQL statements counted inside the block (:func:`count_statement`) is set as
     ``cycgraph.statement_count`` when the block ends.
     """
@@ -161,13 +170,33 @@ def _otel_span(tracer: Any, name: str, attributes: dict[str, Any]) -> Iterator[S
     counter = [0]
     token = _STATEMENTS.set((*_STATEMENTS.get(), counter))
     try:
-        with tracer.start_as_current_span(name) as otel_span:
+        # Not OpenTelemetry's own exception recording: its event carries the message and
+        # the traceback, and messages quote the input (a validation error shows the text
+        # of the message it refused). The span gets the exception's type only.
+        with tracer.start_as_current_span(
+            name, record_exception=False, set_status_on_exception=False
+        ) as otel_span:
             handle = SpanHandle(otel_span)
             handle.set(**attributes)
             try:
                 yield handle
+            except BaseException as exc:
+                _record_error(otel_span, exc)
+                raise
             finally:
                 if counter[0]:
                     handle.set(statement_count=counter[0])
     finally:
         _STATEMENTS.reset(token)
+
+
+def _record_error(otel_span: Any, exc: BaseException) -> None:
+    """Mark the span failed with the exception's type, never its message."""
+    if isinstance(exc, GeneratorExit) or not otel_span.is_recording():
+        return
+    kind = type(exc)
+    qualified = kind.__name__ if kind.__module__ == "builtins" else (
+        f"{kind.__module__}.{kind.__qualname__}"
+    )
+    otel_span.add_event("exception", {"exception.type": qualified})
+    otel_span.set_status(_trace_api.Status(_trace_api.StatusCode.ERROR, kind.__name__))

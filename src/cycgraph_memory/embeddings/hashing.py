@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -109,13 +109,19 @@ class HashingEmbeddingProvider:
     ) -> None:
         if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 2:
             raise InvalidInputError(f"dimensions must be an integer >= 2, got {dimensions!r}")
-        lo, hi = ngram_range
-        if lo < 1 or hi < lo:
+        if (
+            not isinstance(ngram_range, tuple | list)
+            or len(ngram_range) != 2
+            or any(isinstance(n, bool) or not isinstance(n, int) for n in ngram_range)
+            or not 1 <= ngram_range[0] <= ngram_range[1]
+        ):
             raise InvalidInputError(
-                f"ngram_range must be (min, max) with 1 <= min <= max, got {ngram_range!r}"
+                f"ngram_range must be (min, max) integers with 1 <= min <= max, "
+                f"got {ngram_range!r}"
             )
-        if seed < 0 or seed >= 2**128:
-            raise InvalidInputError(f"seed must be in [0, 2**128), got {seed!r}")
+        lo, hi = ngram_range
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**128:
+            raise InvalidInputError(f"seed must be an integer in [0, 2**128), got {seed!r}")
         self._dimensions = dimensions
         self._ngram_min = lo
         self._ngram_max = hi
@@ -150,10 +156,17 @@ class HashingEmbeddingProvider:
         """Synchronous variant of :meth:`embed` returning a ``(len(texts), dimensions)`` array.
 
         Raises:
-            TypeError: If ``texts`` is a bare string or contains a non-string.
+            TypeError: If ``texts`` is a bare string, not a sequence, or contains a
+                non-string.
         """
-        if isinstance(texts, str):
+        if isinstance(texts, str | bytes | bytearray):
             raise InvalidTypeError("texts must be a sequence of strings, not a single string")
+        if not isinstance(texts, Sequence):
+            if not isinstance(texts, Iterable):
+                raise InvalidTypeError(
+                    f"texts must be a sequence of strings, got {type(texts).__name__}"
+                )
+            texts = list(texts)  # a generator or a set, like the other providers accept
         dim = self._dimensions
         n = len(texts)
         if n == 0:

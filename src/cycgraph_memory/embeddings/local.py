@@ -21,9 +21,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
-from cycgraph_memory.errors import InvalidInputError, InvalidTypeError, MissingExtraError
+from cycgraph_memory.embeddings.sentence_transformer import check_texts, check_vectors
+from cycgraph_memory.errors import InvalidInputError, MissingExtraError, ProviderError
 
 __all__ = ["LocalEmbeddingProvider"]
 
@@ -88,6 +87,7 @@ class LocalEmbeddingProvider:
 
         Raises:
             MissingExtraError: If the ``local-embeddings`` extra is not installed.
+            ProviderError: The model could not be loaded (unreadable weights, a bad device).
         """
         with self._load_lock:
             if self._model is None:
@@ -97,19 +97,23 @@ class LocalEmbeddingProvider:
                     self._model = package.load_model(device=self._device)
                 except ImportError as exc:  # sentence-transformers / torch missing
                     raise MissingExtraError(_EXTRA, f"a dependency ({exc.name})") from exc
+                except Exception as exc:  # unreadable weights, an unknown device, ...
+                    raise ProviderError(f"cannot load all-MiniLM-L6-v2: {exc}") from exc
             return self._model
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
         model = self.load()
-        vectors = model.encode(
-            texts,
-            batch_size=self._batch_size,
-            normalize_embeddings=self._normalize,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        array = np.asarray(vectors, dtype=np.float64)
-        return array.tolist()  # type: ignore[no-any-return]
+        try:
+            vectors = model.encode(
+                texts,
+                batch_size=self._batch_size,
+                normalize_embeddings=self._normalize,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        except Exception as exc:
+            raise ProviderError(f"all-MiniLM-L6-v2 encode failed: {exc}") from exc
+        return check_vectors(vectors, len(texts), _DIMENSIONS)
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Embed a batch of texts (one vector per text, same order).
@@ -119,13 +123,10 @@ class LocalEmbeddingProvider:
         Raises:
             TypeError: If ``texts`` is a bare string or contains a non-string.
             MissingExtraError: If the ``local-embeddings`` extra is not installed.
+            ProviderError: The model could not be loaded or failed, or returned vectors
+                that are not one finite 384-d vector per text.
         """
-        if isinstance(texts, str):
-            raise InvalidTypeError("texts must be a sequence of strings, not a single string")
-        batch = list(texts)
-        for i, text in enumerate(batch):
-            if not isinstance(text, str):
-                raise InvalidTypeError(f"texts[{i}] is {type(text).__name__}, expected str")
+        batch = check_texts(texts)
         if not batch:
             return []
         return await asyncio.to_thread(self._encode, batch)

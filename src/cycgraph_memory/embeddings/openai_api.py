@@ -125,9 +125,19 @@ class OpenAIEmbeddingProvider:
             )
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise InvalidInputError(f"max_retries must be >= 0, got {max_retries!r}")
-        if backoff < 0 or timeout <= 0:
-            raise InvalidInputError("backoff must be >= 0 and timeout > 0")
+        if not _finite_number(backoff) or backoff < 0:
+            raise InvalidInputError(f"backoff must be a finite number >= 0, got {backoff!r}")
+        if not _finite_number(timeout) or timeout <= 0:
+            raise InvalidInputError(f"timeout must be a finite number > 0, got {timeout!r}")
+        if organization is not None and not isinstance(organization, str):
+            raise InvalidInputError(f"organization must be a string, got {organization!r}")
         httpx = _httpx()
+        try:
+            scheme = httpx.URL(base_url).scheme if isinstance(base_url, str) else None
+        except httpx.InvalidURL:
+            scheme = None
+        if scheme not in ("http", "https"):
+            raise InvalidInputError(f"base_url must be an http(s) URL, got {base_url!r}")
         self._model = model
         self._request_dimensions = dimensions
         self._dimensions = dimensions if dimensions is not None else _NATIVE_DIMENSIONS[model]
@@ -205,6 +215,8 @@ class OpenAIEmbeddingProvider:
             except httpx.TransportError as exc:
                 failure = OpenAIEmbeddingError(f"OpenAI embeddings request failed: {exc}")
                 failure.__cause__ = exc
+            except httpx.HTTPError as exc:  # an undecodable body, a redirect loop: no retry
+                raise OpenAIEmbeddingError(f"OpenAI embeddings request failed: {exc}") from exc
             else:
                 if response.status_code == 200:
                     return self._parse(response, len(texts))
@@ -220,7 +232,8 @@ class OpenAIEmbeddingProvider:
                 raise failure
             delay = retry_after
             if delay is None:
-                delay = min(self._backoff * 2 ** (attempt - 1), 30.0)
+                # The exponent is bounded: 2.0 ** 1024 overflows a float (max_retries is not).
+                delay = min(self._backoff * 2.0 ** min(attempt - 1, 32), 30.0)
             logger.warning("OpenAI embeddings: %s; retry %d in %.1fs", failure, attempt, delay)
             await self._sleep(delay)
 
@@ -230,7 +243,9 @@ class OpenAIEmbeddingProvider:
             ordered = sorted(data, key=lambda item: int(item["index"]))
             vectors = [[float(x) for x in item["embedding"]] for item in ordered]
             indices = [int(item["index"]) for item in ordered]
-        except (ValueError, KeyError, TypeError) as exc:
+            if not all(isinstance(item["embedding"], list) for item in ordered):
+                raise TypeError("an embedding is not a list of numbers")
+        except (ValueError, KeyError, TypeError, OverflowError) as exc:
             raise OpenAIEmbeddingError(f"unexpected reply from the embeddings API: {exc}") from exc
         if len(vectors) != count:
             raise OpenAIEmbeddingError(f"the API returned {len(vectors)} vectors for {count} texts")
@@ -257,9 +272,18 @@ def _error_text(response: Any) -> str:
         return str(response.text)[:200]
 
 
+def _finite_number(value: object) -> bool:
+    return (
+        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    )
+
+
 def _retry_after(response: Any) -> float | None:
     raw = response.headers.get("retry-after")
     try:
-        return min(max(float(raw), 0.0), 60.0) if raw is not None else None
+        seconds = float(raw) if raw is not None else None
     except ValueError:
         return None
+    if seconds is None or math.isnan(seconds):  # "nan" would sleep 0 s: back off instead
+        return None
+    return min(max(seconds, 0.0), 60.0)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from cycgraph_memory.errors import (
     ProviderError,
 )
 
-__all__ = ["SentenceTransformerEmbeddingProvider", "check_texts"]
+__all__ = ["SentenceTransformerEmbeddingProvider", "check_texts", "check_vectors"]
 
 _EXTRA = "sentence-transformers"
 
@@ -42,15 +42,46 @@ def check_texts(texts: Sequence[str]) -> list[str]:
     """Return ``texts`` as a list after checking it is a sequence of strings.
 
     Raises:
-        TypeError: A bare string, or an element that is not a string.
+        InvalidTypeError: (a ``TypeError``) A bare string, something that is not a
+            sequence (``None``, a number, bytes), or an element that is not a string.
     """
-    if isinstance(texts, str):
+    if isinstance(texts, str | bytes | bytearray):
         raise InvalidTypeError("texts must be a sequence of strings, not a single string")
+    if not isinstance(texts, Iterable):
+        raise InvalidTypeError(
+            f"texts must be a sequence of strings, got {type(texts).__name__}"
+        )
     batch = list(texts)
     for i, text in enumerate(batch):
         if not isinstance(text, str):
             raise InvalidTypeError(f"texts[{i}] is {type(text).__name__}, expected str")
     return batch
+
+
+def check_vectors(vectors: Any, count: int, width: int | None) -> list[list[float]]:
+    """Return a model's output as ``count`` lists of floats, or refuse it.
+
+    Args:
+        vectors: What the model returned (an array or nested sequences).
+        count: The number of texts embedded.
+        width: The provider's declared width (``None``: not known yet, any width).
+
+    Raises:
+        ProviderError: Not a ``(count, width)`` array of numbers, or a NaN / infinity.
+    """
+    try:
+        array = np.asarray(vectors, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ProviderError(f"the model returned something that is not vectors: {exc}") from exc
+    if array.ndim != 2 or array.shape[0] != count:
+        raise ProviderError(f"model returned an array of shape {array.shape} for {count} texts")
+    if width is not None and array.shape[1] != width:
+        raise ProviderError(
+            f"the model returned {array.shape[1]}-d vectors, expected {width} (dimensions)"
+        )
+    if not np.isfinite(array).all():
+        raise ProviderError("the model returned a vector with NaN or infinity")
+    return array.tolist()  # type: ignore[no-any-return]
 
 
 class SentenceTransformerEmbeddingProvider:
@@ -140,8 +171,10 @@ class SentenceTransformerEmbeddingProvider:
             if not callable(getter):
                 getter = getattr(model, "get_sentence_embedding_dimension", None)
             width = getter() if callable(getter) else None
-            if not isinstance(width, int) or width < 1:
-                width = len(self._encode(["dimension probe"], self._document))
+            if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+                # No usable getter: embed one text and measure the vector (not the batch).
+                [probe] = self._encode(["dimension probe"], self._document)
+                width = len(probe)
             self._dimensions = width
         return self._dimensions
 
@@ -190,12 +223,7 @@ class SentenceTransformerEmbeddingProvider:
             )
         except Exception as exc:
             raise ProviderError(f"sentence-transformers encode failed: {exc}") from exc
-        array = np.asarray(vectors, dtype=np.float64)
-        if array.ndim != 2 or array.shape[0] != len(texts):
-            raise ProviderError(
-                f"model returned an array of shape {array.shape} for {len(texts)} texts"
-            )
-        return array.tolist()  # type: ignore[no-any-return]
+        return check_vectors(vectors, len(texts), self._dimensions)
 
     async def _run(
         self, texts: Sequence[str], side: tuple[str | None, str | None]
@@ -210,7 +238,8 @@ class SentenceTransformerEmbeddingProvider:
 
         Raises:
             TypeError: ``texts`` is a bare string or holds a non-string.
-            ProviderError: The model failed.
+            ProviderError: The model failed, or returned vectors that are not one finite
+                vector of the provider's width per text.
         """
         return await self._run(texts, self._document)
 
@@ -219,7 +248,8 @@ class SentenceTransformerEmbeddingProvider:
 
         Raises:
             TypeError: ``texts`` is a bare string or holds a non-string.
-            ProviderError: The model failed.
+            ProviderError: The model failed, or returned vectors that are not one finite
+                vector of the provider's width per text.
         """
         return await self._run(texts, self._query)
 
