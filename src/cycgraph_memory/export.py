@@ -105,8 +105,12 @@ _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def _xml_text(value: str) -> str:
-    """``value`` escaped for XML, characters XML cannot hold replaced by U+FFFD."""
-    return escape(_NOT_XML.sub("\ufffd", value))
+    """``value`` escaped for XML, characters XML cannot hold replaced by U+FFFD.
+
+    A carriage return is written as ``&#13;``: a raw one is read back as a newline (XML
+    normalises line ends), so CR LF in a name would come back as LF.
+    """
+    return escape(_NOT_XML.sub("\ufffd", value), {"\r": "&#13;"})
 
 
 def _graphml(graph: GraphExport) -> str:
@@ -136,15 +140,24 @@ def _graphml(graph: GraphExport) -> str:
     return "\n".join(lines) + "\n"
 
 
+# Line breaks of every kind (str.splitlines() breaks at all of them) and other control
+# characters: a label stays on its node's line.
+_MERMAID_BREAKS = re.compile("\r\n|[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
 def _mermaid_text(value: str) -> str:
-    # Mermaid labels are quoted strings; quotes and markup characters become entities.
+    # Mermaid labels are quoted strings; quotes and markup characters become entities
+    # (#name; / #code;, which Mermaid decodes). "#" itself goes first, so a name holding
+    # "#quot;" is shown as written; a backtick would open a Markdown string.
     return (
-        value.replace("&", "#amp;")
+        _MERMAID_BREAKS.sub(" ", value)
+        .replace("#", "#35;")
+        .replace("`", "#96;")
+        .replace("&", "#amp;")
         .replace('"', "#quot;")
         .replace("<", "#lt;")
         .replace(">", "#gt;")
         .replace("|", "#124;")
-        .replace("\n", " ")
     )
 
 
@@ -164,7 +177,9 @@ def render_graph(graph: GraphExport, fmt: GraphFormat) -> str:
     """Render ``graph`` as ``"json"``, ``"graphml"`` or ``"mermaid"`` text.
 
     GraphML is XML 1.0, which cannot hold most control characters: those of a name or a
-    type are written as U+FFFD (the JSON keeps them).
+    type are written as U+FFFD (the JSON keeps them). Mermaid labels stay on their node's
+    line (line breaks and control characters become spaces) and show a name as written
+    (``#``, quotes, ``<``, ``>``, ``&``, ``|`` and backticks as Mermaid entity codes).
 
     Raises:
         InvalidInputError: An unknown format.

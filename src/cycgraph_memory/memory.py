@@ -69,6 +69,7 @@ from cycgraph_memory.records import (
     SemanticFact,
 )
 from cycgraph_memory.retrieval import retrieve_memory
+from cycgraph_memory.textsearch import name_candidates
 
 __all__ = [
     "DEFAULT_DATA_DIR",
@@ -93,6 +94,7 @@ FORGOTTEN_BY = "forgotten"
 _LESSON_TAG = "lesson"
 _CANDIDATE_TAG = "candidate"
 _DEFAULT_DIM = 384
+_NAME_MATCHES = 20  # entities the index is asked for when search(entity=) names one
 _TENANT_RE = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
 
 Mode = Literal["vector", "text", "hybrid"]
@@ -462,8 +464,9 @@ class Memory:
             mode: ``"vector"``, ``"text"`` or ``"hybrid"`` (default: hybrid when possible).
             limit: Most records per type (1-100).
             tags: Tag scope (any-of); alone, a tag listing.
-            entity: An entity name: the subgraph around the entity of that name
-                (case-insensitive) and the facts mentioning it.
+            entity: An entity name: the subgraph around the live entities of that name
+                (the whole name, case-insensitive, of any length or punctuation) and the
+                facts mentioning them.
             max_hops: Subgraph depth for ``entity`` (0-5).
             min_similarity: Lowest cosine a vector hit needs (default the query's 0.5;
                 lexical embedders such as the hashing one score lower, try 0.2).
@@ -507,12 +510,33 @@ class Memory:
     async def _entities_named(self, name: str) -> list[Any]:
         if not isinstance(name, str):
             raise InvalidTypeError(f"entity must be a name (str), got {type(name).__name__}")
+        wanted = name.strip().lower()
+        if not wanted:
+            raise RecordNotFoundError("entity", name)
         match = getattr(self.index, "match_entity_names", None)
         found: list[Any] = []
+        complete = False
         if match is not None:
-            found = [
-                e for e in await match(name, limit=20) if e.name.lower() == name.strip().lower()
-            ]
+            # Fast path: the index finds names that are word n-grams of the text (1-4
+            # words, punctuation and possessives stripped, stop words skipped), compared
+            # differently per backend. A name it cannot see ("Acme Inc.", five words,
+            # "The Who") or a full page of near-misses falls back to reading the names
+            # (a page scan of the tenant's entities).
+            hits = await match(name, limit=_NAME_MATCHES)
+            found = [e for e in hits if e.name.lower() == wanted]
+            # A name that is itself one of the candidates (plain words) is compared as is
+            # on both backends: fewer hits than a page is then the whole answer, also for
+            # an unknown name (no scan for a typo).
+            visible = wanted in name_candidates(name)
+            complete = len(hits) < _NAME_MATCHES and (bool(found) or visible)
+        if not complete:
+            from cycgraph_memory.consolidation._common import scan
+
+            found = []
+            async for page in scan(self.store, "entities", 1000):
+                found += [
+                    e for e in page if e.superseded_by is None and e.name.lower() == wanted
+                ]
         if not found:
             raise RecordNotFoundError("entity", name)
         return found

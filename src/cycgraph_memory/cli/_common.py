@@ -138,12 +138,21 @@ def emit_json(state: Settings, payload: Any) -> None:
 
 
 def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
-    """A Rich table with ``columns`` and the rows' values as text."""
-    out = Table(title=title, title_justify="left", show_lines=False)
+    """A Rich table with ``columns`` and the rows' values as text.
+
+    Values are plain :class:`~rich.text.Text`, never Rich markup: a fact, a name or a tag
+    holding ``[bold]`` or ``[/x]`` is shown as written (markup would restyle it, or raise
+    ``MarkupError`` with a traceback).
+    """
+    from rich.text import Text
+
+    out = Table(
+        title=None if title is None else Text(title), title_justify="left", show_lines=False
+    )
     for name in columns:
-        out.add_column(name, overflow="fold")
+        out.add_column(Text(name), overflow="fold")
     for row in rows:
-        out.add_row(*("" if v is None else str(v) for v in row))
+        out.add_row(*(Text("" if v is None else str(v)) for v in row))
     return out
 
 

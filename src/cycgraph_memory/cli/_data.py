@@ -325,19 +325,19 @@ def export_graph_cmd(
 
     graph = run(work)
     text = render_graph(graph, fmt)
+    counts = {"entities": len(graph.entities), "relationships": len(graph.relationships)}
     if output is None:
-        sys.stdout.write(text)
+        if state.json and fmt != "json":
+            # --json promises one JSON document on stdout: GraphML / Mermaid come wrapped.
+            emit_json(state, {"format": fmt, **counts, "text": text})
+        else:
+            sys.stdout.write(text)
         return
     try:
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
         fail(f"cannot write {output}: {exc.strerror or exc}")
-    summary = {
-        "format": fmt,
-        "output": str(output),
-        "entities": len(graph.entities),
-        "relationships": len(graph.relationships),
-    }
+    summary = {"format": fmt, "output": str(output), **counts}
     if state.json:
         emit_json(state, summary)
     else:
