@@ -51,7 +51,7 @@ _TAGS = text(
     FROM facts f, unnest(f.tags) AS tag
     WHERE f.tenant_id = :t AND f.invalidated_by IS NULL
     GROUP BY tag
-    ORDER BY n DESC, tag
+    ORDER BY n DESC, tag COLLATE "C"
     LIMIT :top
     """
 )
