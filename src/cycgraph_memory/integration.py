@@ -334,6 +334,12 @@ def memory_writer(
             await _index(records)
             return {"fact_ids": [str(r.id) for r in records]}
         if put_once is not None:
+            # Optional store capability: a repeated key (a retried node) is answered
+            # before the embedder is called again; put_facts_once stays the authority.
+            lookup = getattr(store, "writer_key_ids", None)
+            done = await lookup(key) if lookup is not None else None
+            if done is not None:
+                return {"fact_ids": [str(i) for i in done]}
             records = await _embed(records)
             ids, wrote = await put_once(key, records)
             if wrote:

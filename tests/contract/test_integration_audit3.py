@@ -4,6 +4,7 @@ both backends, before anything is embedded or written."""
 from __future__ import annotations
 
 import secrets
+import uuid
 from typing import Any
 
 import pytest
@@ -57,3 +58,20 @@ async def test_writer_accepts_a_key_at_the_limit_in_four_byte_characters(
     again = await write(FACTS, {"idempotency_key": key})
     assert again == first and len(first["fact_ids"]) == 1
     assert len(await store.find_facts({})) == 1
+
+
+async def test_a_retried_write_does_not_call_the_embedder_again(store: Any, index: Any) -> None:
+    """A repeated key is answered from the store before the facts are embedded again."""
+    embedder = CountingEmbedder()
+    write = memory_writer(store, index=index, embedder=embedder)
+    first = await write(FACTS, {"idempotency_key": "run-7:reflect:0"})
+    assert embedder.calls == 1
+    again = await write(FACTS, {"idempotency_key": "run-7:reflect:0"})
+    assert again == first
+    assert embedder.calls == 1
+    other = await write(FACTS, {"idempotency_key": "run-7:reflect:1"})
+    assert other != first and embedder.calls == 2
+    assert await store.writer_key_ids("run-7:reflect:0") == [
+        uuid.UUID(i) for i in first["fact_ids"]
+    ]
+    assert await store.writer_key_ids("never-used") is None

@@ -710,6 +710,15 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
         self._idempotency[idempotency_key] = ids
         return list(ids), True
 
+    async def writer_key_ids(self, idempotency_key: str) -> list[uuid.UUID] | None:
+        """The fact ids recorded under ``idempotency_key``, or ``None`` when it is unused.
+
+        A read only: lets a writer skip its work (embedding) on a repeated key before
+        :meth:`put_facts_once`, which stays the authority.
+        """
+        done = self._idempotency.get(idempotency_key)
+        return None if done is None else list(done)
+
     # ------------------------------------------------------------------ lifecycle
 
     def transaction(self) -> AbstractAsyncContextManager[None]:

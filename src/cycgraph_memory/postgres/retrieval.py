@@ -177,6 +177,24 @@ class RetrievalQueries(PostgresBackend):
         hops = {e.id: int(r["hop"]) for e, r in zip(entities, rows, strict=True)}
         return SubgraphResult(entities=entities, relationships=edges, hops=hops)
 
+    async def writer_key_ids(self, idempotency_key: str) -> list[uuid.UUID] | None:
+        """The fact ids recorded under ``idempotency_key``, or ``None`` when it is unused.
+
+        One primary-key read on the primary (a replica may lag behind the write). A read
+        only: lets a writer skip its work (embedding) on a repeated key before
+        :meth:`put_facts_once`, which stays the authority.
+        """
+        k = WRITER_KEYS
+        async with self._session() as session:
+            found = (
+                await session.execute(
+                    select(k.c.fact_ids).where(
+                        k.c.tenant_id == self._tenant, k.c.idempotency_key == idempotency_key
+                    )
+                )
+            ).scalar_one_or_none()
+        return None if found is None else [convert._uuid(i) for i in found]
+
     async def put_facts_once(
         self, idempotency_key: str, facts: Iterable[SemanticFact]
     ) -> tuple[list[uuid.UUID], bool]:
