@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from cycgraph_memory.inmemory import InMemoryMemoryIndex, InMemoryMemoryStore
 
@@ -36,3 +37,17 @@ def index(backend: str, store: Any, request: pytest.FixtureRequest) -> Any:
     if backend == "memory":
         return InMemoryMemoryIndex(expected_dimensions=EMBED_DIM)
     return request.getfixturevalue("pg_index")
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def committing_dsn(pg_databases: Any) -> str:
+    """A migrated database of its own, for races that commit on two connections.
+
+    The per-test fixtures roll back one outer transaction; a race between two clients
+    needs real commits, so these tests use this database (each in a tenant of its own).
+    """
+    from cycgraph_memory.postgres import upgrade
+
+    dsn = str(await pg_databases.create("committing"))
+    await upgrade(dsn, embedding_dim=EMBED_DIM)
+    return dsn

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from cycgraph_memory._exclusive import exclusive_pass
 from cycgraph_memory.embeddings import HashingEmbeddingProvider
@@ -341,15 +340,6 @@ async def test_bulk_import_takes_the_later_of_two_records_with_one_id(
 
 # ----------------------------------------------------------------------------- purge vs passes
 
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def committing_dsn(pg_databases: Any) -> str:
-    """A database of this module's own: the concurrency tests commit on two connections."""
-    from cycgraph_memory.postgres import upgrade
-
-    dsn = str(await pg_databases.create("audit3_lifecycle"))
-    await upgrade(dsn, embedding_dim=EMBED_DIM)
-    return dsn
 
 
 Setup = Callable[[Any], Awaitable[dict[str, Any]]]

@@ -15,24 +15,13 @@ import secrets
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from cycgraph_memory import Memory
 from cycgraph_memory._exclusive import PASS_LOCK_ORDER, exclusive_passes
 from cycgraph_memory.consolidation import MemoryConsolidator
 from cycgraph_memory.inmemory import InMemoryMemoryStore
 
-from .factories import EMBED_DIM, at, make_fact, unit
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def committing_dsn(pg_databases: Any) -> str:
-    """A database of this module's own: the races below commit on two connections."""
-    from cycgraph_memory.postgres import upgrade
-
-    dsn = str(await pg_databases.create("pass_locks"))
-    await upgrade(dsn, embedding_dim=EMBED_DIM)
-    return dsn
+from .factories import at, make_fact, unit
 
 
 @pytest.mark.postgres

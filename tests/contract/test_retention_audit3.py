@@ -16,7 +16,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from cycgraph_memory.errors import InvalidTypeError
 from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
@@ -24,7 +23,7 @@ from cycgraph_memory.records import QUARANTINE_TAG, MemoryQuery, RunOutcome, Sem
 from cycgraph_memory.retention import CHANGED_DURING_PASS, RetentionPolicy, evaluate_retention
 from cycgraph_memory.retrieval import retrieve_gated_lessons, retrieve_memory
 
-from .factories import EMBED_DIM, at, make_fact
+from .factories import at, make_fact
 
 _run_ids = itertools.count()
 
@@ -527,15 +526,6 @@ def test_a_policy_refuses_the_quarantine_tag_as_a_lifecycle_tag() -> None:
 
 # --------------------------------------------------------------------------- row locks (Postgres)
 
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def committing_dsn(pg_databases: Any) -> str:
-    """A database of this module's own: the race below commits on two connections."""
-    from cycgraph_memory.postgres import upgrade
-
-    dsn = str(await pg_databases.create("audit3_gate"))
-    await upgrade(dsn, embedding_dim=EMBED_DIM)
-    return dsn
 
 
 @pytest.mark.postgres
