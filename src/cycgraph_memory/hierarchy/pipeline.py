@@ -641,22 +641,31 @@ class MemoryPipeline:
     async def _remap_merged(
         self, merged_away: list[Theme], themes: list[Theme]
     ) -> list[SemanticFact]:
-        """Facts persisted earlier under a merged-away theme, re-pointed at its survivor."""
+        """Facts persisted earlier under a merged-away theme, re-pointed at its survivor.
+
+        They are written back whole, and ingest holds only ``THEMES_LOCK``: a pass under
+        ``FACTS_LOCK`` (``Memory.forget``, the gate, conflict or entity resolution) may
+        commit a change to one of them meanwhile. A store with ``get_facts_for_update``
+        (Postgres) re-reads them with their rows locked until the ingest commits, so the
+        copies written back are the current ones and a later change waits for the ingest.
+        """
         if not merged_away:
             return []
         owner: dict[uuid.UUID, uuid.UUID] = {}
         for theme in themes:
             for fact_id in theme.fact_ids:
                 owner[fact_id] = theme.id
-        out: list[SemanticFact] = []
+        found: dict[uuid.UUID, SemanticFact] = {}
         for gone in merged_away:
             stored = await self.store.find_facts(theme_id=gone.id, include_invalidated=True)
-            for fact in stored:
-                target = owner.get(fact.id)
-                if target is None:
-                    continue
-                fact.theme_id = target
-                out.append(fact)
+            found.update((f.id, f) for f in stored if f.id in owner)
+        lock = getattr(self.store, "get_facts_for_update", None)
+        if lock is not None and found:
+            found = await lock(list(found))
+        out: list[SemanticFact] = []
+        for fact in found.values():
+            fact.theme_id = owner[fact.id]
+            out.append(fact)
         return out
 
     async def _sync_index(
