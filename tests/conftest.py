@@ -183,3 +183,36 @@ def pg_make_store(
 
     return make
 
+
+
+# ----------------------------------------------------------------------------- facade
+
+
+@pytest.fixture(params=["memory", pytest.param("postgres", marks=pytest.mark.postgres)])
+def pg_parts(request: pytest.FixtureRequest) -> tuple[Any, ...] | None:
+    """The per-test rolled-back Postgres objects, or None for the in-memory backend."""
+    if request.param == "memory":
+        return None
+    from cycgraph_memory.postgres import PostgresOutcomeLedger
+
+    store = request.getfixturevalue("pg_store")
+    index = request.getfixturevalue("pg_index")
+    maker = request.getfixturevalue("pg_sessionmaker")
+    return store, index, PostgresOutcomeLedger(maker, tenant_id=store.tenant_id)
+
+
+@pytest_asyncio.fixture
+async def memory(pg_parts: tuple[Any, ...] | None) -> AsyncIterator[Any]:
+    """A ``Memory`` facade on each backend (the Postgres one on the rolled-back session)."""
+    from cycgraph_memory import HashingEmbeddingProvider, Memory
+
+    if pg_parts is None:
+        async with await Memory.open(
+            "memory://", tenant="t1", embedding_dim=TEST_EMBED_DIM
+        ) as m:
+            yield m
+        return
+    store, index, ledger = pg_parts
+    embedder = HashingEmbeddingProvider(dimensions=TEST_EMBED_DIM)
+    async with Memory(store, index, embedder=embedder, ledger=ledger, tenant=store.tenant_id) as m:
+        yield m

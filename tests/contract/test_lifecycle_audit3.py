@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from cycgraph_memory._exclusive import exclusive_pass
+from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_pass, exclusive_passes
 from cycgraph_memory.embeddings import HashingEmbeddingProvider
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.export import export_graph, render_graph
@@ -431,7 +431,7 @@ async def test_a_purge_does_not_undo_a_concurrent_quarantine(committing_dsn: str
     # same fact (it lost one of its two sources) wrote back the copy it had read before,
     # tags included: the quarantined lesson was a candidate again.
     async def quarantine(store: Any, world: dict[str, Any]) -> None:
-        async with exclusive_pass(store, GATE_PASS_NAME):
+        async with exclusive_passes(store, GATE_PASS_NAME, FACTS_LOCK):  # as the gate does
             fact = await store.get_fact(world["f2"].id)
             await store.put_facts([fact.model_copy(update={"tags": ["lesson", QUARANTINE_TAG]})])
 
@@ -464,7 +464,7 @@ async def test_a_purge_does_not_revive_a_fact_soft_deleted_meanwhile(
             report = await Memory(store, index).forget([world["f2"].id])
             assert report.forgotten == [world["f2"].id]
             return
-        async with exclusive_pass(store, pass_name):
+        async with exclusive_passes(store, pass_name, FACTS_LOCK):  # as those passes do
             fact = await store.get_fact(world["f2"].id)
             await store.put_facts([fact.model_copy(update={"invalidated_by": pass_name})])
 

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from cycgraph_memory.embeddings.sentence_transformer import check_texts, check_vectors
+from cycgraph_memory.embeddings.sentence_transformer import check_texts, encode_checked
 from cycgraph_memory.errors import InvalidInputError, MissingExtraError, ProviderError
 
 __all__ = ["LocalEmbeddingProvider"]
@@ -103,17 +103,10 @@ class LocalEmbeddingProvider:
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
         model = self.load()
-        try:
-            vectors = model.encode(
-                texts,
-                batch_size=self._batch_size,
-                normalize_embeddings=self._normalize,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-        except Exception as exc:
-            raise ProviderError(f"all-MiniLM-L6-v2 encode failed: {exc}") from exc
-        return check_vectors(vectors, len(texts), _DIMENSIONS)
+        return encode_checked(
+            model, texts, batch_size=self._batch_size, normalize=self._normalize,
+            width=_DIMENSIONS, what="all-MiniLM-L6-v2",
+        )
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Embed a batch of texts (one vector per text, same order).

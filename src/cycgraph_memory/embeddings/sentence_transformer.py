@@ -33,7 +33,12 @@ from cycgraph_memory.errors import (
     ProviderError,
 )
 
-__all__ = ["SentenceTransformerEmbeddingProvider", "check_texts", "check_vectors"]
+__all__ = [
+    "SentenceTransformerEmbeddingProvider",
+    "check_texts",
+    "check_vectors",
+    "encode_checked",
+]
 
 _EXTRA = "sentence-transformers"
 
@@ -56,6 +61,35 @@ def check_texts(texts: Sequence[str]) -> list[str]:
         if not isinstance(text, str):
             raise InvalidTypeError(f"texts[{i}] is {type(text).__name__}, expected str")
     return batch
+
+
+def encode_checked(
+    model: Any,
+    texts: list[str],
+    *,
+    batch_size: int,
+    normalize: bool,
+    width: int | None,
+    what: str,
+    **prompt: Any,
+) -> list[list[float]]:
+    """``model.encode(texts)`` as checked lists of floats (``ProviderError`` on failure).
+
+    ``prompt``: ``prompt`` / ``prompt_name`` keywords passed to ``encode``; ``what`` names
+    the model in the error message.
+    """
+    try:
+        vectors = model.encode(
+            texts,
+            batch_size=batch_size,
+            normalize_embeddings=normalize,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+            **prompt,
+        )
+    except Exception as exc:
+        raise ProviderError(f"{what} encode failed: {exc}") from exc
+    return check_vectors(vectors, len(texts), width)
 
 
 def check_vectors(vectors: Any, count: int, width: int | None) -> list[list[float]]:
@@ -212,18 +246,10 @@ class SentenceTransformerEmbeddingProvider:
             kwargs["prompt"] = prompt
         if prompt_name is not None:
             kwargs["prompt_name"] = prompt_name
-        try:
-            vectors = model.encode(
-                texts,
-                batch_size=self._batch_size,
-                normalize_embeddings=self._normalize,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-                **kwargs,
-            )
-        except Exception as exc:
-            raise ProviderError(f"sentence-transformers encode failed: {exc}") from exc
-        return check_vectors(vectors, len(texts), self._dimensions)
+        return encode_checked(
+            model, texts, batch_size=self._batch_size, normalize=self._normalize,
+            width=self._dimensions, what="sentence-transformers", **kwargs,
+        )
 
     async def _run(
         self, texts: Sequence[str], side: tuple[str | None, str | None]

@@ -60,30 +60,20 @@ from cycgraph_memory.lifecycle.models import (
     PurgeSelector,
 )
 from cycgraph_memory.records import Episode, Message, SemanticFact, Theme
-from cycgraph_memory.retention.gate import GATE_PASS_NAME
 
 __all__ = ["plan_purge", "purge"]
 
 _log = logging.getLogger(__name__)
 
 
-_REWRITING_PASSES: tuple[str, ...] = (
-    "entity-resolution",
-    "conflict-resolution",
-    "forget",
-    GATE_PASS_NAME,
-    FACTS_LOCK,
-    THEMES_LOCK,
-)
-"""Pass locks a purge holds besides its own (taken in ``PASS_LOCK_ORDER``).
+_REWRITING_PASSES: tuple[str, ...] = (FACTS_LOCK, THEMES_LOCK)
+"""Locks a purge holds besides its own (taken in ``PASS_LOCK_ORDER``).
 
-A purge writes back facts, themes, episodes and entities it read; these passes rewrite
-the same records (entity links and merges; soft deletes of conflict losers and of
-``Memory.forget``; the gate's tags; themes and theme links, by ingest's write phase and by
-consolidation, which both take ``THEMES_LOCK``; every pass rewriting facts also holds
-``FACTS_LOCK``). Holding their locks, the purge never undoes a write one of them
-committed between its read and its write. Every pass takes its locks in the one order of
-``exclusive_passes``, so there is no cycle.
+A purge writes back facts, themes, episodes and entities it read. Every pass that rewrites
+facts (entity and conflict resolution, ``Memory.forget``, the gate, consolidation) holds
+``FACTS_LOCK``; ingest's theme assignment and consolidation hold ``THEMES_LOCK``. Holding
+both, the purge never undoes a write one of them committed between its read and its
+write, and the one lock order of ``exclusive_passes`` rules out a cycle.
 """
 
 
