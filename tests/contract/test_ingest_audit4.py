@@ -70,3 +70,54 @@ async def test_a_second_message_of_the_same_speaker_keeps_one_prefix(store: Any)
     contents = sorted(f.content for f in await store.find_facts())
     assert all(c.count(" on 2025-01-01: ") == 1 for c in contents), contents
     assert any(c.startswith("Ana Lima on 2025-01-01: Ana Lima moved to Lisbon") for c in contents)
+
+
+# --------------------------------------------------------------------------- options
+
+
+async def _nothing_stored(store: Any, messages: list[Message]) -> None:
+    assert await store.find_facts(include_invalidated=True) == []
+    assert await store.list_episodes(include_invalidated=True) == []
+    assert await store.find_entities(include_invalidated=True) == []
+    assert await store.list_themes(include_invalidated=True) == []
+    assert await store.get_messages([m.id for m in messages]) == {}
+
+
+def _said() -> list[Message]:
+    return [Message(role="user", content="Alice Smith works at Acme Corp.", timestamp=at())]
+
+
+@pytest.mark.parametrize("template", ["agent", 7, ["agent"]], ids=["str", "int", "list"])
+async def test_bug_a_provenance_template_that_is_no_provenance_is_a_typed_error(
+    store: Any, template: Any
+) -> None:
+    """House rule: bad input raises a typed error and writes nothing. ``provenance="agent"``
+    raised ``AttributeError: 'str' object has no attribute 'model_dump'``."""
+    from cycgraph_memory.errors import InvalidTypeError
+
+    messages = _said()
+    with pytest.raises(InvalidTypeError, match="Provenance"):
+        await _pipeline(store).ingest(messages, provenance=template)
+    with pytest.raises(InvalidTypeError, match="Provenance"):
+        await _pipeline(store).ingest_many([messages], provenance=template)
+    await _nothing_stored(store, messages)
+
+
+async def test_bug_a_provenance_template_may_be_a_mapping(store: Any) -> None:
+    """Like the messages (``Message`` records or dicts), the template may be a dict; it
+    raised ``AttributeError`` too. A bad one is a ``ValidationError`` and writes nothing."""
+    from pydantic import ValidationError
+
+    messages = _said()
+    with pytest.raises(ValidationError):
+        await _pipeline(store).ingest(messages, provenance={"source": "robot"})
+    await _nothing_stored(store, messages)
+    await _pipeline(store).ingest(
+        messages, provenance={"source": "tool", "tool_name": "importer", "run_id": "r-1"}
+    )
+    records = [*await store.find_facts(), *await store.list_episodes(),
+               *await store.find_entities(), *await store.list_themes()]
+    assert records
+    for record in records:
+        p = record.provenance
+        assert (p.source, p.tool_name, p.run_id) == ("tool", "importer", "r-1")
