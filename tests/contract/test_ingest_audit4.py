@@ -121,3 +121,37 @@ async def test_bug_a_provenance_template_may_be_a_mapping(store: Any) -> None:
     for record in records:
         p = record.provenance
         assert (p.source, p.tool_name, p.run_id) == ("tool", "importer", "r-1")
+
+
+# --------------------------------------------------------------------------- Memory.remember
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [{"run_id": ""}, {"agent_id": ""}, {"run_id": "r" * 257}, {"agent_id": "a" * 257}],
+    ids=["empty-run", "empty-agent", "long-run", "long-agent"],
+)
+async def test_bug_remember_refuses_the_provenance_ids_add_refuses(
+    memory: Any, ids: dict[str, Any]
+) -> None:
+    """``remember(run_id="")`` stored a lesson whose provenance named the run ``""``,
+    while ``add(run_id="")`` raised ``ValidationError``: the same keyword, documented
+    the same way ("Workflow run recorded in the provenance"), takes the same values.
+    (``memory`` is the facade on each backend, tests/conftest.py.)"""
+    from pydantic import ValidationError
+
+    said = [{"role": "user", "content": "Alice Smith maintains the billing service."}]
+    with pytest.raises(ValidationError):
+        await memory.add(said, **ids)
+    with pytest.raises(ValidationError):
+        await memory.remember("Always run the linter before pushing.", **ids)
+    assert await memory.store.find_facts(include_invalidated=True) == []
+
+
+async def test_remember_records_valid_provenance_ids(memory: Any) -> None:
+    fact_id = await memory.remember(
+        "Always run the linter before pushing.", run_id="run-1", agent_id="a" * 256
+    )
+    fact = (await memory.store.get_facts([fact_id]))[fact_id]
+    assert (fact.provenance.source, fact.provenance.run_id) == ("agent", "run-1")
+    assert fact.provenance.agent_id == "a" * 256
