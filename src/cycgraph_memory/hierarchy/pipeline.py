@@ -103,7 +103,8 @@ class IngestReport(BaseModel):
         episode_ids: Ids of the new episodes, in time order.
         fact_ids: Ids of the new facts.
         entity_ids: Ids of the new entities.
-        relationship_ids: Ids of the new relationships.
+        relationship_ids: Ids of the relationships written: the new ones, and stored
+            open ones this ingest closed ("no longer works at": ``valid_until`` set).
         theme_ids: Ids of the themes created or updated by this ingest.
         themes_merged_away: Ids of existing themes merged into another theme; they are
             soft-deleted (``invalidated_at`` set) and their facts re-pointed.
