@@ -55,7 +55,7 @@ from cycgraph_memory.errors import (
     RecordNotFoundError,
     SchemaNotReadyError,
 )
-from cycgraph_memory.hierarchy.pipeline import IngestReport, MemoryPipeline
+from cycgraph_memory.hierarchy.pipeline import IngestReport, MemoryPipeline, _IngestOptions
 from cycgraph_memory.inspection import MemoryStats, memory_stats
 from cycgraph_memory.integration import memory_result_to_dicts, memory_writer, render_memory_section
 from cycgraph_memory.lifecycle import PurgeReport, PurgeSelector, purge
@@ -571,9 +571,14 @@ class Memory:
         Raises:
             InvalidTypeError: ``tags`` is not a list of strings or ``candidate`` is not a
                 real ``bool`` (``candidate="no"`` would tag it a candidate).
+            pydantic.ValidationError: The fact or a tag is invalid, or ``run_id`` /
+                ``agent_id`` is not 1-256 characters (the rule of :meth:`add`); nothing
+                written.
         """
         given = string_list(tags, "tags")
         candidate = check_bool(candidate, "candidate")
+        # The ids :meth:`add` accepts, no others: an empty run id is no run.
+        _IngestOptions(run_id=run_id, agent_id=agent_id)
         all_tags = list(dict.fromkeys([*given, *([_CANDIDATE_TAG] if candidate else [])]))
         provenance = {"source": "agent", "run_id": run_id, "agent_id": agent_id}
         raw = {

@@ -15,7 +15,7 @@ extractor returns for an episode (pure functions, no I/O):
 * :func:`contextualize` prefixes the fact with who said it and when (``"Maya on
   2024-01-08: ..."``) and resolves first-person pronouns to that speaker ("I", "my", "me",
   "I'm", ... -> "Maya", "Maya's", "Maya is", ...). The speaker is the message metadata's
-  ``name`` (else ``speaker``), else the role.
+  ``name`` (else ``speaker``, whitespace collapsed), else the role.
 * :func:`informativeness` ranks sentences when a cap is applied: the number of distinct
   content words (stop and filler words removed).
 """
@@ -26,6 +26,7 @@ import re
 import uuid
 from collections.abc import Sequence
 
+from cycgraph_memory.hierarchy.extractors._conversation import speaker_name
 from cycgraph_memory.records import Episode, Message, SemanticFact
 from cycgraph_memory.textsearch import STOP_WORDS, tokenize
 
@@ -72,12 +73,12 @@ _TEMPLATES = {
 
 
 def speaker_of(message: Message) -> str:
-    """The speaker's name: metadata ``name``, else ``speaker``, else the role."""
-    for key in ("name", "speaker"):
-        value = message.metadata.get(key)
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-    return message.role
+    """The speaker's name: metadata ``name``, else ``speaker``, else the role.
+
+    Spelled as the extractors spell it (whitespace runs collapsed, at most 200
+    characters), so the speaker prefix they write is recognised and replaced, not doubled.
+    """
+    return speaker_name(message.metadata, message.role)
 
 
 def _norm(text: str) -> str:

@@ -103,7 +103,8 @@ class IngestReport(BaseModel):
         episode_ids: Ids of the new episodes, in time order.
         fact_ids: Ids of the new facts.
         entity_ids: Ids of the new entities.
-        relationship_ids: Ids of the new relationships.
+        relationship_ids: Ids of the relationships written: the new ones, and stored
+            open ones this ingest closed ("no longer works at": ``valid_until`` set).
         theme_ids: Ids of the themes created or updated by this ingest.
         themes_merged_away: Ids of existing themes merged into another theme; they are
             soft-deleted (``invalidated_at`` set) and their facts re-pointed.
@@ -135,13 +136,19 @@ class _IngestOptions(BaseModel):
     def build(
         cls,
         tags: Sequence[str],
-        provenance: Provenance | None,
+        provenance: Provenance | Mapping[str, Any] | None,
         **explicit: Any,
     ) -> _IngestOptions:
-        """Merge a provenance template with explicit keywords (explicit ones win)."""
+        """Merge a provenance template with explicit keywords (explicit ones win).
+
+        Raises:
+            InvalidTypeError: ``provenance`` is neither a ``Provenance`` nor a mapping.
+            pydantic.ValidationError: ``provenance`` or an option is invalid.
+        """
         values: dict[str, Any] = {}
         if provenance is not None:
-            values = provenance.model_dump(
+            template = validate_record(Provenance, provenance)
+            values = template.model_dump(
                 include={"source", "run_id", "node_id", "agent_id", "tool_name"},
                 exclude_none=True,
             )
@@ -269,7 +276,7 @@ class MemoryPipeline:
         messages: Iterable[Message | Mapping[str, Any]],
         *,
         tags: Sequence[str] = (),
-        provenance: Provenance | None = None,
+        provenance: Provenance | Mapping[str, Any] | None = None,
         source: ProvenanceSource | None = None,
         run_id: str | None = None,
         node_id: str | None = None,
@@ -285,9 +292,10 @@ class MemoryPipeline:
         Args:
             messages: ``Message`` records or dicts with the same fields.
             tags: Tags added to every new fact (e.g. ``["lesson", "graph:research-v1"]``).
-            provenance: A template whose ``source``, ``run_id``, ``node_id``,
-                ``agent_id`` and ``tool_name`` (when set) go into the provenance of every
-                new record; the explicit keywords below win over it.
+            provenance: A template (a ``Provenance`` or a dict with its fields) whose
+                ``source``, ``run_id``, ``node_id``, ``agent_id`` and ``tool_name`` (when
+                set) go into the provenance of every new record; the explicit keywords
+                below win over it.
             source: Overrides the provenance source of new records.
             run_id: Workflow run recorded in the provenance of every new record.
             node_id: Graph node recorded in the provenance of every new record.
@@ -300,9 +308,10 @@ class MemoryPipeline:
 
         Raises:
             pydantic.ValidationError: A message or option is invalid (nothing written).
-            InvalidTypeError: ``tags`` is a single string instead of a list, or
-                ``messages`` is not an iterable of messages (``None``, one message, a
-                text); nothing written.
+            InvalidTypeError: ``tags`` is a single string instead of a list,
+                ``provenance`` is neither a ``Provenance`` nor a mapping, or ``messages``
+                is not an iterable of messages (``None``, one message, a text); nothing
+                written.
             EmbeddingDimensionMismatchError: The embedder returned vectors of the wrong
                 size (nothing written).
         """
@@ -324,7 +333,7 @@ class MemoryPipeline:
         batches: Iterable[Iterable[Message | Mapping[str, Any]]],
         *,
         tags: Sequence[str] = (),
-        provenance: Provenance | None = None,
+        provenance: Provenance | Mapping[str, Any] | None = None,
         source: ProvenanceSource | None = None,
         run_id: str | None = None,
         node_id: str | None = None,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -37,6 +37,7 @@ __all__ = [
     "Turn",
     "bounded_text",
     "chunk_sentence",
+    "speaker_name",
     "fact_text",
     "turns_of",
 ]
@@ -81,12 +82,26 @@ class Turn:
     """When the message was sent (relations it states are valid from then)."""
 
 
-def _speaker(metadata: dict[str, object], role: str) -> tuple[str, bool]:
+MAX_SPEAKER_CHARS = 200
+"""Longest speaker name used (a longer metadata name is cut to its first characters)."""
+
+
+def _speaker(metadata: Mapping[str, object], role: str) -> tuple[str, bool]:
     for key in ("name", "speaker"):
         value = metadata.get(key)
         if isinstance(value, str) and value.strip():
-            return " ".join(value.split())[:200], True
+            return " ".join(value.split())[:MAX_SPEAKER_CHARS], True
     return role, False
+
+
+def speaker_name(metadata: Mapping[str, object], role: str) -> str:
+    """The speaker of a message: metadata ``name``, else ``speaker``, else ``role``.
+
+    A name has its runs of whitespace collapsed to one space and is cut to
+    :data:`MAX_SPEAKER_CHARS` characters. The extractors' ``"Speaker: ..."`` facts and the
+    pipeline's grounding prefix both use this spelling, so they always agree.
+    """
+    return _speaker(metadata, role)[0]
 
 
 def turns_of(episode: Episode, roles: Sequence[str]) -> list[Turn]:
