@@ -11,7 +11,7 @@ import pytest
 from cycgraph_memory import retrieve_memory
 from cycgraph_memory.retrieval.pipeline import cosine_scores
 
-from .factories import make_fact, make_theme
+from .factories import make_entity, make_fact, make_theme, unit
 
 
 def ids(records: Sequence[Any]) -> list[uuid.UUID]:
@@ -51,3 +51,34 @@ async def test_min_similarity_one_serves_an_identical_vector(
     assert ids(r.facts) == [fact.id]
     assert ids(r.themes) == [theme.id]
     assert r.fact_scores[fact.id].vector_rank == 1
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "generic"])
+@pytest.mark.parametrize("mode", ["text", "hybrid"])
+async def test_graph_signal_filters_entity_types_before_the_match_limit(
+    store: Any, index: Any, mode: str, native: bool
+) -> None:
+    """The entities named in the question are those of ``entity_types``, then the limit.
+
+    "Acme" is named first; with ``entity_match_limit=1`` and ``entity_types=["person"]``
+    the match took Acme, the type filter then dropped it, and Zed (a person, also named)
+    added nothing: his fact, reached by no other signal, was not served.
+    """
+    acme = make_entity(name="Acme", entity_type="organization")
+    zed = make_entity(name="Zed", entity_type="person")
+    await store.put_entities([acme, zed])
+    of_zed = make_fact(content="prefers tea", embedding=unit(3), entity_ids=[zed.id])
+    of_acme = make_fact(content="sells widgets", embedding=unit(4), entity_ids=[acme.id])
+    await store.put_facts([of_zed, of_acme])
+    await index.rebuild(store)
+    query: dict[str, Any] = {"text": "acme and zed", "entity_types": ["person"],
+                             "min_similarity": 0.9}
+    if mode == "hybrid":
+        query["embedding"] = unit(0)
+    r = await retrieve_memory(
+        store, index, query, mode=mode,
+        options={"native_paths": native, "entity_match_limit": 1},
+    )
+    assert ids(r.facts) == [of_zed.id]
+    assert r.fact_scores[of_zed.id].graph_distance == 0
+    assert ids(r.entities) == [zed.id]
