@@ -13,8 +13,9 @@ index offers text search). Signals, each one index call:
 * messages, vector and text: ``index.search_messages`` / ``index.text_search_messages``;
 * graph (text and hybrid modes, when the index has ``match_entity_names``): the entities
   whose name appears in the question (at most ``entity_match_limit``, of the query's
-  ``entity_types`` when given; read back from the store when the index keeps its own
-  copies, so one soft-deleted since is dropped), each weighed by its specificity
+  ``entity_types`` when given, filtered before the limit among the first
+  ``GRAPH_TYPED_MATCH_FETCH`` named; read back from the store when the index keeps its
+  own copies, so one soft-deleted since is dropped), each weighed by its specificity
   (:func:`entity_specificity`: its IDF over the tenant's facts, from the index's
   ``entity_fact_counts``, scaled to 0-1). An entity below ``GRAPH_CONTEXT_SPECIFICITY``
   (a participant of the conversation, cited by a large share of the facts) is context and
@@ -65,7 +66,9 @@ from cycgraph_memory.retrieval.pipeline import (
 __all__ = [
     "GRAPH_CONTEXT_SPECIFICITY",
     "GRAPH_COUNT_CAP",
+    "GRAPH_TYPED_MATCH_FETCH",
     "RetrievalMode",
+    "entity_match_fetch",
     "entity_specificity",
     "hybrid_candidates",
     "message_signals",
@@ -80,6 +83,8 @@ GRAPH_CONTEXT_SPECIFICITY = 0.5
 """Below this specificity a named entity is context: the graph signal ignores it."""
 GRAPH_COUNT_CAP = 1000
 """Facts counted per named entity when weighing it (the count stops there)."""
+GRAPH_TYPED_MATCH_FETCH = 100
+"""Named entities read when the query has ``entity_types`` (filtered, then limited)."""
 
 
 def supports_text_search(index: object) -> bool:
@@ -127,7 +132,7 @@ async def _graph_signals(
     if match is None or q.text is None or opts.entity_match_limit == 0:
         return {}, {}
     entities = await match(
-        q.text, limit=opts.entity_match_limit, include_invalidated=q.include_invalidated
+        q.text, limit=entity_match_fetch(q, opts), include_invalidated=q.include_invalidated
     )
     if entities and getattr(store, "expand_facts", None) is None:
         # An index that keeps its own copies (the in-memory one) may name an entity the
@@ -140,6 +145,7 @@ async def _graph_signals(
         ]
     if q.entity_types is not None:
         entities = [e for e in entities if e.entity_type in q.entity_types]
+    entities = entities[: opts.entity_match_limit]
     if not entities:
         return {}, {}
     counter = getattr(index, "entity_fact_counts", None)
@@ -177,6 +183,18 @@ async def _graph_signals(
         lists[name] = sorted(newest_first, key=lambda f: best.get(f.id, far))
         weights[name] = weight
     return lists, weights
+
+
+def entity_match_fetch(q: MemoryQuery, opts: RetrievalOptions) -> int:
+    """How many named entities the graph signal asks ``match_entity_names`` for.
+
+    ``entity_match_limit``; with ``entity_types`` in the query, up to
+    :data:`GRAPH_TYPED_MATCH_FETCH` (at least the limit): the type filter runs before the
+    limit, so entities of other types named first do not use up its places.
+    """
+    if q.entity_types is None:
+        return opts.entity_match_limit
+    return max(opts.entity_match_limit, GRAPH_TYPED_MATCH_FETCH)
 
 
 def _graph_weight(ranks: dict[str, int], weights: dict[str, float]) -> float | None:

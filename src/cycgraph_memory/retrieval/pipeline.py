@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -37,6 +37,7 @@ from cycgraph_memory.records import (
 from cycgraph_memory.temporal import is_changed_since, is_valid_at
 
 __all__ = [
+    "SIMILARITY_FLOOR_TOLERANCE",
     "FactScope",
     "by_citation",
     "cosine_scores",
@@ -53,6 +54,24 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+SIMILARITY_FLOOR_TOLERANCE = 1e-9
+"""How far below ``min_similarity`` a float64 cosine may fall and still be kept.
+
+A vector exactly at the threshold scores it up to rounding: an identical vector can
+score ``0.9999999999999999`` and an orthogonal one ``-1e-17``. The indexes keep such
+results (``SCORE_FLOOR_TOLERANCE``, pgvector's exact 1.0 for an identical vector), so
+the ranking keeps them too: ``min_similarity=1.0`` serves exact duplicates. A score of
+0 (a record without a vector, or a zero one) never clears a positive threshold.
+"""
+
+
+def _floor_test(min_similarity: float) -> Callable[[float], bool]:
+    """``score -> kept`` for ``min_similarity`` (see :data:`SIMILARITY_FLOOR_TOLERANCE`)."""
+    floor = min_similarity - SIMILARITY_FLOOR_TOLERANCE
+    if min_similarity > 0.0:
+        return lambda s: s >= floor and s > 0.0
+    return lambda s: s >= floor
 
 
 @dataclass(frozen=True)
@@ -178,13 +197,16 @@ def rank_by_similarity(
     """Score every fact against the query, drop those below ``min_similarity``, sort.
 
     The order is similarity descending, then id: the full merged list is ranked before
-    any ``limit`` cut. ``embeddings``: the facts' vectors when the caller holds them in
-    another form (e.g. arrays); default, each fact's ``embedding``.
+    any ``limit`` cut. A score below ``min_similarity`` by at most
+    :data:`SIMILARITY_FLOOR_TOLERANCE` (rounding) is kept. ``embeddings``: the facts'
+    vectors when the caller holds them in another form (e.g. arrays); default, each
+    fact's ``embedding``.
     """
     if embeddings is None:
         embeddings = [f.embedding for f in facts]
     scores = cosine_scores(embeddings, query)
-    kept = [(f, s) for f, s in zip(facts, scores, strict=True) if s >= min_similarity]
+    passes = _floor_test(min_similarity)
+    kept = [(f, s) for f, s in zip(facts, scores, strict=True) if passes(s)]
     kept.sort(key=lambda fs: (-fs[1], fs[0].id.int))
     return kept
 
@@ -192,9 +214,14 @@ def rank_by_similarity(
 def rank_themes(
     themes: Sequence[Theme], query: Sequence[float], min_similarity: float
 ) -> list[Theme]:
-    """Live themes by similarity (then id), those below ``min_similarity`` dropped."""
+    """Live themes by similarity (then id), those below ``min_similarity`` dropped.
+
+    As in :func:`rank_by_similarity`, rounding (:data:`SIMILARITY_FLOOR_TOLERANCE`) is
+    not a miss.
+    """
     scores = cosine_scores([t.embedding for t in themes], query)
-    kept = [(t, s) for t, s in zip(themes, scores, strict=True) if s >= min_similarity]
+    passes = _floor_test(min_similarity)
+    kept = [(t, s) for t, s in zip(themes, scores, strict=True) if passes(s)]
     kept.sort(key=lambda ts: (-ts[1], ts[0].id.int))
     return [t for t, _ in kept]
 

@@ -54,6 +54,7 @@ from cycgraph_memory.records import (
 from cycgraph_memory.retrieval.hybrid import (
     GRAPH_COUNT_CAP,
     RetrievalMode,
+    entity_match_fetch,
     hybrid_candidates,
     message_signals,
     supports_text_search,
@@ -450,7 +451,7 @@ def _signal_plan(q: MemoryQuery, opts: RetrievalOptions, mode: RetrievalMode) ->
         })
         if opts.entity_match_limit:
             plan["entity_names"] = (q.text, {
-                "limit": opts.entity_match_limit,
+                "limit": entity_match_fetch(q, opts),
                 "include_invalidated": q.include_invalidated,
             })
             plan["entity_count_cap"] = GRAPH_COUNT_CAP
