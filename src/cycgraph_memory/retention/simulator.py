@@ -124,9 +124,13 @@ class GateSimulationResult(_Options):
 class OperatingCharacteristicsConfig(_Options):
     """Input of :func:`gate_operating_characteristics` (accepts a plain dict too)."""
 
-    effects: list[float] = Field(min_length=1)
+    # Bounded like SimulatedLesson.true_effect and GateSimulationConfig.noise_sd, so a bad
+    # cell is refused before the first simulation, not after the cells before it ran.
+    effects: list[Annotated[float, Field(ge=-1.0, le=1.0)]] = Field(min_length=1)
     run_counts: list[Annotated[int, Field(ge=1, le=10_000_000)]] = Field(min_length=1)
-    noise_sds: list[float] = Field(default_factory=lambda: [0.1], min_length=1)
+    noise_sds: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(
+        default_factory=lambda: [0.1], min_length=1
+    )
     replicates: int = Field(default=20, ge=1)
     seed: StrictInt = 1
     base_score: float = Field(default=0.6, ge=0.0, le=1.0)
@@ -335,6 +339,11 @@ async def gate_operating_characteristics(
 
     Returns:
         One row per cell, ordered by noise, effect, then run count (as given).
+
+    Raises:
+        pydantic.ValidationError: An invalid config (e.g. an effect outside [-1, 1] or a
+            noise SD outside [0, 1]), before anything is simulated.
+        InvalidTypeError: ``config`` is neither a config nor a mapping.
     """
     cfg: OperatingCharacteristicsConfig = _coerce(OperatingCharacteristicsConfig, config)
     rows: list[OperatingCharacteristicsRow] = []
