@@ -57,6 +57,7 @@ from cycgraph_memory.records import (
 )
 from cycgraph_memory.statistics import (
     SampleSummary,
+    at_most,
     benjamini_hochberg,
     mixture_p_value,
     normal_quantile,
@@ -537,7 +538,7 @@ def _rejections(p_values: list[float], alpha: float, policy: RetentionPolicy) ->
         return []
     if policy.multiple_comparison == "bh" and len(p_values) > 1:  # BH with m = 1 is p <= q
         return benjamini_hochberg(p_values, alpha)
-    return [p <= alpha for p in p_values]
+    return [at_most(p, alpha) for p in p_values]
 
 
 @lru_cache(maxsize=64)

@@ -1,0 +1,64 @@
+"""Retention gate and simulator audit (round 4).
+
+Each test names the bug it pins down; each failed before the fix that came with it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from cycgraph_memory import InMemoryMemoryStore, InMemoryOutcomeLedger
+from cycgraph_memory.retention import gate_operating_characteristics
+from cycgraph_memory.statistics import benjamini_hochberg
+
+scipy_stats = pytest.importorskip("scipy.stats")
+
+
+def test_benjamini_hochberg_rejects_a_p_value_exactly_on_its_threshold() -> None:
+    """Bug: ``p_(k) <= k / m * q`` was computed as ``7 / 10 * 0.1 = 0.0699...9``, so the
+    textbook p-value 0.07 at rank 7 of 10 (exactly on its threshold) was not rejected;
+    scipy's ``false_discovery_control`` (and R's ``p.adjust``) reject it.
+    """
+    ps = [0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.5, 0.6, 0.9]
+    expected = [bool(x) for x in scipy_stats.false_discovery_control(ps) <= 0.1]
+    assert expected == [True] * 7 + [False] * 3
+    assert benjamini_hochberg(ps, 0.1) == expected
+    # Ties on the threshold: 0.075 is 3/8 * 0.2 and 0.225 is 6/8 * 0.3 (hand-computed).
+    assert benjamini_hochberg([0.075, 0.075, 0.075, 0.9, 0.9, 0.9, 0.9, 0.9], 0.2) == [
+        True, True, True, False, False, False, False, False
+    ]
+    ties = [0.1875, 0.1875, 0.075, 0.1125, 0.075, 0.225, 0.3, 0.678]
+    assert benjamini_hochberg(ties, 0.3) == [True] * 6 + [False, False]
+    # A single hypothesis is p <= q; just above it is not.
+    assert benjamini_hochberg([0.05], 0.05) == [True]
+    assert benjamini_hochberg([0.05 + 1e-9], 0.05) == [False]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"effects": [0.0, 2.0]},
+        {"effects": [0.0], "noise_sds": [0.1, -0.5]},
+        {"effects": [0.0], "noise_sds": [0.1, 1.5]},
+    ],
+)
+async def test_an_invalid_operating_characteristics_grid_is_refused_before_simulating(
+    bad: dict[str, Any],
+) -> None:
+    """Bug: an effect outside [-1, 1] or a noise SD outside [0, 1] was accepted by
+    ``OperatingCharacteristicsConfig`` and only refused when its cell came up, after the
+    cells before it had been simulated on the caller's backend (which may be Postgres).
+    """
+    made: list[int] = []
+
+    async def backend() -> tuple[Any, Any]:
+        made.append(1)
+        return InMemoryMemoryStore(), InMemoryOutcomeLedger()
+
+    config = {"run_counts": [5], "replicates": 2, **bad}
+    with pytest.raises(ValidationError):
+        await gate_operating_characteristics(config, backend=backend)
+    assert made == []
