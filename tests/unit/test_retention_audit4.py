@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from cycgraph_memory import InMemoryMemoryStore, InMemoryOutcomeLedger
-from cycgraph_memory.retention import gate_operating_characteristics
+from cycgraph_memory import InMemoryMemoryStore, InMemoryOutcomeLedger, InvalidTypeError
+from cycgraph_memory.records import FactStats, OutcomeBaseline, Provenance, SemanticFact
+from cycgraph_memory.retention import gate_operating_characteristics, plan_retention
 from cycgraph_memory.statistics import benjamini_hochberg
 
 scipy_stats = pytest.importorskip("scipy.stats")
@@ -62,3 +63,31 @@ async def test_an_invalid_operating_characteristics_grid_is_refused_before_simul
     with pytest.raises(ValidationError):
         await gate_operating_characteristics(config, backend=backend)
     assert made == []
+
+
+def test_plan_retention_refuses_bad_input_with_a_typed_error() -> None:
+    """Bug: the public ``plan_retention`` answered a policy given as a dict (as
+    ``evaluate_retention`` accepts), a baseline that is not an ``OutcomeBaseline`` or a
+    candidate that is not a fact with ``AttributeError``.
+    """
+    lesson = SemanticFact(
+        content="cite sources", provenance=Provenance(source="agent"), tags=["candidate"]
+    )
+    runs = [0.9, 0.88, 0.93]
+    stats = {lesson.id: FactStats(fact_id=lesson.id, trials=3, mean_score=sum(runs) / 3,
+                                  variance=0.000633333333333334)}
+    baseline = OutcomeBaseline(runs=3, mean_score=sum(runs) / 3, variance=0.000633333333333334)
+    # A dict policy is validated like evaluate_retention's (here: margin rule, 3 trials, no
+    # baseline without the lesson: held for its baseline).
+    decided = plan_retention([lesson], stats, baseline, {"decision_rule": "margin"})
+    assert [(d.verdict, d.reason) for d in decided] == [("held", "insufficient_baseline")]
+    with pytest.raises(ValidationError):
+        plan_retention([lesson], stats, baseline, {"min_trials": 0})
+    with pytest.raises(InvalidTypeError, match="baseline"):
+        plan_retention([lesson], stats, 3, None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match="candidates"):
+        plan_retention(["cite sources"], stats, baseline)  # type: ignore[list-item]
+    with pytest.raises(InvalidTypeError, match="stats"):
+        plan_retention([lesson], [stats[lesson.id]], baseline)  # type: ignore[arg-type]
+    with pytest.raises(InvalidTypeError, match="policy|RetentionPolicy"):
+        plan_retention([lesson], stats, baseline, "margin")  # type: ignore[arg-type]

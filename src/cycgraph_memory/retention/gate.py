@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cycgraph_memory._construct import trusted
 from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_passes
+from cycgraph_memory._validate import instance_of, instances_of
 from cycgraph_memory.contracts import (
     MemoryStore,
     OutcomeLedger,
@@ -251,7 +252,7 @@ def plan_retention(
     candidates: Sequence[SemanticFact],
     stats: Mapping[uuid.UUID, FactStats],
     baseline: OutcomeBaseline,
-    policy: RetentionPolicy = DEFAULT_RETENTION_POLICY,
+    policy: RetentionPolicy | Mapping[str, Any] | None = DEFAULT_RETENTION_POLICY,
 ) -> list[GateDecision]:
     """Decide every candidate (pure: no I/O). Quarantined candidates are skipped.
 
@@ -265,11 +266,38 @@ def plan_retention(
         stats: Ledger statistics by fact id (candidates without runs are absent).
         baseline: The all-runs baseline; each candidate's leave-one-out baseline is the
             runs without it, derived from this and its stats.
-        policy: The retention policy.
+        policy: The retention policy, a dict of its fields, or ``None`` (defaults).
 
     Returns:
         One decision per non-quarantined candidate, in the order given.
+
+    Raises:
+        InvalidTypeError: ``candidates`` is not a list of facts, ``stats`` not a mapping of
+            ``FactStats``, ``baseline`` not an ``OutcomeBaseline`` or ``policy`` neither a
+            policy, a mapping nor ``None`` (mappings are validated into the record).
+        pydantic.ValidationError: A mapping that is not a valid record or policy.
     """
+    facts = instances_of(candidates, SemanticFact, "candidates")
+    if not isinstance(stats, Mapping):
+        raise InvalidTypeError(
+            f"stats must be a mapping of fact id to FactStats, got {type(stats).__name__}"
+        )
+    checked = {fid: instance_of(s, FactStats, "each of stats") for fid, s in stats.items()}
+    return _plan_retention(
+        facts,
+        checked,
+        instance_of(baseline, OutcomeBaseline, "baseline"),
+        _coerce_policy(policy),
+    )
+
+
+def _plan_retention(
+    candidates: Sequence[SemanticFact],
+    stats: Mapping[uuid.UUID, FactStats],
+    baseline: OutcomeBaseline,
+    policy: RetentionPolicy,
+) -> list[GateDecision]:
+    """:func:`plan_retention` on inputs known to be valid (the gate's own reads)."""
     total = _baseline_summary(baseline)
     total_problem = _malformed(total, "all-runs baseline")
     rows: list[_Row] = []
@@ -721,7 +749,7 @@ async def evaluate_retention(
         stats = await _read_stats(ledger, [f.id for f in candidates])
         baseline = await ledger.get_baseline()
         decisions = await _on_current_records(
-            store, plan_retention(candidates, stats, baseline, rules), rules
+            store, _plan_retention(candidates, stats, baseline, rules), rules
         )
         changed = [f for f in (_applied(d, rules) for d in decisions) if f is not None]
         if changed:
