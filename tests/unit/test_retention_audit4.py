@@ -89,5 +89,5 @@ def test_plan_retention_refuses_bad_input_with_a_typed_error() -> None:
         plan_retention(["cite sources"], stats, baseline)  # type: ignore[list-item]
     with pytest.raises(InvalidTypeError, match="stats"):
         plan_retention([lesson], [stats[lesson.id]], baseline)  # type: ignore[arg-type]
-    with pytest.raises(InvalidTypeError, match="policy|RetentionPolicy"):
+    with pytest.raises(InvalidTypeError, match=r"policy|RetentionPolicy"):
         plan_retention([lesson], stats, baseline, "margin")  # type: ignore[arg-type]
