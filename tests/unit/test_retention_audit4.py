@@ -12,7 +12,12 @@ from pydantic import ValidationError
 
 from cycgraph_memory import InMemoryMemoryStore, InMemoryOutcomeLedger, InvalidTypeError
 from cycgraph_memory.records import FactStats, OutcomeBaseline, Provenance, SemanticFact
-from cycgraph_memory.retention import gate_operating_characteristics, plan_retention
+from cycgraph_memory.retention import (
+    GateSimulationConfig,
+    OperatingCharacteristicsConfig,
+    gate_operating_characteristics,
+    plan_retention,
+)
 from cycgraph_memory.statistics import benjamini_hochberg
 
 scipy_stats = pytest.importorskip("scipy.stats")
@@ -91,3 +96,26 @@ def test_plan_retention_refuses_bad_input_with_a_typed_error() -> None:
         plan_retention([lesson], [stats[lesson.id]], baseline)  # type: ignore[arg-type]
     with pytest.raises(InvalidTypeError, match=r"policy|RetentionPolicy"):
         plan_retention([lesson], stats, baseline, "margin")  # type: ignore[arg-type]
+
+
+def test_the_simulator_refuses_the_scope_tag_as_candidate_tag() -> None:
+    """Bug: with ``policy.candidate_tag="lesson"`` (the simulator's retrieval scope tag) a
+    promotion removed the lesson from the scope, so a promoted +0.3 lesson was never
+    injected again and every later run scored as if it had been evicted (mean score after
+    run 60: 0.59 instead of 0.88 with seed 7): the simulation silently measured another
+    loop. The configs refuse it.
+    """
+    policy = {"candidate_tag": "lesson"}
+    with pytest.raises(ValidationError, match="scope tag"):
+        GateSimulationConfig.model_validate(
+            {"lessons": [{"id": "good", "true_effect": 0.3}], "runs": 10, "seed": 7,
+             "policy": policy}
+        )
+    with pytest.raises(ValidationError, match="scope tag"):
+        OperatingCharacteristicsConfig.model_validate(
+            {"effects": [0.0], "run_counts": [10], "policy": policy}
+        )
+    # The verified tag may be "lesson": a promoted lesson keeps it and stays in scope.
+    GateSimulationConfig.model_validate(
+        {"lessons": [], "runs": 1, "seed": 7, "policy": {"verified_tag": "lesson"}}
+    )

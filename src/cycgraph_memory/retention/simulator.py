@@ -75,7 +75,11 @@ class SimulationRetrieval(_Options):
 
 
 class GateSimulationConfig(_Options):
-    """Input of :func:`simulate_gate` (accepts a plain dict too)."""
+    """Input of :func:`simulate_gate` (accepts a plain dict too).
+
+    Lessons are stored with the tags ``lesson`` (the retrieval scope) and the policy's
+    candidate tag, so ``policy.candidate_tag`` cannot be ``"lesson"``.
+    """
 
     lessons: list[SimulatedLesson]
     runs: int = Field(ge=1, le=10_000_000)
@@ -92,7 +96,17 @@ class GateSimulationConfig(_Options):
         ids = [lesson.id for lesson in self.lessons]
         if len(set(ids)) != len(ids):
             raise ValueError("lesson ids must be unique")
+        _check_scope_tag(self.policy)
         return self
+
+
+def _check_scope_tag(policy: RetentionPolicy) -> None:
+    # A promotion removes the candidate tag: were it the scope tag, a promoted lesson would
+    # leave the retrieval scope and never be injected again.
+    if policy.candidate_tag == LESSON_TAG:
+        raise ValueError(
+            f"policy.candidate_tag cannot be {LESSON_TAG!r}, the simulator's lesson scope tag"
+        )
 
 
 class SimulatedLessonOutcome(_Options):
@@ -137,6 +151,11 @@ class OperatingCharacteristicsConfig(_Options):
     retrieval: SimulationRetrieval | None = None
     policy: RetentionPolicy = DEFAULT_RETENTION_POLICY
     gate_every: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _scope_tag(self) -> OperatingCharacteristicsConfig:
+        _check_scope_tag(self.policy)
+        return self
 
 
 class OperatingCharacteristicsRow(_Options):
