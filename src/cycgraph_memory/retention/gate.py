@@ -111,8 +111,11 @@ class RetentionPolicy(BaseModel):
 
     Attributes:
         min_trials: Runs a candidate must appear in before any decision.
-        promote_margin: Practical-significance floor for promotion (lift must exceed it).
-        evict_margin: Practical-significance floor for eviction (drop must exceed it).
+        promote_margin: Practical-significance floor for promotion (lift must exceed it;
+            under the margin rule by more than 1e-9, the rounding of the ledger's
+            aggregates, so a lift exactly on the margin is held on both backends).
+        evict_margin: Practical-significance floor for eviction (drop must exceed it,
+            likewise).
         candidate_tag: Tag marking unproven lessons.
         verified_tag: Tag marking lessons that earned their place.
         max_trials: Evict a verdict-less candidate as ``no_lift`` after this many trials
@@ -225,7 +228,11 @@ def _baseline_summary(baseline: OutcomeBaseline) -> SampleSummary:
     return SampleSummary(baseline.runs, baseline.mean_score, baseline.variance)
 
 
-_SCORE_SLACK = 1e-9  # rounding of SQL aggregates around the [0, 1] score range
+_SCORE_SLACK = 1e-9
+"""Rounding of the ledger's aggregates (SQL ``avg`` / ``var_samp``, running means): the
+slack around the [0, 1] score range, and by which a point-estimate lift must pass a
+margin, so that a lift exactly on a margin (0.15 vs 0.10 at margin 0.05) is decided alike
+on both backends."""
 
 
 def _malformed(summary: SampleSummary, what: str) -> str | None:
@@ -360,9 +367,9 @@ def _margin_decision(row: _Row, policy: RetentionPolicy) -> GateDecision:
     if rest.n < 1:
         return _retire_or_hold(row, None, policy, "insufficient_baseline")
     lift = mine.mean - rest.mean
-    if lift > policy.promote_margin:
+    if lift > policy.promote_margin + _SCORE_SLACK:
         return GateDecision(fact, "promoted", None, mine.n, None)
-    if lift < -policy.evict_margin:
+    if lift < -policy.evict_margin - _SCORE_SLACK:
         return GateDecision(fact, "evicted", EVICT_HARMFUL, mine.n, None)
     return _retire_or_hold(row, None, policy, "no_verdict")
 
@@ -475,8 +482,10 @@ def _inference_decisions(rows: list[_Row], policy: RetentionPolicy) -> list[Gate
             p_promote, tail_up = _t_sides(z_up, t.df)
             p_evict, tail_down = _t_sides(z_down, t.df)
         else:
-            z_up = math.inf if t.lift > policy.promote_margin else -math.inf
-            z_down = math.inf if t.lift < -policy.evict_margin else -math.inf
+            # An exact lift is compared with the margins past the aggregates' rounding,
+            # as under the margin rule.
+            z_up = math.inf if t.lift > policy.promote_margin + _SCORE_SLACK else -math.inf
+            z_down = math.inf if t.lift < -policy.evict_margin - _SCORE_SLACK else -math.inf
             p_promote = 1.0 if z_up > 0 else 0.0
             p_evict = 1.0 if z_down > 0 else 0.0
         bracket = doubling_bracket(rest.n, 2 * policy.min_trials) if control == "doubling" else None
