@@ -715,6 +715,14 @@ class Conflict(_Model):
     type: Literal["negation", "supersession", "semantic_contradiction"]
     confidence: float = Field(ge=0.0, le=1.0)
 
+    @model_validator(mode="after")
+    def _two_facts(self) -> Conflict:
+        # A fact cannot contradict itself: resolving such a "conflict" would invalidate
+        # the fact in favour of itself.
+        if self.fact_a.id == self.fact_b.id:
+            raise ValueError(f"a conflict needs two different facts, got {self.fact_a.id} twice")
+        return self
+
 
 class ConflictResolutionDetail(_Model):
     """How one conflict was handled by ``autoResolveAll``."""

@@ -295,6 +295,19 @@ def mixture_p_value(z: float, information: float, precision: float) -> float:
     return 1.0 if log_m <= 0.0 else math.exp(-log_m)
 
 
+_THRESHOLD_SLACK = 1e-12
+
+
+def at_most(p: float, bound: float) -> bool:
+    """``p <= bound``, allowing a relative ``1e-12`` for the rounding of a computed bound.
+
+    A threshold such as ``1 - 0.9`` (``0.09999999999999998``) or ``7 / 10 * 0.1``
+    (``0.06999999999999999``) lands a hair below the decimal it stands for; a p-value
+    exactly on the documented threshold must not be lost to that.
+    """
+    return p <= bound * (1.0 + _THRESHOLD_SLACK)
+
+
 def benjamini_hochberg(p_values: Sequence[float], q: float) -> list[bool]:
     """Benjamini-Hochberg step-up procedure at false-discovery rate ``q``.
 
@@ -305,7 +318,9 @@ def benjamini_hochberg(p_values: Sequence[float], q: float) -> list[bool]:
     Returns:
         ``rejected[i]`` is True when hypothesis ``i`` is rejected (a discovery), in input
         order. With ``m`` p-values sorted ascending, every hypothesis up to the largest
-        rank ``k`` with ``p_(k) <= k / m * q`` is rejected.
+        rank ``k`` with ``p_(k) <= k / m * q`` is rejected. The comparison allows a relative
+        ``1e-12`` for the rounding of ``k / m * q`` (``0.07`` at rank 7 of 10 with
+        ``q = 0.1`` sits exactly on its threshold and is rejected, as in scipy and R).
 
     Raises:
         InvalidInputError: ``q`` outside ``(0, 1]`` or a p-value outside ``[0, 1]``.
@@ -330,7 +345,7 @@ def benjamini_hochberg(p_values: Sequence[float], q: float) -> list[bool]:
     order = sorted(range(m), key=lambda i: (p_values[i], i))
     cutoff = 0
     for rank, i in enumerate(order, start=1):
-        if p_values[i] <= rank / m * q:
+        if at_most(p_values[i], rank * q / m):
             cutoff = rank
     rejected = [False] * m
     for i in order[:cutoff]:

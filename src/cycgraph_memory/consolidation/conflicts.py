@@ -323,6 +323,10 @@ class ConflictDetector:
         is already invalidated, or whose winner is (in the store or earlier in this call),
         is skipped, so re-running is a no-op; so is one with a fact quarantined (in the
         store) on either side.
+
+        Raises:
+            InvalidInputError: An unknown policy, or a conflict whose two sides are the same
+                fact (nothing is written).
         """
         chosen = self.policy if policy is None else policy
         if chosen not in _POLICIES:
@@ -338,6 +342,10 @@ class ConflictDetector:
 
         ``keep_both`` changes nothing. Returns the detail of what happened (``skipped`` when
         the loser or the winner was already invalidated, or either is quarantined).
+
+        Raises:
+            InvalidInputError: An unknown action, or a conflict whose two sides are the
+                same fact (nothing is written).
         """
         if action not in ("keep_a", "keep_b", "keep_both"):
             raise InvalidInputError(f"action must be keep_a, keep_b or keep_both, got {action!r}")
@@ -367,6 +375,11 @@ class ConflictDetector:
         self,
         decisions: list[tuple[Conflict, Literal["keep_a", "keep_b", "skipped"], str]],
     ) -> MutationPlan[ConflictResolutionReport]:
+        for conflict, _, _ in decisions:
+            if conflict.fact_a.id == conflict.fact_b.id:  # built without validation
+                raise InvalidInputError(
+                    f"a conflict needs two different facts, got {conflict.fact_a.id} twice"
+                )
         report = ConflictResolutionReport()
         wanted = {f.id for c, _, _ in decisions for f in (c.fact_a, c.fact_b)}
         puts: list[Mutation] = []

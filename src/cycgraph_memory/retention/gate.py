@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cycgraph_memory._construct import trusted
 from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_passes
+from cycgraph_memory._validate import instance_of, instances_of
 from cycgraph_memory.contracts import (
     MemoryStore,
     OutcomeLedger,
@@ -57,6 +58,7 @@ from cycgraph_memory.records import (
 )
 from cycgraph_memory.statistics import (
     SampleSummary,
+    at_most,
     benjamini_hochberg,
     mixture_p_value,
     normal_quantile,
@@ -109,8 +111,11 @@ class RetentionPolicy(BaseModel):
 
     Attributes:
         min_trials: Runs a candidate must appear in before any decision.
-        promote_margin: Practical-significance floor for promotion (lift must exceed it).
-        evict_margin: Practical-significance floor for eviction (drop must exceed it).
+        promote_margin: Practical-significance floor for promotion (lift must exceed it;
+            under the margin rule by more than 1e-9, the rounding of the ledger's
+            aggregates, so a lift exactly on the margin is held on both backends).
+        evict_margin: Practical-significance floor for eviction (drop must exceed it,
+            likewise).
         candidate_tag: Tag marking unproven lessons.
         verified_tag: Tag marking lessons that earned their place.
         max_trials: Evict a verdict-less candidate as ``no_lift`` after this many trials
@@ -223,7 +228,11 @@ def _baseline_summary(baseline: OutcomeBaseline) -> SampleSummary:
     return SampleSummary(baseline.runs, baseline.mean_score, baseline.variance)
 
 
-_SCORE_SLACK = 1e-9  # rounding of SQL aggregates around the [0, 1] score range
+_SCORE_SLACK = 1e-9
+"""Rounding of the ledger's aggregates (SQL ``avg`` / ``var_samp``, running means): the
+slack around the [0, 1] score range, and by which a point-estimate lift must pass a
+margin, so that a lift exactly on a margin (0.15 vs 0.10 at margin 0.05) is decided alike
+on both backends."""
 
 
 def _malformed(summary: SampleSummary, what: str) -> str | None:
@@ -250,7 +259,7 @@ def plan_retention(
     candidates: Sequence[SemanticFact],
     stats: Mapping[uuid.UUID, FactStats],
     baseline: OutcomeBaseline,
-    policy: RetentionPolicy = DEFAULT_RETENTION_POLICY,
+    policy: RetentionPolicy | Mapping[str, Any] | None = DEFAULT_RETENTION_POLICY,
 ) -> list[GateDecision]:
     """Decide every candidate (pure: no I/O). Quarantined candidates are skipped.
 
@@ -264,11 +273,38 @@ def plan_retention(
         stats: Ledger statistics by fact id (candidates without runs are absent).
         baseline: The all-runs baseline; each candidate's leave-one-out baseline is the
             runs without it, derived from this and its stats.
-        policy: The retention policy.
+        policy: The retention policy, a dict of its fields, or ``None`` (defaults).
 
     Returns:
         One decision per non-quarantined candidate, in the order given.
+
+    Raises:
+        InvalidTypeError: ``candidates`` is not a list of facts, ``stats`` not a mapping of
+            ``FactStats``, ``baseline`` not an ``OutcomeBaseline`` or ``policy`` neither a
+            policy, a mapping nor ``None`` (mappings are validated into the record).
+        pydantic.ValidationError: A mapping that is not a valid record or policy.
     """
+    facts = instances_of(candidates, SemanticFact, "candidates")
+    if not isinstance(stats, Mapping):
+        raise InvalidTypeError(
+            f"stats must be a mapping of fact id to FactStats, got {type(stats).__name__}"
+        )
+    checked = {fid: instance_of(s, FactStats, "each of stats") for fid, s in stats.items()}
+    return _plan_retention(
+        facts,
+        checked,
+        instance_of(baseline, OutcomeBaseline, "baseline"),
+        _coerce_policy(policy),
+    )
+
+
+def _plan_retention(
+    candidates: Sequence[SemanticFact],
+    stats: Mapping[uuid.UUID, FactStats],
+    baseline: OutcomeBaseline,
+    policy: RetentionPolicy,
+) -> list[GateDecision]:
+    """:func:`plan_retention` on inputs known to be valid (the gate's own reads)."""
     total = _baseline_summary(baseline)
     total_problem = _malformed(total, "all-runs baseline")
     rows: list[_Row] = []
@@ -331,9 +367,9 @@ def _margin_decision(row: _Row, policy: RetentionPolicy) -> GateDecision:
     if rest.n < 1:
         return _retire_or_hold(row, None, policy, "insufficient_baseline")
     lift = mine.mean - rest.mean
-    if lift > policy.promote_margin:
+    if lift > policy.promote_margin + _SCORE_SLACK:
         return GateDecision(fact, "promoted", None, mine.n, None)
-    if lift < -policy.evict_margin:
+    if lift < -policy.evict_margin - _SCORE_SLACK:
         return GateDecision(fact, "evicted", EVICT_HARMFUL, mine.n, None)
     return _retire_or_hold(row, None, policy, "no_verdict")
 
@@ -446,8 +482,10 @@ def _inference_decisions(rows: list[_Row], policy: RetentionPolicy) -> list[Gate
             p_promote, tail_up = _t_sides(z_up, t.df)
             p_evict, tail_down = _t_sides(z_down, t.df)
         else:
-            z_up = math.inf if t.lift > policy.promote_margin else -math.inf
-            z_down = math.inf if t.lift < -policy.evict_margin else -math.inf
+            # An exact lift is compared with the margins past the aggregates' rounding,
+            # as under the margin rule.
+            z_up = math.inf if t.lift > policy.promote_margin + _SCORE_SLACK else -math.inf
+            z_down = math.inf if t.lift < -policy.evict_margin - _SCORE_SLACK else -math.inf
             p_promote = 1.0 if z_up > 0 else 0.0
             p_evict = 1.0 if z_down > 0 else 0.0
         bracket = doubling_bracket(rest.n, 2 * policy.min_trials) if control == "doubling" else None
@@ -537,7 +575,7 @@ def _rejections(p_values: list[float], alpha: float, policy: RetentionPolicy) ->
         return []
     if policy.multiple_comparison == "bh" and len(p_values) > 1:  # BH with m = 1 is p <= q
         return benjamini_hochberg(p_values, alpha)
-    return [p <= alpha for p in p_values]
+    return [at_most(p, alpha) for p in p_values]
 
 
 @lru_cache(maxsize=64)
@@ -720,7 +758,7 @@ async def evaluate_retention(
         stats = await _read_stats(ledger, [f.id for f in candidates])
         baseline = await ledger.get_baseline()
         decisions = await _on_current_records(
-            store, plan_retention(candidates, stats, baseline, rules), rules
+            store, _plan_retention(candidates, stats, baseline, rules), rules
         )
         changed = [f for f in (_applied(d, rules) for d in decisions) if f is not None]
         if changed:

@@ -75,7 +75,11 @@ class SimulationRetrieval(_Options):
 
 
 class GateSimulationConfig(_Options):
-    """Input of :func:`simulate_gate` (accepts a plain dict too)."""
+    """Input of :func:`simulate_gate` (accepts a plain dict too).
+
+    Lessons are stored with the tags ``lesson`` (the retrieval scope) and the policy's
+    candidate tag, so ``policy.candidate_tag`` cannot be ``"lesson"``.
+    """
 
     lessons: list[SimulatedLesson]
     runs: int = Field(ge=1, le=10_000_000)
@@ -92,7 +96,17 @@ class GateSimulationConfig(_Options):
         ids = [lesson.id for lesson in self.lessons]
         if len(set(ids)) != len(ids):
             raise ValueError("lesson ids must be unique")
+        _check_scope_tag(self.policy)
         return self
+
+
+def _check_scope_tag(policy: RetentionPolicy) -> None:
+    # A promotion removes the candidate tag: were it the scope tag, a promoted lesson would
+    # leave the retrieval scope and never be injected again.
+    if policy.candidate_tag == LESSON_TAG:
+        raise ValueError(
+            f"policy.candidate_tag cannot be {LESSON_TAG!r}, the simulator's lesson scope tag"
+        )
 
 
 class SimulatedLessonOutcome(_Options):
@@ -124,15 +138,24 @@ class GateSimulationResult(_Options):
 class OperatingCharacteristicsConfig(_Options):
     """Input of :func:`gate_operating_characteristics` (accepts a plain dict too)."""
 
-    effects: list[float] = Field(min_length=1)
+    # Bounded like SimulatedLesson.true_effect and GateSimulationConfig.noise_sd, so a bad
+    # cell is refused before the first simulation, not after the cells before it ran.
+    effects: list[Annotated[float, Field(ge=-1.0, le=1.0)]] = Field(min_length=1)
     run_counts: list[Annotated[int, Field(ge=1, le=10_000_000)]] = Field(min_length=1)
-    noise_sds: list[float] = Field(default_factory=lambda: [0.1], min_length=1)
+    noise_sds: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(
+        default_factory=lambda: [0.1], min_length=1
+    )
     replicates: int = Field(default=20, ge=1)
     seed: StrictInt = 1
     base_score: float = Field(default=0.6, ge=0.0, le=1.0)
     retrieval: SimulationRetrieval | None = None
     policy: RetentionPolicy = DEFAULT_RETENTION_POLICY
     gate_every: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _scope_tag(self) -> OperatingCharacteristicsConfig:
+        _check_scope_tag(self.policy)
+        return self
 
 
 class OperatingCharacteristicsRow(_Options):
@@ -335,6 +358,11 @@ async def gate_operating_characteristics(
 
     Returns:
         One row per cell, ordered by noise, effect, then run count (as given).
+
+    Raises:
+        pydantic.ValidationError: An invalid config (e.g. an effect outside [-1, 1] or a
+            noise SD outside [0, 1]), before anything is simulated.
+        InvalidTypeError: ``config`` is neither a config nor a mapping.
     """
     cfg: OperatingCharacteristicsConfig = _coerce(OperatingCharacteristicsConfig, config)
     rows: list[OperatingCharacteristicsRow] = []
