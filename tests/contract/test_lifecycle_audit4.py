@@ -1,0 +1,83 @@
+"""Lifecycle audit 4 (both backends).
+
+* ``purge`` left the id of an erased fact (relationship) in the ``invalidated_by`` of a
+  surviving soft-deleted fact (relationship) that a merge or a conflict resolution had
+  invalidated in its favour: a table row still named erased data, and the reference
+  dangled. The survivor now stays invalidated with ``invalidated_by = ERASED_BY``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cycgraph_memory.lifecycle import ERASED_BY, purge
+
+from .factories import (
+    make_entity,
+    make_episode,
+    make_fact,
+    make_message,
+    make_relationship,
+    unit,
+)
+from .test_lifecycle_purge import _raw_sql_dump
+
+
+async def _dump_all(store: Any, entity_ids: list[Any]) -> str:
+    parts = [f.model_dump_json() for f in await store.find_facts(include_invalidated=True)]
+    parts += [
+        r.model_dump_json()
+        for r in await store.get_relationships_for_entities(entity_ids, include_invalidated=True)
+    ]
+    return "\n".join(parts)
+
+
+async def test_purge_leaves_no_erased_id_in_invalidated_by(
+    store: Any, index: Any, backend: str, request: Any
+) -> None:
+    kept_msg = make_message(content="Ada writes Python")
+    dup_msg = make_message(content="Ada writes Python, again")
+    other_msg = make_message(content="Ada is an engineer")
+    await store.put_episodes([make_episode(messages=[kept_msg, dup_msg, other_msg])])
+    keeper = make_fact(content="Ada writes Python", source_message_ids=[kept_msg.id],
+                       embedding=unit(0))
+    # Merged into the keeper (as MemoryConsolidator does), then the keeper's source goes.
+    loser = make_fact(content="Ada writes Python", source_message_ids=[dup_msg.id],
+                      embedding=unit(0), invalidated_by=str(keeper.id))
+    bystander = make_fact(content="Ada is an engineer", source_message_ids=[other_msg.id],
+                          invalidated_by="forgotten")
+    await store.put_facts([keeper, loser, bystander])
+    a, b = make_entity(name="Ada"), make_entity(name="Python")
+    await store.put_entities([a, b])
+    kept_edge = make_relationship(a.id, b.id, relation_type="uses",
+                                  attributes={"message_id": str(kept_msg.id)})
+    dropped_edge = make_relationship(a.id, b.id, relation_type="uses",
+                                     invalidated_by=str(kept_edge.id))
+    await store.put_relationships([kept_edge, dropped_edge])
+    if hasattr(index, "upsert_many"):
+        await index.rebuild(store)
+    erased = [str(keeper.id), str(kept_edge.id)]
+    before = await _dump_all(store, [a.id, b.id])
+    assert all(needle in before for needle in erased)
+
+    dry = await purge(store, message_ids=[kept_msg.id], index=index, dry_run=True)
+    assert await _dump_all(store, [a.id, b.id]) == before
+    report = await purge(store, message_ids=[kept_msg.id], index=index)
+    assert report.model_dump(exclude={"dry_run"}) == dry.model_dump(exclude={"dry_run"})
+    assert (report.facts, report.relationships) == (1, 1)
+    assert report.facts_updated == 1 and report.relationships_updated == 1
+
+    after = await _dump_all(store, [a.id, b.id])
+    for needle in erased:
+        assert needle not in after
+        assert needle not in await _raw_sql_dump(backend, request)
+    survivor = await store.get_fact(loser.id)
+    assert survivor is not None and survivor.invalidated_by == ERASED_BY
+    assert survivor.content == loser.content and survivor.source_message_ids == [dup_msg.id]
+    edge = await store.get_relationship(dropped_edge.id)
+    assert edge is not None and edge.invalidated_by == ERASED_BY
+    untouched = await store.get_fact(bystander.id)
+    assert untouched is not None and untouched.invalidated_by == "forgotten"
+    assert [f.id for f in await store.find_facts()] == []  # nothing resurfaced
+    again = await purge(store, message_ids=[kept_msg.id], index=index, dry_run=True)
+    assert again.counts() == {k: 0 for k in again.counts()}
