@@ -4,15 +4,19 @@
   surviving soft-deleted fact (relationship) that a merge or a conflict resolution had
   invalidated in its favour: a table row still named erased data, and the reference
   dangled. The survivor now stays invalidated with ``invalidated_by = ERASED_BY``.
+* ``reembed``'s final checkpoint carried ``done=0``: resuming from it (a crash after the
+  last batch, in the index rebuild) re-embedded the whole last type again.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from cycgraph_memory.lifecycle import ERASED_BY, purge
+from cycgraph_memory.embeddings import HashingEmbeddingProvider
+from cycgraph_memory.lifecycle import ERASED_BY, ReembedProgress, purge, reembed
 
 from .factories import (
+    EMBED_DIM,
     make_entity,
     make_episode,
     make_fact,
@@ -81,3 +85,28 @@ async def test_purge_leaves_no_erased_id_in_invalidated_by(
     assert [f.id for f in await store.find_facts()] == []  # nothing resurfaced
     again = await purge(store, message_ids=[kept_msg.id], index=index, dry_run=True)
     assert again.counts() == {k: 0 for k in again.counts()}
+
+
+async def test_the_final_reembed_checkpoint_repeats_nothing(store: Any) -> None:
+    """The last checkpoint said ``done=0``: resuming from it re-embedded the whole type."""
+    facts = [make_fact(content=f"fact {i}", embedding=unit(i)) for i in range(5)]
+    await store.put_facts(facts)
+    provider = HashingEmbeddingProvider(dimensions=EMBED_DIM, seed=1)
+    seen: list[ReembedProgress] = []
+    await reembed(store, provider, record_types=["fact"], batch_size=2, progress=seen.append)
+    last = seen[-1]
+    assert last.finished and (last.record_type, last.done, last.written) == ("fact", 5, 5)
+    calls: list[int] = []
+
+    class Counting:
+        dimensions = EMBED_DIM
+
+        async def embed(self, texts: list[str]) -> list[list[float]]:
+            calls.append(len(texts))
+            return await provider.embed(texts)
+
+    again: list[ReembedProgress] = []
+    await reembed(store, Counting(), record_types=["fact"], batch_size=2, resume_from=last,
+                  progress=again.append)
+    assert sum(calls) == 0
+    assert again[-1].finished and again[-1].done == 5
