@@ -6,14 +6,30 @@
   dangled. The survivor now stays invalidated with ``invalidated_by = ERASED_BY``.
 * ``reembed``'s final checkpoint carried ``done=0``: resuming from it (a crash after the
   last batch, in the index rebuild) re-embedded the whole last type again.
+* ``import_(atomic=None)`` (or ``0``) silently committed batch by batch, so a file
+  refused at its end was left half-written; ``export(embeddings=None)`` wrote
+  ``"embeddings":null`` and dropped the vectors. The flags must be real bools now, as
+  ``purge``'s ``dry_run`` (``defer_vector_indexes``: a bool or ``None``).
 """
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
+import pytest
+
 from cycgraph_memory.embeddings import HashingEmbeddingProvider
-from cycgraph_memory.lifecycle import ERASED_BY, ReembedProgress, purge, reembed
+from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
+from cycgraph_memory.lifecycle import (
+    ERASED_BY,
+    ReembedProgress,
+    export,
+    export_lines,
+    import_,
+    purge,
+    reembed,
+)
 
 from .factories import (
     EMBED_DIM,
@@ -110,3 +126,50 @@ async def test_the_final_reembed_checkpoint_repeats_nothing(store: Any) -> None:
                   progress=again.append)
     assert sum(calls) == 0
     assert again[-1].finished and again[-1].done == 5
+
+
+def _truncated_export(n: int) -> str:
+    """An export of ``n`` facts whose end line is missing (refused at the end)."""
+    lines = ['{"embeddings":true,"format":"cycgraph-memory","version":1}']
+    lines += [
+        '{"type":"fact","record":' + make_fact(content=f"fact {i}").model_dump_json() + "}"
+        for i in range(n)
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("flag", [None, 0, "no", "yes"])
+async def test_import_atomic_must_be_a_real_bool(store: Any, flag: Any) -> None:
+    """``atomic=None`` (or ``0``) committed batch by batch: a refused file half-written."""
+    with pytest.raises(InvalidTypeError):
+        await import_(store, io.StringIO(_truncated_export(5)), batch_size=2, atomic=flag)
+    assert await store.find_facts(include_invalidated=True) == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [({"defer_vector_indexes": "no"}, InvalidTypeError),
+     ({"defer_vector_indexes": 0}, InvalidTypeError),
+     ({"batch_size": True}, InvalidInputError)],
+)
+async def test_import_flags_are_checked_before_anything_is_read(
+    store: Any, kwargs: dict[str, Any], error: type[Exception]
+) -> None:
+    source = io.StringIO(_truncated_export(3))
+    with pytest.raises(error):
+        await import_(store, source, **kwargs)
+    assert source.tell() == 0
+    assert await store.find_facts(include_invalidated=True) == []
+
+
+@pytest.mark.parametrize("flag", [None, 1, "false"])
+async def test_export_embeddings_must_be_a_real_bool(store: Any, flag: Any) -> None:
+    """``embeddings=None`` wrote ``"embeddings":null`` in the header and dropped vectors."""
+    await store.put_facts([make_fact(content="x", embedding=unit(0))])
+    out = io.StringIO()
+    with pytest.raises(InvalidTypeError):
+        await export(store, out, embeddings=flag)
+    assert out.getvalue() == ""
+    with pytest.raises(InvalidTypeError):
+        async for _ in export_lines(store, embeddings=flag):
+            pass
