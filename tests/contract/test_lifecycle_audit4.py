@@ -10,6 +10,7 @@
   refused at its end was left half-written; ``export(embeddings=None)`` wrote
   ``"embeddings":null`` and dropped the vectors. The flags must be real bools now, as
   ``purge``'s ``dry_run`` (``defer_vector_indexes``: a bool or ``None``).
+* ``Memory.open(dsn, migrate="no")`` migrated the database: ``migrate`` must be a bool.
 """
 
 from __future__ import annotations
@@ -173,3 +174,20 @@ async def test_export_embeddings_must_be_a_real_bool(store: Any, flag: Any) -> N
     with pytest.raises(InvalidTypeError):
         async for _ in export_lines(store, embeddings=flag):
             pass
+
+
+@pytest.mark.postgres
+@pytest.mark.asyncio(loop_scope="session")
+@pytest.mark.parametrize("flag", ["no", 0, None])
+async def test_memory_open_migrate_must_be_a_real_bool(pg_databases: Any, flag: Any) -> None:
+    """``Memory.open(dsn, migrate="no")`` migrated the database (``"no"`` is truthy)."""
+    from cycgraph_memory import Memory
+    from cycgraph_memory.postgres.migrate import schema_status
+
+    dsn = str(await pg_databases.create("audit4_migrate"))
+    with pytest.raises(InvalidTypeError):
+        await Memory.open(dsn, migrate=flag)
+    with pytest.raises(InvalidTypeError):
+        await Memory.open("memory://", migrate=flag)
+    current, _head, _dim = await schema_status(dsn)
+    assert current is None  # no migration ran
