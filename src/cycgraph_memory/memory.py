@@ -264,11 +264,13 @@ class Memory:
                 with the database's vector width.
             InvalidTenantError: A malformed tenant name.
             InvalidTypeError: ``dsn`` is not a string, ``embedder`` is not an embedding
-                provider, or ``pipeline_options`` / ``engine_options`` is not a mapping.
+                provider, ``pipeline_options`` / ``engine_options`` is not a mapping, or
+                ``migrate`` is not a real ``bool`` (``migrate="no"`` would migrate).
             MissingExtraError: The ``postgres`` / ``embedded`` extra is missing.
         """
         if dsn is not None and not isinstance(dsn, str):
             raise InvalidTypeError(f"dsn must be a string or None, got {type(dsn).__name__}")
+        migrate = check_bool(migrate, "migrate")
         if embedding_dim is not None and (
             type(embedding_dim) is not int or embedding_dim < 1
         ):

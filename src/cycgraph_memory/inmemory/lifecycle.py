@@ -65,6 +65,19 @@ def purge_candidates(store: InMemoryMemoryStore, sel: PurgeSelector) -> PurgeCan
         if r.source_id in entity_ids or r.target_id in entity_ids or sel.matches_provenance(r)
         or str(r.attributes.get("message_id")) in message_keys
     ]
+    # Soft-deleted in favour of a candidate (a merge keeper, a conflict winner): their
+    # ``invalidated_by`` must not keep an erased id.
+    edge_keys = {str(r.id) for r in relationships}
+    listed = {r.id for r in relationships}
+    relationships += [
+        r for r in s._relationships.values()
+        if r.id not in listed and r.invalidated_by is not None and r.invalidated_by in edge_keys
+    ]
+    fact_keys = {str(i) for i in fact_ids}
+    fact_ids.update(
+        f.id for f in s._facts.values()
+        if f.invalidated_by is not None and f.invalidated_by in fact_keys
+    )
     return PurgeCandidates(
         entities=[copy_record(s._entities[i]) for i in sorted(entity_ids)],
         relationships=[copy_record(r) for r in relationships],
@@ -115,6 +128,8 @@ async def apply_purge(store: InMemoryMemoryStore, plan: PurgePlan) -> None:
         await s.put_themes(plan.put_themes)
     if plan.put_entities:
         await s.put_entities(plan.put_entities)
+    if plan.put_relationships:
+        await s.put_relationships(plan.put_relationships)
     if plan.delete_writer_keys:
         drop = set(plan.delete_writer_keys)
         s._idempotency = {k: v for k, v in s._idempotency.items() if k not in drop}

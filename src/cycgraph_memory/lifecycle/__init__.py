@@ -15,6 +15,7 @@ from cycgraph_memory.lifecycle.export import (
     import_,
 )
 from cycgraph_memory.lifecycle.models import (
+    ERASED_BY,
     MAX_PURGE_IDS,
     REDACTED_FACT_ID,
     ErasureEntry,
@@ -40,6 +41,7 @@ __all__ = [
     "export",
     "export_lines",
     "import_",
+    "ERASED_BY",
     "MAX_PURGE_IDS",
     "REDACTED_FACT_ID",
     "REEMBED_RECORD_TYPES",

@@ -37,6 +37,7 @@ from typing import IO, Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import from_json
 
+from cycgraph_memory._validate import check_bool
 from cycgraph_memory.errors import DanglingReferenceError, InvalidInputError, InvalidTypeError
 from cycgraph_memory.records import (
     Entity,
@@ -197,8 +198,10 @@ async def export_lines(
 
     Raises:
         InvalidInputError: A ``page_size`` out of range (before the first line).
+        InvalidTypeError: ``embeddings`` is not a real ``bool`` (before the first line).
     """
     _check_page_size(page_size)
+    check_bool(embeddings, "embeddings")
     counts = dict.fromkeys(_ORDER, 0)
     yield _dumps({"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "embeddings": embeddings})
     async for entities in _pages(store, "entities", page_size):
@@ -336,11 +339,13 @@ async def export(
 
     Raises:
         InvalidTypeError: ``destination`` is neither a path nor a text file (a binary file
-            object is refused: open it in text mode).
+            object is refused: open it in text mode), or ``embeddings`` is not a real
+            ``bool`` (refused before a path is opened).
         InvalidInputError: A ``page_size`` out of range (1 to 100,000),
             refused before a path is opened (an existing file is left as it was).
     """
     _check_page_size(page_size)
+    check_bool(embeddings, "embeddings")
     out, owned, staged = await _open_write(destination)
     lines = 0
     counts: dict[str, int] = {}
@@ -428,11 +433,16 @@ async def import_(
             a malformed line, text that is not UTF-8 or a missing/mismatched footer (with
             the line number).
         InvalidTypeError: ``source`` is neither a path nor a text file (a binary file
-            object is refused: open it in text mode).
+            object is refused: open it in text mode), ``atomic`` is not a real ``bool``
+            (``atomic=None`` would commit batch by batch) or ``defer_vector_indexes`` is
+            neither a ``bool`` nor ``None``; all checked before the file is opened.
         pydantic.ValidationError: A record that fails validation.
     """
-    if not isinstance(batch_size, int) or batch_size < 1:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidInputError(f"batch_size must be a positive int, got {batch_size!r}")
+    atomic = check_bool(atomic, "atomic")
+    if defer_vector_indexes is not None:
+        check_bool(defer_vector_indexes, "defer_vector_indexes")
     if isinstance(source, str | os.PathLike):
         handle: IO[str] = await asyncio.to_thread(open, source, encoding="utf-8")
         owned = True

@@ -24,6 +24,7 @@ from cycgraph_memory.records import (
 )
 
 __all__ = [
+    "ERASED_BY",
     "MAX_PURGE_IDS",
     "ErasureEntry",
     "LedgerErasure",
@@ -36,6 +37,11 @@ __all__ = [
 
 REDACTED_FACT_ID = uuid.UUID(int=0)
 """The fact id a redacted gate-audit row carries (the nil UUID) after its fact was purged."""
+
+ERASED_BY = "erased"
+"""``invalidated_by`` a purge writes on a surviving soft-deleted fact or relationship whose
+``invalidated_by`` named a record it erased (a merge keeper, a conflict winner): the
+survivor stays invalidated, and no row keeps the erased record's id."""
 
 MAX_PURGE_IDS = 100_000
 """Most entity or message ids one purge selector may name."""
@@ -180,6 +186,7 @@ class PurgePlan(BaseModel):
     put_episodes: list[Episode] = Field(default_factory=list)
     put_facts: list[SemanticFact] = Field(default_factory=list)
     put_themes: list[Theme] = Field(default_factory=list)
+    put_relationships: list[Relationship] = Field(default_factory=list)
     embeddings: int = 0
 
     @property
@@ -191,7 +198,7 @@ class PurgePlan(BaseModel):
                 self.delete_message_ids, self.delete_fact_ids, self.delete_theme_ids,
                 self.delete_writer_keys, self.delete_setting_keys,
                 self.put_entities, self.put_episodes,
-                self.put_facts, self.put_themes,
+                self.put_facts, self.put_themes, self.put_relationships,
             )
         )
 
@@ -214,9 +221,10 @@ class PurgeReport(BaseModel):
         selector_kinds: Criteria of the selector (``entity_ids``, ``message_ids``,
             ``provenance``, ``tenant``).
         entities / relationships / episodes / messages / facts / themes: Hard-deleted.
-        entities_updated / episodes_updated / facts_updated / themes_updated: Surviving
-            records rewritten without the purged references (themes re-centred and
-            relabelled from their surviving facts).
+        entities_updated / relationships_updated / episodes_updated / facts_updated /
+            themes_updated: Surviving records rewritten without the purged references
+            (themes re-centred and relabelled from their surviving facts; an
+            ``invalidated_by`` naming an erased record becomes :data:`ERASED_BY`).
         embeddings: Vectors erased with their records (also gone from every index).
         text_search_entries: Full-text entries erased (facts, messages, episodes).
         idempotency_keys: ``put_facts_once`` keys that recorded a deleted fact.
@@ -238,6 +246,7 @@ class PurgeReport(BaseModel):
     facts: int = 0
     themes: int = 0
     entities_updated: int = 0
+    relationships_updated: int = 0
     episodes_updated: int = 0
     facts_updated: int = 0
     themes_updated: int = 0

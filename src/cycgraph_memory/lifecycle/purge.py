@@ -30,6 +30,9 @@ What is derived from what (the rules the planner applies):
 * Themes: deleted when their provenance matches or all their facts are deleted; a theme
   that lost facts is re-centred (mean of its surviving facts' unit embeddings) and
   relabelled from its surviving facts (labels quote fact text).
+* A surviving (soft-deleted) fact or relationship whose ``invalidated_by`` names an erased
+  one (the keeper of a merge, the winner of a conflict) stays invalidated, with
+  ``invalidated_by = ERASED_BY``: no row keeps the erased id.
 * A whole-tenant purge also erases the tenant's settings (the theme calibration: its
   thresholds are read off the tenant's vectors).
 * Idempotency keys that recorded a deleted fact, the ledger's links of deleted facts (and
@@ -52,6 +55,7 @@ from cycgraph_memory.hierarchy.clustering import _key_terms, _short_label
 from cycgraph_memory.hierarchy.pipeline import THEMES_LOCK
 from cycgraph_memory.hierarchy.segmenters import truncate_topic
 from cycgraph_memory.lifecycle.models import (
+    ERASED_BY,
     ErasureEntry,
     LedgerErasure,
     PurgeCandidates,
@@ -59,7 +63,7 @@ from cycgraph_memory.lifecycle.models import (
     PurgeReport,
     PurgeSelector,
 )
-from cycgraph_memory.records import Episode, Message, SemanticFact, Theme
+from cycgraph_memory.records import Episode, Message, Relationship, SemanticFact, Theme
 
 __all__ = ["plan_purge", "purge"]
 
@@ -179,6 +183,13 @@ def plan_purge(selector: PurgeSelector, candidates: PurgeCandidates) -> PurgePla
         if r.source_id in del_entities or r.target_id in del_entities or sel.matches_provenance(r)
         or str(r.attributes.get("message_id")) in erased_keys
     }
+    erased_edges = {str(i) for i in del_relationships}
+    put_relationships: list[Relationship] = [
+        r.model_copy(update={"invalidated_by": ERASED_BY})
+        for r in candidates.relationships
+        if r.id not in del_relationships
+        and r.invalidated_by is not None and r.invalidated_by in erased_edges
+    ]
     # themes
     facts_by_id = {f.id: f for f in candidates.facts}
     del_themes: set[uuid.UUID] = set()
@@ -196,11 +207,14 @@ def plan_purge(selector: PurgeSelector, candidates: PurgeCandidates) -> PurgePla
         members = [facts_by_id[fid] for fid in kept if fid in facts_by_id]
         put_themes.append(_recentre(t, members))
     # surviving facts rewritten
+    erased_facts = {str(i) for i in del_facts}
     put_facts: list[SemanticFact] = []
     for f in candidates.facts:
         if f.id in del_facts:
             continue
         update: dict[str, Any] = {}
+        if f.invalidated_by is not None and f.invalidated_by in erased_facts:
+            update["invalidated_by"] = ERASED_BY  # it named an erased fact
         msgs = [m for m in f.source_message_ids if m not in del_messages]
         if len(msgs) != len(f.source_message_ids):
             update["source_message_ids"] = msgs
@@ -255,6 +269,7 @@ def plan_purge(selector: PurgeSelector, candidates: PurgeCandidates) -> PurgePla
         put_episodes=put_episodes,
         put_facts=put_facts,
         put_themes=put_themes,
+        put_relationships=put_relationships,
         embeddings=embeddings,
     )
 
@@ -284,6 +299,7 @@ def _report(plan: PurgePlan, ledger: LedgerErasure, *, dry_run: bool) -> PurgeRe
         facts=len(plan.delete_fact_ids),
         themes=len(plan.delete_theme_ids),
         entities_updated=len(plan.put_entities),
+        relationships_updated=len(plan.put_relationships),
         episodes_updated=len(plan.put_episodes),
         facts_updated=len(plan.put_facts),
         themes_updated=len(plan.put_themes),

@@ -207,6 +207,7 @@ async def reembed(
         if result is not None:
             await result
 
+    done = 0  # records of the current type written (the final checkpoint carries it)
     for kind in types:
         if resume_from is not None:
             if types.index(kind) < types.index(resume_from.record_type):
@@ -219,6 +220,7 @@ async def reembed(
                 n = await store.recompute_theme_centroids(target=target)
             counts["theme"] += n
             written += n
+            done = n
             await report(kind, n)
             continue
         async for page in _pages(store, kind, offset, batch_size):
@@ -227,13 +229,15 @@ async def reembed(
             written += n
             offset += len(page)
             await report(kind, offset)
+        done = offset
     if "fact" in types and target == "current":
         # The calibrated theme thresholds are quantiles of the tenant's fact similarities:
         # another embedder, other similarities (on Postgres a width change refits them at
         # the swap, when the new vectors become the readable ones).
         async with store.transaction():
             await refit_theme_calibration(store, theme_size=theme_size)
-    await report(types[-1], 0, finished=True)
+    # The last type's count, like every checkpoint: resuming from it repeats nothing.
+    await report(types[-1], done, finished=True)
     if index is not None and hasattr(index, "upsert_many"):
         await index.rebuild(store)
     _log.info("re-embedding done: %s", counts)

@@ -208,6 +208,33 @@ async def purge_candidates(store: PostgresMemoryStore, sel: PurgeSelector) -> Pu
             .mappings()
             .all()
         )
+        # Soft-deleted in favour of a candidate (a merge keeper, a conflict winner): their
+        # ``invalidated_by`` must not keep an erased id.
+        edge_keys = sorted({str(row["id"]) for row in rel_rows})
+        listed = {row["id"] for row in rel_rows}
+        if edge_keys:
+            rel_rows = [*rel_rows, *(
+                row
+                for row in (
+                    await session.execute(
+                        select(r).where(
+                            mine(r),
+                            r.c.invalidated_by
+                            == any_(bindparam(None, edge_keys, type_=ARRAY(String()))),
+                        )
+                    )
+                ).mappings().all()
+                if row["id"] not in listed
+            )]
+        if fact_ids:
+            fact_ids |= await ids(
+                select(f.c.id).where(
+                    mine(f),
+                    f.c.invalidated_by
+                    == any_(bindparam(None, sorted(str(i) for i in fact_ids),
+                                      type_=ARRAY(String()))),
+                )
+            )
         sup_rows = (
             (
                 await session.execute(
@@ -323,6 +350,8 @@ async def apply_purge(store: PostgresMemoryStore, plan: PurgePlan) -> None:
         await store.put_themes(plan.put_themes)
     if plan.put_entities:
         await store.put_entities(plan.put_entities)
+    if plan.put_relationships:
+        await store.put_relationships(plan.put_relationships)
 
 
 async def erase_ledger(
