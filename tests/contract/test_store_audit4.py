@@ -14,7 +14,7 @@ import pytest
 
 from cycgraph_memory.errors import DuplicateRecordError
 
-from .factories import make_entity, make_episode, make_message
+from .factories import EMBED_DIM, make_entity, make_episode, make_fact, make_message, unit
 
 
 async def test_a_refused_episode_leaves_the_unit_of_work_usable(store: Any) -> None:
@@ -61,3 +61,21 @@ async def test_moving_a_message_in_one_write_is_still_accepted(store: Any) -> No
     stored_target = await store.get_episode(target.id)
     assert stored_origin is not None and stored_origin.messages == []
     assert stored_target is not None and [m.id for m in stored_target.messages] == [moving.id]
+
+
+async def test_a_stored_zero_vector_ranks_by_its_score_of_zero(store: Any, index: Any) -> None:
+    # A stored zero vector scores 0. On Postgres its distance was NaN, which SQL sorts
+    # after every number: it was served after results of negative similarity (the list
+    # was not best first) and cut before them by a limit.
+    zero = make_fact(content="zero", embedding=[0.0] * EMBED_DIM)
+    half = make_fact(content="half", embedding=[-1.0, 1.0] + [0.0] * (EMBED_DIM - 2))
+    opposite = make_fact(content="opposite", embedding=[-1.0] + [0.0] * (EMBED_DIM - 1))
+    await store.put_facts([zero, half, opposite])
+    await index.rebuild(store)
+    hits = await index.search_facts(unit(0), limit=10)
+    scores = [h.score for h in hits]
+    assert scores == sorted(scores, reverse=True)
+    assert [h.item.id for h in hits] == [zero.id, half.id, opposite.id]
+    assert scores == pytest.approx([0.0, -(0.5**0.5), -1.0], abs=1e-6)
+    top = await index.search_facts(unit(0), limit=1)
+    assert [h.item.id for h in top] == [zero.id]
