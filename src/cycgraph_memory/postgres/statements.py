@@ -577,7 +577,8 @@ def nearest(
 ) -> Any:
     """The ``fetch`` rows of ``table`` nearest to ``:q`` passing ``conditions``.
 
-    Columns ``id`` and ``distance``, rows in no particular order.
+    Columns ``id`` and ``distance``, rows in no particular order. The exact plan gives a
+    stored zero vector distance 1 (similarity 0); the HNSW plan never returns one.
 
     Two plans in one ``UNION ALL``, of which exactly one runs (the other's one-time
     filter, an init plan reading the tenant's document count in
@@ -608,8 +609,14 @@ def nearest(
         fetch = bindparam(fetch.key, type_=fetch.type, literal_execute=True)
     gate = _exact_gate(table)
     distance = query_distance(table, dim, query)
+    # pgvector's distance to a stored zero vector is NaN, which sorts after every number:
+    # the exact plan scores it 1 (similarity 0, the in-memory rule) so it ranks among the
+    # rows of similarity 0, not after the negative ones. (HNSW does not index it.)
+    scored_distance = func.coalesce(
+        func.nullif(distance, literal_column("'NaN'::float8")), literal_column("1.0::float8")
+    )
     scoring = (
-        select(table.c.id, distance.label("distance"))
+        select(table.c.id, scored_distance.label("distance"))
         .where(*conditions, table.c.embedding.is_not(None), gate)
         .offset(0)
     )

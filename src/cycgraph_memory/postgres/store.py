@@ -33,7 +33,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from cycgraph_memory._options import coerce_options
 from cycgraph_memory._validate import normalize_ts, validate_record
-from cycgraph_memory.errors import DanglingReferenceError, InvalidInputError, InvalidTypeError
+from cycgraph_memory.errors import (
+    DanglingReferenceError,
+    DuplicateRecordError,
+    InvalidInputError,
+    InvalidTypeError,
+)
 from cycgraph_memory.lifecycle.models import PurgeCandidates, PurgePlan, PurgeSelector
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.postgres import convert, statements
@@ -445,8 +450,10 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         back (the consolidator's soft prune) must not lose them.
 
         Raises:
-            DuplicateRecordError: A message id is already stored in another episode of the
-                tenant (``UNIQUE (tenant_id, id)``); nothing is written.
+            DuplicateRecordError: A message id appears in two episodes of the call or is
+                already stored in another episode of the tenant (``UNIQUE (tenant_id,
+                id)``); nothing is written. Both are found before any write, so inside an
+                open unit of work the error leaves the transaction usable (as in memory).
         """
         items = _records(episodes, Episode)
         if not items:
@@ -455,10 +462,37 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         messages = [m for e in latest for m in e.messages]
         self._precheck(latest, "episode")
         self._precheck(messages, "message")
+        owner: dict[uuid.UUID, uuid.UUID] = {}
+        for e in latest:
+            for m in e.messages:
+                if owner.setdefault(m.id, e.id) != e.id:
+                    raise DuplicateRecordError(
+                        f"message {m.id} appears in episodes {owner[m.id]} and {e.id} "
+                        "of one write"
+                    )
 
         async def work(session: AsyncSession) -> None:
             await self._checked_dim(session, latest, "episode")
             await self._checked_dim(session, messages, "message")
+            if messages:
+                # A failed statement would abort an enclosing unit of work: look first.
+                taken = (
+                    await session.execute(
+                        select(MESSAGES.c.id, MESSAGES.c.episode_id)
+                        .where(
+                            self._mine(MESSAGES),
+                            in_ids(MESSAGES.c.id, list(owner)),
+                            not_(in_ids(MESSAGES.c.episode_id, [e.id for e in latest])),
+                        )
+                        .order_by(MESSAGES.c.id)
+                        .limit(1)
+                    )
+                ).first()
+                if taken is not None:
+                    raise DuplicateRecordError(
+                        f"message {convert._uuid(taken[0])} is already stored in episode "
+                        f"{convert._uuid(taken[1])}"
+                    )
             replaced = await self._upsert_rows(
                 session,
                 EPISODES,
