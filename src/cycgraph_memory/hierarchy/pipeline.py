@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from cycgraph_memory._exclusive import exclusive_pass
+from cycgraph_memory._exclusive import exclusive_passes
 from cycgraph_memory._validate import string_list, validate_record
 from cycgraph_memory.contracts import (
     EmbeddingProvider,
@@ -85,6 +85,14 @@ are bounded by the segmenter, and fillers are dropped after extraction instead).
 
 THEMES_LOCK = "themes"
 """Name of the per-tenant exclusive lock an ingest holds while it assigns and writes themes."""
+
+ENTITY_RESOLUTION_LOCK = "entity-resolution"
+"""The entity-resolution pass's lock, also held by an ingest's write phase.
+
+The ingest matches its new entities to stored ones, writes the matched records back with
+what they absorbed, and closes stored edges that an "ended" claim ends: an entity
+resolution pass committing between that read and the ingest's write (or the reverse)
+would drop one of the two changes."""
 
 DEFAULT_THEME_CANDIDATES = 4
 """Nearest stored themes looked up per new fact (``MemoryPipeline(theme_candidates=...)``)."""
@@ -217,8 +225,10 @@ class MemoryPipeline:
 
     Concurrency: any number of pipelines may ingest into one tenant at once. The CPU stages
     run in parallel; the write phase (the "already stored?" check, theme assignment and
-    merging, and the writes) runs in ``exclusive_pass(store, "themes")``, so on Postgres it
-    holds a per-tenant advisory lock inside the writing transaction. Every live fact stays
+    merging, and the writes) runs in ``exclusive_passes(store, "entity-resolution",
+    "themes")``, so on Postgres it holds two per-tenant advisory locks inside the writing
+    transaction: ingests of one tenant write one at a time, and never between an entity
+    resolution or consolidation pass's read and its write. Every live fact stays
     in exactly one live theme that lists it, and a message is stored once.
     """
 
@@ -458,7 +468,7 @@ class MemoryPipeline:
 
     async def _commit_once(self, prepared: _Prepared, opts: _IngestOptions) -> IngestReport:
         """Check, cluster against the stored themes and write, in one exclusive transaction."""
-        async with exclusive_pass(self.store, THEMES_LOCK):
+        async with exclusive_passes(self.store, ENTITY_RESOLUTION_LOCK, THEMES_LOCK):
             # Inside the lock: a concurrent ingest may have stored some of these messages
             # since they were prepared. Then the stages run again for the rest (rare).
             ids = [m.id for e in prepared.episodes for m in e.messages]
@@ -652,9 +662,9 @@ class MemoryPipeline:
     ) -> list[SemanticFact]:
         """Facts persisted earlier under a merged-away theme, re-pointed at its survivor.
 
-        They are written back whole, and ingest holds only ``THEMES_LOCK``: a pass under
-        ``FACTS_LOCK`` (``Memory.forget``, the gate, conflict or entity resolution) may
-        commit a change to one of them meanwhile. A store with ``get_facts_for_update``
+        They are written back whole, and ingest does not hold ``FACTS_LOCK``: a pass under
+        it (``Memory.forget``, the gate, conflict resolution) may commit a change to one of
+        them meanwhile. A store with ``get_facts_for_update``
         (Postgres) re-reads them with their rows locked until the ingest commits, so the
         copies written back are the current ones and a later change waits for the ingest.
         """
