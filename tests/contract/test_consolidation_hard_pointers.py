@@ -139,3 +139,39 @@ async def test_a_chain_through_a_merged_fact_ends_at_the_surviving_keeper(store:
         update={"invalidated_by": ERASED_BY}
     )
     assert (await consolidator.plan()).empty
+
+
+async def test_re_pointing_does_not_resurrect_a_pruned_episode_or_removed_theme(
+    store: Any,
+) -> None:
+    """The re-pointed fact is written before the episode and theme deletes of the pass.
+
+    ``loser`` cites an episode pruned by ``max_episodes`` and a theme removed because its
+    only fact is pruned. Written after those deletes, the re-pointed copy read earlier
+    still cited them and the whole pass failed with ``DanglingReferenceError``; now the
+    store's delete cascades unlink them from it as from any other fact.
+    """
+    ep_old = make_episode(started_at=at(days=1), ended_at=at(days=1, seconds=60), messages=[])
+    ep_new = make_episode(started_at=at(days=50), ended_at=at(days=50, seconds=60),
+                          messages=[])
+    await store.put_episodes([ep_old, ep_new])
+    winner = make_fact(content="the api is rate limited", embedding=unit(0),
+                       valid_from=at(days=1))
+    theme = make_theme(fact_ids=[winner.id], embedding=unit(0))
+    await store.put_themes([theme])
+    fresh = make_fact(content="bob likes tea", embedding=unit(1), valid_from=at(days=90))
+    loser = make_fact(content="the api is not rate limited", embedding=unit(2),
+                      invalidated_by=str(winner.id), source_episode_ids=[ep_old.id],
+                      theme_id=theme.id)
+    await store.put_facts([winner, fresh, loser])
+
+    consolidator = MemoryConsolidator(store, clock=clock, max_facts=1, max_episodes=1,
+                                      delete_mode="hard")
+    report = await consolidator.consolidate()
+    assert (report.facts_decayed, report.episodes_pruned, report.themes_removed) == (1, 1, 1)
+    assert await store.get_episode(ep_old.id) is None
+    assert await store.get_theme(theme.id) is None
+    assert await store.get_fact(loser.id) == loser.model_copy(
+        update={"invalidated_by": ERASED_BY, "source_episode_ids": [], "theme_id": None}
+    )
+    assert (await consolidator.plan()).empty

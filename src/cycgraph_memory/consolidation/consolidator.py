@@ -348,18 +348,21 @@ class MemoryConsolidator:
                     for fid in ids[start : start + self.batch_size]
                     if fid in found
                 )
+        keeper_of = {
+            facts.ids[loser]: facts.ids[keeper]
+            for keeper, losers in groups.items()
+            for loser in losers
+        }
+        if self.delete_mode == "hard" and removed:
+            # Before the episode deletes: a re-pointed fact is written as read, and an
+            # episode deleted after it leaves its source_episode_ids (the store's cascade).
+            await self._forward_invalidations(removed, keeper_of, mutations)
         report_progress(progress, "consolidate", 3, 6, "episodes")
         episodes_pruned = await self._prune_episodes(mutations, now)
         report_progress(progress, "consolidate", 4, 6, "themes")
         cleaned, themes_removed = await self._cascade_themes(removed, merged, mutations, now)
         if self.delete_mode == "hard" and removed:
-            keeper_of = {
-                facts.ids[loser]: facts.ids[keeper]
-                for keeper, losers in groups.items()
-                for loser in losers
-            }
             await self._cascade_episodes(removed, keeper_of, mutations)
-            await self._forward_invalidations(removed, keeper_of, mutations)
         report = ConsolidationReport(
             facts_deduped=len(absorbed),
             facts_decayed=len(decayed),
