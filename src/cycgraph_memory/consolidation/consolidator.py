@@ -42,9 +42,10 @@ recomputed as the normalised mean of its remaining live facts' unit embeddings (
 when none has one); a theme left with no live fact (only facts invalidated earlier, e.g.
 by a conflict resolution, or none) is invalidated (or deleted). In hard mode,
 themes already soft-deleted and episodes stop citing the deleted facts too (an episode
-cites a merged fact's keeper instead), and a fact invalidated in favour of a merged fact
-(``invalidated_by`` = its id) names its keeper instead (a quarantined one is left
-as it is).
+cites a merged fact's keeper instead), and a fact invalidated in favour of a deleted fact
+(``invalidated_by`` = its id) names the deleted fact's keeper instead when it was merged
+into one that survives, else ``ERASED_BY`` (``"erased"``, as after a purge: it stays
+invalidated); a quarantined one is left as it is.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ from cycgraph_memory.consolidation.plan import (
 )
 from cycgraph_memory.contracts import MemoryIndex, MemoryStore
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
+from cycgraph_memory.lifecycle.models import ERASED_BY
 from cycgraph_memory.observability import span, tenant_of
 from cycgraph_memory.progress import ProgressCallback, report_progress
 from cycgraph_memory.records import (
@@ -346,18 +348,21 @@ class MemoryConsolidator:
                     for fid in ids[start : start + self.batch_size]
                     if fid in found
                 )
+        keeper_of = {
+            facts.ids[loser]: facts.ids[keeper]
+            for keeper, losers in groups.items()
+            for loser in losers
+        }
+        if self.delete_mode == "hard" and removed:
+            # Before the episode deletes: a re-pointed fact is written as read, and an
+            # episode deleted after it leaves its source_episode_ids (the store's cascade).
+            await self._forward_invalidations(removed, keeper_of, mutations)
         report_progress(progress, "consolidate", 3, 6, "episodes")
         episodes_pruned = await self._prune_episodes(mutations, now)
         report_progress(progress, "consolidate", 4, 6, "themes")
         cleaned, themes_removed = await self._cascade_themes(removed, merged, mutations, now)
         if self.delete_mode == "hard" and removed:
-            keeper_of = {
-                facts.ids[loser]: facts.ids[keeper]
-                for keeper, losers in groups.items()
-                for loser in losers
-            }
             await self._cascade_episodes(removed, keeper_of, mutations)
-            await self._forward_invalidations(removed, keeper_of, mutations)
         report = ConsolidationReport(
             facts_deduped=len(absorbed),
             facts_decayed=len(decayed),
@@ -701,16 +706,24 @@ class MemoryConsolidator:
         keeper_of: Mapping[uuid.UUID, uuid.UUID],
         mutations: list[Mutation],
     ) -> None:
-        """Hard mode: facts invalidated in favour of a merged fact now name its keeper.
+        """Hard mode: no fact keeps ``invalidated_by`` naming a fact the pass deletes.
 
-        The merged fact is deleted, so an ``invalidated_by`` naming it (an earlier conflict
-        resolution or merge) would dangle; its keeper carries its content and evidence.
+        Such a pointer (an earlier conflict resolution or merge) is re-pointed at the
+        deleted fact's keeper when it has one that survives (its keeper carries its
+        content and evidence; a chain ends at the first surviving keeper), else set to
+        :data:`~cycgraph_memory.lifecycle.models.ERASED_BY`, as a purge does: the fact
+        stays invalidated and no row keeps the deleted id.
         """
-        forward = {
-            str(loser): str(keeper)
-            for loser, keeper in keeper_of.items()
-            if keeper not in removed
-        }
+        forward: dict[str, str] = {}
+        for fid in removed:
+            target: uuid.UUID | None = fid
+            seen: set[uuid.UUID] = set()
+            while target is not None and target in removed and target not in seen:
+                seen.add(target)
+                target = keeper_of.get(target)
+            forward[str(fid)] = (
+                ERASED_BY if target is None or target in removed else str(target)
+            )
         if not forward:
             return
         async for page in scan(

@@ -41,7 +41,9 @@ REDACTED_FACT_ID = uuid.UUID(int=0)
 ERASED_BY = "erased"
 """``invalidated_by`` a purge writes on a surviving soft-deleted fact or relationship whose
 ``invalidated_by`` named a record it erased (a merge keeper, a conflict winner): the
-survivor stays invalidated, and no row keeps the erased record's id."""
+survivor stays invalidated, and no row keeps the erased record's id. A hard-mode
+consolidation writes it too, for a fact whose invalidator it deleted without a surviving
+keeper to re-point it at."""
 
 MAX_PURGE_IDS = 100_000
 """Most entity or message ids one purge selector may name."""
