@@ -22,6 +22,7 @@ catch the whole family with a single ``except``::
     ├── ProviderError                     (an LLM or embedding provider failed)
     │   └── ProviderTimeoutError
     ├── ErasureNotAvailableError          (also a NotImplementedError: erase by selector instead)
+    ├── MemoryClosedError                 (also a RuntimeError: a Memory used after close())
     └── MissingExtraError                 (also an ImportError: install an extra)
 
 Pydantic's own ``ValidationError`` is raised by record construction and by the option
@@ -43,6 +44,7 @@ __all__ = [
     "InvalidInputError",
     "InvalidTenantError",
     "InvalidTypeError",
+    "MemoryClosedError",
     "MissingExtraError",
     "ProviderError",
     "ProviderTimeoutError",
@@ -207,6 +209,16 @@ class ErasureNotAvailableError(CycgraphMemoryError, NotImplementedError):
     Nothing was changed. Hard erasure goes by what was said (``Memory.erase`` /
     ``purge`` with entity ids, message ids or a provenance); soft deletion
     (``erase=False``) is available.
+    """
+
+
+class MemoryClosedError(CycgraphMemoryError, RuntimeError):
+    """A ``Memory`` was used after :meth:`~cycgraph_memory.memory.Memory.close`.
+
+    Raised by every facade operation (``add``, ``search``, ``remember``, ``forget``,
+    ``erase``, ``stats``) once the memory is closed, also after its ``async with`` block
+    ended, and by entering a closed memory again. Nothing was read or written; open a new
+    ``Memory``.
     """
 
 

@@ -11,7 +11,7 @@
 :class:`~cycgraph_memory.hierarchy.MemoryPipeline` for one tenant:
 
 * ``dsn="memory://"``: the in-memory backends (nothing persists);
-* a ``postgresql://`` DSN: the Postgres backends on a new engine (closed by
+* a ``postgresql://`` DSN: the Postgres backends on a new engine (disposed by
   :meth:`Memory.close`);
 * no DSN: an embedded PostgreSQL server whose data lives in ``data_dir`` (the
   ``embedded`` extra), stopped when the process exits.
@@ -25,6 +25,9 @@ Every method calls the public building blocks (``MemoryPipeline.ingest``,
 :func:`~cycgraph_memory.inspection.memory_stats`); the facade adds no behaviour of its own,
 and the objects it built stay reachable as attributes (``store``, ``index``, ``ledger``,
 ``embedder``, ``pipeline``) for everything it does not cover.
+
+A closed memory (:meth:`Memory.close`, or the end of its ``async with`` block) refuses
+every operation with :class:`~cycgraph_memory.errors.MemoryClosedError`.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from cycgraph_memory.errors import (
     InvalidInputError,
     InvalidTenantError,
     InvalidTypeError,
+    MemoryClosedError,
     RecordNotFoundError,
     SchemaNotReadyError,
 )
@@ -185,11 +189,15 @@ class Memory:
             index=...)``).
         retrieval_options: Passed to ``retrieve_memory`` on every search.
         tenant: The tenant name, for logs and spans.
-        on_close: Awaited by :meth:`close` (disposes what :meth:`open` created).
+        on_close: Called (and awaited if it returns an awaitable) once, by the first
+            :meth:`close`. :meth:`open` passes the disposal of what it created; without
+            it, :meth:`close` releases nothing: the objects you passed stay yours, open.
 
     Attributes:
         store, index, embedder, ledger, pipeline: The building blocks, for everything the
             facade does not cover.
+        closed: Whether :meth:`close` was called (the facade's operations then raise
+            :class:`~cycgraph_memory.errors.MemoryClosedError`).
     """
 
     def __init__(
@@ -392,8 +400,26 @@ class Memory:
 
     # ------------------------------------------------------------------ lifecycle
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise MemoryClosedError(
+                f"this Memory (tenant {self.tenant!r}) is closed; open a new one"
+            )
+
     async def close(self) -> None:
-        """Release what :meth:`open` created (the engine); calling it again does nothing."""
+        """Close the memory: every later operation raises ``MemoryClosedError``.
+
+        The first call runs ``on_close``: for a memory built by :meth:`open` on Postgres,
+        it disposes the engine :meth:`open` created (its connections are closed). A memory
+        wrapping objects you passed to the constructor releases none of them: your
+        store, index, ledger, engine and embedder stay open and usable, yours to close.
+        Calling ``close`` again (or leaving an ``async with`` block after it) does nothing.
+        """
         if self._closed:
             return
         self._closed = True
@@ -403,6 +429,8 @@ class Memory:
                 await result
 
     async def __aenter__(self) -> Self:
+        """Enter the ``async with`` block; a closed memory raises ``MemoryClosedError``."""
+        self._check_open()
         return self
 
     async def __aexit__(
@@ -436,9 +464,15 @@ class Memory:
                 extracted and written.
 
         Returns:
-            The :class:`~cycgraph_memory.hierarchy.IngestReport`; re-adding the same
-            messages writes nothing.
+            The :class:`~cycgraph_memory.hierarchy.IngestReport`. Messages are matched by
+            id: re-adding messages with the same ids writes nothing, while a dict without
+            an ``id`` gets a new one on every call, so re-adding it stores it again (give
+            your messages stable ids to make re-adding a no-op).
+
+        Raises:
+            MemoryClosedError: The memory is closed.
         """
+        self._check_open()
         with span("cycgraph.memory.add", tenant=self.tenant) as sp:
             report = await self.pipeline.ingest(
                 messages, tags=tags, run_id=run_id, agent_id=agent_id, progress=progress
@@ -479,9 +513,11 @@ class Memory:
             The :class:`SearchResult` (the full result and the prompt block).
 
         Raises:
+            MemoryClosedError: The memory is closed.
             RecordNotFoundError: ``entity`` names no live entity.
             pydantic.ValidationError: Out-of-range ``limit`` / ``max_hops``.
         """
+        self._check_open()
         query: dict[str, Any] = {
             "text": text,
             "limit": limit,
@@ -559,7 +595,7 @@ class Memory:
         stored; a repeated ``idempotency_key`` writes nothing and returns the first id.
 
         Args:
-            fact: The lesson text.
+            fact: The lesson text (not blank: at least one non-whitespace character).
             tags: Its tags (default ``["lesson"]``).
             candidate: Also tag it ``candidate`` so the retention gate rules on it before
                 it is served as verified (``retrieve_gated_lessons``).
@@ -571,12 +607,21 @@ class Memory:
             The fact's id.
 
         Raises:
+            MemoryClosedError: The memory is closed.
+            InvalidInputError: ``fact`` is empty or only whitespace (no extractor ever
+                stores such a fact; it would render as an empty bullet); nothing written.
             InvalidTypeError: ``tags`` is not a list of strings or ``candidate`` is not a
                 real ``bool`` (``candidate="no"`` would tag it a candidate).
             pydantic.ValidationError: The fact or a tag is invalid, or ``run_id`` /
                 ``agent_id`` is not 1-256 characters (the rule of :meth:`add`); nothing
                 written.
         """
+        self._check_open()
+        if isinstance(fact, str) and not fact.strip():
+            raise InvalidInputError(
+                f"fact must not be blank (empty or only whitespace), got {fact!r}; "
+                "nothing written"
+            )
         given = string_list(tags, "tags")
         candidate = check_bool(candidate, "candidate")
         # The ids :meth:`add` accepts, no others: an empty run id is no run.
@@ -610,10 +655,12 @@ class Memory:
             A :class:`ForgetReport`; forgetting again changes nothing.
 
         Raises:
+            MemoryClosedError: The memory is closed.
             ErasureNotAvailableError: ``erase=True``.
             InvalidInputError: An id that is not a UUID.
             InvalidTypeError: ``erase`` is not a real ``bool``.
         """
+        self._check_open()
         ids = _ids(fact_ids)
         if check_bool(erase, "erase"):
             return await self._erase(ids)
@@ -671,7 +718,11 @@ class Memory:
 
         Returns:
             The :class:`~cycgraph_memory.lifecycle.PurgeReport`.
+
+        Raises:
+            MemoryClosedError: The memory is closed.
         """
+        self._check_open()
         with span("cycgraph.memory.erase", tenant=self.tenant) as sp:
             report = await purge(
                 self.store,
@@ -686,7 +737,12 @@ class Memory:
         return report
 
     async def stats(self, *, progress: ProgressCallback | None = None) -> MemoryStats:
-        """Count what the tenant holds (:func:`~cycgraph_memory.inspection.memory_stats`)."""
+        """Count what the tenant holds (:func:`~cycgraph_memory.inspection.memory_stats`).
+
+        Raises:
+            MemoryClosedError: The memory is closed.
+        """
+        self._check_open()
         with span("cycgraph.memory.stats", tenant=self.tenant):
             return await memory_stats(
                 self.store, index=self.index, ledger=self.ledger, progress=progress
