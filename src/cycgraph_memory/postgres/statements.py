@@ -1362,22 +1362,33 @@ def expansion(
     ``retrieve_memory``'s expansion in one statement: the entities of ``:ids`` that pass
     the query's entity filters (live unless ``include_invalidated``, of
     ``:entity_types`` when given), the first ``:entity_limit`` of them in the order of
-    ``:ids`` (``NULL``: all; rows), the relationships touching any of them, live unless
-    ``include_invalidated``, in ``(valid_from, id)`` order, at most ``:rel_limit``
-    (``NULL``: all), as one jsonb array column; and with ``touch`` a data-modifying CTE
-    that touches the served facts ``:served`` (``:at``) like :data:`TOUCH_FACTS`. The
-    touch runs even when no entity row is returned. With ``episodes``, the episodes of
-    ``:episode_ids`` with their messages (as ``get_episodes``) as a jsonb array column
-    ``episodes``; then one row always comes back (its entity columns NULL when no entity
-    matched). Both arrays are on one row only (NULL on the others), so the driver
-    decodes them once. Parameters: ``tenant``, ``ids``, ``entity_limit``, ``rel_limit``,
-    ``entity_types``, ``served``, ``at``, ``episode_ids``.
+    ``:ids`` (``NULL``: all; rows), the relationships touching any of them (unless
+    ``include_invalidated``: live ones whose endpoints are both live entities, as the
+    subgraph path serves) in ``(valid_from, id)`` order, at most ``:rel_limit`` (``NULL``:
+    all; cut after those filters), as one jsonb array column; and with ``touch`` a
+    data-modifying CTE that touches the served facts ``:served`` (``:at``) like
+    :data:`TOUCH_FACTS`. The touch runs even when no entity row is returned. With
+    ``episodes``, the episodes of ``:episode_ids`` with their messages (as
+    ``get_episodes``) as a jsonb array column ``episodes``; then one row always comes
+    back (its entity columns NULL when no entity matched). Both arrays are on one row
+    only (NULL on the others), so the driver decodes them once. Parameters: ``tenant``,
+    ``ids``, ``entity_limit``, ``rel_limit``, ``entity_types``, ``served``, ``at``,
+    ``episode_ids``.
     """
     live = "" if include_invalidated else (
         " AND e.invalidated_at IS NULL AND e.superseded_by IS NULL"
     )
     types = " AND e.entity_type = ANY(CAST(:entity_types AS text[]))" if entity_types else ""
-    rel_live = "" if include_invalidated else " AND r.invalidated_by IS NULL"
+    # Live edges between live entities (the entity path's rule: it never visits a dead
+    # entity, so never returns an edge to one), checked before the ``:rel_limit`` cut.
+    # Both endpoints exist (foreign keys, revision 0002): no endpoint may be invalidated
+    # or superseded. Primary-key probes, on the few edges of the served entities.
+    rel_live = "" if include_invalidated else (
+        " AND r.invalidated_by IS NULL"
+        "\n          AND NOT EXISTS (SELECT 1 FROM entities o"
+        " WHERE o.tenant_id = :tenant AND o.id IN (r.source_id, r.target_id)"
+        " AND (o.invalidated_at IS NOT NULL OR o.superseded_by IS NOT NULL))"
+    )
     touched = _TOUCHED_CTE if touch else ""
     # The aggregated columns travel on the first row only (NULL on the others): the same
     # jsonb array on every entity row was decoded once per row by the driver.

@@ -694,7 +694,8 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         ``entity_ids`` that are live (unless ``include_invalidated``) and of
         ``entity_types`` (when given), the first ``entity_limit`` of them in the order of
         ``entity_ids`` (``None``: all); the relationships (``(valid_from, id)`` order, at
-        most ``relationship_limit``, live unless ``include_invalidated``) touching any of
+        most ``relationship_limit``; unless ``include_invalidated``, live ones whose
+        endpoints are both live entities, filtered before that limit) touching any of
         those entities (not only the first ``entity_limit``); the touch of the facts
         ``touch``; the episodes ``episode_ids`` (as ``get_episodes``); and the themes
         ``theme_ids`` (as ``get_themes``: in the same statement when there is no entity

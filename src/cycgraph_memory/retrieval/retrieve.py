@@ -20,9 +20,12 @@ behind the served facts and the directly matched turns) and ``fact_scores``.
 
 Every path applies the query's tag scope, ``valid_at`` / ``changed_since``,
 ``include_invalidated``, ``entity_types`` / ``relation_types`` and ``limit`` (per record
-type); quarantined facts are excluded unless the query's tags name ``quarantined``; the
-served facts are touched with one batched ``touch_facts`` call when the store has it
-(the returned facts show the counters as read, before that touch).
+type); without ``include_invalidated`` a relationship is served only when both its
+endpoints are live entities (the subgraph never visits a dead one; the expansion of the
+served facts drops an edge leading to one before the ``limit`` cut); quarantined facts
+are excluded unless the query's tags name ``quarantined``; the served facts are touched
+with one batched ``touch_facts`` call when the store has it (the returned facts show the
+counters as read, before that touch).
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ from cycgraph_memory.retrieval.pipeline import (
     FactScope,
     by_citation,
     cut,
+    entity_is_live,
     filter_entities,
     filter_relationships,
     merge_unique,
@@ -526,6 +530,9 @@ async def _expand(
 ) -> MemoryResult:
     """Episodes, entities and relationships of the served facts (hierarchical path).
 
+    The relationships are those touching a served entity and, unless the query includes
+    invalidated records, leading to a live entity (the entity path's rule, see
+    :func:`_relationships_of`); the ``limit`` cut comes after every filter.
     ``touch``: also touch the served facts (after reading them), with the expansion when
     the store can do both in one call. Under a tag scope (``q.tags``) a matched theme is
     served only when it lists one of the served facts: a theme carries no tags, and one
@@ -567,9 +574,8 @@ async def _expand(
     if entities:
         ids = [e.id for e in entities]
         if native is None:
-            fetched = await store.get_relationships_for_entities(
-                ids, include_invalidated=q.include_invalidated,
-                limit=None if post else q.limit,
+            fetched = await _relationships_of(
+                store, q, ids, found, limit=None if post else q.limit
             )
         kept = filter_relationships(
             fetched,
@@ -593,6 +599,47 @@ async def _expand(
         entities=cut(entities, q.limit),
         relationships=cut(relationships, q.limit),
     )
+
+
+async def _relationships_of(
+    store: MemoryStore,
+    q: MemoryQuery,
+    ids: list[uuid.UUID],
+    known: Mapping[uuid.UUID, Entity],
+    *,
+    limit: int | None,
+) -> list[Relationship]:
+    """The edges touching ``ids`` the query admits, in store order, at most ``limit``.
+
+    Unless the query includes invalidated records, an edge is served only when both its
+    endpoints are live entities: the entity path never visits an invalidated or
+    superseded entity, so it never returns an edge leading to one. The endpoints not in
+    ``known`` are read (one ``get_entities`` call per page of edges). The edges are read
+    in pages from ``limit`` on, so the ``limit`` cut comes after this filter (a dead
+    endpoint among the first ``limit`` edges does not leave the result short).
+    """
+    if q.include_invalidated:
+        return await store.get_relationships_for_entities(
+            ids, include_invalidated=True, limit=limit
+        )
+    live = {i for i, e in known.items() if entity_is_live(e)}
+    dead = set(known) - live
+    kept: list[Relationship] = []
+    offset, page = 0, limit
+    while True:
+        batch = await store.get_relationships_for_entities(
+            ids, include_invalidated=False, limit=page, offset=offset
+        )
+        unknown = {i for r in batch for i in (r.source_id, r.target_id)} - live - dead
+        if unknown:
+            got = await store.get_entities(sorted(unknown, key=str))
+            for i in unknown:
+                (live if i in got and entity_is_live(got[i]) else dead).add(i)
+        kept.extend(r for r in batch if r.source_id in live and r.target_id in live)
+        if page is None or len(batch) < page or (limit is not None and len(kept) >= limit):
+            return kept if limit is None else kept[:limit]
+        offset += page
+        page *= 4
 
 
 async def _episodes_of(
