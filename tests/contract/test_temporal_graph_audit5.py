@@ -8,11 +8,14 @@ ingest call, where the ending and the new period were lost.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
+
+import pytest
 
 from cycgraph_memory import (
     HashingEmbeddingProvider,
+    InvalidInputError,
     MemoryPipeline,
     MemoryQuery,
     Message,
@@ -20,8 +23,9 @@ from cycgraph_memory import (
     RuleBasedExtractor,
     retrieve_memory,
 )
+from cycgraph_memory.retrieval import extract_subgraph
 
-from .factories import EMBED_DIM
+from .factories import EMBED_DIM, make_entity, make_relationship
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 WORKS = "Helen Marsh works at Tidewater Software."
@@ -102,3 +106,26 @@ async def test_said_again_after_it_ended_within_one_episode(store: Any, index: A
     ])
     s = timedelta(seconds=1)
     assert await _work_windows(store) == [(0 * s, 30 * s), (60 * s, 120 * s)]
+
+
+@pytest.mark.parametrize(
+    "valid_at",
+    [
+        datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5))),  # before year 1 in UTC
+        datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-5))),  # after 9999
+        datetime.max.replace(tzinfo=UTC),  # Postgres's "infinity": MemoryQuery refuses it
+    ],
+)
+async def test_subgraph_valid_at_outside_the_utc_range_is_a_typed_error(
+    store: Any, valid_at: datetime
+) -> None:
+    # A bare OverflowError escaped from the conversion to UTC; MemoryQuery raises a
+    # ValidationError for the same instants.
+    a, b = make_entity(name="A"), make_entity(name="B")
+    await store.put_entities([a, b])
+    await store.put_relationship(make_relationship(a.id, b.id))
+    for native in (True, False):
+        with pytest.raises(InvalidInputError, match="valid_at"):
+            await extract_subgraph(store, [a.id], valid_at=valid_at, native=native)
+    with pytest.raises(ValueError, match="valid_at"):
+        MemoryQuery(entity_ids=[a.id], valid_at=valid_at)
