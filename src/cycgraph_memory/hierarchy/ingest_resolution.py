@@ -49,6 +49,7 @@ async def resolve_ingest_entities(
     relationships: Sequence[Relationship],
     *,
     clock: Callable[[], datetime] | None = None,
+    ended: Sequence[Relationship] = (),
 ) -> IngestResolution:
     """Resolve new ``entities`` against the store with one batched lookup.
 
@@ -61,6 +62,10 @@ async def resolve_ingest_entities(
         facts: The ingest's new facts.
         relationships: The ingest's new relationships.
         clock: Returns "now" for ``updated_at`` of stored entities that absorb data.
+        ended: The ingest's ended markers (not written here): a stored open edge they
+            close counts as closed when a new edge is checked against it, so "no longer
+            works at" then "works at" in one ingest starts a new period after a stored
+            open edge.
     """
     lookup = getattr(store, "find_entities_by_name_keys", None)
     if lookup is None or not entities:
@@ -102,7 +107,7 @@ async def resolve_ingest_entities(
     for fact in facts:
         if any(e in remap for e in fact.entity_ids):
             fact.entity_ids = list(dict.fromkeys(remap.get(e, e) for e in fact.entity_ids))
-    seen = await _stored_edges(store, relationships, remap)
+    seen = _closed_by_markers(await _stored_edges(store, relationships, remap), ended, remap)
     for rel in relationships:
         source = remap.get(rel.source_id, rel.source_id)
         target_id = remap.get(rel.target_id, rel.target_id)
@@ -113,6 +118,39 @@ async def resolve_ingest_entities(
         if source != rel.source_id or target_id != rel.target_id:
             rel = rel.model_copy(update={"source_id": source, "target_id": target_id})
         out.relationships.append(rel)
+    return out
+
+
+def _closed_by_markers(
+    stored: dict[tuple[uuid.UUID, uuid.UUID, str], list[Relationship]],
+    markers: Sequence[Relationship],
+    remap: dict[uuid.UUID, uuid.UUID],
+) -> dict[tuple[uuid.UUID, uuid.UUID, str], list[Relationship]]:
+    """``stored`` with the open edges the ingest's ended markers close, closed.
+
+    The rule of :func:`~cycgraph_memory.hierarchy.extractors.closing.close_ended_relationships`
+    (which writes the closed copies later): a marker at ``t`` closes each open edge of its
+    triple with ``valid_from <= t``, markers applied in order.
+    """
+    if not markers or not stored:
+        return stored
+    out = {key: list(edges) for key, edges in stored.items()}
+    for marker in markers:
+        key = (
+            remap.get(marker.source_id, marker.source_id),
+            remap.get(marker.target_id, marker.target_id),
+            marker.relation_type,
+        )
+        edges = out.get(key)
+        if not edges:
+            continue
+        when = marker.valid_until or marker.valid_from
+        out[key] = [
+            e.model_copy(update={"valid_until": when})
+            if e.valid_until is None and e.valid_from <= when
+            else e
+            for e in edges
+        ]
     return out
 
 

@@ -73,6 +73,7 @@ from cycgraph_memory.records import (
     utc_now,
 )
 from cycgraph_memory.retry import RetryPolicy, call_with_retry
+from cycgraph_memory.temporal import windows_overlap
 
 __all__ = ["IngestReport", "MemoryPipeline"]
 
@@ -506,7 +507,7 @@ class MemoryPipeline:
             matched: dict[uuid.UUID, uuid.UUID] = {}
             if self.resolve_entities:
                 resolved = await resolve_ingest_entities(
-                    self.store, entities, facts, relationships
+                    self.store, entities, facts, relationships, ended=ended
                 )
                 entities, relationships = resolved.entities, resolved.relationships
                 new_entity_ids = [i for i in new_entity_ids if i not in resolved.matched]
@@ -791,10 +792,11 @@ def _merge_batch_entities(
 ) -> tuple[list[Entity], list[SemanticFact], list[Relationship]]:
     """Collapse entities of one ingest sharing (normalised name, type) onto the first one.
 
-    Edges that become the same triple keep the first one, but an ended marker is never a
-    repeat ("Kevin works at Initech", then in a later episode "Kevin left Initech": the
-    marker must reach :func:`close_ended_relationships`), and the triple said again after
-    a marker starts a new edge.
+    Edges that become the same triple with overlapping validity windows keep the first
+    one, but an ended marker is never a repeat ("Kevin works at Initech", then in a later
+    episode "Kevin left Initech": the marker must reach :func:`close_ended_relationships`),
+    and the triple said again after a marker, or after an edge that ended, starts a new
+    edge.
     """
     canonical: dict[tuple[str, str], Entity] = {}
     remap: dict[uuid.UUID, uuid.UUID] = {}
@@ -814,7 +816,7 @@ def _merge_batch_entities(
     for fact in facts:
         if any(e in remap for e in fact.entity_ids):
             fact.entity_ids = list(dict.fromkeys(remap.get(e, e) for e in fact.entity_ids))
-    seen_edges: set[tuple[uuid.UUID, uuid.UUID, str]] = set()
+    seen_edges: dict[tuple[uuid.UUID, uuid.UUID, str], list[Relationship]] = {}
     edges: list[Relationship] = []
     for rel in relationships:
         source = remap.get(rel.source_id, rel.source_id)
@@ -823,11 +825,11 @@ def _merge_batch_entities(
         if source == target:
             continue
         if is_ended_marker(rel.attributes):
-            seen_edges.discard(edge)
-        elif edge in seen_edges:
+            seen_edges.pop(edge, None)
+        elif any(windows_overlap(rel, kept) for kept in seen_edges.get(edge, ())):
             continue
         else:
-            seen_edges.add(edge)
+            seen_edges.setdefault(edge, []).append(rel)
         if source != rel.source_id or target != rel.target_id:
             rel = rel.model_copy(update={"source_id": source, "target_id": target})
         edges.append(rel)

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 
 from cycgraph_memory._ids import parse_ids
-from cycgraph_memory._validate import check_text, string_list
+from cycgraph_memory._validate import check_text, string_list, utc_in_range
 from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.records import (
@@ -49,9 +49,10 @@ def _utc(value: datetime | None) -> datetime | None:
         return None
     if not isinstance(value, datetime):
         raise InvalidInputError(f"valid_at must be a datetime, got {type(value).__name__}")
-    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
-        return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    try:
+        return utc_in_range(value)  # MemoryQuery's rule: the UTC range, ends excluded
+    except ValueError as exc:
+        raise InvalidInputError(f"valid_at: {exc}") from None
 
 
 def _check(max_hops: object, max_entities: object) -> None:
@@ -134,8 +135,10 @@ async def extract_subgraph(
     Raises:
         InvalidInputError: ``max_hops`` outside 0-5, ``max_entities`` outside
             1..:data:`MAX_SUBGRAPH_ENTITIES`, a malformed id, a relation type with a NUL
-            character; :class:`InvalidTypeError` for ``include_invalidated`` that is not
-            a bool or ``relation_types`` given as one string.
+            character, a ``valid_at`` that is not a datetime or is outside the UTC range
+            (``MemoryQuery``'s rule: the first and last instants excluded);
+            :class:`InvalidTypeError` for ``include_invalidated`` that is not a bool or
+            ``relation_types`` given as one string.
     """
     _check(max_hops, max_entities)
     if not isinstance(include_invalidated, bool):

@@ -49,19 +49,30 @@ def relationships_of(
     namespace: str,
     now: datetime,
 ) -> list[Relationship]:
-    """One relationship per distinct (source, relation, target), in edge order."""
-    out: dict[tuple[str, str, str], Relationship] = {}
+    """One relationship per period of each (source, relation, target), in edge order.
+
+    A triple said again while its edge is open repeats it; said again after the episode
+    ended it (or after an ended marker), it starts a new edge from that message.
+    """
+    out: list[Relationship] = []
+    last: dict[tuple[str, str, str], Relationship] = {}
+    periods: dict[tuple[str, str, str], int] = {}
     for edge in edges:
         triple = (edge.source, edge.relation, edge.target)
         if edge.source == edge.target:
             continue
         turn = turns[turn_of[edge.sentence]]
         when = turn.timestamp or episode.started_at
-        existing = out.get(triple)
+        existing = last.get(triple)
         if existing is not None:
-            if edge.ended and existing.valid_until is None:
-                existing.valid_until = max(when, existing.valid_from)
-            continue
+            if edge.ended:
+                if existing.valid_until is None:
+                    existing.valid_until = max(when, existing.valid_from)
+                continue
+            if existing.valid_until is None:
+                continue  # the open edge said again
+        period = periods[triple] = periods.get(triple, -1) + 1
+        key = "|".join(triple) if period == 0 else f"{'|'.join(triple)}|{period}"
         attributes: dict[str, object] = {
             "evidence": sentences[edge.sentence],
             "message_id": str(turn.message_id),
@@ -69,8 +80,8 @@ def relationships_of(
         }
         if edge.ended:
             attributes[ENDED_ATTRIBUTE] = True
-        out[triple] = Relationship(
-            id=fact_id_for(episode.id, namespace, "|".join(triple)),
+        last[triple] = Relationship(
+            id=fact_id_for(episode.id, namespace, key),
             source_id=entity_ids[edge.source],
             target_id=entity_ids[edge.target],
             relation_type=edge.relation,
@@ -82,4 +93,5 @@ def relationships_of(
                 episode, confidence=max(0.3, min(edge.confidence, 0.9)), created_at=now
             ),
         )
-    return list(out.values())
+        out.append(last[triple])
+    return out
