@@ -200,7 +200,9 @@ class InMemoryOutcomeLedger:
         limit: int | None = None,
     ) -> list[GateAuditEntry]:
         """Audit entries in append order, optionally one pass's or one fact's only."""
-        if limit is not None and (not isinstance(limit, int) or limit < 1):
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+        ):
             raise InvalidInputError(f"limit must be a positive int, got {limit!r}")
         pid = None if pass_id is None else parse_id(pass_id)
         fid = None if fact_id is None else parse_id(fact_id)
@@ -265,7 +267,9 @@ class InMemoryOutcomeLedger:
 
     async def list_erasures(self, *, limit: int | None = None) -> list[ErasureEntry]:
         """Erasure-log entries in append order."""
-        if limit is not None and (not isinstance(limit, int) or limit < 1):
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+        ):
             raise InvalidInputError(f"limit must be a positive int, got {limit!r}")
         out = [copy_record(e) for e in self._erasures]
         return out if limit is None else out[:limit]

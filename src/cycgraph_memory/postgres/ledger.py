@@ -233,7 +233,9 @@ class PostgresOutcomeLedger(PostgresBackend):
         limit: int | None = None,
     ) -> list[GateAuditEntry]:
         """Audit entries in append order, optionally one pass's or one fact's only."""
-        if limit is not None and (not isinstance(limit, int) or limit < 1):
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+        ):
             raise InvalidInputError(f"limit must be a positive int, got {limit!r}")
         a = AUDIT
         stmt = select(a).where(a.c.tenant_id == self._tenant)

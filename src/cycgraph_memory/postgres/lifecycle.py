@@ -431,7 +431,9 @@ async def list_erasures(
     ledger: PostgresOutcomeLedger, *, limit: int | None = None
 ) -> list[ErasureEntry]:
     """Erasure-log rows of the ledger's tenant, in append order."""
-    if limit is not None and (not isinstance(limit, int) or limit < 1):
+    if limit is not None and (
+        isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+    ):
         raise InvalidInputError(f"limit must be a positive int, got {limit!r}")
     x = ERASURES
     stmt = select(x).where(x.c.tenant_id == ledger.tenant_id).order_by(x.c.id)
