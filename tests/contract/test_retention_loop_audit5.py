@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
 from cycgraph_memory.records import MAX_RUN_ID_LENGTH, RunOutcome
+from cycgraph_memory.retention import gate_operating_characteristics, simulate_gate
 
 
 @pytest.fixture
@@ -58,3 +59,65 @@ async def test_audit_and_erasure_listings_refuse_a_bool_limit(ledger: Any) -> No
         await ledger.list_gate_audit(limit=True)
     with pytest.raises(InvalidInputError):
         await ledger.list_erasures(limit=True)
+
+
+@pytest.mark.parametrize("entry", ["simulate_gate", "gate_operating_characteristics"])
+async def test_the_simulator_refuses_more_candidate_slots_than_facts_before_writing(
+    store: Any, ledger: Any, entry: str
+) -> None:
+    # Before: the config was accepted, the backend built and the lesson stored as a
+    # candidate, then the first retrieval raised InvalidInputError mid-simulation.
+    calls = []
+
+    async def backend() -> tuple[Any, Any]:
+        calls.append(1)
+        return store, ledger
+
+    retrieval = {"max_facts": 1, "candidate_slots": 2}
+    with pytest.raises(ValidationError, match="candidate_slots"):
+        if entry == "simulate_gate":
+            await simulate_gate(
+                {"lessons": [{"id": "a", "true_effect": 0.1}], "runs": 5, "seed": 1,
+                 "retrieval": retrieval},
+                backend=backend,
+            )
+        else:
+            await gate_operating_characteristics(
+                {"effects": [0.1], "run_counts": [5], "replicates": 1, "retrieval": retrieval},
+                backend=backend,
+            )
+    assert calls == []
+    assert await store.find_facts(include_invalidated=True) == []
+    assert (await ledger.get_baseline()).runs == 0
+
+
+async def test_erasing_runs_named_by_a_lone_string_is_refused_and_erases_nothing(
+    ledger: Any,
+) -> None:
+    # Before: run_ids="ab" was read as the runs "a" and "b" on both backends, and erased
+    # them (a destructive call that named neither).
+    for run_id in ("a", "b", "ab"):
+        await ledger.record_outcome({"run_id": run_id, "score": 0.5})
+    with pytest.raises(InvalidTypeError, match="run_ids"):
+        await ledger.erase_facts([], run_ids="ab")
+    assert (await ledger.get_baseline()).runs == 3
+    erased = await ledger.erase_facts([], run_ids=["ab"])
+    assert erased.ledger_runs == 1 and (await ledger.get_baseline()).runs == 2
+
+
+async def test_erasure_accepts_its_log_entry_as_a_mapping_on_both_backends(ledger: Any) -> None:
+    # Before: the in-memory ledger validated a dict entry, Postgres raised AttributeError.
+    await ledger.record_outcome({"run_id": "r1", "score": 0.5})
+    entry = {"selector_kinds": ["provenance"], "selector_digests": ["0" * 64], "counts": {}}
+    await ledger.erase_facts([], run_ids=["r1"], entry=entry)
+    (logged,) = await ledger.list_erasures()
+    assert (logged.kind, logged.selector_kinds) == ("purge", ["provenance"])
+    assert (await ledger.get_baseline()).runs == 0
+
+
+async def test_appending_a_non_sequence_to_the_audit_log_is_a_typed_error(ledger: Any) -> None:
+    # Before: a bare TypeError ("'NoneType' object is not iterable") on both backends.
+    for bad in (None, 5):
+        with pytest.raises(InvalidTypeError):
+            await ledger.append_gate_audit(bad)
+    assert await ledger.list_gate_audit() == []

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from cycgraph_memory._construct import trusted
 from cycgraph_memory._ids import parse_id, parse_ids
+from cycgraph_memory._validate import string_list
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.inmemory._common import coerce_record, copy_record
 from cycgraph_memory.lifecycle.models import REDACTED_FACT_ID, ErasureEntry, LedgerErasure
@@ -189,6 +190,10 @@ class InMemoryOutcomeLedger:
         """Append gate decisions to the audit log (all are validated before any is kept)."""
         if isinstance(entries, GateAuditEntry | Mapping):
             raise InvalidTypeError("expected a sequence of GateAuditEntry, got a single value")
+        if not isinstance(entries, Iterable):
+            raise InvalidTypeError(
+                f"expected a sequence of GateAuditEntry, got {type(entries).__name__}"
+            )
         prepared = [_copy_entry(coerce_record(GateAuditEntry, e)) for e in entries]
         self._audit.extend(prepared)
 
@@ -232,7 +237,9 @@ class InMemoryOutcomeLedger:
         forgets every run. All or nothing; ``dry_run`` only counts.
         """
         gone = set(parse_ids(fact_ids))
-        runs = set(self._runs) if tenant else {r for r in run_ids if r in self._runs}
+        # A lone str would name its characters; items that are not run ids match no run.
+        named = [r for r in string_list(run_ids, "run_ids") if isinstance(r, str)]
+        runs = set(self._runs) if tenant else {r for r in named if r in self._runs}
         links = sum(
             len(ids) if r in runs else sum(1 for f in ids if f in gone)
             for r, (_, ids) in self._runs.items()

@@ -204,6 +204,10 @@ class PostgresOutcomeLedger(PostgresBackend):
         """Append gate decisions to ``gate_audit_log`` in one statement (kept in order)."""
         if isinstance(entries, GateAuditEntry | Mapping):
             raise InvalidTypeError("expected a sequence of GateAuditEntry, got a single value")
+        if not isinstance(entries, Iterable):
+            raise InvalidTypeError(
+                f"expected a sequence of GateAuditEntry, got {type(entries).__name__}"
+            )
         records = [coerce_record(GateAuditEntry, e) for e in entries]
         if not records:
             return

@@ -40,6 +40,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from cycgraph_memory._ids import parse_ids
+from cycgraph_memory._validate import string_list, validate_record
 from cycgraph_memory.errors import (
     InvalidInputError,
 )
@@ -365,10 +366,10 @@ async def erase_ledger(
 ) -> LedgerErasure:
     """Forget erased facts in the ledger, redact audit rows naming them, log the erasure."""
     gone = parse_ids(fact_ids)
-    runs = [r for r in run_ids if isinstance(r, str)]
+    runs = [r for r in string_list(run_ids, "run_ids") if isinstance(r, str)]
     me = ledger.tenant_id
     if entry is not None:
-        entry = ErasureEntry.model_validate(entry.model_dump())
+        entry = validate_record(ErasureEntry, entry)
     lf, ru, au = RUN_FACTS, RUNS, AUDIT
     run_list = bindparam(None, runs, type_=ARRAY(String()))
     run_cond = true() if tenant else ru.c.run_id == any_(run_list)
