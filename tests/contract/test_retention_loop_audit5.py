@@ -15,8 +15,15 @@ from pydantic import ValidationError
 
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
+from cycgraph_memory.lifecycle.models import ErasureEntry
 from cycgraph_memory.records import MAX_RUN_ID_LENGTH, RunOutcome
-from cycgraph_memory.retention import gate_operating_characteristics, simulate_gate
+from cycgraph_memory.retention import (
+    evaluate_retention,
+    gate_operating_characteristics,
+    simulate_gate,
+)
+
+from .factories import make_fact
 
 
 @pytest.fixture
@@ -121,3 +128,18 @@ async def test_appending_a_non_sequence_to_the_audit_log_is_a_typed_error(ledger
         with pytest.raises(InvalidTypeError):
             await ledger.append_gate_audit(bad)
     assert await ledger.list_gate_audit() == []
+
+
+async def test_a_limit_beyond_64_bits_lists_everything_on_both_backends(
+    store: Any, ledger: Any
+) -> None:
+    # Before: Postgres raised StorageError ("value out of int64 range") where the
+    # in-memory ledger listed every entry.
+    fact = make_fact(tags=["lesson", "candidate"])
+    await store.put_facts([fact])
+    await evaluate_retention(store, ledger)
+    await ledger.erase_facts([], entry=ErasureEntry(selector_kinds=["tenant"],
+                                                   selector_digests=[], counts={}))
+    for limit in (2**63, 10**30):
+        assert len(await ledger.list_gate_audit(limit=limit)) == 1
+        assert len(await ledger.list_erasures(limit=limit)) == 1

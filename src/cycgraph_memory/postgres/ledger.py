@@ -31,6 +31,7 @@ from cycgraph_memory.postgres.schema import GateAuditRow, OutcomeRunFactRow, Out
 from cycgraph_memory.postgres.statements import in_ids
 from cycgraph_memory.postgres.store import coerce_record
 from cycgraph_memory.records import (
+    MAX_OFFSET,
     FactStats,
     GateAuditEntry,
     OutcomeBaseline,
@@ -249,7 +250,8 @@ class PostgresOutcomeLedger(PostgresBackend):
             stmt = stmt.where(a.c.fact_id == parse_id(fact_id))
         stmt = stmt.order_by(a.c.id)
         if limit is not None:
-            stmt = stmt.limit(limit)
+            # SQL LIMIT is 64-bit; a larger limit means "all of them", as in memory.
+            stmt = stmt.limit(min(limit, MAX_OFFSET))
         async with self._session() as session:
             rows = (await session.execute(stmt)).mappings().all()
         return [

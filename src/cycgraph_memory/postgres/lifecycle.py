@@ -80,6 +80,7 @@ from cycgraph_memory.postgres.statements import (
     RELATIONSHIPS,
     THEMES,
 )
+from cycgraph_memory.records import MAX_OFFSET
 
 if TYPE_CHECKING:
     from cycgraph_memory.postgres.ledger import PostgresOutcomeLedger
@@ -439,7 +440,8 @@ async def list_erasures(
     x = ERASURES
     stmt = select(x).where(x.c.tenant_id == ledger.tenant_id).order_by(x.c.id)
     if limit is not None:
-        stmt = stmt.limit(limit)
+        # SQL LIMIT is 64-bit; a larger limit means "all of them", as in memory.
+        stmt = stmt.limit(min(limit, MAX_OFFSET))
     async with ledger._session() as session:
         rows = (await session.execute(stmt)).mappings().all()
     return [
