@@ -143,3 +143,12 @@ async def test_a_limit_beyond_64_bits_lists_everything_on_both_backends(
     for limit in (2**63, 10**30):
         assert len(await ledger.list_gate_audit(limit=limit)) == 1
         assert len(await ledger.list_erasures(limit=limit)) == 1
+
+
+@pytest.mark.parametrize("flags", [{"tenant": "no"}, {"tenant": 1}, {"dry_run": "no"}])
+async def test_erasure_flags_must_be_real_bools(ledger: Any, flags: dict[str, Any]) -> None:
+    # Before: tenant="no" is truthy and forgot every run of the tenant, on both backends.
+    await ledger.record_outcome({"run_id": "keep", "score": 0.5})
+    with pytest.raises(InvalidTypeError):
+        await ledger.erase_facts([], **flags)
+    assert (await ledger.get_baseline()).runs == 1

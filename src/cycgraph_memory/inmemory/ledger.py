@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from cycgraph_memory._construct import trusted
 from cycgraph_memory._ids import parse_id, parse_ids
-from cycgraph_memory._validate import string_list
+from cycgraph_memory._validate import check_bool, string_list
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.inmemory._common import coerce_record, copy_record
 from cycgraph_memory.lifecycle.models import REDACTED_FACT_ID, ErasureEntry, LedgerErasure
@@ -235,7 +235,13 @@ class InMemoryOutcomeLedger:
         its decision but its ``fact_id`` becomes :data:`REDACTED_FACT_ID` (logged). With
         ``entry`` the erasure is recorded in the append-only erasure log. ``tenant=True``
         forgets every run. All or nothing; ``dry_run`` only counts.
+
+        Raises:
+            InvalidTypeError: ``run_ids`` is a lone string, or ``tenant`` / ``dry_run`` is
+                not a real ``bool`` (``tenant="no"`` would forget every run); nothing
+                changes.
         """
+        tenant, dry_run = check_bool(tenant, "tenant"), check_bool(dry_run, "dry_run")
         gone = set(parse_ids(fact_ids))
         # A lone str would name its characters; items that are not run ids match no run.
         named = [r for r in string_list(run_ids, "run_ids") if isinstance(r, str)]

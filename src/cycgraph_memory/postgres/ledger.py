@@ -285,6 +285,10 @@ class PostgresOutcomeLedger(PostgresBackend):
 
         The one path that changes gate-audit rows (see ``postgres/lifecycle.py``); ``entry``
         is appended to the append-only ``erasure_log``. ``dry_run`` only counts.
+
+        Raises:
+            InvalidTypeError: ``run_ids`` is a lone string, or ``tenant`` / ``dry_run`` is
+                not a real ``bool``; nothing changes.
         """
         return await _lifecycle.erase_ledger(
             self, fact_ids, run_ids, tenant=tenant, dry_run=dry_run, entry=entry

@@ -40,7 +40,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from cycgraph_memory._ids import parse_ids
-from cycgraph_memory._validate import string_list, validate_record
+from cycgraph_memory._validate import check_bool, string_list, validate_record
 from cycgraph_memory.errors import (
     InvalidInputError,
 )
@@ -366,6 +366,7 @@ async def erase_ledger(
     entry: ErasureEntry | None,
 ) -> LedgerErasure:
     """Forget erased facts in the ledger, redact audit rows naming them, log the erasure."""
+    tenant, dry_run = check_bool(tenant, "tenant"), check_bool(dry_run, "dry_run")
     gone = parse_ids(fact_ids)
     runs = [r for r in string_list(run_ids, "run_ids") if isinstance(r, str)]
     me = ledger.tenant_id
