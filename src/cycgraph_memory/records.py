@@ -55,6 +55,7 @@ __all__ = [
     "MAX_EMBEDDING_NORM",
     "MAX_NAME_LENGTH",
     "MAX_OFFSET",
+    "MAX_RUN_ID_LENGTH",
     "MAX_TAGS",
     "MAX_TAG_LENGTH",
     "MAX_TEXT_LENGTH",
@@ -120,6 +121,11 @@ MAX_NAME_LENGTH = 1024
 
 MAX_TYPE_LENGTH = 256
 """Longest ``entity_type`` / ``relation_type``, in characters (they are indexed)."""
+
+MAX_RUN_ID_LENGTH = 512
+"""Longest ``RunOutcome.run_id``, in characters. Postgres keeps it in the ledger's primary
+keys, whose index entries cannot exceed 2,704 bytes: 512 characters of UTF-8 fit on both
+backends alike (a longer id was kept in memory but refused by Postgres)."""
 
 MAX_ACCESS_COUNT = 2**63 - 1
 """Largest ``access_count`` (a 64-bit column); ``touch_facts`` saturates there, which a
@@ -546,9 +552,12 @@ class ExtractionResult(_Model):
 
 
 class RunOutcome(_Model):
-    """A scored workflow run and the facts injected into it."""
+    """A scored workflow run and the facts injected into it.
 
-    run_id: NonEmptyText
+    ``run_id`` is 1-:data:`MAX_RUN_ID_LENGTH` characters; ``score`` is in [0, 1].
+    """
+
+    run_id: Annotated[NonEmptyText, Field(max_length=MAX_RUN_ID_LENGTH)]
     score: float = Field(ge=0.0, le=1.0)
     fact_ids: list[uuid.UUID] = Field(default_factory=list)
     recorded_at: UtcDatetime = Field(default_factory=utc_now)

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from cycgraph_memory._construct import trusted
 from cycgraph_memory._ids import parse_id, parse_ids
+from cycgraph_memory._validate import check_bool, string_list
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.inmemory._common import coerce_record, copy_record
 from cycgraph_memory.lifecycle.models import REDACTED_FACT_ID, ErasureEntry, LedgerErasure
@@ -189,6 +190,10 @@ class InMemoryOutcomeLedger:
         """Append gate decisions to the audit log (all are validated before any is kept)."""
         if isinstance(entries, GateAuditEntry | Mapping):
             raise InvalidTypeError("expected a sequence of GateAuditEntry, got a single value")
+        if not isinstance(entries, Iterable):
+            raise InvalidTypeError(
+                f"expected a sequence of GateAuditEntry, got {type(entries).__name__}"
+            )
         prepared = [_copy_entry(coerce_record(GateAuditEntry, e)) for e in entries]
         self._audit.extend(prepared)
 
@@ -200,7 +205,9 @@ class InMemoryOutcomeLedger:
         limit: int | None = None,
     ) -> list[GateAuditEntry]:
         """Audit entries in append order, optionally one pass's or one fact's only."""
-        if limit is not None and (not isinstance(limit, int) or limit < 1):
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+        ):
             raise InvalidInputError(f"limit must be a positive int, got {limit!r}")
         pid = None if pass_id is None else parse_id(pass_id)
         fid = None if fact_id is None else parse_id(fact_id)
@@ -228,9 +235,17 @@ class InMemoryOutcomeLedger:
         its decision but its ``fact_id`` becomes :data:`REDACTED_FACT_ID` (logged). With
         ``entry`` the erasure is recorded in the append-only erasure log. ``tenant=True``
         forgets every run. All or nothing; ``dry_run`` only counts.
+
+        Raises:
+            InvalidTypeError: ``run_ids`` is a lone string, or ``tenant`` / ``dry_run`` is
+                not a real ``bool`` (``tenant="no"`` would forget every run); nothing
+                changes.
         """
+        tenant, dry_run = check_bool(tenant, "tenant"), check_bool(dry_run, "dry_run")
         gone = set(parse_ids(fact_ids))
-        runs = set(self._runs) if tenant else {r for r in run_ids if r in self._runs}
+        # A lone str would name its characters; items that are not run ids match no run.
+        named = [r for r in string_list(run_ids, "run_ids") if isinstance(r, str)]
+        runs = set(self._runs) if tenant else {r for r in named if r in self._runs}
         links = sum(
             len(ids) if r in runs else sum(1 for f in ids if f in gone)
             for r, (_, ids) in self._runs.items()
@@ -265,7 +280,9 @@ class InMemoryOutcomeLedger:
 
     async def list_erasures(self, *, limit: int | None = None) -> list[ErasureEntry]:
         """Erasure-log entries in append order."""
-        if limit is not None and (not isinstance(limit, int) or limit < 1):
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+        ):
             raise InvalidInputError(f"limit must be a positive int, got {limit!r}")
         out = [copy_record(e) for e in self._erasures]
         return out if limit is None else out[:limit]

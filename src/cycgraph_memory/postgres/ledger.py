@@ -31,6 +31,7 @@ from cycgraph_memory.postgres.schema import GateAuditRow, OutcomeRunFactRow, Out
 from cycgraph_memory.postgres.statements import in_ids
 from cycgraph_memory.postgres.store import coerce_record
 from cycgraph_memory.records import (
+    MAX_OFFSET,
     FactStats,
     GateAuditEntry,
     OutcomeBaseline,
@@ -204,6 +205,10 @@ class PostgresOutcomeLedger(PostgresBackend):
         """Append gate decisions to ``gate_audit_log`` in one statement (kept in order)."""
         if isinstance(entries, GateAuditEntry | Mapping):
             raise InvalidTypeError("expected a sequence of GateAuditEntry, got a single value")
+        if not isinstance(entries, Iterable):
+            raise InvalidTypeError(
+                f"expected a sequence of GateAuditEntry, got {type(entries).__name__}"
+            )
         records = [coerce_record(GateAuditEntry, e) for e in entries]
         if not records:
             return
@@ -233,7 +238,9 @@ class PostgresOutcomeLedger(PostgresBackend):
         limit: int | None = None,
     ) -> list[GateAuditEntry]:
         """Audit entries in append order, optionally one pass's or one fact's only."""
-        if limit is not None and (not isinstance(limit, int) or limit < 1):
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+        ):
             raise InvalidInputError(f"limit must be a positive int, got {limit!r}")
         a = AUDIT
         stmt = select(a).where(a.c.tenant_id == self._tenant)
@@ -243,7 +250,8 @@ class PostgresOutcomeLedger(PostgresBackend):
             stmt = stmt.where(a.c.fact_id == parse_id(fact_id))
         stmt = stmt.order_by(a.c.id)
         if limit is not None:
-            stmt = stmt.limit(limit)
+            # SQL LIMIT is 64-bit; a larger limit means "all of them", as in memory.
+            stmt = stmt.limit(min(limit, MAX_OFFSET))
         async with self._session() as session:
             rows = (await session.execute(stmt)).mappings().all()
         return [
@@ -277,6 +285,10 @@ class PostgresOutcomeLedger(PostgresBackend):
 
         The one path that changes gate-audit rows (see ``postgres/lifecycle.py``); ``entry``
         is appended to the append-only ``erasure_log``. ``dry_run`` only counts.
+
+        Raises:
+            InvalidTypeError: ``run_ids`` is a lone string, or ``tenant`` / ``dry_run`` is
+                not a real ``bool``; nothing changes.
         """
         return await _lifecycle.erase_ledger(
             self, fact_ids, run_ids, tenant=tenant, dry_run=dry_run, entry=entry

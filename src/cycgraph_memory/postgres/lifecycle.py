@@ -40,6 +40,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from cycgraph_memory._ids import parse_ids
+from cycgraph_memory._validate import check_bool, string_list, validate_record
 from cycgraph_memory.errors import (
     InvalidInputError,
 )
@@ -79,6 +80,7 @@ from cycgraph_memory.postgres.statements import (
     RELATIONSHIPS,
     THEMES,
 )
+from cycgraph_memory.records import MAX_OFFSET
 
 if TYPE_CHECKING:
     from cycgraph_memory.postgres.ledger import PostgresOutcomeLedger
@@ -364,11 +366,12 @@ async def erase_ledger(
     entry: ErasureEntry | None,
 ) -> LedgerErasure:
     """Forget erased facts in the ledger, redact audit rows naming them, log the erasure."""
+    tenant, dry_run = check_bool(tenant, "tenant"), check_bool(dry_run, "dry_run")
     gone = parse_ids(fact_ids)
-    runs = [r for r in run_ids if isinstance(r, str)]
+    runs = [r for r in string_list(run_ids, "run_ids") if isinstance(r, str)]
     me = ledger.tenant_id
     if entry is not None:
-        entry = ErasureEntry.model_validate(entry.model_dump())
+        entry = validate_record(ErasureEntry, entry)
     lf, ru, au = RUN_FACTS, RUNS, AUDIT
     run_list = bindparam(None, runs, type_=ARRAY(String()))
     run_cond = true() if tenant else ru.c.run_id == any_(run_list)
@@ -431,12 +434,15 @@ async def list_erasures(
     ledger: PostgresOutcomeLedger, *, limit: int | None = None
 ) -> list[ErasureEntry]:
     """Erasure-log rows of the ledger's tenant, in append order."""
-    if limit is not None and (not isinstance(limit, int) or limit < 1):
+    if limit is not None and (
+        isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+    ):
         raise InvalidInputError(f"limit must be a positive int, got {limit!r}")
     x = ERASURES
     stmt = select(x).where(x.c.tenant_id == ledger.tenant_id).order_by(x.c.id)
     if limit is not None:
-        stmt = stmt.limit(limit)
+        # SQL LIMIT is 64-bit; a larger limit means "all of them", as in memory.
+        stmt = stmt.limit(min(limit, MAX_OFFSET))
     async with ledger._session() as session:
         rows = (await session.execute(stmt)).mappings().all()
     return [

@@ -67,11 +67,24 @@ class SimulatedLesson(_Options):
 
 
 class SimulationRetrieval(_Options):
-    """Retrieval settings passed to ``retrieve_gated_lessons`` (spec defaults)."""
+    """Retrieval settings passed to ``retrieve_gated_lessons`` (spec defaults).
+
+    ``candidate_slots`` may not exceed ``max_facts`` (``retrieve_gated_lessons``' rule),
+    checked here so a bad config is refused before anything is simulated or written.
+    """
 
     max_facts: int = Field(default=10, ge=1)
     candidate_slots: int = Field(default=2, ge=0)
     rest_after_trials: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _slots_fit(self) -> SimulationRetrieval:
+        if self.candidate_slots > self.max_facts:
+            raise ValueError(
+                f"candidate_slots ({self.candidate_slots}) must not exceed max_facts "
+                f"({self.max_facts})"
+            )
+        return self
 
 
 class GateSimulationConfig(_Options):
@@ -237,6 +250,11 @@ async def simulate_gate(
 
     Returns:
         Per-lesson outcomes, every run's score and every gate pass's report.
+
+    Raises:
+        pydantic.ValidationError: An invalid config (e.g. ``candidate_slots`` above
+            ``max_facts``), before ``backend`` is called.
+        InvalidTypeError: ``config`` is neither a config nor a mapping.
     """
     cfg: GateSimulationConfig = _coerce(GateSimulationConfig, config)
     return await _simulate(cfg, backend, settle=False)
