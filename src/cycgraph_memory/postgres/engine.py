@@ -36,7 +36,9 @@ def asyncpg_url(dsn: str | URL) -> URL:
     ``/`` as a socket directory.
 
     Raises:
-        InvalidInputError: The DSN cannot be parsed or names another database driver.
+        InvalidInputError: The DSN cannot be parsed, names another database driver, or
+            has a query parameter ``asyncpg.connect`` cannot take as text (``sslmode``:
+            use ``ssl``; numbers such as ``timeout`` go in ``connect_args``).
     """
     try:
         url = make_url(dsn) if isinstance(dsn, str) else dsn
@@ -47,7 +49,39 @@ def asyncpg_url(dsn: str | URL) -> URL:
             f"unsupported DSN driver {url.drivername!r}; use postgresql:// or "
             "postgresql+asyncpg://"
         )
+    accepted = _connect_parameters()
+    for name in url.query:
+        if name not in accepted:
+            hint = " (asyncpg spells it ssl=, e.g. ssl=require)" if name == "sslmode" else ""
+            raise InvalidInputError(
+                f"unsupported DSN parameter {name!r}{hint}; a DSN may carry "
+                f"{', '.join(sorted(accepted))} (others go in connect_args)"
+            )
     return url.set(drivername="postgresql+asyncpg")
+
+
+def _connect_parameters() -> frozenset[str]:
+    """The DSN query parameters that reach ``asyncpg.connect`` as usable keyword arguments.
+
+    SQLAlchemy's asyncpg dialect passes every query parameter on as a keyword argument,
+    as text (it converts ``port`` and ``prepared_statement_cache_size`` only): one that
+    ``asyncpg.connect`` does not take (libpq's ``sslmode``, ``connect_timeout``,
+    ``application_name``) or wants as a number or a flag (``timeout``, ``direct_tls``)
+    would fail at the first connection with a ``TypeError``, or be misread. Those go in
+    ``connect_args`` of :func:`create_engine_from_dsn`.
+    """
+    import inspect
+
+    import asyncpg
+
+    taken = set(inspect.signature(asyncpg.connect).parameters)
+    return frozenset((taken & _TEXT_PARAMETERS) | {"prepared_statement_cache_size"})
+
+
+_TEXT_PARAMETERS = frozenset(
+    {"host", "port", "user", "password", "database", "passfile", "service", "servicefile",
+     "ssl", "target_session_attrs", "krbsrvname", "gsslib", "command_timeout"}
+)
 
 
 def create_engine_from_dsn(
