@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -125,16 +126,38 @@ async def open_memory(state: Settings) -> Memory:
     return await Memory.open(resolve_dsn(state), tenant=state.tenant)
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float as a string (``"Infinity"``, ``"NaN"``).
+
+    JSON has no infinity: ``json.dumps`` would write a bare ``Infinity`` (a z-test's
+    ``df``), which strict parsers (``jq``, JavaScript) refuse. The string is what the
+    Postgres ledger stores, and the library's models read it back as the float.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
 def emit_json(state: Settings, payload: Any) -> None:
-    """Write ``payload`` as JSON on stdout (ids, dates and models as strings/objects)."""
+    """Write ``payload`` as JSON on stdout (ids, dates and models as strings/objects).
+
+    Always strict JSON: a non-finite float is written as a string (see :func:`_finite`).
+    """
 
     def default(value: Any) -> Any:
         dump = getattr(value, "model_dump", None)
         if dump is not None:
-            return dump(mode="json")
+            return _finite(dump(mode="json"))
         return str(value)
 
-    sys.stdout.write(json.dumps(payload, default=default, indent=2, ensure_ascii=False) + "\n")
+    text = json.dumps(
+        _finite(payload), default=default, indent=2, ensure_ascii=False, allow_nan=False
+    )
+    sys.stdout.write(text + "\n")
 
 
 def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:

@@ -1,0 +1,132 @@
+"""CLI audit 5: strict JSON from the gate commands, DSN parameters asyncpg cannot take.
+
+* ``gate evaluate --json`` and ``gate audit --json`` printed ``"df": Infinity`` (a z-test
+  whose variances all come from the floor has infinite degrees of freedom): not JSON, so
+  ``jq`` and every strict parser refused the "one JSON document" ``--json`` promises.
+* ``--dsn 'postgresql://...?sslmode=require'`` (libpq's spelling, what managed Postgres
+  hands out) ended in a ``TypeError`` traceback from inside SQLAlchemy's pool instead of
+  one error line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from typer.testing import CliRunner
+
+from cycgraph_memory import Memory, RunOutcome
+from cycgraph_memory.cli import app
+from cycgraph_memory.cli._common import Settings, emit_json
+
+
+def _strict(text: str) -> Any:
+    """``json.loads`` refusing ``Infinity`` / ``NaN`` (what jq and JavaScript do)."""
+
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"not JSON: {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_emit_json_writes_non_finite_floats_as_strings(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from cycgraph_memory.records import RetentionEvidence
+
+    evidence = RetentionEvidence(lift=0.1, se=0.1, df=float("inf"), p_promote=0.5,
+                                 p_evict=0.1, trials=3, baseline_runs=3)
+    emit_json(Settings(), {"evidence": evidence, "rows": [float("-inf"), float("nan"), 1.5],
+                           "nested": {"x": (float("inf"),)}})
+    payload = _strict(capsys.readouterr().out)
+    assert payload["evidence"]["df"] == "Infinity"
+    assert payload["rows"] == ["-Infinity", "NaN", 1.5]
+    assert payload["nested"] == {"x": ["Infinity"]}
+    # The library's models read the string back as the float.
+    assert RetentionEvidence.model_validate(payload["evidence"]).df == float("inf")
+
+
+# ----------------------------------------------------------------------------- Postgres
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def audit_dsn(pg_databases: Any) -> str:
+    """A database of this module's own (the commands commit for real)."""
+    from cycgraph_memory.postgres import upgrade
+
+    dsn = str(await pg_databases.create("audit5_cli"))
+    await upgrade(dsn, embedding_dim=8)
+    return dsn
+
+
+@pytest.fixture
+def cli(audit_dsn: str) -> Callable[..., Any]:
+    tenant = f"a5_{secrets.token_hex(5)}"
+    runner = CliRunner()
+
+    def invoke(*args: str, dsn: str = audit_dsn) -> Any:
+        return runner.invoke(app, ["--dsn", dsn, "--tenant", tenant, *args])
+
+    invoke.tenant = tenant  # type: ignore[attr-defined]
+    invoke.dsn = audit_dsn  # type: ignore[attr-defined]
+    return invoke
+
+
+def _seed_a_promotable_lesson(dsn: str, tenant: str) -> None:
+    """A candidate lesson whose runs score clearly higher (floor-variance z-test: df = inf)."""
+
+    async def work() -> None:
+        async with await Memory.open(dsn, tenant=tenant) as memory:
+            fact_id = await memory.remember("Always check the cache first.", tags=["candidate"])
+            assert memory.ledger is not None
+            for i in range(30):
+                used = [fact_id] if i % 2 else []
+                await memory.ledger.record_outcome(
+                    RunOutcome(run_id=f"run-{i}", score=0.8 if i % 2 else 0.5, fact_ids=used)
+                )
+
+    asyncio.run(work())
+
+
+@pytest.mark.postgres
+def test_gate_evaluate_and_audit_print_strict_json(cli: Callable[..., Any]) -> None:
+    _seed_a_promotable_lesson(cli.dsn, cli.tenant)  # type: ignore[attr-defined]
+    evaluated = cli("gate", "evaluate", "--json")
+    assert evaluated.exit_code == 0, evaluated.output
+    report = _strict(evaluated.stdout)
+    [promoted] = report["promoted"]
+    assert promoted["evidence"]["df"] == "Infinity"
+    audited = cli("gate", "audit", "--json")
+    assert audited.exit_code == 0, audited.output
+    entries = _strict(audited.stdout)["entries"]
+    assert [e["verdict"] for e in entries] == ["promoted"]
+    assert entries[0]["evidence"]["df"] == "Infinity"
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("query", ["sslmode=require", "connect_timeout=5", "application_name=x"])
+@pytest.mark.parametrize("command", [["stats"], ["db", "current"], ["search", "x"]])
+def test_a_libpq_only_dsn_parameter_is_one_error_line(
+    cli: Callable[..., Any], query: str, command: list[str]
+) -> None:
+    dsn = cli.dsn  # type: ignore[attr-defined]
+    result = cli(*command, dsn=f"{dsn}{'&' if '?' in dsn else '?'}{query}")
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit), result.exception  # no traceback
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert query.split("=")[0] in lines[0]
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.postgres
+def test_a_dsn_with_asyncpgs_ssl_parameter_works(cli: Callable[..., Any]) -> None:
+    dsn = cli.dsn  # type: ignore[attr-defined]
+    result = cli("db", "current", "--json", dsn=f"{dsn}{'&' if '?' in dsn else '?'}ssl=disable")
+    assert result.exit_code == 0, result.output
+    assert _strict(result.stdout)["up_to_date"] is True
