@@ -130,3 +130,35 @@ def test_a_dsn_with_asyncpgs_ssl_parameter_works(cli: Callable[..., Any]) -> Non
     result = cli("db", "current", "--json", dsn=f"{dsn}{'&' if '?' in dsn else '?'}ssl=disable")
     assert result.exit_code == 0, result.output
     assert _strict(result.stdout)["up_to_date"] is True
+
+
+# ----------------------------------------------------------------------------- stdin
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b'{"role": "user", "content": "caf\xe9"}\n',  # Latin-1 inside a JSON string
+     b'\xff\xfe{"role": "user", "content": "x"}\n',  # UTF-16 byte order mark
+     b'{"role": "user", "content": "x", "metadata": {"k": "\xe9t\xe9"}}\n'],
+)
+def test_non_utf8_stdin_is_reported_like_a_non_utf8_file(data: bytes, tmp_path: Any) -> None:
+    """``ingest -`` named a Latin-1 byte "a lone surrogate" or "not JSON" (stdin's text
+    layer uses surrogateescape); a file with the same bytes says "not UTF-8 text"."""
+    import os
+    import subprocess
+    import sys
+
+    file = tmp_path / "messages.jsonl"
+    file.write_bytes(data)
+    env = {**os.environ, "PYTHONIOENCODING": "", "CYCGRAPH_MEMORY_DSN": "postgresql://u@h/db"}
+    outputs = []
+    for source, stdin in ((str(file), b""), ("-", data)):
+        done = subprocess.run(
+            [sys.executable, "-m", "cycgraph_memory.cli", "ingest", source],
+            input=stdin, capture_output=True, env=env, timeout=120, check=False,
+        )
+        assert done.returncode == 1, done.stderr
+        lines = done.stderr.decode().strip().splitlines()
+        assert len(lines) == 1 and "not UTF-8 text" in lines[0], lines
+        outputs.append(lines[0].split(": ", 2)[-1])
+    assert outputs[0] == outputs[1]  # the same byte and reason

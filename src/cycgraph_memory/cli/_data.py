@@ -89,7 +89,11 @@ def _read_messages(source: str) -> list[dict[str, Any]]:
 
     try:
         if source == "-":
-            text = sys.stdin.read()
+            # The bytes, decoded strictly like a file: the text layer of stdin uses
+            # surrogateescape, which turned a non-UTF-8 byte into a lone surrogate (a
+            # misleading "not JSON" or "lone surrogate" error instead of "not UTF-8").
+            raw = getattr(sys.stdin, "buffer", None)
+            text = sys.stdin.read() if raw is None else raw.read().decode("utf-8")
         else:
             path = Path(source)
             if not path.is_file():
