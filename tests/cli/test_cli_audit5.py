@@ -162,3 +162,48 @@ def test_non_utf8_stdin_is_reported_like_a_non_utf8_file(data: bytes, tmp_path: 
         assert len(lines) == 1 and "not UTF-8 text" in lines[0], lines
         outputs.append(lines[0].split(": ", 2)[-1])
     assert outputs[0] == outputs[1]  # the same byte and reason
+
+
+# ----------------------------------------------------------------------------- vector indexes
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def empty_dsn(pg_databases: Any) -> str:
+    """A database without the schema."""
+    return str(await pg_databases.create("audit5_empty"))
+
+
+@pytest.mark.postgres
+def test_dedicate_large_tenants_without_the_schema_is_exit_3(empty_dsn: str) -> None:
+    """``db vector-indexes dedicate --min-documents N`` on an unmigrated database ended in
+    a SQLAlchemy ``ProgrammingError`` traceback (the raw engine's errors were not the
+    library's)."""
+    result = CliRunner().invoke(
+        app, ["--dsn", empty_dsn, "db", "vector-indexes", "dedicate", "--min-documents", "5"]
+    )
+    assert result.exit_code == 3, result.output
+    assert isinstance(result.exception, SystemExit), result.exception
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: schema not ready"), result.stderr
+
+
+@pytest.mark.postgres
+def test_a_min_documents_past_64_bits_selects_no_tenant(cli: Callable[..., Any]) -> None:
+    """It was sent as a bind parameter: "value out of int64 range" and a traceback."""
+    result = cli("db", "vector-indexes", "dedicate", "--min-documents", str(2**70), "--json")
+    assert result.exit_code == 0, result.output
+    assert _strict(result.stdout) == {"built": {}}
+
+
+@pytest.mark.postgres
+async def test_tenant_index_functions_raise_library_errors(empty_dsn: str) -> None:
+    from cycgraph_memory import SchemaNotReadyError
+    from cycgraph_memory.postgres import create_engine_from_dsn
+    from cycgraph_memory.postgres.tenant_indexes import dedicate_large_tenants
+
+    engine = create_engine_from_dsn(empty_dsn)
+    try:
+        with pytest.raises(SchemaNotReadyError):
+            await dedicate_large_tenants(engine, min_documents=1)
+    finally:
+        await engine.dispose()
