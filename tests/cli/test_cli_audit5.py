@@ -207,3 +207,65 @@ async def test_tenant_index_functions_raise_library_errors(empty_dsn: str) -> No
             await dedicate_large_tenants(engine, min_documents=1)
     finally:
         await engine.dispose()
+
+
+# ----------------------------------------------------------------------------- encodings
+
+
+def _run_with_encoding(encoding: str, dsn: str, tenant: str, *args: str) -> Any:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONIOENCODING": encoding, "CYCGRAPH_MEMORY_DSN": dsn,
+           "CYCGRAPH_MEMORY_TENANT": tenant, "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "cycgraph_memory.cli", *args],
+        capture_output=True, env=env, timeout=120, check=False,
+    )
+
+
+NON_LATIN = "Zoë Müller owns the café\u2028service 日本 🚀."
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_json_and_exports_survive_a_narrow_stdout_encoding(
+    cli: Callable[..., Any], encoding: str
+) -> None:
+    """``--json`` (and ``export graph`` on stdout) raised ``UnicodeEncodeError`` with a
+    traceback when stdout's encoding (a pipe on Windows: the ANSI code page) could not
+    hold a stored character."""
+    from cycgraph_memory import Entity, Provenance
+
+    dsn, tenant = cli.dsn, cli.tenant  # type: ignore[attr-defined]
+
+    async def seed() -> None:
+        async with await Memory.open(dsn, tenant=tenant) as memory:
+            await memory.remember(NON_LATIN, tags=["enc"])
+            await memory.store.put_entities(
+                [Entity(name=NON_LATIN, entity_type="thing", provenance=Provenance(source="agent"))]
+            )
+
+    asyncio.run(seed())
+    found = _run_with_encoding(encoding, dsn, tenant, "search", "--tag", "enc", "--json")
+    assert found.returncode == 0, found.stderr.decode()
+    assert _strict(found.stdout.decode("ascii" if encoding == "ascii" else "latin-1"))[
+        "facts"][0]["content"] == NON_LATIN
+    stats = _run_with_encoding(encoding, dsn, tenant, "stats", "--json")
+    assert stats.returncode == 0, stats.stderr.decode()
+    assert json.loads(stats.stdout)["tags"] == {"candidate": 1, "enc": 1}
+    for fmt in ("json", "graphml", "mermaid"):
+        exported = _run_with_encoding(encoding, dsn, tenant, "export", "graph", "--format", fmt)
+        assert exported.returncode == 0, exported.stderr.decode()
+        text = exported.stdout.decode("utf-8")  # UTF-8, as with --output
+        if fmt == "json":
+            assert [n["name"] for n in json.loads(text)["nodes"]] == [NON_LATIN]
+        elif fmt == "graphml":
+            assert NON_LATIN in text
+        else:
+            assert "日本 🚀" in text
+    table = _run_with_encoding(encoding, dsn, tenant, "search", "--tag", "enc")
+    assert table.returncode == 1
+    err = table.stderr.decode().strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "PYTHONIOENCODING" in err[0], err

@@ -154,10 +154,36 @@ def emit_json(state: Settings, payload: Any) -> None:
             return _finite(dump(mode="json"))
         return str(value)
 
-    text = json.dumps(
-        _finite(payload), default=default, indent=2, ensure_ascii=False, allow_nan=False
-    )
-    sys.stdout.write(text + "\n")
+    def dumps(ensure_ascii: bool) -> str:
+        return json.dumps(
+            _finite(payload), default=default, indent=2, ensure_ascii=ensure_ascii,
+            allow_nan=False,
+        ) + "\n"
+
+    try:
+        sys.stdout.write(dumps(ensure_ascii=False))
+    except UnicodeEncodeError:
+        # stdout's encoding (a pipe on Windows: the ANSI code page) cannot hold a
+        # character: \uXXXX escapes are the same JSON, in ASCII.
+        sys.stdout.write(dumps(ensure_ascii=True))
+
+
+def write_text(text: str) -> None:
+    """Write ``text`` on stdout; as UTF-8 bytes when stdout's encoding cannot hold it.
+
+    For documents that are UTF-8 by definition (GraphML declares it, JSON and Mermaid
+    files are): a pipe whose encoding is the ANSI code page would raise
+    ``UnicodeEncodeError`` on the first character outside it.
+    """
+    try:
+        sys.stdout.write(text)
+    except UnicodeEncodeError:
+        raw = getattr(sys.stdout, "buffer", None)
+        if raw is None:
+            raise
+        sys.stdout.flush()
+        raw.write(text.encode("utf-8"))
+        raw.flush()
 
 
 def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:

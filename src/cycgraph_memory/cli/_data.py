@@ -20,6 +20,7 @@ from cycgraph_memory.cli._common import (
     run,
     settings,
     table,
+    write_text,
 )
 
 if TYPE_CHECKING:
@@ -335,7 +336,7 @@ def export_graph_cmd(
             # --json promises one JSON document on stdout: GraphML / Mermaid come wrapped.
             emit_json(state, {"format": fmt, **counts, "text": text})
         else:
-            sys.stdout.write(text)
+            write_text(text)
         return
     try:
         output.write_text(text, encoding="utf-8")
