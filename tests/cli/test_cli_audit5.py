@@ -269,3 +269,27 @@ def test_json_and_exports_survive_a_narrow_stdout_encoding(
     assert table.returncode == 1
     err = table.stderr.decode().strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and "PYTHONIOENCODING" in err[0], err
+
+
+# ----------------------------------------------------------------------------- chart
+
+
+def test_simulate_chart_draws_every_rate_even_for_one_run_volume(tmp_path: Any) -> None:
+    """With one ``--runs`` value every line had one point, which SVG draws as nothing: the
+    chart showed axes and a legend but no rate at all."""
+    import xml.etree.ElementTree as ET
+
+    chart = tmp_path / "oc.svg"
+    result = CliRunner().invoke(
+        app, ["gate", "simulate", "--runs", "5", "--replicates", "2", "--effects", "0.1,-0.1",
+              "--noise", "0,0.1", "--chart", str(chart), "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    rows = _strict(result.stdout)["rows"]
+    svg = ET.parse(chart).getroot()
+    ns = "{http://www.w3.org/2000/svg}"
+    markers = [(float(c.get("cx", "nan")), float(c.get("cy", "nan")), c.get("fill"))
+               for c in svg.iter(f"{ns}circle")]
+    # One marker per rate (promotion and eviction) per cell: 2 effects x 2 noises x 1 volume.
+    assert len(rows) == 4 and len(markers) == 2 * len(rows)
+    assert all(y == y for _, y, _ in markers)  # no NaN coordinates
