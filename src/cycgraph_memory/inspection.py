@@ -16,7 +16,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from cycgraph_memory.contracts import MemoryIndex, MemoryStore, OutcomeLedger
-from cycgraph_memory.progress import ProgressCallback, report_progress
+from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
+from cycgraph_memory.progress import ProgressCallback, check_progress, report_progress
 from cycgraph_memory.records import QUARANTINE_TAG
 
 __all__ = [
@@ -188,11 +189,27 @@ async def memory_stats(
         ledger: The outcome ledger; its recorded runs are counted.
         candidate_tag: The tag marking lessons on trial (``RetentionPolicy.candidate_tag``).
         top: How many tags and themes to list.
-        progress: Called with ``ProgressEvent("stats", facts_read, None, "facts")`` per page.
+        progress: Called with ``ProgressEvent("stats", facts_read, None, "facts")`` per page
+            (a store counting in the database reports its fact count once).
 
     Returns:
         The :class:`MemoryStats`.
+
+    Raises:
+        InvalidTypeError: ``top`` is not an int, ``candidate_tag`` not a str, or
+            ``progress`` not callable.
+        InvalidInputError: ``top`` is negative or ``candidate_tag`` is empty.
     """
+    if isinstance(top, bool) or not isinstance(top, int):
+        raise InvalidTypeError(f"top must be an int, got {type(top).__name__}")
+    if top < 0:
+        raise InvalidInputError(f"top must be >= 0, got {top}")
+    if not isinstance(candidate_tag, str):
+        raise InvalidTypeError(f"candidate_tag must be a str, got {type(candidate_tag).__name__}")
+    if not candidate_tag:
+        raise InvalidInputError("candidate_tag must not be empty")
+    if progress is not None:
+        check_progress(progress)
     native = getattr(store, "record_counts", None)
     if native is not None:
         found: TenantCounts = await native(candidate_tag=candidate_tag, top=top)
@@ -200,6 +217,9 @@ async def memory_stats(
         counts["theme"] = RecordCounts()
         tags: Counter[str] = Counter(found.tags)
         candidates = found.pending_candidates
+        fact = counts["fact"]
+        read = fact.live + fact.invalidated + fact.quarantined
+        report_progress(progress, "stats", read, None, "facts")
     else:
         counts, tags, candidates = await _counted(store, candidate_tag, progress)
     themes = await store.list_themes(include_invalidated=True)

@@ -514,10 +514,15 @@ class Memory:
 
         Raises:
             MemoryClosedError: The memory is closed.
+            InvalidInputError: ``mode`` is not one of the three modes.
             RecordNotFoundError: ``entity`` names no live entity.
             pydantic.ValidationError: Out-of-range ``limit`` / ``max_hops``.
         """
         self._check_open()
+        if mode is not None and mode not in ("vector", "text", "hybrid"):
+            # Before the span opens: its cycgraph.mode attribute must be a mode, never
+            # whatever text was passed in its place.
+            raise InvalidInputError(f"mode must be 'vector', 'text' or 'hybrid', got {mode!r}")
         query: dict[str, Any] = {
             "text": text,
             "limit": limit,

@@ -121,4 +121,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if show is not None:
             show()
         return int(getattr(exc, "exit_code", 2))
+    except UnicodeEncodeError as exc:  # a table with text stdout's encoding cannot hold
+        encoding = getattr(sys.stdout, "encoding", None) or exc.encoding
+        sys.stderr.write(
+            f"error: the output holds characters {encoding} cannot encode; use --json, or "
+            "set PYTHONIOENCODING=utf-8\n"
+        )
+        return 1
     return int(result) if isinstance(result, int) else 0

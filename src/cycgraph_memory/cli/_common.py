@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -125,16 +126,64 @@ async def open_memory(state: Settings) -> Memory:
     return await Memory.open(resolve_dsn(state), tenant=state.tenant)
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float as a string (``"Infinity"``, ``"NaN"``).
+
+    JSON has no infinity: ``json.dumps`` would write a bare ``Infinity`` (a z-test's
+    ``df``), which strict parsers (``jq``, JavaScript) refuse. The string is what the
+    Postgres ledger stores, and the library's models read it back as the float.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
 def emit_json(state: Settings, payload: Any) -> None:
-    """Write ``payload`` as JSON on stdout (ids, dates and models as strings/objects)."""
+    """Write ``payload`` as JSON on stdout (ids, dates and models as strings/objects).
+
+    Always strict JSON: a non-finite float is written as a string (see :func:`_finite`).
+    """
 
     def default(value: Any) -> Any:
         dump = getattr(value, "model_dump", None)
         if dump is not None:
-            return dump(mode="json")
+            return _finite(dump(mode="json"))
         return str(value)
 
-    sys.stdout.write(json.dumps(payload, default=default, indent=2, ensure_ascii=False) + "\n")
+    def dumps(ensure_ascii: bool) -> str:
+        return json.dumps(
+            _finite(payload), default=default, indent=2, ensure_ascii=ensure_ascii,
+            allow_nan=False,
+        ) + "\n"
+
+    try:
+        sys.stdout.write(dumps(ensure_ascii=False))
+    except UnicodeEncodeError:
+        # stdout's encoding (a pipe on Windows: the ANSI code page) cannot hold a
+        # character: \uXXXX escapes are the same JSON, in ASCII.
+        sys.stdout.write(dumps(ensure_ascii=True))
+
+
+def write_text(text: str) -> None:
+    """Write ``text`` on stdout; as UTF-8 bytes when stdout's encoding cannot hold it.
+
+    For documents that are UTF-8 by definition (GraphML declares it, JSON and Mermaid
+    files are): a pipe whose encoding is the ANSI code page would raise
+    ``UnicodeEncodeError`` on the first character outside it.
+    """
+    try:
+        sys.stdout.write(text)
+    except UnicodeEncodeError:
+        raw = getattr(sys.stdout, "buffer", None)
+        if raw is None:
+            raise
+        sys.stdout.flush()
+        raw.write(text.encode("utf-8"))
+        raw.flush()
 
 
 def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:

@@ -20,6 +20,7 @@ from cycgraph_memory.cli._common import (
     run,
     settings,
     table,
+    write_text,
 )
 
 if TYPE_CHECKING:
@@ -89,7 +90,11 @@ def _read_messages(source: str) -> list[dict[str, Any]]:
 
     try:
         if source == "-":
-            text = sys.stdin.read()
+            # The bytes, decoded strictly like a file: the text layer of stdin uses
+            # surrogateescape, which turned a non-UTF-8 byte into a lone surrogate (a
+            # misleading "not JSON" or "lone surrogate" error instead of "not UTF-8").
+            raw = getattr(sys.stdin, "buffer", None)
+            text = sys.stdin.read() if raw is None else raw.read().decode("utf-8")
         else:
             path = Path(source)
             if not path.is_file():
@@ -331,7 +336,7 @@ def export_graph_cmd(
             # --json promises one JSON document on stdout: GraphML / Mermaid come wrapped.
             emit_json(state, {"format": fmt, **counts, "text": text})
         else:
-            sys.stdout.write(text)
+            write_text(text)
         return
     try:
         output.write_text(text, encoding="utf-8")

@@ -133,7 +133,8 @@ _COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#
 def operating_characteristics_svg(rows: list[OperatingCharacteristicsRow]) -> str:
     """A line chart (SVG text) of the promote and evict rates by run count, one line per effect.
 
-    Solid lines are promotion rates, dashed lines eviction rates; one panel per noise level.
+    Solid lines (filled markers) are promotion rates, dashed lines (hollow markers)
+    eviction rates; one panel per noise level.
     """
     width, height, pad = 640, 360, 48
     noises = sorted({r.noise_sd for r in rows})
@@ -190,6 +191,14 @@ def operating_characteristics_svg(rows: list[OperatingCharacteristicsRow]) -> st
                 out.append(
                     f'<polyline points="{points}" fill="none" stroke="{colour}" '
                     f'stroke-width="2"{dash}/>'
+                )
+                # A marker per point: one run volume makes a one-point line, which SVG
+                # draws as nothing (filled: promotion, hollow: eviction).
+                fill = colour if not dash else "white"
+                out.extend(
+                    f'<circle cx="{x_of(r.runs):.1f}" cy="{y_of(getattr(r, attr)):.1f}" r="3" '
+                    f'fill="{fill}" stroke="{colour}"/>'
+                    for r in cell
                 )
             legend_y = top + pad + 16 * i
             out.append(

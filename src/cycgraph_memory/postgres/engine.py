@@ -55,9 +55,11 @@ def asyncpg_url(dsn: str | URL) -> URL:
 
     Raises:
         InvalidInputError: The DSN cannot be parsed, names another database driver, has
-            an ``sslmode`` that is not a libpq mode (or contradicts its ``ssl``), or a
+            an ``sslmode`` that is not a libpq mode (or contradicts its ``ssl``), a
             libpq parameter asyncpg cannot take (``sslrootcert``, ``options``, ...: pass
-            ``connect_args`` such as ``{"ssl": ssl_context}`` instead).
+            ``connect_args`` such as ``{"ssl": ssl_context}`` instead), or any other
+            query parameter ``asyncpg.connect`` cannot take as text (numbers and flags
+            such as ``timeout`` go in ``connect_args``).
     """
     try:
         url = make_url(dsn) if isinstance(dsn, str) else dsn
@@ -87,7 +89,39 @@ def asyncpg_url(dsn: str | URL) -> URL:
                 f"DSN sets sslmode={mode!r} and ssl={url.query['ssl']!r}; keep one"
             )
         url = url.difference_update_query(["sslmode"]).update_query_dict({"ssl": mode})
+    # libpq's connect_timeout / application_name: applied by create_engine_from_dsn.
+    accepted = _connect_parameters() | {"connect_timeout", "application_name"}
+    for name in url.query:
+        if name not in accepted:
+            raise InvalidInputError(
+                f"unsupported DSN parameter {name!r}; a DSN may carry "
+                f"{', '.join(sorted(accepted))} (others go in connect_args)"
+            )
     return url.set(drivername="postgresql+asyncpg")
+
+
+def _connect_parameters() -> frozenset[str]:
+    """The DSN query parameters that reach ``asyncpg.connect`` as usable keyword arguments.
+
+    SQLAlchemy's asyncpg dialect passes every query parameter on as a keyword argument,
+    as text (it converts ``port`` and ``prepared_statement_cache_size`` only): one that
+    ``asyncpg.connect`` does not take or wants as a number or a flag (``timeout``,
+    ``direct_tls``) would fail at the first connection with a ``TypeError``, or be
+    misread. Those go in ``connect_args`` of :func:`create_engine_from_dsn` (libpq's
+    ``sslmode``, ``connect_timeout`` and ``application_name`` are translated first).
+    """
+    import inspect
+
+    import asyncpg
+
+    taken = set(inspect.signature(asyncpg.connect).parameters)
+    return frozenset((taken & _TEXT_PARAMETERS) | {"prepared_statement_cache_size"})
+
+
+_TEXT_PARAMETERS = frozenset(
+    {"host", "port", "user", "password", "database", "passfile", "service", "servicefile",
+     "ssl", "target_session_attrs", "krbsrvname", "gsslib", "command_timeout"}
+)
 
 
 def create_engine_from_dsn(

@@ -26,17 +26,22 @@ drops the dedicated indexes with the old column: build them again afterwards.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.postgres._base import validate_tenant
+from cycgraph_memory.postgres._errors import translate_errors
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 __all__ = [
     "DEDICATE_MIN_DOCUMENTS",
@@ -61,6 +66,25 @@ _PREFIX = "ix_{table}_hnsw_t_"
 _COMMENT = "cycgraph-memory dedicated vector index of tenant "
 _CREATE = re.compile(r"^CREATE INDEX (\S+) ON (.+)$", re.DOTALL)
 _PREDICATE = re.compile(r"\(tenant_id = '((?:[^']|'')*)'::text\)")
+
+
+_INT64_MAX = 2**63 - 1
+
+
+def _translating(fn: Callable[_P, Awaitable[_T]]) -> Callable[_P, Awaitable[_T]]:
+    """Database errors of ``fn`` as the library's (``StorageError`` and its subclasses).
+
+    These functions work on a raw engine, outside the store's error translation: a
+    missing schema, a role that does not own the tables or a lost server would otherwise
+    surface as SQLAlchemy exceptions.
+    """
+
+    @functools.wraps(fn)
+    async def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        with translate_errors():
+            return await fn(*args, **kwargs)
+
+    return wrapper
 
 
 @dataclass(frozen=True)
@@ -122,6 +146,7 @@ async def _index_state(conn: Any, name: str) -> bool | None:
     return None if row is None else bool(row[0])
 
 
+@_translating
 async def dedicate_vector_indexes(
     engine: AsyncEngine, tenant_id: str, *, tables: Sequence[str] | None = None
 ) -> list[str]:
@@ -137,6 +162,7 @@ async def dedicate_vector_indexes(
 
     Raises:
         InvalidInputError: An invalid tenant id or table name.
+        StorageError: The database refused (e.g. a role that does not own the tables).
     """
     tenant = validate_tenant(tenant_id)
     built: list[str] = []
@@ -168,6 +194,7 @@ async def dedicate_vector_indexes(
     return built
 
 
+@_translating
 async def drop_dedicated_vector_indexes(
     engine: AsyncEngine, tenant_id: str, *, tables: Sequence[str] | None = None
 ) -> list[str]:
@@ -189,6 +216,7 @@ async def drop_dedicated_vector_indexes(
     return dropped
 
 
+@_translating
 async def list_dedicated_vector_indexes(engine: AsyncEngine) -> list[DedicatedIndex]:
     """Every dedicated vector index of the database, by tenant then table.
 
@@ -226,6 +254,7 @@ async def list_dedicated_vector_indexes(engine: AsyncEngine) -> list[DedicatedIn
     return sorted(out, key=lambda d: (d.tenant_id, order[d.table]))
 
 
+@_translating
 async def dedicate_large_tenants(
     engine: AsyncEngine, *, min_documents: int = DEDICATE_MIN_DOCUMENTS
 ) -> dict[str, list[str]]:
@@ -233,7 +262,12 @@ async def dedicate_large_tenants(
 
     Tenants are sized by their facts in ``text_search_corpora`` (kept by triggers on
     every write). Tenants that already have all of theirs are skipped without DDL.
-    Returns the indexes built, by tenant (tenants with nothing to build omitted).
+    Returns the indexes built, by tenant (tenants with nothing to build omitted). A
+    ``min_documents`` past 64 bits selects no tenant (no count reaches it).
+
+    Raises:
+        InvalidInputError: ``min_documents`` is not an int >= 1.
+        StorageError: The database refused (``SchemaNotReadyError`` without the schema).
     """
     if isinstance(min_documents, bool) or not isinstance(min_documents, int) or (
         min_documents < 1
@@ -249,7 +283,7 @@ async def dedicate_large_tenants(
                         "WHERE corpus = 'facts' AND documents >= :n "
                         "ORDER BY documents DESC, tenant_id"
                     ),
-                    {"n": min_documents},
+                    {"n": min(min_documents, _INT64_MAX)},
                 )
             ).all()
         ]
