@@ -430,3 +430,36 @@ async def test_average_linkage_merge_uses_mean_cross_similarity() -> None:
 def test_unknown_linkage_rejected() -> None:
     with pytest.raises(InvalidInputError):
         consolidating(linkage="single")
+
+
+# --------------------------------------------------------------------------- labels
+
+
+async def test_labels_and_key_terms_leave_out_the_grounding_prefix() -> None:
+    """A conversation's facts start with "<speaker> on <date>: ": not a topic."""
+    facts = [
+        fact("Maya Lopez on 2026-11-30: The billing service depends on PostgreSQL", [1.0, 0.0]),
+        fact("Maya Lopez on 2026-11-30: The billing service caches in Redis", [0.9, 0.1]),
+    ]
+    [only] = await consolidating().cluster(facts)
+    assert only.label == "The billing service depends on PostgreSQL"
+    assert only.description == "2 facts; key terms: billing, service, caches"
+    # The facts themselves keep their grounding (it is what retrieval searches).
+    assert facts[0].content.startswith("Maya Lopez on 2026-11-30: ")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("user on 2026-11-30: The deploy runs at noon", "The deploy runs at noon"),
+        ("Dr. Ana: on call on 2025-01-02: paged twice", "paged twice"),
+        ("no prefix here", "no prefix here"),
+        ("Ana on 2025-01-02: ", "Ana on 2025-01-02: "),  # nothing after it: kept whole
+        ("Ana on 2025-1-2: short date", "Ana on 2025-1-2: short date"),
+        ("x" * 201 + " on 2025-01-02: body", "x" * 201 + " on 2025-01-02: body"),
+    ],
+)
+def test_without_grounding(text: str, expected: str) -> None:
+    from cycgraph_memory.hierarchy.grounding import without_grounding
+
+    assert without_grounding(text) == expected

@@ -35,7 +35,9 @@ caller with that mapping. Invalidated (soft-deleted) existing themes are passed 
 unchanged and take no part in assignment or merging.
 
 Labels: a new theme is labelled with the member fact closest to its centroid (cut at a word
-boundary to about 60 characters) and described as ``"N facts; key terms: ..."``. Existing
+boundary to about 60 characters) and described as ``"N facts; key terms: ..."``; the
+``"<speaker> on <date>: "`` that grounding puts before a conversation's facts is left out
+of both (:func:`~cycgraph_memory.hierarchy.grounding.without_grounding`). Existing
 themes keep their label and description; their ``fact_ids`` and centroid are updated.
 """
 
@@ -56,6 +58,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cycgraph_memory._validate import instances_of
 from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInputError
+from cycgraph_memory.hierarchy.grounding import without_grounding
 from cycgraph_memory.records import Provenance, SemanticFact, Theme, new_id, utc_now
 
 __all__ = [
@@ -429,11 +432,11 @@ class _GreedyClusterer:
         c = cl.centroid()
         if c is not None and cl.member_vecs:
             closest = int(np.argmax(np.stack([v for _, v in cl.member_vecs]) @ c))
-            label = _short_label(cl.member_vecs[closest][0].content)
+            label = _short_label(without_grounding(cl.member_vecs[closest][0].content))
         if not label and cl.members:
-            label = _short_label(cl.members[0].content)
+            label = _short_label(without_grounding(cl.members[0].content))
         n = len(cl.theme.fact_ids)
-        terms = _key_terms([f.content for f in cl.members])
+        terms = _key_terms([without_grounding(f.content) for f in cl.members])
         cl.theme.label = label or "Untitled theme"
         cl.theme.description = f"{n} fact{'s' if n != 1 else ''}" + (
             f"; key terms: {', '.join(terms)}" if terms else ""

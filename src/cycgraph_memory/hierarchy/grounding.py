@@ -39,6 +39,7 @@ __all__ = [
     "is_filler",
     "resolve_first_person",
     "speaker_of",
+    "without_grounding",
 ]
 
 MIN_CONTENT_WORDS = 2
@@ -115,6 +116,22 @@ def resolve_first_person(text: str, speaker: str) -> str:
         return _TEMPLATES[group].format(s=speaker)
 
     return _FIRST_PERSON.sub(replace, text)
+
+
+_GROUNDING_PREFIX = re.compile(r"[^\n]{1,200}? on \d{4}-\d{2}-\d{2}: ")
+
+
+def without_grounding(text: str) -> str:
+    """``text`` without the ``"<speaker> on <YYYY-MM-DD>: "`` that :func:`contextualize` adds.
+
+    For what people read about a fact rather than search (a theme's label and key terms):
+    every fact of a conversation starts with a speaker and a date, which say nothing
+    about its topic. Text without that prefix (or with nothing after it) is returned as is.
+    """
+    match = _GROUNDING_PREFIX.match(text)
+    if match is None or match.end() == len(text):
+        return text
+    return text[match.end():]
 
 
 def contextualize(fact: SemanticFact, message: Message) -> str:
