@@ -485,6 +485,7 @@ class MemoryPipeline:
             )
             if not episodes:
                 return report
+            facts, relinked = await self._split_stored_facts(facts)
             clusterer = await self._clusterer(facts)
             existing = await self._candidates(facts, clusterer, opts)
             themes = await clusterer.cluster(facts, existing)
@@ -500,6 +501,7 @@ class MemoryPipeline:
                 if t.id not in survivors
             ]
             remapped = await self._remap_merged(merged_away, themes)
+            remapped = _relink(remapped, relinked)
             touched = _touched_themes(themes, existing)
             new_entity_ids = [e.id for e in entities]
             relationships, ended = split_ended_markers(relationships)
@@ -656,6 +658,43 @@ class MemoryPipeline:
                 raise EmbeddingDimensionMismatchError(
                     expected, len(message.embedding), f"message {message.id}"
                 )
+
+    async def _split_stored_facts(
+        self, facts: list[SemanticFact]
+    ) -> tuple[list[SemanticFact], dict[uuid.UUID, SemanticFact]]:
+        """Split off the facts whose id is already stored, linked to their new sources.
+
+        Extractors derive fact ids from the episode id, and episode ids from the message
+        ids: messages whose episode was hard-deleted (a consolidation pass pruning old
+        episodes keeps their facts) come back as the same episode and the same fact ids.
+        The stored fact is kept as it is (a forgotten or superseded one stays invalidated,
+        it stays in the one theme that lists it, its counts and tags stay) and only gains
+        the re-created episode and messages as sources; it is not clustered again.
+        Returns the facts to create and the stored ones to write back, by id.
+        """
+        if not facts:
+            return facts, {}
+        ids = [f.id for f in facts]
+        lock = getattr(self.store, "get_facts_for_update", None)
+        stored = await (lock(ids) if lock is not None else self.store.get_facts(ids))
+        if not stored:
+            return facts, {}
+        relinked: dict[uuid.UUID, SemanticFact] = {}
+        for fact in facts:
+            old = stored.get(fact.id)
+            if old is None:
+                continue
+            relinked[fact.id] = old.model_copy(
+                update={
+                    "source_episode_ids": list(
+                        dict.fromkeys([*old.source_episode_ids, *fact.source_episode_ids])
+                    ),
+                    "source_message_ids": list(
+                        dict.fromkeys([*old.source_message_ids, *fact.source_message_ids])
+                    ),
+                }
+            )
+        return [f for f in facts if f.id not in stored], relinked
 
     async def _remap_merged(
         self, merged_away: list[Theme], themes: list[Theme]
@@ -832,3 +871,23 @@ def _merge_batch_entities(
             rel = rel.model_copy(update={"source_id": source, "target_id": target})
         edges.append(rel)
     return kept, facts, edges
+
+
+def _relink(
+    remapped: list[SemanticFact], relinked: dict[uuid.UUID, SemanticFact]
+) -> list[SemanticFact]:
+    """``remapped`` plus the re-linked stored facts, one copy per id.
+
+    A re-linked fact that a theme merge also re-points keeps both changes.
+    """
+    if not relinked:
+        return remapped
+    out: list[SemanticFact] = []
+    pending = dict(relinked)
+    for fact in remapped:
+        again = pending.pop(fact.id, None)
+        if again is not None:
+            fact = again.model_copy(update={"theme_id": fact.theme_id})
+        out.append(fact)
+    out.extend(pending.values())
+    return out

@@ -1,0 +1,111 @@
+"""Audit 5 (k): the hierarchy's invariants over sequences of operations, on both backends.
+
+After any sequence on one tenant: every live fact is in exactly one live theme that lists
+it, an episode's ``fact_ids`` and its facts' ``source_episode_ids`` agree, a message is
+stored once, and an invalidated record stays invalidated unless a pass says otherwise.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from cycgraph_memory import (
+    HashingEmbeddingProvider,
+    MemoryConsolidator,
+    MemoryPipeline,
+    Message,
+)
+
+DIM = 8  # tests/contract/conftest.py::EMBED_DIM
+T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+SENTENCES = [
+    "Alice Smith maintains the billing service.",
+    "The billing service depends on Postgres.",
+    "Bob Jones works at Acme Corp.",
+    "Acme Corp is based in Berlin.",
+    "Carol leads the search team.",
+    "The search team uses Elasticsearch.",
+]
+
+
+def _messages(k: int, n: int = 3) -> list[Message]:
+    """Conversation ``k``: ``n`` messages with fixed ids, a day after conversation k-1."""
+    return [
+        Message(
+            id=uuid.UUID(int=k * 100 + i + 1),
+            role="user" if i % 2 == 0 else "assistant",
+            content=SENTENCES[(k * n + i) % len(SENTENCES)],
+            timestamp=T0 + timedelta(days=k, minutes=i),
+        )
+        for i in range(n)
+    ]
+
+
+async def _violations(store: Any) -> list[str]:
+    """The hierarchy invariants that do not hold in ``store`` (empty when all hold)."""
+    out: list[str] = []
+    facts = {f.id: f for f in await store.find_facts(include_invalidated=True)}
+    themes = await store.list_themes(include_invalidated=True)
+    live_themes = {t.id: t for t in themes if t.invalidated_at is None}
+    episodes = await store.list_episodes(include_invalidated=True)
+    for fact in facts.values():
+        if fact.invalidated_by is not None:
+            continue
+        listing = [t.id for t in live_themes.values() if fact.id in t.fact_ids]
+        if fact.theme_id not in live_themes or listing != [fact.theme_id]:
+            out.append(f"live fact {fact.id}: theme {fact.theme_id}, listed by {listing}")
+    holder: dict[uuid.UUID, uuid.UUID] = {}
+    for episode in episodes:
+        for message in episode.messages:
+            if message.id in holder:
+                out.append(f"message {message.id} stored twice")
+            holder[message.id] = episode.id
+        for fid in episode.fact_ids:
+            if fid in facts and episode.id not in facts[fid].source_episode_ids:
+                out.append(f"episode {episode.id} lists fact {fid}, not one of its sources")
+    ids = {e.id for e in episodes}
+    for fact in facts.values():
+        out.extend(
+            f"fact {fact.id} cites missing episode {e}"
+            for e in fact.source_episode_ids
+            if e not in ids
+        )
+    return out
+
+
+@pytest.mark.parametrize("delete_mode", ["soft", "hard"])
+async def test_reingesting_pruned_messages_keeps_stored_facts_as_they_are(
+    store: Any, index: Any, delete_mode: str
+) -> None:
+    """Messages of a pruned episode ingested again re-create neither a forgotten fact
+    nor the facts' place in their themes: the stored facts gain the sources back.
+
+    Fact ids derive from the episode id and episode ids from the message ids, so with
+    ``delete_mode="hard"`` the same messages came back as the same facts and the write
+    replaced the stored ones: a forgotten fact was served again.
+    """
+    pipeline = MemoryPipeline(store, embedder=HashingEmbeddingProvider(dimensions=DIM), index=index)
+    first = await pipeline.ingest(_messages(0), run_id="a")
+    await pipeline.ingest(_messages(1), run_id="b")
+    gone = first.fact_ids[0]
+    forgotten = await store.get_fact(gone)
+    await store.put_fact(forgotten.model_copy(update={"invalidated_by": "forgotten"}))
+    report = await MemoryConsolidator(
+        store, index, max_episodes=1, delete_mode=delete_mode
+    ).consolidate()
+    assert report.episodes_pruned == 1
+    before = await store.get_facts(first.fact_ids)
+
+    await pipeline.ingest(_messages(0), run_id="c")
+
+    after = await store.get_facts(first.fact_ids)
+    assert after[gone].invalidated_by == "forgotten"
+    for fid, fact in after.items():
+        assert fact.theme_id == before[fid].theme_id
+        assert fact.provenance == before[fid].provenance
+        assert fact.embedding == before[fid].embedding
+    assert await _violations(store) == []
