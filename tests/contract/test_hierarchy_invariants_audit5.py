@@ -109,3 +109,41 @@ async def test_reingesting_pruned_messages_keeps_stored_facts_as_they_are(
         assert fact.provenance == before[fid].provenance
         assert fact.embedding == before[fid].embedding
     assert await _violations(store) == []
+
+
+async def test_erasing_a_message_of_a_pruned_episode_erases_what_was_derived_from_it(
+    store: Any, index: Any
+) -> None:
+    """A hard consolidation pass deletes old episodes (their messages) but keeps their
+    facts, which still cite the messages. Erasing such a message by id must erase the
+    facts whose only source it is, and leave no row holding the id (docs/lifecycle.md).
+
+    The plan counted as erased only the messages still stored, so the fact (its text
+    quotes the message) survived the erasure with the erased id in its sources.
+    """
+    from cycgraph_memory import purge
+
+    pipeline = MemoryPipeline(store, embedder=HashingEmbeddingProvider(dimensions=DIM), index=index)
+    first = await pipeline.ingest(_messages(0), run_id="a")
+    await pipeline.ingest(_messages(1), run_id="b")
+    report = await MemoryConsolidator(
+        store, index, max_episodes=1, delete_mode="hard"
+    ).consolidate()
+    assert report.episodes_pruned == 1
+    said = uuid.UUID(int=1)  # the first message of conversation 0
+    derived = [
+        f.id
+        for f in (await store.get_facts(first.fact_ids)).values()
+        if f.source_message_ids == [said]
+    ]
+    assert derived
+
+    erased = await purge(store, index=index, message_ids=[said])
+
+    assert erased.facts == len(derived)
+    assert await store.get_facts(derived) == {}
+    facts = await store.find_facts(include_invalidated=True)
+    assert all(said not in f.source_message_ids for f in facts)
+    assert await _violations(store) == []
+    again = await purge(store, index=index, message_ids=[said], dry_run=True)
+    assert (again.facts, again.facts_updated, again.messages) == (0, 0, 0)
