@@ -7,11 +7,14 @@ stored once, and an invalidated record stays invalidated unless a pass says othe
 
 from __future__ import annotations
 
+import io
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cycgraph_memory import (
     HashingEmbeddingProvider,
@@ -147,3 +150,144 @@ async def test_erasing_a_message_of_a_pruned_episode_erases_what_was_derived_fro
     assert await _violations(store) == []
     again = await purge(store, index=index, message_ids=[said], dry_run=True)
     assert (again.facts, again.facts_updated, again.messages) == (0, 0, 0)
+
+
+# --------------------------------------------------------------- interleaved sequences
+
+
+class _OtherEmbedder:
+    """A second deterministic embedder (for ``reembed``): other vectors than hashing."""
+
+    dimensions = DIM
+
+    async def embed(self, texts: Any) -> list[list[float]]:
+        import hashlib
+
+        out = []
+        for text in texts:
+            digest = hashlib.sha256(text.encode()).digest()
+            out.append([float(b % 5) - 1.5 for b in digest[:DIM]])
+        return out
+
+
+_OPS = st.one_of(
+    st.tuples(st.just("ingest"), st.integers(0, 5), st.integers(1, 4)),
+    st.tuples(st.just("resolve")),
+    st.tuples(
+        st.just("conflicts"),
+        st.sampled_from(["supersede-on-newer", "negation-invalidates-positive"]),
+    ),
+    st.tuples(
+        st.just("consolidate"),
+        st.integers(2, 12),
+        st.integers(1, 4),
+        st.sampled_from(["soft", "hard"]),
+    ),
+    st.tuples(st.just("forget"), st.integers(0, 40)),
+    st.tuples(st.just("erase"), st.integers(0, 5), st.integers(0, 3)),
+    st.tuples(st.just("reembed")),
+    st.tuples(st.just("search"), st.integers(0, len(SENTENCES) - 1)),
+)
+
+
+def _records(facts: Any, themes: Any, episodes: Any) -> tuple[Any, ...]:
+    return (
+        sorted((f.model_dump(mode="json") for f in facts), key=lambda d: d["id"]),
+        sorted((t.model_dump(mode="json") for t in themes), key=lambda d: d["id"]),
+        sorted((e.model_dump(mode="json") for e in episodes), key=lambda d: d["id"]),
+    )
+
+
+async def _dump(store: Any) -> tuple[Any, ...]:
+    return _records(
+        await store.find_facts(include_invalidated=True),
+        await store.list_themes(include_invalidated=True),
+        await store.list_episodes(include_invalidated=True),
+    )
+
+
+@pytest.fixture
+def fresh_tenant(backend: str, request: pytest.FixtureRequest) -> Any:
+    """Make a new empty (store, index) pair of the backend: one tenant per example."""
+    from cycgraph_memory import InMemoryMemoryIndex, InMemoryMemoryStore
+
+    if backend == "memory":
+        return lambda: (
+            InMemoryMemoryStore(expected_dimensions=DIM),
+            InMemoryMemoryIndex(expected_dimensions=DIM),
+        )
+    make = request.getfixturevalue("pg_make_store")
+
+    def parts() -> tuple[Any, Any]:
+        tenant = f"audit5k-{uuid.uuid4().hex[:12]}"
+        return make(tenant), make(tenant, index=True)
+
+    return parts
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(ops=st.lists(_OPS, min_size=1, max_size=7))
+async def test_interleaved_operations_keep_the_hierarchy(
+    fresh_tenant: Any, ops: list[tuple[Any, ...]]
+) -> None:
+    """Ingests, passes, forgets, erasures, re-embedding and retrieval in any order: the
+    invariants hold after every step, and an export imports into a fresh tenant as the
+    same records."""
+    from cycgraph_memory import (
+        ConflictDetector,
+        EntityResolver,
+        InMemoryMemoryStore,
+        export,
+        import_,
+        purge,
+        reembed,
+        retrieve_memory,
+    )
+
+    store, index = fresh_tenant()
+    embedder = HashingEmbeddingProvider(dimensions=DIM)
+    pipeline = MemoryPipeline(store, embedder=embedder, index=index)
+    forgotten: set[uuid.UUID] = set()
+    for step, op in enumerate(ops):
+        kind = op[0]
+        if kind == "ingest":
+            await pipeline.ingest(_messages(op[1], op[2]), run_id=f"run-{step}")
+        elif kind == "resolve":
+            await EntityResolver(store).resolve()
+        elif kind == "conflicts":
+            detector = ConflictDetector(store, index)
+            await detector.auto_resolve_all(await detector.detect_conflicts(), op[1])
+        elif kind == "consolidate":
+            await MemoryConsolidator(
+                store, index, max_facts=op[1], max_episodes=op[2], delete_mode=op[3]
+            ).consolidate()
+        elif kind == "forget":
+            live = await store.find_facts()
+            if live:
+                fact = live[op[1] % len(live)]
+                await store.put_fact(fact.model_copy(update={"invalidated_by": "forgotten"}))
+                forgotten.add(fact.id)
+        elif kind == "erase":
+            said = uuid.UUID(int=op[1] * 100 + op[2] + 1)
+            await purge(store, index=index, message_ids=[said])
+            facts = await store.find_facts(include_invalidated=True)
+            assert all(said not in f.source_message_ids for f in facts), ops[: step + 1]
+        elif kind == "reembed":
+            await reembed(store, _OtherEmbedder(), index=index)
+        else:
+            await retrieve_memory(
+                store, index, {"text": SENTENCES[op[1]]}, embedder=embedder
+            )
+        assert await _violations(store) == [], ops[: step + 1]
+        kept = await store.get_facts(forgotten)  # deleted, or still invalidated
+        assert all(f.invalidated_by is not None for f in kept.values()), ops[: step + 1]
+    exported = io.StringIO()
+    await export(store, exported)
+    exported.seek(0)
+    fresh = InMemoryMemoryStore(expected_dimensions=DIM)
+    await import_(fresh, exported)
+    assert await _dump(fresh) == await _dump(store)
