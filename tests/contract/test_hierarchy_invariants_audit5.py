@@ -152,6 +152,44 @@ async def test_erasing_a_message_of_a_pruned_episode_erases_what_was_derived_fro
     assert (again.facts, again.facts_updated, again.messages) == (0, 0, 0)
 
 
+
+async def test_reingesting_pruned_messages_keeps_stored_entities_and_edges(
+    store: Any, index: Any
+) -> None:
+    """Like facts, the entities and edges re-derived from the messages of a hard-deleted
+    episode keep their stored records: an invalidated edge stays invalidated, an entity
+    keeps its provenance and what it absorbed (they were replaced by fresh copies)."""
+    pipeline = MemoryPipeline(store, embedder=HashingEmbeddingProvider(dimensions=DIM), index=index)
+    said = ["Bob Jones works at Acme Corp.", "Bob Jones lives in Berlin."]
+    conversation = [
+        Message(id=uuid.UUID(int=900 + i), role="user", content=text,
+                timestamp=T0 + timedelta(minutes=i))
+        for i, text in enumerate(said)
+    ]
+    first = await pipeline.ingest(conversation, run_id="a")
+    await pipeline.ingest(_messages(1), run_id="b")
+    assert first.relationship_ids and first.entity_ids
+    edges = await store.get_relationships(first.relationship_ids)
+    await store.put_relationships(
+        r.model_copy(update={"invalidated_by": "manual"}) for r in edges.values()
+    )
+    entities = await store.get_entities(first.entity_ids)
+    await store.put_entities(
+        e.model_copy(update={"attributes": {**e.attributes, "checked": True}})
+        for e in entities.values()
+    )
+    await MemoryConsolidator(store, index, max_episodes=1, delete_mode="hard").consolidate()
+    before = await store.get_entities(first.entity_ids)
+
+    again = await pipeline.ingest(conversation, run_id="c")
+
+    assert again.messages_ingested == len(conversation)
+    assert again.entity_ids == [] and again.relationship_ids == []
+    edges = await store.get_relationships(first.relationship_ids)
+    assert {r.invalidated_by for r in edges.values()} == {"manual"}
+    assert await store.get_entities(first.entity_ids) == before
+    assert await _violations(store) == []
+
 # --------------------------------------------------------------- interleaved sequences
 
 

@@ -517,6 +517,10 @@ class MemoryPipeline:
             relationships = await close_ended_relationships(
                 self.store, relationships, ended, matched
             )
+            entities, relationships, kept = await self._keep_stored_records(
+                prepared, entities, relationships
+            )
+            new_entity_ids = [i for i in new_entity_ids if i not in kept]
             # Referenced records first: facts may cite only stored episodes, entities
             # and themes (DanglingReferenceError otherwise).
             await self.store.put_episodes(episodes)
@@ -695,6 +699,36 @@ class MemoryPipeline:
                 }
             )
         return [f for f in facts if f.id not in stored], relinked
+
+    async def _keep_stored_records(
+        self,
+        prepared: _Prepared,
+        entities: list[Entity],
+        relationships: list[Relationship],
+    ) -> tuple[list[Entity], list[Relationship], set[uuid.UUID]]:
+        """Drop the extracted entities and edges whose id is already stored.
+
+        As for facts (:meth:`_split_stored_facts`): an episode re-created from messages
+        whose episode was hard-deleted re-derives its entities and edges under the same
+        ids, and writing them would replace the stored records (an invalidated or closed
+        edge served again, what an entity absorbed lost). The stored records stay as they
+        are. Stored entities and edges that resolution rewrites on purpose (an entity that
+        absorbed a new one, an edge an "ended" marker closes) carry other ids and are kept.
+        Returns the entities and edges to write and the ids of the stored entities kept.
+        """
+        extracted_entities = {e.id for e in prepared.entities}
+        extracted_edges = {r.id for r in prepared.relationships}
+        entity_ids = [e.id for e in entities if e.id in extracted_entities]
+        edge_ids = [r.id for r in relationships if r.id in extracted_edges]
+        stored_entities = await self.store.get_entities(entity_ids) if entity_ids else {}
+        stored_edges = await self.store.get_relationships(edge_ids) if edge_ids else {}
+        if not stored_entities and not stored_edges:
+            return entities, relationships, set()
+        return (
+            [e for e in entities if e.id not in stored_entities],
+            [r for r in relationships if r.id not in stored_edges],
+            set(stored_entities),
+        )
 
     async def _remap_merged(
         self, merged_away: list[Theme], themes: list[Theme]
