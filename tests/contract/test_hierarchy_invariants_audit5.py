@@ -190,6 +190,36 @@ async def test_reingesting_pruned_messages_keeps_stored_entities_and_edges(
     assert await store.get_entities(first.entity_ids) == before
     assert await _violations(store) == []
 
+
+def test_export_stays_the_function_after_the_graph_export_module_is_imported(
+    backend: str,
+) -> None:
+    """``from cycgraph_memory import export`` is the tenant export (README, docs).
+
+    The package also has a submodule ``cycgraph_memory.export`` (graph export, used by the
+    CLI's ``graph`` command); importing it for the first time rebound the package's
+    ``export`` attribute to the module, so ``export(store, path)`` then raised
+    ``TypeError: 'module' object is not callable``. Run in a fresh interpreter.
+    """
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import cycgraph_memory
+        from cycgraph_memory.export import export_graph
+        from cycgraph_memory import export
+        from cycgraph_memory.lifecycle import export as lifecycle_export
+        assert export is lifecycle_export, export
+        assert cycgraph_memory.export is lifecycle_export, cycgraph_memory.export
+        print("ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
 # --------------------------------------------------------------- interleaved sequences
 
 
