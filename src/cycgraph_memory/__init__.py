@@ -5,6 +5,11 @@ backends. The Postgres backend lives in :mod:`cycgraph_memory.postgres` and is n
 imported here, so ``import cycgraph_memory`` pulls in neither SQLAlchemy nor asyncpg.
 """
 
+# The graph-export submodule ``cycgraph_memory.export`` is imported before the ``export``
+# function below: importing a submodule for the first time binds it as an attribute of
+# the package, so importing it later (``from cycgraph_memory.export import export_graph``,
+# the CLI's ``graph`` command) would replace ``cycgraph_memory.export`` the function.
+import cycgraph_memory.export as _graph_export  # noqa: F401
 from cycgraph_memory.batch import batch_get_fallback
 from cycgraph_memory.consolidation import (
     ConflictDetector,

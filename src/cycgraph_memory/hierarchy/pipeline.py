@@ -486,6 +486,7 @@ class MemoryPipeline:
             )
             if not episodes:
                 return report
+            facts, relinked = await self._split_stored_facts(facts)
             clusterer = await self._clusterer(facts)
             existing = await self._candidates(facts, clusterer, opts)
             themes = await clusterer.cluster(facts, existing)
@@ -501,6 +502,7 @@ class MemoryPipeline:
                 if t.id not in survivors
             ]
             remapped = await self._remap_merged(merged_away, themes)
+            remapped = _relink(remapped, relinked)
             touched = _touched_themes(themes, existing)
             new_entity_ids = [e.id for e in entities]
             relationships, ended = split_ended_markers(relationships)
@@ -516,6 +518,10 @@ class MemoryPipeline:
             relationships = await close_ended_relationships(
                 self.store, relationships, ended, matched
             )
+            entities, relationships, kept = await self._keep_stored_records(
+                prepared, entities, relationships
+            )
+            new_entity_ids = [i for i in new_entity_ids if i not in kept]
             # Referenced records first: facts may cite only stored episodes, entities
             # and themes (DanglingReferenceError otherwise).
             await self.store.put_episodes(episodes)
@@ -657,6 +663,73 @@ class MemoryPipeline:
                 raise EmbeddingDimensionMismatchError(
                     expected, len(message.embedding), f"message {message.id}"
                 )
+
+    async def _split_stored_facts(
+        self, facts: list[SemanticFact]
+    ) -> tuple[list[SemanticFact], dict[uuid.UUID, SemanticFact]]:
+        """Split off the facts whose id is already stored, linked to their new sources.
+
+        Extractors derive fact ids from the episode id, and episode ids from the message
+        ids: messages whose episode was hard-deleted (a consolidation pass pruning old
+        episodes keeps their facts) come back as the same episode and the same fact ids.
+        The stored fact is kept as it is (a forgotten or superseded one stays invalidated,
+        it stays in the one theme that lists it, its counts and tags stay) and only gains
+        the re-created episode and messages as sources; it is not clustered again.
+        Returns the facts to create and the stored ones to write back, by id.
+        """
+        if not facts:
+            return facts, {}
+        ids = [f.id for f in facts]
+        lock = getattr(self.store, "get_facts_for_update", None)
+        stored = await (lock(ids) if lock is not None else self.store.get_facts(ids))
+        if not stored:
+            return facts, {}
+        relinked: dict[uuid.UUID, SemanticFact] = {}
+        for fact in facts:
+            old = stored.get(fact.id)
+            if old is None:
+                continue
+            relinked[fact.id] = old.model_copy(
+                update={
+                    "source_episode_ids": list(
+                        dict.fromkeys([*old.source_episode_ids, *fact.source_episode_ids])
+                    ),
+                    "source_message_ids": list(
+                        dict.fromkeys([*old.source_message_ids, *fact.source_message_ids])
+                    ),
+                }
+            )
+        return [f for f in facts if f.id not in stored], relinked
+
+    async def _keep_stored_records(
+        self,
+        prepared: _Prepared,
+        entities: list[Entity],
+        relationships: list[Relationship],
+    ) -> tuple[list[Entity], list[Relationship], set[uuid.UUID]]:
+        """Drop the extracted entities and edges whose id is already stored.
+
+        As for facts (:meth:`_split_stored_facts`): an episode re-created from messages
+        whose episode was hard-deleted re-derives its entities and edges under the same
+        ids, and writing them would replace the stored records (an invalidated or closed
+        edge served again, what an entity absorbed lost). The stored records stay as they
+        are. Stored entities and edges that resolution rewrites on purpose (an entity that
+        absorbed a new one, an edge an "ended" marker closes) carry other ids and are kept.
+        Returns the entities and edges to write and the ids of the stored entities kept.
+        """
+        extracted_entities = {e.id for e in prepared.entities}
+        extracted_edges = {r.id for r in prepared.relationships}
+        entity_ids = [e.id for e in entities if e.id in extracted_entities]
+        edge_ids = [r.id for r in relationships if r.id in extracted_edges]
+        stored_entities = await self.store.get_entities(entity_ids) if entity_ids else {}
+        stored_edges = await self.store.get_relationships(edge_ids) if edge_ids else {}
+        if not stored_entities and not stored_edges:
+            return entities, relationships, set()
+        return (
+            [e for e in entities if e.id not in stored_entities],
+            [r for r in relationships if r.id not in stored_edges],
+            set(stored_entities),
+        )
 
     async def _remap_merged(
         self, merged_away: list[Theme], themes: list[Theme]
@@ -834,3 +907,23 @@ def _merge_batch_entities(
             rel = rel.model_copy(update={"source_id": source, "target_id": target})
         edges.append(rel)
     return kept, facts, edges
+
+
+def _relink(
+    remapped: list[SemanticFact], relinked: dict[uuid.UUID, SemanticFact]
+) -> list[SemanticFact]:
+    """``remapped`` plus the re-linked stored facts, one copy per id.
+
+    A re-linked fact that a theme merge also re-points keeps both changes.
+    """
+    if not relinked:
+        return remapped
+    out: list[SemanticFact] = []
+    pending = dict(relinked)
+    for fact in remapped:
+        again = pending.pop(fact.id, None)
+        if again is not None:
+            fact = again.model_copy(update={"theme_id": fact.theme_id})
+        out.append(fact)
+    out.extend(pending.values())
+    return out

@@ -25,8 +25,9 @@ What is derived from what (the rules the planner applies):
   ``evidence`` quotes it) go.
 * Facts: deleted when their provenance matches, when they mention an erased entity, or
   when every one of their sources is erased (sources are ``source_message_ids``, or
-  ``source_episode_ids`` for facts without message grounding). A fact with a surviving
-  source keeps it and loses the erased ones.
+  ``source_episode_ids`` for facts without message grounding; a message named counts as
+  erased even when it is no longer stored, e.g. its episode was pruned by a hard
+  consolidation pass). A fact with a surviving source keeps it and loses the erased ones.
 * Themes: deleted when their provenance matches or all their facts are deleted; a theme
   that lost facts is re-centred (mean of its surviving facts' unit embeddings) and
   relabelled from its surviving facts (labels quote fact text).
@@ -164,11 +165,14 @@ def plan_purge(selector: PurgeSelector, candidates: PurgeCandidates) -> PurgePla
             del_messages.update(mids)
         else:
             del_messages.update(m for m in mids if m in wanted_messages)
+    # A message named is erased whether or not it is still stored: one whose episode a
+    # hard consolidation pass deleted is still cited by the facts derived from it.
+    gone_messages = del_messages | wanted_messages
     # facts
     del_facts: set[uuid.UUID] = set()
     for f in candidates.facts:
         sources = _fact_sources(f)
-        gone = del_messages if f.source_message_ids else del_episodes
+        gone = gone_messages if f.source_message_ids else del_episodes
         if (
             sel.matches_provenance(f)
             or not del_entities.isdisjoint(f.entity_ids)
@@ -176,7 +180,7 @@ def plan_purge(selector: PurgeSelector, candidates: PurgeCandidates) -> PurgePla
         ):
             del_facts.add(f.id)
     # relationships (an edge extracted from an erased message quotes it as evidence)
-    erased_keys = {str(m) for m in del_messages}
+    erased_keys = {str(m) for m in gone_messages}
     del_relationships = {
         r.id
         for r in candidates.relationships
@@ -215,7 +219,7 @@ def plan_purge(selector: PurgeSelector, candidates: PurgeCandidates) -> PurgePla
         update: dict[str, Any] = {}
         if f.invalidated_by is not None and f.invalidated_by in erased_facts:
             update["invalidated_by"] = ERASED_BY  # it named an erased fact
-        msgs = [m for m in f.source_message_ids if m not in del_messages]
+        msgs = [m for m in f.source_message_ids if m not in gone_messages]
         if len(msgs) != len(f.source_message_ids):
             update["source_message_ids"] = msgs
         eps = [e for e in f.source_episode_ids if e not in del_episodes]
