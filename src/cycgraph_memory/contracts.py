@@ -612,5 +612,9 @@ class SupportsEmbeddingRewrite(Protocol):
         ...
 
     async def recompute_theme_centroids(self, *, target: str = "current") -> int:
-        """Set every theme's vector to the unit mean of its member facts' vectors."""
+        """Set every theme's vector to the unit mean of its live member facts' vectors.
+
+        Live members only (``invalidated_by`` unset), as consolidation computes
+        centroids; ``None`` when no live member has a vector.
+        """
         ...

@@ -69,8 +69,11 @@ async def _state(store: Any) -> dict[str, Any]:
 async def test_a_purged_theme_leaves_no_fact_citing_it(store: Any) -> None:
     # A fact may cite a theme (theme_id) that does not list it in fact_ids. Erasing the
     # theme must clear that citation too, as delete_theme does: on Postgres the fact kept
-    # the id of a theme that no longer existed.
-    listed = make_fact(content="listed member", provenance=provenance(run_id="keep"))
+    # the id of a theme that no longer existed. (Its listed member is invalidated: a theme
+    # of the erased run still listing a live fact of another run is kept, re-attributed;
+    # see test_theme_invariants_audit6.py.)
+    listed = make_fact(content="listed member", provenance=provenance(run_id="keep"),
+                       invalidated_by="forgotten")
     theme = make_theme(provenance=provenance(run_id="erase-me"), fact_ids=[])
     await store.put_themes([theme])
     cites = make_fact(content="cites the theme only", theme_id=theme.id,

@@ -82,7 +82,9 @@ async def test_reembed_recomputes_every_vector_and_nothing_else(store: Any) -> N
         assert _close(ep.embedding, mean / np.linalg.norm(mean))
     (theme,) = after["themes"]
     members = {f.id: f for f in after["facts"]}
-    vs = np.asarray([members[i].embedding for i in theme.fact_ids])
+    vs = np.asarray([  # its live members (facts[2] is invalidated), as consolidation
+        members[i].embedding for i in theme.fact_ids if members[i].invalidated_by is None
+    ])
     total = (vs / np.linalg.norm(vs, axis=1, keepdims=True)).sum(axis=0)
     assert _close(theme.embedding, total / np.linalg.norm(total))
 

@@ -190,14 +190,20 @@ def _packed(vectors: Mapping[uuid.UUID, list[float]]) -> dict[uuid.UUID, array[f
 
 
 def recompute_theme_centroids(store: InMemoryMemoryStore) -> int:
-    """Set every theme's vector to the unit mean of its member facts' unit vectors."""
+    """Set every theme's vector to the unit mean of its live member facts' unit vectors.
+
+    Live members only (``invalidated_by`` unset), as consolidation computes centroids;
+    ``None`` when no live member has a vector.
+    """
     s = store
     n = 0
     for tid, theme in list(s._themes.items()):
         vectors = [
-            np.asarray(s._facts[f].embedding, dtype=np.float64)
+            np.asarray(fact.embedding, dtype=np.float64)
             for f in theme.fact_ids
-            if f in s._facts and s._facts[f].embedding is not None
+            if (fact := s._facts.get(f)) is not None
+            and fact.invalidated_by is None
+            and fact.embedding is not None
         ]
         centre: list[float] | None = None
         if vectors:

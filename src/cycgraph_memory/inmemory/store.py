@@ -850,7 +850,7 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
         return _lifecycle.write_embeddings(self, kind, vectors)
 
     async def recompute_theme_centroids(self, *, target: str = "current") -> int:
-        """Re-centre every theme on its member facts' vectors (used by ``reembed``)."""
+        """Re-centre every theme on its live member facts' vectors (used by ``reembed``)."""
         if target != "current":
             raise InvalidInputError("the in-memory store has no staged width change")
         return _lifecycle.recompute_theme_centroids(self)

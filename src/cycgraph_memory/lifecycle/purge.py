@@ -28,9 +28,15 @@ What is derived from what (the rules the planner applies):
   ``source_episode_ids`` for facts without message grounding; a message named counts as
   erased even when it is no longer stored, e.g. its episode was pruned by a hard
   consolidation pass). A fact with a surviving source keeps it and loses the erased ones.
-* Themes: deleted when their provenance matches or all their facts are deleted; a theme
-  that lost facts is re-centred (mean of its surviving facts' unit embeddings) and
-  relabelled from its surviving facts (labels quote fact text).
+* Themes: deleted when all their facts are deleted, or when their provenance matches
+  and they list no surviving live fact (or are soft-deleted). A live theme whose
+  provenance matches but which still lists surviving live facts (of other runs, agents or
+  sources) is kept, so that every live fact stays in one live theme that lists it: it is
+  re-attributed (its provenance becomes that of its first surviving live fact, which the
+  selector does not match) and relabelled. A theme that lost facts or was re-attributed
+  is re-centred (the normalised mean of its surviving live facts' unit embeddings, as
+  consolidation and ``reembed`` compute it; ``None`` without one) and relabelled from its
+  surviving facts (labels and descriptions quote fact text, so nothing erased is kept).
 * A surviving (soft-deleted) fact or relationship whose ``invalidated_by`` names an erased
   one (the keeper of a merge, the winner of a conflict) stays invalidated, with
   ``invalidated_by = ERASED_BY``: no row keeps the erased id.
@@ -105,23 +111,28 @@ def _fact_sources(fact: SemanticFact) -> list[uuid.UUID]:
 
 
 def _recentre(theme: Theme, members: list[SemanticFact]) -> Theme:
-    """The theme with the surviving members' centroid, label and description."""
-    vectors = [np.asarray(f.embedding, dtype=np.float64) for f in members if f.embedding]
+    """The theme with the surviving members' centroid, label and description.
+
+    The centroid is taken over the live members (as consolidation and ``reembed`` do);
+    the label quotes the live member nearest to it (any member when none is live).
+    """
+    live = [f for f in members if f.invalidated_by is None]
+    with_vec = [f for f in live if f.embedding]
     embedding: list[float] | None = None
     label = ""
-    if vectors:
-        units = [v / n for v in vectors if (n := float(np.linalg.norm(v))) > 0.0]
-        if units:
-            total = np.sum(units, axis=0)
-            norm = float(np.linalg.norm(total))
-            if norm > 0.0:
-                centre = total / norm
-                embedding = [float(x) for x in centre]
-                with_vec = [f for f in members if f.embedding]
-                scores = [float(np.dot(u, centre)) for u in units]
-                label = _short_label(with_vec[int(np.argmax(scores))].content)
-    if not label and members:
-        label = _short_label(members[0].content)
+    if with_vec:
+        vectors = [np.asarray(f.embedding, dtype=np.float64) for f in with_vec]
+        norms = [float(np.linalg.norm(v)) for v in vectors]
+        units = [v / n if n > 0.0 else v for v, n in zip(vectors, norms, strict=True)]
+        total = np.sum(units, axis=0)
+        norm = float(np.linalg.norm(total))
+        if norm > 0.0:
+            centre = total / norm
+            embedding = [float(x) for x in centre]
+            scores = [float(np.dot(u, centre)) for u in units]
+            label = _short_label(with_vec[int(np.argmax(scores))].content)
+    if not label and (live or members):
+        label = _short_label((live or members)[0].content)
     n = len(members)
     terms = _key_terms([f.content for f in members])
     description = f"{n} fact{'s' if n != 1 else ''}" + (
@@ -199,16 +210,27 @@ def plan_purge(selector: PurgeSelector, candidates: PurgeCandidates) -> PurgePla
     del_themes: set[uuid.UUID] = set()
     put_themes: list[Theme] = []
     for t in candidates.themes:
-        if sel.matches_provenance(t):
-            del_themes.add(t.id)
-            continue
         kept = [fid for fid in t.fact_ids if fid not in del_facts]
+        members = [facts_by_id[fid] for fid in kept if fid in facts_by_id]
+        if sel.matches_provenance(t):
+            # Deleting it would leave its surviving live facts (of other runs, agents or
+            # sources) in no live theme: it is kept, re-attributed to one of them (which
+            # the selector does not match) and relabelled from them.
+            live = [f for f in members if f.invalidated_by is None]
+            if t.invalidated_at is None and live:
+                put_themes.append(
+                    _recentre(t, members).model_copy(
+                        update={"provenance": live[0].provenance}
+                    )
+                )
+            else:
+                del_themes.add(t.id)
+            continue
         if len(kept) == len(t.fact_ids):
             continue
         if not kept:
             del_themes.add(t.id)
             continue
-        members = [facts_by_id[fid] for fid in kept if fid in facts_by_id]
         put_themes.append(_recentre(t, members))
     # surviving facts rewritten
     erased_facts = {str(i) for i in del_facts}

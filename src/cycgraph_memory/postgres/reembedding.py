@@ -175,7 +175,11 @@ def _checked_matrix(
 
 
 async def recompute_theme_centroids(store: PostgresMemoryStore, *, target: str) -> int:
-    """Set every theme's vector (of ``target``) to its member facts' unit-mean, in SQL."""
+    """Set every theme's vector (of ``target``) to its live member facts' unit-mean, in SQL.
+
+    Live members only (``invalidated_by IS NULL``), as consolidation computes centroids;
+    NULL when no live member has a vector.
+    """
     _column(target)
     centre = (
         "CASE WHEN count(v.e) = 0 THEN NULL ELSE l2_normalize(sum(l2_normalize(v.e))) END"
@@ -184,7 +188,8 @@ async def recompute_theme_centroids(store: PostgresMemoryStore, *, target: str) 
         stmt = (
             f"UPDATE themes t SET embedding = c.centre FROM ("
             f"  SELECT th.id, (SELECT {centre} FROM (SELECT f.embedding AS e FROM facts f"
-            "      WHERE f.tenant_id = th.tenant_id AND f.id = ANY(th.fact_ids)) v) AS centre"
+            "      WHERE f.tenant_id = th.tenant_id AND f.id = ANY(th.fact_ids)"
+            "        AND f.invalidated_by IS NULL) v) AS centre"
             "  FROM themes th WHERE th.tenant_id = :tenant"
             ") c WHERE t.tenant_id = :tenant AND t.id = c.id"
         )
@@ -194,7 +199,9 @@ async def recompute_theme_centroids(store: PostgresMemoryStore, *, target: str) 
             f"SELECT th.tenant_id, 'theme', th.id, (SELECT {centre} FROM ("
             f"    SELECT s.embedding AS e FROM {STAGING_TABLE} s"
             "    WHERE s.tenant_id = th.tenant_id AND s.kind = 'fact'"
-            "      AND s.id = ANY(th.fact_ids)) v) "
+            "      AND s.id = ANY(th.fact_ids) AND EXISTS (SELECT 1 FROM facts f"
+            "        WHERE f.tenant_id = s.tenant_id AND f.id = s.id"
+            "          AND f.invalidated_by IS NULL)) v) "
             "FROM themes th WHERE th.tenant_id = :tenant ORDER BY th.id "
             "ON CONFLICT (tenant_id, kind, id) DO UPDATE SET embedding = EXCLUDED.embedding"
         )

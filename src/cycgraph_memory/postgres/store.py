@@ -846,7 +846,7 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         return await _lifecycle.write_embeddings(self, kind, vectors, target=target)
 
     async def recompute_theme_centroids(self, *, target: str = "current") -> int:
-        """Re-centre every theme on its member facts' vectors (used by ``reembed``)."""
+        """Re-centre every theme on its live member facts' vectors (used by ``reembed``)."""
         return await _lifecycle.recompute_theme_centroids(self, target=target)
 
     async def write_batch(
