@@ -34,6 +34,18 @@ automatically; facts persisted earlier under a merged-away theme must be remappe
 caller with that mapping. Invalidated (soft-deleted) existing themes are passed through
 unchanged and take no part in assignment or merging.
 
+Ids: by default a new theme's id is derived from the fact that founded it (the first
+fact placed in it): ``uuid5(THEME_ID_NAMESPACE, "theme:<fact id>")``, see
+:func:`theme_id_for`. Fact ids are derived from message ids, so the same input gives the
+same themes (ids, labels, members, centroids) in a fresh tenant, on every backend. An id
+already taken in the call (an existing theme passed in, or another new theme) moves on to
+``"theme:<fact id>:1"``, ``":2"``, ...; :class:`~cycgraph_memory.hierarchy.pipeline.MemoryPipeline`
+also checks new ids against the store (a theme founded by a fact that was later erased
+keeps its id) and derives another one on a clash. All themes created by one call share one
+``provenance.created_at`` (one reading of ``now``), so the store's ``(created_at, id)``
+order of a call's themes does not depend on timing. Pass ``id_factory`` for ids of your
+own (called once per new theme; random UUIDs with ``id_factory=new_id``).
+
 Labels: a new theme is labelled with the member fact closest to its centroid (cut at a word
 boundary to about 60 characters) and described as ``"N facts; key terms: ..."``; the
 ``"<speaker> on <date>: "`` that grounding puts before a conversation's facts is left out
@@ -59,7 +71,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from cycgraph_memory._validate import instances_of
 from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInputError
 from cycgraph_memory.hierarchy.grounding import without_grounding
-from cycgraph_memory.records import Provenance, SemanticFact, Theme, new_id, utc_now
+from cycgraph_memory.records import Provenance, SemanticFact, Theme, utc_now
 
 __all__ = [
     "GENERAL_THEME_LABEL",
@@ -67,6 +79,8 @@ __all__ = [
     "ConsolidatingThemeClusterer",
     "Linkage",
     "SimpleThemeClusterer",
+    "THEME_ID_NAMESPACE",
+    "theme_id_for",
 ]
 
 logger = logging.getLogger(__name__)
@@ -76,6 +90,20 @@ Linkage = Literal["centroid", "average"]
 
 GENERAL_THEME_LABEL = "General"
 """Label of the catch-all theme for facts without embeddings."""
+
+THEME_ID_NAMESPACE = uuid.UUID("5d0c7a3e-2b9f-5e41-8c6d-1f4a7b2e9c30")
+"""uuid5 namespace of the theme ids a clusterer derives from founding facts."""
+
+
+def theme_id_for(founder: uuid.UUID, attempt: int = 0) -> uuid.UUID:
+    """The derived id of a theme founded by the fact ``founder``.
+
+    ``uuid5(THEME_ID_NAMESPACE, "theme:<founder>")``; ``attempt`` > 0 appends
+    ``":<attempt>"`` (the next candidate when the id is already taken).
+    """
+    name = f"theme:{founder}" if attempt == 0 else f"theme:{founder}:{attempt}"
+    return uuid.uuid5(THEME_ID_NAMESPACE, name)
+
 
 _EPS = 1e-9
 _LABEL_CHARS = 60
@@ -212,7 +240,7 @@ class _GreedyClusterer:
         threshold: float,
         merge_threshold: float | None,
         max_themes: int | None,
-        id_factory: Callable[[], uuid.UUID],
+        id_factory: Callable[[], uuid.UUID] | None,
         now: Callable[[], datetime],
         linkage: Linkage = "centroid",
     ) -> None:
@@ -287,11 +315,25 @@ class _GreedyClusterer:
 
     # ------------------------------------------------------------------ engine
 
-    def _new_theme(self, label: str) -> Theme:
+    def _new_theme(
+        self, label: str, founder: uuid.UUID, taken: set[uuid.UUID], now: list[datetime]
+    ) -> Theme:
+        """A new theme founded by the fact ``founder``; its id is added to ``taken``."""
+        if self._id_factory is not None:
+            theme_id = self._id_factory()
+        else:
+            attempt = 0
+            theme_id = theme_id_for(founder)
+            while theme_id in taken:
+                attempt += 1
+                theme_id = theme_id_for(founder, attempt)
+        taken.add(theme_id)
+        if not now:  # one reading per call: every new theme of the call shares it
+            now.append(self._now())
         return Theme(
-            id=self._id_factory(),
+            id=theme_id,
             label=label,
-            provenance=Provenance(source="derived", created_at=self._now()),
+            provenance=Provenance(source="derived", created_at=now[0]),
         )
 
     def _run(self, facts: list[SemanticFact], existing: list[Theme]) -> ClusteringResult:
@@ -301,6 +343,8 @@ class _GreedyClusterer:
         by_id: dict[uuid.UUID, _Cluster] = {}
         member_of: dict[uuid.UUID, _Cluster] = {}
         general: _Cluster | None = None
+        taken: set[uuid.UUID] = {t.id for t in existing}
+        created: list[datetime] = []
 
         batch_ids = {f.id for f in facts}
         for theme in existing:
@@ -356,7 +400,7 @@ class _GreedyClusterer:
             if target is None and vec is None:
                 if general is None:
                     general = _Cluster(
-                        theme=self._new_theme(GENERAL_THEME_LABEL),
+                        theme=self._new_theme(GENERAL_THEME_LABEL, fact.id, taken, created),
                         existing=False,
                         order=len(clusters),
                         general=True,
@@ -374,7 +418,9 @@ class _GreedyClusterer:
                     target = clusters[best]
                 else:
                     target = _Cluster(
-                        theme=self._new_theme(""), existing=False, order=len(clusters)
+                        theme=self._new_theme("", fact.id, taken, created),
+                        existing=False,
+                        order=len(clusters),
                     )
                     clusters.append(target)
             placed[fact.id] = target
@@ -537,7 +583,9 @@ class SimpleThemeClusterer(_GreedyClusterer):
     Args:
         similarity_threshold: Minimum cosine similarity (inclusive) for a fact to join an
             existing theme; otherwise it starts a new one.
-        id_factory: Makes ids of new themes (random UUIDs by default).
+        id_factory: Makes ids of new themes. Default (``None``): derived from the
+            founding fact's id (:func:`theme_id_for`), so the same input gives the same
+            themes; ``new_id`` gives random UUIDs.
         now: Wall clock for new themes' ``provenance.created_at``.
 
     Raises:
@@ -548,7 +596,7 @@ class SimpleThemeClusterer(_GreedyClusterer):
         self,
         similarity_threshold: float = 0.7,
         *,
-        id_factory: Callable[[], uuid.UUID] = new_id,
+        id_factory: Callable[[], uuid.UUID] | None = None,
         now: Callable[[], datetime] = utc_now,
     ) -> None:
         super().__init__(
@@ -572,7 +620,9 @@ class ConsolidatingThemeClusterer(_GreedyClusterer):
         assignment_threshold: Minimum cosine similarity for a fact to join a theme.
         merge_threshold: Minimum centroid similarity for two themes to merge.
         max_themes: Soft cap on the number of themes returned (``None``: no cap).
-        id_factory: Makes ids of new themes (random UUIDs by default).
+        id_factory: Makes ids of new themes. Default (``None``): derived from the
+            founding fact's id (:func:`theme_id_for`), so the same input gives the same
+            themes; ``new_id`` gives random UUIDs.
         now: Wall clock for new themes' ``provenance.created_at``.
         linkage: ``"centroid"`` (default): a fact is compared with a theme's unit
             centroid and two themes by their centroids. ``"average"``: by the mean
@@ -593,7 +643,7 @@ class ConsolidatingThemeClusterer(_GreedyClusterer):
         merge_threshold: float = 0.85,
         max_themes: int | None = None,
         *,
-        id_factory: Callable[[], uuid.UUID] = new_id,
+        id_factory: Callable[[], uuid.UUID] | None = None,
         now: Callable[[], datetime] = utc_now,
         linkage: Linkage = "centroid",
     ) -> None:

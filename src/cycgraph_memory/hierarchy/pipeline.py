@@ -43,6 +43,7 @@ from cycgraph_memory.errors import (
 )
 from cycgraph_memory.hierarchy._theme_candidates import ThemeNeighbours, candidate_themes
 from cycgraph_memory.hierarchy.calibration import TenantThemeCalibrator
+from cycgraph_memory.hierarchy.clustering import THEME_ID_NAMESPACE
 from cycgraph_memory.hierarchy.extractors._polarity import is_ended_marker
 from cycgraph_memory.hierarchy.extractors.closing import (
     close_ended_relationships,
@@ -490,8 +491,9 @@ class MemoryPipeline:
             clusterer = await self._clusterer(facts)
             existing = await self._candidates(facts, clusterer, opts)
             themes = await clusterer.cluster(facts, existing)
-            survivors = {t.id for t in themes}
             known = {t.id for t in existing}
+            themes = await self._free_theme_ids(themes, known, facts)
+            survivors = {t.id for t in themes}
             for theme in themes:  # a new theme is a new record: it carries the provenance
                 if theme.id not in known:
                     self._stamp(theme, opts)
@@ -730,6 +732,47 @@ class MemoryPipeline:
             [r for r in relationships if r.id not in stored_edges],
             set(stored_entities),
         )
+
+    async def _free_theme_ids(
+        self, themes: list[Theme], known: set[uuid.UUID], facts: list[SemanticFact]
+    ) -> list[Theme]:
+        """``themes`` with every new theme whose id is already stored given a free one.
+
+        Theme ids are derived from the founding fact
+        (:func:`~cycgraph_memory.hierarchy.clustering.theme_id_for`), and a fact
+        erased by ``purge`` or a hard consolidation pass can be ingested again and found
+        a theme once more while the theme it founded first is still stored (it kept other
+        facts, or was soft-deleted by a merge). Such a new theme moves to
+        ``uuid5(THEME_ID_NAMESPACE, "theme:<id>:next")`` (again until free), and the
+        batch's facts follow it. One batched ``get_themes`` per round; the first round
+        finds nothing in the common case.
+        """
+        new_ids = [t.id for t in themes if t.id not in known]
+        if not new_ids:
+            return themes
+        used = {t.id for t in themes} | known
+        renamed: dict[uuid.UUID, uuid.UUID] = {}
+        pending = {i: i for i in new_ids}  # original id -> id being checked
+        while pending:
+            stored = await self.store.get_themes(list(pending.values()))
+            clash = {orig: cur for orig, cur in pending.items() if cur in stored}
+            pending = {}
+            for orig, cur in clash.items():
+                nxt = uuid.uuid5(THEME_ID_NAMESPACE, f"theme:{cur}:next")
+                while nxt in used:
+                    nxt = uuid.uuid5(THEME_ID_NAMESPACE, f"theme:{nxt}:next")
+                used.add(nxt)
+                renamed[orig] = nxt
+                pending[orig] = nxt
+        if not renamed:
+            return themes
+        for fact in facts:
+            if fact.theme_id is not None and fact.theme_id in renamed:
+                fact.theme_id = renamed[fact.theme_id]
+        return [
+            t.model_copy(update={"id": renamed[t.id]}) if t.id in renamed else t
+            for t in themes
+        ]
 
     async def _remap_merged(
         self, merged_away: list[Theme], themes: list[Theme]
