@@ -141,11 +141,14 @@ def _is_passive(verb: Any) -> bool:
     )
 
 
-def _blocked(tok: Any) -> bool:
-    """Negation, a modal, a conditional mark or a conditional clause on ``tok`` itself."""
+def _blocked(tok: Any, *, negation: bool = True) -> bool:
+    """Negation, a modal, a conditional mark or a conditional clause on ``tok`` itself.
+
+    With ``negation=False`` a ``neg`` child does not count (see :func:`stopped`).
+    """
     for dep, child in _kids(tok):
         low = child.lower_
-        if dep == "neg" or (dep == "advmod" and low in {"never", "hardly"}):
+        if (dep == "neg" and negation) or (dep == "advmod" and low in {"never", "hardly"}):
             return True
         if dep == "aux" and low in tab.MODALS:
             return True
@@ -155,6 +158,37 @@ def _blocked(tok: Any) -> bool:
             d == "mark" and m.lower_ in tab.CONDITIONAL_MARKS for d, m in _kids(child)
         ):
             return True  # the consequent of "if ..., X will ..."
+    return False
+
+
+_PRESENT_OR_PAST_AUX = frozenset(
+    ["do", "does", "did", "is", "are", "was", "were", "am", "'s", "'re", "'m", "\u2019s",
+     "\u2019re", "\u2019m"]
+)
+
+
+def stopped(verb: Any) -> bool:
+    """A negated clause that says its relation stopped: "doesn't work at Acme anymore".
+
+    Only the negation blocks the clause (no modal, condition or "never"), it is the main
+    clause or asserted under its head, and "anymore" / "any more" follows the verb before
+    any punctuation. The edges it gives are ended, never asserted; ``claim_polarity``
+    still reads the sentence.
+    """
+    if not _children(verb, "neg") or _blocked(verb, negation=False):
+        return False
+    if any(a.lower_ not in _PRESENT_OR_PAST_AUX for a in _children(verb, "aux")):
+        return False  # "won't work there anymore" has not stopped yet
+    if not (verb.dep_ == "ROOT" or verb.head is verb or asserted(verb.head)):
+        return False
+    sent = verb.sent
+    for tok in sent[verb.i - sent.start + 1 :]:
+        if tok.is_punct:
+            return False
+        if tok.lower_ == "anymore" or (
+            tok.lower_ == "any" and tok.i + 1 < sent.end and tok.nbor(1).lower_ == "more"
+        ):
+            return True
     return False
 
 
@@ -608,10 +642,13 @@ def edges_for_sentence(
         Edges in sentence order; coordinated arguments expand to one edge each.
     """
     found: list[tuple[Any, str, Any, float]] = []
+    ended: list[tuple[Any, str, Any, float]] = []
     for tok in tokens:
         if _verbal(tok) or tok.dep_ in {"relcl", "acl", "xcomp"}:
             if asserted(tok):
                 found.extend(_verb_edges(tok, chat))
+            elif stopped(tok):
+                ended.extend(_verb_edges(tok, chat))
         elif tok.pos_ == "NOUN" and (relation := verb_like_conjunct(tok, tab.VERB_RELATIONS)):
             # "owns the project and reports to Carol": "reports" is a verb.
             verb = tok.head.head
@@ -631,7 +668,10 @@ def edges_for_sentence(
         found.extend(_role_edges(head, start, ref))
     people = {h.i for h, _ in person_heads}
     out: list[RawEdge] = []
-    for subject, relation, obj, confidence in found:
+    for (subject, relation, obj, confidence), stop in [
+        *((e, False) for e in found),
+        *((e, True) for e in ended),
+    ]:
         subject = _parallel_subject(subject, people)
         if relation == "part_of" and subject is not SPEAKER and subject.i in people:
             continue  # "Tom is part of the team": membership, not an organisation's part
@@ -647,5 +687,5 @@ def edges_for_sentence(
         for s in [subject] if subject is SPEAKER else _conjuncts(subject):
             for o in [obj] if isinstance(obj, OrgBefore) else _conjuncts(obj):
                 if o is obj or not verb_like_conjunct(o, tab.VERB_RELATIONS):
-                    out.append(RawEdge(s, relation, o, confidence))
+                    out.append(RawEdge(s, relation, o, confidence, stop))
     return out

@@ -86,7 +86,7 @@ _NEGATED = re.compile(
     r"den(?:y|ied|ies|ying)|refus(?:e|ed|es|ing)|reject(?:ed|s)?|against|"
     r"might|may|could|would|should|if|whether|unless|wish(?:es|ed)?|"
     r"hop(?:e|es|ed|ing)\s+to|plan(?:s|ned|ning)?\s+to|consider(?:s|ed|ing)?|"
-    r"rumou?r(?:s|ed)?|reportedly|linked\s+with|didnt|dont|doesnt|isnt|wasnt|wont|"
+    r"rumou?r(?:s|ed)?|reportedly|allegedly|supposedly|maybe|perhaps|linked\s+with|didnt|dont|doesnt|isnt|wasnt|wont|"
     r"cant|havent|hasnt|arent|werent|aint)\b|n['\u2019]t\b",
     re.IGNORECASE,
 )
@@ -154,7 +154,8 @@ def negated_in(stretch: str) -> bool:
 # words there belong to another verb, and "May" there is usually the month.
 _LEAD_NEGATED = re.compile(
     r"\b(?:not|never|no|nobody|none|neither|nor|if|whether|unless|false|untrue|"
-    r"den(?:y|ied|ies|ying)|doubt(?:s|ed|ing)?|rumou?r(?:s|ed)?|reportedly|"
+    r"den(?:y|ied|ies|ying)|doubt(?:s|ed|ing)?|rumou?r(?:s|ed)?|reportedly|allegedly|"
+    r"supposedly|maybe|perhaps|"
     r"wish(?:es|ed)?|assuming|supposing|suppose|imagine)\b|n['\u2019]t\b",
     re.IGNORECASE,
 )

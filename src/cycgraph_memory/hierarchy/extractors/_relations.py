@@ -126,10 +126,42 @@ class RawRelation:
     confidence: float
 
 
+# A chat question often has no "?": an opening auxiliary followed by its subject ("does
+# alice still work at acme", "did Tom join Globex", "is Tom still at Globex"). Not a
+# subject-drop statement ("did a talk at Acme", "is still at Globex", "was told that ...",
+# "has been at Acme", "doesn't work there"): the word after the auxiliary must not be a
+# determiner, an adverb, a preposition or a participle.
+_INVERTED_OPENING = re.compile(
+    r"\W*(?:(?:so|and|but|hey|ok|okay|wait|lol|tbh|btw|also|um|hmm|oh)\W+)*"
+    r"(?:do|does|did|is|are|was|were|has|have)\s+(?P<subject>[^\W\d_][\w'\u2019-]*)",
+    re.IGNORECASE,
+)
+_NOT_A_SUBJECT = _wordset(
+    """
+    a an the my your his her our their its this that these those some any no not so
+    very really just still also too even never always already actually literally totally
+    like kinda sorta back there here all one been being going gonna getting got at in on
+    for with from to of by about into over out up down off around now then today
+    two three four five six several few left quit gone done made taken become begun run
+    led built known seen sold bought found met
+    """
+)
+
+
 def is_question(sentence: str) -> bool:
-    """True for a genuine question; tag questions ("X, right?") are assertions."""
+    """True for a genuine question; tag questions ("X, right?") are assertions.
+
+    A question mark is not needed after an inverted opening ("does alice still work at
+    acme", "did Tom join Globex").
+    """
     stripped = sentence.rstrip()
-    return stripped.endswith("?") and _TAG_QUESTION.search(stripped) is None
+    if stripped.endswith("?"):
+        return _TAG_QUESTION.search(stripped) is None
+    opening = _INVERTED_OPENING.match(stripped)
+    if opening is None:
+        return False
+    subject = opening.group("subject").lower()
+    return subject not in _NOT_A_SUBJECT and not subject.endswith(("ing", "ed", "ly"))
 
 
 def find_pronouns(sentence: str) -> list[Arg]:
@@ -150,12 +182,40 @@ def _negated(words: list[str]) -> bool:
 
 
 def _ended_only(words: list[str], relation: str) -> bool:
-    """True for "no longer" alone on a stative relation: ended, not denied."""
-    rest = [w for w in words if w not in {"no", "longer"}]
+    """True for "no longer" (or "used to") alone on a stative relation: ended, not denied."""
+    rest = [w for w in words if w not in {"no", "longer", "used", "to"}]
+    text = " ".join(words)
     return (
         relation in STATIVE_RELATIONS
-        and " ".join(words).find("no longer") >= 0
+        and (text.find("no longer") >= 0 or text.find("used to") >= 0)
         and not _negated(rest)
+    )
+
+
+# "doesn't work at Acme anymore": the negation says a stative relation stopped (read by
+# ``claim_polarity``, which ends it, or drops it when "anymore" is not after the object).
+_ANYMORE = re.compile(r"[^,;:.!?]*\b(?:anymore|any\s+more)\b", re.IGNORECASE)
+
+
+# Only a present or past negation: "won't / can't work there anymore" has not stopped yet.
+_STOP_NEGATIONS = _wordset(
+    "not dont doesnt didnt isnt arent wasnt werent aint don't doesn't didn't isn't aren't "
+    "wasn't weren't ain't"
+)
+_MODAL_WORDS = _wordset("will would shall should can could may might must 'd 'll going to")
+
+
+def _negation_word(word: str) -> bool:
+    return word.replace("\u2019", "'") in _STOP_NEGATIONS
+
+
+def _stopped_after(sentence: str, end: int, pattern: RelationPattern, gap: list[str]) -> bool:
+    negations = [w for w in gap if _negation_word(w)]
+    return (
+        pattern.relation in STATIVE_RELATIONS
+        and bool(negations)
+        and not any(w in _MODAL_WORDS for w in gap)
+        and _ANYMORE.match(sentence, end) is not None
     )
 
 
@@ -324,7 +384,11 @@ def match_relations(
             subject = _skip_relative_clause(args, subject, sentence)
             gap = _words(sentence[subject.end : match.start()])
             ended = _ended_only(gap, pattern.relation)
-            if not _subject_gap_ok([w for w in gap if w not in {"no", "longer"}] if ended else gap):
+            if _stopped_after(sentence, match.end(), pattern, gap):
+                gap = [w for w in gap if not _negation_word(w)]
+                ended = True
+            ended_words = {"no", "longer", "used", "to"}
+            if not _subject_gap_ok([w for w in gap if w not in ended_words] if ended else gap):
                 subject = None
             elif _negated(gap) and not ended:
                 continue

@@ -108,7 +108,12 @@ from cycgraph_memory.hierarchy.extractors._parse_state import (
     merge_aliases,
     subject_antecedent,
 )
-from cycgraph_memory.hierarchy.extractors._polarity import claim_polarity, ended_in, stretch_of
+from cycgraph_memory.hierarchy.extractors._polarity import (
+    STATIVE_RELATIONS,
+    claim_polarity,
+    ended_in,
+    stretch_of,
+)
 from cycgraph_memory.hierarchy.extractors._relations import is_question
 from cycgraph_memory.hierarchy.extractors._sentences import cap_sentence_words
 from cycgraph_memory.hierarchy.extractors.rules import _ROLE_CUES, _Acc, _Edge
@@ -644,6 +649,15 @@ class ParserExtractor:
                 if departure and (not ended or _FUTURE.search(stretch)):
                     continue  # "is leaving X", "will quit X": no job ended yet
                 spans = _spans(sent_start, raw)
+                if raw.ended and (
+                    relation not in STATIVE_RELATIONS
+                    or target_acc.name.islower()  # "don't use the replica anymore": denied
+                    or (
+                        spans is not None
+                        and claim_polarity(sent_text, *spans, relation, lead=5) != "ended"
+                    )
+                ):
+                    continue  # "doesn't work at X anymore" ends a job; "didn't join" nothing
                 if spans is not None and not ended:
                     # What the parse does not hold: a frame over the whole clause ("it
                     # is not true that", "neither X nor Y", "nobody at X") or a stop
