@@ -44,6 +44,7 @@ __all__ = [
     "check_dimensions",
     "check_json_object",
     "check_logger",
+    "check_query_text",
     "check_query_vector",
     "check_text",
     "embedding_in_range",
@@ -378,6 +379,21 @@ def string_list(values: Any, name: str) -> list[Any]:
         raise InvalidTypeError(
             f"{name} must be a list of strings, got {type(values).__name__}"
         ) from None
+
+
+def check_query_text(value: object, what: str = "text") -> str:
+    """``value`` when it is a ``str`` (the query of a text search).
+
+    Without the check an ``int``, ``None`` or ``bytes`` query raised ``AttributeError``
+    on Postgres and, in memory, matched nothing when the index was empty (and raised once
+    it held a document).
+
+    Raises:
+        InvalidTypeError: ``value`` is not a ``str``.
+    """
+    if not isinstance(value, str):
+        raise InvalidTypeError(f"{what} must be a str, got {type(value).__name__}")
+    return value
 
 
 def instance_of(value: object, model: type[M], name: str) -> M:
