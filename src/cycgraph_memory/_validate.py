@@ -43,6 +43,7 @@ __all__ = [
     "check_bool",
     "check_dimensions",
     "check_json_object",
+    "check_lock_name",
     "check_logger",
     "check_query_text",
     "check_query_vector",
@@ -394,6 +395,25 @@ def check_query_text(value: object, what: str = "text") -> str:
     if not isinstance(value, str):
         raise InvalidTypeError(f"{what} must be a str, got {type(value).__name__}")
     return value
+
+
+def check_lock_name(value: object) -> str:
+    """``value`` when it can name an ``exclusive()`` lock on every backend.
+
+    The Postgres lock is keyed by the name's text: a NUL or a lone surrogate cannot be
+    sent, so the in-memory store refuses it too.
+
+    Raises:
+        InvalidTypeError: ``value`` is not a ``str``.
+        InvalidInputError: It holds a NUL or a lone surrogate, or is over
+            :data:`MAX_TEXT_LENGTH` characters.
+    """
+    if not isinstance(value, str):
+        raise InvalidTypeError(f"a lock name must be a str, got {type(value).__name__}")
+    try:
+        return check_text(value, "a lock name")
+    except ValueError as exc:
+        raise InvalidInputError(str(exc)) from None
 
 
 def instance_of(value: object, model: type[M], name: str) -> M:

@@ -13,7 +13,11 @@ Each test failed before its fix:
   surrogate raised ``StorageError`` on Postgres; in memory it matches no run;
 * ``RetentionPolicy`` accepted a ``verified_tag`` / ``candidate_tag`` no fact can carry
   (129 characters, a NUL): the gate pass did all its reading and deciding, then failed
-  writing the promoted fact.
+  writing the promoted fact;
+* ``put_tenant_setting`` / ``get_tenant_setting`` with a NUL or a lone surrogate in the key
+  or in a string of the value, ``exclusive(name)`` with one in the name, and
+  ``find_entities_by_name_keys`` with one in a key raised ``StorageError`` on Postgres
+  while the in-memory store accepted them (settings, locks) or matched nothing (names).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from cycgraph_memory.inspection import memory_stats
 from cycgraph_memory.records import MAX_TAG_LENGTH, RunOutcome
 from cycgraph_memory.retention import RetentionPolicy, evaluate_retention
 
-from .factories import make_fact
+from .factories import make_entity, make_fact
 
 NOT_A_TAG = ["a\x00b", "a\ud800b", "x" * (MAX_TAG_LENGTH + 1)]
 
@@ -122,3 +126,45 @@ async def test_gate_pass_with_an_unstorable_verified_tag_fails_before_any_work(
     assert reads == 0  # refused before the pass read anything
     assert await store.get_fact(good.id) == good
     assert await ledger.list_gate_audit() == []
+
+
+UNSTORABLE = ["a\x00b", "a\ud800b"]
+
+
+@pytest.mark.parametrize("bad", UNSTORABLE)
+async def test_tenant_settings_refuse_unstorable_strings_alike(store: Any, bad: str) -> None:
+    await store.put_tenant_setting("k", {"x": 1})
+    for key, value in ((bad, {"x": 1}), ("k", {"x": bad}), ("k", {bad: 1}),
+                       ("k", {"x": [1, {"y": bad}]})):
+        with pytest.raises(InvalidInputError):
+            await store.put_tenant_setting(key, value)
+    with pytest.raises(InvalidInputError):
+        await store.get_tenant_setting(bad)
+    assert await store.get_tenant_setting("k") == {"x": 1}
+
+
+@pytest.mark.parametrize("bad", UNSTORABLE)
+async def test_exclusive_refuses_an_unstorable_lock_name_alike(store: Any, bad: str) -> None:
+    with pytest.raises(InvalidInputError):
+        async with store.exclusive(bad):
+            raise AssertionError("entered")
+    with pytest.raises(InvalidTypeError):
+        async with store.exclusive(5):
+            raise AssertionError("entered")
+    async with store.exclusive("a_b%"):
+        await store.put_fact(make_fact())
+    assert len(await store.find_facts()) == 1
+
+
+@pytest.mark.parametrize("bad", UNSTORABLE)
+async def test_entity_name_keys_that_no_entity_can_hold_match_nothing(
+    store: Any, bad: str
+) -> None:
+    acme = make_entity(name="Acme", entity_type="organization")
+    await store.put_entity(acme)
+    assert await store.find_entities_by_name_keys([(bad, "organization")]) == []
+    assert await store.find_entities_by_name_keys([("acme", bad)]) == []
+    found = await store.find_entities_by_name_keys(
+        [(bad, "organization"), ("acme", "organization")]
+    )
+    assert [e.id for e in found] == [acme.id]
