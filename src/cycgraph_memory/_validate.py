@@ -43,7 +43,9 @@ __all__ = [
     "check_bool",
     "check_dimensions",
     "check_json_object",
+    "check_lock_name",
     "check_logger",
+    "check_query_text",
     "check_query_vector",
     "check_text",
     "embedding_in_range",
@@ -378,6 +380,40 @@ def string_list(values: Any, name: str) -> list[Any]:
         raise InvalidTypeError(
             f"{name} must be a list of strings, got {type(values).__name__}"
         ) from None
+
+
+def check_query_text(value: object, what: str = "text") -> str:
+    """``value`` when it is a ``str`` (the query of a text search).
+
+    Without the check an ``int``, ``None`` or ``bytes`` query raised ``AttributeError``
+    on Postgres and, in memory, matched nothing when the index was empty (and raised once
+    it held a document).
+
+    Raises:
+        InvalidTypeError: ``value`` is not a ``str``.
+    """
+    if not isinstance(value, str):
+        raise InvalidTypeError(f"{what} must be a str, got {type(value).__name__}")
+    return value
+
+
+def check_lock_name(value: object) -> str:
+    """``value`` when it can name an ``exclusive()`` lock on every backend.
+
+    The Postgres lock is keyed by the name's text: a NUL or a lone surrogate cannot be
+    sent, so the in-memory store refuses it too.
+
+    Raises:
+        InvalidTypeError: ``value`` is not a ``str``.
+        InvalidInputError: It holds a NUL or a lone surrogate, or is over
+            :data:`MAX_TEXT_LENGTH` characters.
+    """
+    if not isinstance(value, str):
+        raise InvalidTypeError(f"a lock name must be a str, got {type(value).__name__}")
+    try:
+        return check_text(value, "a lock name")
+    except ValueError as exc:
+        raise InvalidInputError(str(exc)) from None
 
 
 def instance_of(value: object, model: type[M], name: str) -> M:

@@ -15,10 +15,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cycgraph_memory._validate import check_text
 from cycgraph_memory.contracts import MemoryIndex, MemoryStore, OutcomeLedger
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.progress import ProgressCallback, check_progress, report_progress
-from cycgraph_memory.records import QUARANTINE_TAG
+from cycgraph_memory.records import MAX_TAG_LENGTH, QUARANTINE_TAG
 
 __all__ = [
     "RECORD_KINDS",
@@ -198,7 +199,8 @@ async def memory_stats(
     Raises:
         InvalidTypeError: ``top`` is not an int, ``candidate_tag`` not a str, or
             ``progress`` not callable.
-        InvalidInputError: ``top`` is negative or ``candidate_tag`` is empty.
+        InvalidInputError: ``top`` is negative or ``candidate_tag`` is not a valid tag
+            (empty, over ``MAX_TAG_LENGTH`` characters, a NUL or a lone surrogate).
     """
     if isinstance(top, bool) or not isinstance(top, int):
         raise InvalidTypeError(f"top must be an int, got {type(top).__name__}")
@@ -208,6 +210,15 @@ async def memory_stats(
         raise InvalidTypeError(f"candidate_tag must be a str, got {type(candidate_tag).__name__}")
     if not candidate_tag:
         raise InvalidInputError("candidate_tag must not be empty")
+    if len(candidate_tag) > MAX_TAG_LENGTH:
+        raise InvalidInputError(
+            f"candidate_tag must be 1-{MAX_TAG_LENGTH} characters (a tag), "
+            f"got {len(candidate_tag)}"
+        )
+    try:
+        check_text(candidate_tag, "candidate_tag")  # Postgres cannot even compare it
+    except ValueError as exc:
+        raise InvalidInputError(str(exc)) from None
     if progress is not None:
         check_progress(progress)
     native = getattr(store, "record_counts", None)

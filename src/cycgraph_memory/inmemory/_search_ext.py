@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from cycgraph_memory._options import coerce_options
+from cycgraph_memory._validate import check_query_text
 from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.inmemory._common import (
@@ -350,7 +351,7 @@ class MessageAndTextSearch:
         tags = set(opts.tags or ())
         exclude = set(opts.exclude_tags or ())
         out: list[ScoredResult[SemanticFact]] = []
-        for fact_id, score in self._bm25_facts.ranked(text):
+        for fact_id, score in self._bm25_facts.ranked(check_query_text(text)):
             fact = self._text_facts[fact_id]
             if not opts.include_invalidated and fact.invalidated_by is not None:
                 continue
@@ -373,7 +374,7 @@ class MessageAndTextSearch:
         """Messages sharing words with ``text``, by BM25 (best first, ties by id)."""
         opts = coerce_options(SearchOptions, options, kwargs)
         out: list[ScoredResult[Message]] = []
-        for message_id, score in self._bm25_messages.ranked(text):
+        for message_id, score in self._bm25_messages.ranked(check_query_text(text)):
             if not opts.include_invalidated and not self._message_live(message_id):
                 continue
             out.append(
@@ -393,7 +394,7 @@ class MessageAndTextSearch:
         """Episodes (topic and messages) sharing words with ``text``, by BM25."""
         opts = coerce_options(SearchOptions, options, kwargs)
         out: list[ScoredResult[Episode]] = []
-        for episode_id, score in self._bm25_episodes.ranked(text):
+        for episode_id, score in self._bm25_episodes.ranked(check_query_text(text)):
             episode = self._text_episodes[episode_id]
             if not opts.include_invalidated and episode.invalidated_at is not None:
                 continue

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from cycgraph_memory._ids import parse_id, parse_ids
 from cycgraph_memory._options import coerce_options
-from cycgraph_memory._validate import check_dimensions, normalize_ts
+from cycgraph_memory._validate import check_dimensions, check_lock_name, normalize_ts
 from cycgraph_memory.errors import (
     DanglingReferenceError,
     DuplicateRecordError,
@@ -744,8 +744,12 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
         Two passes with the same ``name`` on this store never overlap: the second waits
         for the first to finish, then sees its result. Used by consolidation, entity
         resolution, conflict resolution and the retention gate.
+
+        Raises:
+            InvalidTypeError: ``name`` is not a ``str``.
+            InvalidInputError: ``name`` holds a NUL or a lone surrogate.
         """
-        lock = self._exclusive_locks.setdefault(name, asyncio.Lock())
+        lock = self._exclusive_locks.setdefault(check_lock_name(name), asyncio.Lock())
         async with lock, self._transaction():
             yield
 

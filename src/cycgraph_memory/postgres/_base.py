@@ -33,6 +33,7 @@ from sqlalchemy import literal_column, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from cycgraph_memory._ids import parse_id, parse_ids
+from cycgraph_memory._validate import check_lock_name
 from cycgraph_memory.errors import (
     ConnectionLostError,
     EmbeddingDimensionMismatchError,
@@ -290,12 +291,17 @@ class PostgresBackend:
         outermost transaction ends. Two workers (any process, any machine) running the same
         pass for one tenant are serialised: the second waits, then reads the first one's
         committed result.
+
+        Raises:
+            InvalidTypeError: ``name`` is not a ``str``.
+            InvalidInputError: ``name`` holds a NUL or a lone surrogate.
         """
+        key = advisory_lock_key(self._tenant, check_lock_name(name))
         async with self.transaction():
             async with self._session() as session:
                 await session.execute(
                     text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
-                    {"key": advisory_lock_key(self._tenant, name)},
+                    {"key": key},
                 )
             yield
 

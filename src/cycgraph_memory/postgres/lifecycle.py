@@ -40,7 +40,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from cycgraph_memory._ids import parse_ids
-from cycgraph_memory._validate import check_bool, string_list, validate_record
+from cycgraph_memory._validate import check_bool, check_text, string_list, validate_record
 from cycgraph_memory.errors import (
     InvalidInputError,
 )
@@ -80,7 +80,7 @@ from cycgraph_memory.postgres.statements import (
     RELATIONSHIPS,
     THEMES,
 )
-from cycgraph_memory.records import MAX_OFFSET
+from cycgraph_memory.records import MAX_OFFSET, MAX_RUN_ID_LENGTH
 
 if TYPE_CHECKING:
     from cycgraph_memory.postgres.ledger import PostgresOutcomeLedger
@@ -356,6 +356,17 @@ async def apply_purge(store: PostgresMemoryStore, plan: PurgePlan) -> None:
         await store.put_relationships(plan.put_relationships)
 
 
+def _storable(run_id: object) -> bool:
+    """Whether ``run_id`` could be a stored run id (a ``RunOutcome.run_id``)."""
+    if not isinstance(run_id, str) or not 1 <= len(run_id) <= MAX_RUN_ID_LENGTH:
+        return False
+    try:
+        check_text(run_id, "run_id")
+    except ValueError:
+        return False
+    return True
+
+
 async def erase_ledger(
     ledger: PostgresOutcomeLedger,
     fact_ids: Iterable[uuid.UUID | str],
@@ -368,7 +379,9 @@ async def erase_ledger(
     """Forget erased facts in the ledger, redact audit rows naming them, log the erasure."""
     tenant, dry_run = check_bool(tenant, "tenant"), check_bool(dry_run, "dry_run")
     gone = parse_ids(fact_ids)
-    runs = [r for r in string_list(run_ids, "run_ids") if isinstance(r, str)]
+    # Items that cannot be run ids match no run (as in memory); one with a NUL or a lone
+    # surrogate would otherwise fail the whole statement in the driver or the server.
+    runs = [r for r in string_list(run_ids, "run_ids") if _storable(r)]
     me = ledger.tenant_id
     if entry is not None:
         entry = validate_record(ErasureEntry, entry)

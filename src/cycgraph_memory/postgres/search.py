@@ -25,6 +25,7 @@ from sqlalchemy.types import Uuid
 
 from cycgraph_memory._construct import trusted
 from cycgraph_memory._options import coerce_options
+from cycgraph_memory._validate import check_query_text
 from cycgraph_memory.postgres import convert, statements
 from cycgraph_memory.postgres.bm25 import CORPORA, TEXT_CANDIDATES, bm25_terms
 from cycgraph_memory.postgres.definer_lookups import entity_fact_count
@@ -94,7 +95,7 @@ class PostgresSearchMixin:
         *,
         tag_filters: bool = False,
     ) -> list[ScoredResult[R]]:
-        terms = bm25_terms(text)
+        terms = bm25_terms(check_query_text(text))
         if not terms:
             return []
         tags = bool(tag_filters and opts.tags)

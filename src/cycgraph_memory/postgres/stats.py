@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import text
 
 from cycgraph_memory.inspection import RecordCounts, TenantCounts
-from cycgraph_memory.records import QUARANTINE_TAG
+from cycgraph_memory.records import MAX_OFFSET, QUARANTINE_TAG
 
 __all__ = ["index_sizes", "record_counts"]
 
@@ -74,7 +74,9 @@ async def record_counts(backend: Any, *, candidate_tag: str, top: int) -> Tenant
     params = {"t": backend.tenant_id, "q": QUARANTINE_TAG, "c": candidate_tag}
     async with backend._session() as session:
         row = (await session.execute(_COUNTS, params)).mappings().one()
-        tags = (await session.execute(_TAGS, {"t": backend.tenant_id, "top": top})).all()
+        # SQL LIMIT is 64-bit; a larger ``top`` means "every tag", as in memory.
+        limit = min(top, MAX_OFFSET)
+        tags = (await session.execute(_TAGS, {"t": backend.tenant_id, "top": limit})).all()
     records = {
         "entity": RecordCounts(live=row["entity_live"], invalidated=row["entity_invalidated"]),
         "relationship": RecordCounts(

@@ -32,7 +32,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cycgraph_memory._options import coerce_options
-from cycgraph_memory._validate import normalize_ts, validate_record
+from cycgraph_memory._validate import check_text, normalize_ts, validate_record
 from cycgraph_memory.errors import (
     DanglingReferenceError,
     DuplicateRecordError,
@@ -929,7 +929,13 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         character removed (the key, or the key behind a leading article); the exact
         normalisation is then checked in Python. Ordered by ``(created_at, id)``.
         """
-        wanted = {(str(name), str(etype)) for name, etype in keys}
+        # A key holding a NUL or a lone surrogate names no storable entity: it matches
+        # nothing (as in memory) instead of failing the statement in the driver.
+        wanted = {
+            (name, etype)
+            for name, etype in ((str(n), str(t)) for n, t in keys)
+            if _storable(name) and _storable(etype)
+        }
         if not wanted:
             return []
         squashed: set[str] = set()
@@ -1039,6 +1045,15 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
             if len(page) < page_size:
                 return
             last = (page[-1].created_at, page[-1].id)
+
+
+def _storable(text: str) -> bool:
+    """Whether Postgres can hold ``text`` (no NUL, no lone surrogate)."""
+    try:
+        check_text(text)
+    except ValueError:
+        return False
+    return True
 
 
 def convert_ts(value: object) -> datetime:

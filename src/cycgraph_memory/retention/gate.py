@@ -29,11 +29,11 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any, Final, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cycgraph_memory._construct import trusted
 from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_passes
-from cycgraph_memory._validate import instance_of, instances_of
+from cycgraph_memory._validate import check_text, instance_of, instances_of
 from cycgraph_memory.contracts import (
     MemoryStore,
     OutcomeLedger,
@@ -42,6 +42,7 @@ from cycgraph_memory.contracts import (
 )
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.records import (
+    MAX_TAG_LENGTH,
     QUARANTINE_TAG,
     EvictedLesson,
     FactFilter,
@@ -116,8 +117,9 @@ class RetentionPolicy(BaseModel):
             aggregates, so a lift exactly on the margin is held on both backends).
         evict_margin: Practical-significance floor for eviction (drop must exceed it,
             likewise).
-        candidate_tag: Tag marking unproven lessons.
-        verified_tag: Tag marking lessons that earned their place.
+        candidate_tag: Tag marking unproven lessons (a valid tag: 1-``MAX_TAG_LENGTH``
+            characters, no NUL or lone surrogate).
+        verified_tag: Tag marking lessons that earned their place (likewise).
         max_trials: Evict a verdict-less candidate as ``no_lift`` after this many trials
             (``>= min_trials``). When retrieval benches candidates with
             ``rest_after_trials`` their trials freeze below it: pair it with
@@ -150,8 +152,8 @@ class RetentionPolicy(BaseModel):
     min_trials: int = Field(default=3, ge=1)
     promote_margin: float = Field(default=0.05, ge=0.0, le=1.0)
     evict_margin: float = Field(default=0.05, ge=0.0, le=1.0)
-    candidate_tag: str = Field(default="candidate", min_length=1)
-    verified_tag: str = Field(default="verified", min_length=1)
+    candidate_tag: str = Field(default="candidate", min_length=1, max_length=MAX_TAG_LENGTH)
+    verified_tag: str = Field(default="verified", min_length=1, max_length=MAX_TAG_LENGTH)
     max_trials: int | None = Field(default=None, ge=1)
     max_baseline_runs: int | None = Field(default=None, ge=1)
     decision_rule: Literal["inference", "margin"] = "inference"
@@ -160,6 +162,12 @@ class RetentionPolicy(BaseModel):
     noise_floor_sd: float = Field(default=0.1, ge=0.0, le=1.0)
     multiple_comparison: Literal["bh", "none"] = "bh"
     sequential_control: Literal["always_valid", "doubling", "none"] = "always_valid"
+
+    @field_validator("candidate_tag", "verified_tag")
+    @classmethod
+    def _storable_tag(cls, value: str) -> str:
+        # Facts carry these tags: one no record could carry fails before any work.
+        return check_text(value, "a lifecycle tag")
 
     @model_validator(mode="after")
     def _consistent(self) -> RetentionPolicy:
