@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from cycgraph_memory.embeddings.hashing import HashingEmbeddingProvider
-from cycgraph_memory.hierarchy.extractors._relations import is_question
+from cycgraph_memory.hierarchy.extractors._relations import asks, is_question
 from cycgraph_memory.hierarchy.pipeline import MemoryPipeline
 from cycgraph_memory.inmemory import InMemoryMemoryStore
 from cycgraph_memory.records import Message
@@ -165,10 +165,24 @@ async def test_used_to_alone_creates_no_edge(extractor: Any) -> None:
     ],
 )
 async def test_subject_drop_statements_are_not_questions(extractor: Any, statement: str) -> None:
+    assert not asks(statement)
     assert not is_question(statement)
 
 
 def test_inverted_openings_are_questions() -> None:
-    assert is_question("does alice still work at acme")
-    assert is_question("has Tom left Globex")
-    assert not is_question("doesn't work at Acme anymore")
+    assert asks("does alice still work at acme")
+    assert asks("has Tom left Globex")
+    assert not asks("doesn't work at Acme anymore")
+
+
+@pytest.mark.parametrize(
+    "sentence", ["does alice still work at acme", "was great seeing you at Acme Corp"]
+)
+def test_only_a_question_mark_keeps_a_sentence_out_of_the_facts(sentence: str) -> None:
+    """Relations are refused for a question without "?", facts only for a "?".
+
+    Chat opens many statements with an auxiliary and no subject ("was great seeing you");
+    skipping them as facts lost evidence turns on the frozen conversation sets.
+    """
+    assert not is_question(sentence)
+    assert is_question(sentence + "?")

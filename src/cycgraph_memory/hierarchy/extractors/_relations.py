@@ -29,6 +29,7 @@ __all__ = [
     "PRONOUNS",
     "Arg",
     "RawRelation",
+    "asks",
     "find_pronouns",
     "is_question",
     "match_relations",
@@ -151,8 +152,20 @@ _NOT_A_SUBJECT = _wordset(
 def is_question(sentence: str) -> bool:
     """True for a genuine question; tag questions ("X, right?") are assertions.
 
+    Ends with "?": what fact selection skips. Relations are also refused for a question
+    without its "?" (:func:`asks`).
+    """
+    stripped = sentence.rstrip()
+    return stripped.endswith("?") and _TAG_QUESTION.search(stripped) is None
+
+
+def asks(sentence: str) -> bool:
+    """:func:`is_question`, or a chat question without its "?" (no relation is read from it).
+
     A question mark is not needed after an inverted opening ("does alice still work at
-    acme", "did Tom join Globex").
+    acme", "did Tom join Globex"). Only relations use this wider reading: chat opens many
+    statements with an auxiliary and no subject ("was great seeing you", "have fun"),
+    and skipping those as facts lost evidence turns on the frozen conversation sets.
     """
     stripped = sentence.rstrip()
     if stripped.endswith("?"):
@@ -349,7 +362,7 @@ def match_relations(
 
     ``index`` is ``trigger_index(patterns)``, computed once by the caller.
     """
-    if is_question(sentence):
+    if asks(sentence):
         return []
     names = [Arg(m.start, m.end, m.key) for m in mentions]
     args = names + [

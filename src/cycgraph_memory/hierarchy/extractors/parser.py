@@ -114,7 +114,7 @@ from cycgraph_memory.hierarchy.extractors._polarity import (
     ended_in,
     stretch_of,
 )
-from cycgraph_memory.hierarchy.extractors._relations import is_question
+from cycgraph_memory.hierarchy.extractors._relations import asks, is_question
 from cycgraph_memory.hierarchy.extractors._sentences import cap_sentence_words
 from cycgraph_memory.hierarchy.extractors.rules import _ROLE_CUES, _Acc, _Edge
 from cycgraph_memory.normalize import normalize_entity_name
@@ -600,8 +600,8 @@ class ParserExtractor:
         index = len(state.sentences)
         state.sentences.append(text)
         state.turn_of.append(turn_index)
-        question = is_question(text)
-        state.questions.append(question)
+        state.questions.append(is_question(text))  # fact selection skips these
+        question = asks(text)  # no relation from these (also without their "?")
         tokens = list(sent)[:MAX_SENTENCE_WORDS]
         named = (
             {n for n in (turn.speaker, turn.addressee) if n} if speakers and turn.named else set()

@@ -75,6 +75,7 @@ from cycgraph_memory.hierarchy.extractors._polarity import claim_polarity
 from cycgraph_memory.hierarchy.extractors._relations import (
     PRONOUNS,
     Arg,
+    asks,
     find_pronouns,
     is_question,
     match_relations,
@@ -378,7 +379,7 @@ class RuleBasedExtractor:
             )
             speaker, addressee = result.speakers[result.turn_of[index]]
             found = match_relations(sentence, mentions, self._patterns, self._triggers)
-            if not result.questions[-1]:
+            if not asks(sentence):
                 found += role_relations(sentence, mentions)
             for raw in found:
                 source = self._resolve(
