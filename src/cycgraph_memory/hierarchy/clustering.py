@@ -223,6 +223,20 @@ def _short_label(text: str) -> str:
     return cut.rstrip(" ,;:.-") + "..."
 
 
+def theme_label(content: str) -> str:
+    """A theme label quoting ``content``: without its grounding prefix, cut to ~60 chars."""
+    return _short_label(without_grounding(content))
+
+
+def theme_description(contents: Sequence[str], count: int) -> str:
+    """``"N facts; key terms: ..."``: ``count`` facts, key terms of their ``contents``."""
+    n = count
+    terms = _key_terms([without_grounding(c) for c in contents])
+    return f"{n} fact{'s' if n != 1 else ''}" + (
+        f"; key terms: {', '.join(terms)}" if terms else ""
+    )
+
+
 def _key_terms(contents: Sequence[str]) -> list[str]:
     counts: Counter[str] = Counter()
     for text in contents:
@@ -478,14 +492,12 @@ class _GreedyClusterer:
         c = cl.centroid()
         if c is not None and cl.member_vecs:
             closest = int(np.argmax(np.stack([v for _, v in cl.member_vecs]) @ c))
-            label = _short_label(without_grounding(cl.member_vecs[closest][0].content))
+            label = theme_label(cl.member_vecs[closest][0].content)
         if not label and cl.members:
-            label = _short_label(without_grounding(cl.members[0].content))
-        n = len(cl.theme.fact_ids)
-        terms = _key_terms([without_grounding(f.content) for f in cl.members])
+            label = theme_label(cl.members[0].content)
         cl.theme.label = label or "Untitled theme"
-        cl.theme.description = f"{n} fact{'s' if n != 1 else ''}" + (
-            f"; key terms: {', '.join(terms)}" if terms else ""
+        cl.theme.description = theme_description(
+            [f.content for f in cl.members], len(cl.theme.fact_ids)
         )
 
     def _merge(self, clusters: list[_Cluster], threshold: float) -> None:

@@ -58,7 +58,7 @@ import numpy as np
 from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_passes
 from cycgraph_memory._validate import check_bool
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
-from cycgraph_memory.hierarchy.clustering import _key_terms, _short_label
+from cycgraph_memory.hierarchy.clustering import theme_description, theme_label
 from cycgraph_memory.hierarchy.pipeline import THEMES_LOCK
 from cycgraph_memory.hierarchy.segmenters import truncate_topic
 from cycgraph_memory.lifecycle.models import (
@@ -114,7 +114,9 @@ def _recentre(theme: Theme, members: list[SemanticFact]) -> Theme:
     """The theme with the surviving members' centroid, label and description.
 
     The centroid is taken over the live members (as consolidation and ``reembed`` do);
-    the label quotes the live member nearest to it (any member when none is live).
+    the label quotes the live member nearest to it (any member when none is live), label
+    and description made as the clusterer makes them (``theme_label``,
+    ``theme_description``: no grounding prefix).
     """
     live = [f for f in members if f.invalidated_by is None]
     with_vec = [f for f in live if f.embedding]
@@ -130,14 +132,10 @@ def _recentre(theme: Theme, members: list[SemanticFact]) -> Theme:
             centre = total / norm
             embedding = [float(x) for x in centre]
             scores = [float(np.dot(u, centre)) for u in units]
-            label = _short_label(with_vec[int(np.argmax(scores))].content)
+            label = theme_label(with_vec[int(np.argmax(scores))].content)
     if not label and (live or members):
-        label = _short_label((live or members)[0].content)
-    n = len(members)
-    terms = _key_terms([f.content for f in members])
-    description = f"{n} fact{'s' if n != 1 else ''}" + (
-        f"; key terms: {', '.join(terms)}" if terms else ""
-    )
+        label = theme_label((live or members)[0].content)
+    description = theme_description([f.content for f in members], len(members))
     return theme.model_copy(
         update={
             "fact_ids": [f.id for f in members],
