@@ -7,8 +7,9 @@ import unicodedata
 from functools import lru_cache
 
 from cycgraph_memory.errors import InvalidTypeError
+from cycgraph_memory.textsearch import name_candidates
 
-__all__ = ["normalize_entity_name"]
+__all__ = ["name_candidate_keys", "normalize_entity_name"]
 
 _LEADING_ARTICLE = re.compile(r"^(?:the|a|an)\s+")
 _PUNCT = re.compile(r"[^\w\s]|_", re.UNICODE)
@@ -46,3 +47,14 @@ def normalize_entity_name(name: str) -> str:
     if not isinstance(name, str):
         raise InvalidTypeError(f"an entity name is a string, got {type(name).__name__}")
     return _normalized.__wrapped__(name)
+
+
+def name_candidate_keys(text: str) -> list[str]:
+    """Identity keys of the word n-grams of ``text`` that could name an entity.
+
+    :func:`~cycgraph_memory.textsearch.name_candidates` (1-4 words, in order of first
+    appearance) through :func:`normalize_entity_name`, each key once, at its first
+    candidate's place: what an entity-name match of a question compares with the stored
+    entities' keys, on both backends.
+    """
+    return list(dict.fromkeys(normalize_entity_name(c) for c in name_candidates(text)))

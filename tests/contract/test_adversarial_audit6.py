@@ -170,20 +170,24 @@ async def test_entity_name_keys_that_no_entity_can_hold_match_nothing(
     assert [e.id for e in found] == [acme.id]
 
 
-@pytest.mark.postgres
-@pytest.mark.xfail(
-    strict=True,
-    reason="known: the Postgres name-key prefilter (lower() without NFKC / case folding, "
-    "migration 0013's expression index) misses names whose key differs from lower(): "
-    "'Straße' (key 'strasse'), 'Ⅻ', 'a²b'; ingest then writes a duplicate entity",
-)
-@pytest.mark.parametrize("name", ["Straße", "Ⅻ Club", "a²b"])
-async def test_known_name_key_lookup_misses_casefolded_names(pg_store: Any, name: str) -> None:
+@pytest.mark.parametrize("name", ["Straße", "Ⅻ Club", "a²b", "ΣΊΣΥΦΟΣ", "ﬁnance Ltd."])
+async def test_name_key_lookup_finds_casefolded_and_nfkc_names(store: Any, name: str) -> None:
+    """The stored key is the library's own (NFKC + case folding), on both backends.
+
+    Postgres once compared a SQL stand-in (``lower()`` without NFKC or folding) and
+    never found 'Straße' (key 'strasse') again; ingest then wrote a duplicate entity.
+    """
     from cycgraph_memory.normalize import normalize_entity_name
 
     entity = make_entity(name=name, entity_type="organization")
-    await pg_store.put_entity(entity)
-    found = await pg_store.find_entities_by_name_keys(
+    await store.put_entity(entity)
+    found = await store.find_entities_by_name_keys(
         [(normalize_entity_name(name), "organization")]
+    )
+    assert [e.id for e in found] == [entity.id]
+    upper = name.upper()
+    assert normalize_entity_name(upper) == normalize_entity_name(name)
+    found = await store.find_entities_by_name_keys(
+        [(normalize_entity_name(upper), "organization")]
     )
     assert [e.id for e in found] == [entity.id]

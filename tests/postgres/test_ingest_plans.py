@@ -157,7 +157,7 @@ async def test_entity_name_lookup_reads_only_the_matches(
     people = [Entity(id=uuid.uuid4(), name=f"Person Number {i}", entity_type="person",
                      provenance=prov) for i in range(3000)]
     await pg_store.put_entities(people)
-    async with _sent(pg_engine, "FROM entities", "regexp_replace") as captured:
+    async with _sent(pg_engine, "FROM entities", "name_key") as captured:
         found = await pg_store.find_entities_by_name_keys(
             {("person number 7", "person"), ("person number 42", "person")}
         )
@@ -173,7 +173,7 @@ async def test_entity_name_lookup_reads_only_the_matches(
         plan = (json.loads(doc) if isinstance(doc, str) else doc)[0]["Plan"]
     nodes = _nodes(plan)
     reads = [n for n in nodes if n.get("Relation Name") == "entities"]
-    assert reads and all(n.get("Index Name") == "ix_entities_tenant_id_entity_type_name_key"
+    assert reads and all(n.get("Index Name") == "ix_entities_tenant_id_name_key"
                          for n in reads), [(n["Node Type"], n.get("Index Name")) for n in reads]
     # rows the scan looked at: the candidates of the asked keys, not the tenant's 3,000
     assert sum(int(n.get("Actual Rows", 0)) + int(n.get("Rows Removed by Filter", 0))

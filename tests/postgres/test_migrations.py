@@ -306,3 +306,71 @@ async def test_vectors_are_stored_inline_and_the_downgrade_restores_external(
             assert not (await conn.execute(query, {"i": second.id})).scalar_one()
     finally:
         await engine.dispose()
+
+
+async def test_name_key_column_is_filled_from_existing_entities(pg_databases: Any) -> None:
+    """Revision 0017 writes ``normalize_entity_name(name)`` of the entities already stored
+    (every tenant, row-level security forced on the table), and its downgrade restores
+    revision 0016's expression index. Below 0017 'Straße' was not found by its key."""
+    from cycgraph_memory.normalize import normalize_entity_name
+    from cycgraph_memory.postgres import (
+        PostgresMemoryStore,
+        create_engine_from_dsn,
+        downgrade,
+        upgrade,
+    )
+    from cycgraph_memory.records import Entity, Provenance
+
+    dsn = await pg_databases.create("cycgraph_mig")
+    engine = create_engine_from_dsn(dsn)
+    names = ["Straße", "The Acme, Corp.", "Ⅻ Club", "ΣΊΣΥΦΟΣ"]
+    try:
+        await upgrade(engine, embedding_dim=8)
+        await downgrade(engine, "0016")
+        stored: dict[str, list[Entity]] = {}
+        for tenant in ("t1", "t2"):
+            stored[tenant] = [
+                Entity(name=n, entity_type="organization", provenance=Provenance(source="agent"))
+                for n in names
+            ]
+            async with engine.begin() as conn:  # below 0017 the store cannot write them
+                await conn.execute(text("SELECT set_config('cycgraph.tenant_id', :t, true)"),
+                                   {"t": tenant})
+                for e in stored[tenant]:
+                    await conn.execute(text(
+                        "INSERT INTO entities (tenant_id, id, name, entity_type, attributes, "
+                        "provenance, created_at, updated_at) VALUES (:t, :i, :n, "
+                        "'organization', '{}', CAST(:p AS jsonb), now(), now())"
+                    ), {"t": tenant, "i": e.id, "n": e.name,
+                        "p": e.provenance.model_dump_json()})
+        await upgrade(engine)
+        async with engine.connect() as conn:
+            forced = (await conn.execute(text(
+                "SELECT relforcerowsecurity FROM pg_class WHERE oid = 'entities'::regclass"
+            ))).scalar_one()
+            keys = sorted((await conn.execute(text(
+                "SELECT tenant_id, name, name_key FROM entities"))).all())
+        assert forced
+        assert keys == sorted(
+            (t, n, normalize_entity_name(n)) for t in ("t1", "t2") for n in names
+        )
+        for tenant in ("t1", "t2"):
+            store = PostgresMemoryStore(engine, tenant_id=tenant)
+            found = await store.find_entities_by_name_keys(
+                [("strasse", "organization"), ("acme corp", "organization")]
+            )
+            assert {e.id for e in found} == {stored[tenant][0].id, stored[tenant][1].id}
+
+        await downgrade(engine, "0016")
+        async with engine.connect() as conn:
+            definition = (await conn.execute(text(
+                "SELECT indexdef FROM pg_indexes "
+                "WHERE indexname = 'ix_entities_tenant_id_entity_type_name_key'"
+            ))).scalar_one()
+            columns = {r[0] for r in await conn.execute(text(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_name = 'entities'"))}
+        assert "regexp_replace" in definition
+        assert "name_key" not in columns
+    finally:
+        await engine.dispose()

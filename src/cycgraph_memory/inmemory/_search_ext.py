@@ -27,7 +27,7 @@ from cycgraph_memory.inmemory._common import (
     normalize_rows,
     pack_embedding,
 )
-from cycgraph_memory.normalize import normalize_entity_name
+from cycgraph_memory.normalize import name_candidate_keys, normalize_entity_name
 from cycgraph_memory.records import (
     Entity,
     EntityFilter,
@@ -39,7 +39,7 @@ from cycgraph_memory.records import (
     SearchOptions,
     SemanticFact,
 )
-from cycgraph_memory.textsearch import BM25Index, name_candidates, tokenize
+from cycgraph_memory.textsearch import BM25Index, tokenize
 
 __all__ = ["MessageAndTextSearch", "episode_search_text"]
 
@@ -426,8 +426,8 @@ class MessageAndTextSearch:
         """
         out: list[Entity] = []
         seen: set[uuid.UUID] = set()
-        for candidate in name_candidates(text):
-            ids = self._entity_keys.get(normalize_entity_name(candidate), set())
+        for key in name_candidate_keys(text):
+            ids = self._entity_keys.get(key, set())
             for entity_id in sorted(ids, key=str):
                 entity = self._entity_records[entity_id]
                 if entity_id in seen:

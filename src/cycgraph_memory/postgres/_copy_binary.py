@@ -173,8 +173,8 @@ _ENCODERS: dict[str, Callable[[Any], bytes]] = {
 
 COLUMN_TYPES: dict[str, dict[str, str]] = {
     "entities": {
-        "tenant_id": "text", "id": "uuid", "name": "text", "entity_type": "text",
-        "attributes": "jsonb", "embedding": "vector", "provenance": "jsonb",
+        "tenant_id": "text", "id": "uuid", "name": "text", "name_key": "text",
+        "entity_type": "text", "attributes": "jsonb", "embedding": "vector", "provenance": "jsonb",
         "created_at": "timestamptz", "updated_at": "timestamptz",
         "invalidated_at": "timestamptz", "superseded_by": "uuid",
     },

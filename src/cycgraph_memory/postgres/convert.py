@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from cycgraph_memory._construct import trusted
+from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
     Entity,
     Episode,
@@ -167,6 +168,7 @@ def entity_to_row(
         "tenant_id": tenant_id,
         "id": entity.id,
         "name": entity.name,
+        "name_key": normalize_entity_name(entity.name),
         "entity_type": entity.entity_type,
         "attributes": entity.attributes,
         "embedding": entity.embedding,

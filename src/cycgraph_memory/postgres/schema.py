@@ -210,11 +210,6 @@ class SchemaMetadataRow(Base):
     value: Mapped[str] = mapped_column(Text)
 
 
-ENTITY_NAME_KEY_SQL = "regexp_replace(lower(name), '[^[:alnum:]]', '', 'g')"
-"""An entity's name key in SQL: lower case, every non-alphanumeric character removed
-(indexed with ``(tenant_id, entity_type)``; ingest-time resolution looks entities up by it)."""
-
-
 class EntityRow(Base):
     """A knowledge-graph node."""
 
@@ -222,21 +217,16 @@ class EntityRow(Base):
     __table_args__ = (
         Index(None, "tenant_id", "created_at", "id"),
         Index(None, "tenant_id", "entity_type"),
-        # The entity-name match of retrieval (migration 0012).
-        Index("ix_entities_tenant_id_lower_name", "tenant_id", text("lower(name)")),
-        # Entity resolution at ingest (migration 0013).
-        Index(
-            "ix_entities_tenant_id_entity_type_name_key",
-            "tenant_id",
-            "entity_type",
-            text(f"({ENTITY_NAME_KEY_SQL})"),
-        ),
+        # Entity resolution at ingest and the entity-name match of retrieval (0017).
+        Index(None, "tenant_id", "name_key"),
         _hnsw("entities"),
     )
 
     tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
     id: Mapped[uuid.UUID] = mapped_column(Uuid(as_uuid=True), primary_key=True)
     name: Mapped[str] = mapped_column(Text)
+    # normalize_entity_name(name), written by the store (migration 0017).
+    name_key: Mapped[str] = mapped_column(Text)
     entity_type: Mapped[str] = mapped_column(Text)
     attributes: Mapped[dict[str, Any]] = mapped_column(JSONB)
     embedding: Mapped[list[float] | None] = mapped_column(EmbeddingVector())

@@ -26,6 +26,7 @@ from sqlalchemy.types import Uuid
 from cycgraph_memory._construct import trusted
 from cycgraph_memory._options import coerce_options
 from cycgraph_memory._validate import check_query_text
+from cycgraph_memory.normalize import name_candidate_keys, normalize_entity_name
 from cycgraph_memory.postgres import convert, statements
 from cycgraph_memory.postgres.bm25 import CORPORA, TEXT_CANDIDATES, bm25_terms
 from cycgraph_memory.postgres.definer_lookups import entity_fact_count
@@ -38,7 +39,6 @@ from cycgraph_memory.records import (
     SearchOptions,
     SemanticFact,
 )
-from cycgraph_memory.textsearch import name_candidates
 
 __all__ = ["TEXT_CANDIDATES", "PostgresSearchMixin"]
 
@@ -191,12 +191,14 @@ class PostgresSearchMixin:
     async def match_entity_names(
         self, text: str, *, limit: int = 10, include_invalidated: bool = False
     ) -> list[Entity]:
-        """Entities whose lowercased name is a word n-gram of ``text`` (1-4 words).
+        """Entities whose normalised name is a word n-gram of ``text`` (1-4 words).
 
-        One statement (``lower(name) = ANY(:candidates)``); ordered by where the name first
-        appears in ``text``, then id.
+        One statement (``name_key = ANY(:keys)``, the candidates' identity keys, as in
+        memory); ordered by where the name first appears in ``text``, then id; superseded
+        and invalidated entities are skipped unless ``include_invalidated``.
         """
-        candidates = name_candidates(text)
+        candidates = name_candidate_keys(text)
+        position = {key: i for i, key in enumerate(candidates)}
         if not candidates:
             return []
         async with self._read() as session:
@@ -206,7 +208,8 @@ class PostgresSearchMixin:
             rows = await statements.fetch(
                 session, stmt, {"tenant": self._tenant, "names": candidates}
             )
-        position = {c: i for i, c in enumerate(candidates)}
         entities = [convert.entity_from_row(r) for r in rows]
-        entities.sort(key=lambda e: (position.get(e.name.lower(), len(position)), str(e.id)))
+        entities.sort(
+            key=lambda e: (position.get(normalize_entity_name(e.name), len(position)), str(e.id))
+        )
         return entities[:limit]

@@ -57,6 +57,7 @@ from sqlalchemy.types import NullType
 
 from cycgraph_memory._construct import trusted
 from cycgraph_memory._options import coerce_options
+from cycgraph_memory.normalize import name_candidate_keys
 from cycgraph_memory.postgres import convert, driver_sql
 from cycgraph_memory.postgres._base import PostgresBackend, PostgresIndexMixin
 from cycgraph_memory.postgres.bm25 import CORPORA, TEXT_CANDIDATES, bm25_ranked, bm25_terms
@@ -90,7 +91,6 @@ from cycgraph_memory.records import (
     SemanticFact,
     Theme,
 )
-from cycgraph_memory.textsearch import name_candidates
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
@@ -358,12 +358,12 @@ def signals_statement(
 
     if entities:
         e = ENTITIES
-        position = func.array_position(_p("names", _texts()), func.lower(e.c.name))
+        # ``names``: the question's name keys (name_candidate_keys), matched on name_key.
+        position = func.array_position(_p("names", _texts()), e.c.name_key)
         names = _p("names", _texts())
         matched = select(e.c.id, position.label("pos")).where(
             e.c.tenant_id == tenant,
-            e.c.id.in_(entity_name_rows(names)) if definer
-            else func.lower(e.c.name) == any_(names),
+            e.c.id.in_(entity_name_rows(names)) if definer else e.c.name_key == any_(names),
         )
         if not entities_invalidated:
             matched = matched.where(e.c.invalidated_at.is_(None), e.c.superseded_by.is_(None))
@@ -953,7 +953,7 @@ class SignalPrefetch(PostgresIndexMixin):
         g_opts: EntityFactsFilter | None = None
         if entity_names is not None:
             n_kw = {"limit": 10, "include_invalidated": False, **entity_names[1]}
-            names = name_candidates(entity_names[0])
+            names = name_candidate_keys(entity_names[0])
             if names and set(n_kw) == {"limit", "include_invalidated"}:
                 shape["entities"] = True
                 shape["entities_invalidated"] = bool(n_kw["include_invalidated"])
@@ -1036,7 +1036,7 @@ class SignalPrefetch(PostgresIndexMixin):
             answers.put("text_search_facts", (text_facts[0],), text_facts[1], lambda a: [
                 trusted(ScoredResult, item=a.lean(r), score=float(r[4])) for r in hits
             ] if terms else [])
-        if entity_names is not None and (names or not name_candidates(entity_names[0])):
+        if entity_names is not None and (names or not name_candidate_keys(entity_names[0])):
             self._answer_entities(answers, entity_names, n_kw, entity_count_cap,
                                   entity_facts, g_opts, by_kind)
         if messages_knn is not None and mk_opts is not None:

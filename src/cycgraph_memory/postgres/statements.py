@@ -28,7 +28,7 @@ Statements and their bind parameters:
 * :func:`fact_listing`: the tag listing (``find_facts``) with ``:limit`` / ``:offset``.
 * :func:`facts_of_entities`: the newest facts of each entity, ``:per_entity`` per entity.
 * :func:`relationships_of_entities`: edges touching ``:ids``.
-* :func:`entity_name_match`: ``lower(name) = ANY(:names)``.
+* :func:`entity_name_match`: ``name_key = ANY(:names)``.
 * :data:`SUBGRAPH` (the whole BFS in one recursive CTE) and :data:`TOUCH_FACTS`.
 * :func:`text_ranked`: BM25 text search (``:bm25_terms``, see ``bm25.py``).
 """
@@ -1050,17 +1050,18 @@ def relationships_of_entities(
 
 @lru_cache(maxsize=4)
 def entity_name_match(*, include_invalidated: bool, definer: bool = False) -> Select[Any]:
-    """Entities whose lowercased name is one of ``:names``. Parameters: ``tenant``, ``names``.
+    """Entities whose name key is one of ``:names``. Parameters: ``tenant``, ``names``.
 
-    ``definer``: the ids through ``cycgraph_entity_name_rows`` (migration 0016; a role under
-    row-level security, for which ``lower()`` keeps the name index out of reach).
+    ``names`` are identity keys (``normalize_entity_name``), compared with the stored
+    ``name_key`` (migration 0017). ``definer``: the ids through
+    ``cycgraph_entity_name_rows`` (migration 0016, comparing the key since 0017; a role
+    under row-level security).
     """
     t = ENTITIES
     names = _p("names", _TEXTS)
     stmt = select(*record_columns(t)).where(
         t.c.tenant_id == _tenant(),
-        t.c.id.in_(entity_name_rows(names)) if definer
-        else func.lower(t.c.name) == any_(names),
+        t.c.id.in_(entity_name_rows(names)) if definer else t.c.name_key == any_(names),
     )
     if not include_invalidated:
         stmt = stmt.where(t.c.invalidated_at.is_(None), t.c.superseded_by.is_(None))

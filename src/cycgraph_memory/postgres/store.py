@@ -21,7 +21,6 @@ from sqlalchemy import (
     bindparam,
     delete,
     func,
-    literal_column,
     not_,
     or_,
     select,
@@ -54,7 +53,6 @@ from cycgraph_memory.postgres.definer_lookups import entity_name_key_rows
 from cycgraph_memory.postgres.ingest_lookups import SETTINGS, IngestLookups
 from cycgraph_memory.postgres.references import check_fact_references
 from cycgraph_memory.postgres.retrieval import RetrievalQueries
-from cycgraph_memory.postgres.schema import ENTITY_NAME_KEY_SQL
 from cycgraph_memory.postgres.statements import (
     ENTITIES,
     EPISODES,
@@ -925,9 +923,10 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
     ) -> list[Entity]:
         """Live entities whose ``(normalize_entity_name(name), entity_type)`` is in ``keys``.
 
-        One query: SQL narrows by type and by the name with every non-alphanumeric
-        character removed (the key, or the key behind a leading article); the exact
-        normalisation is then checked in Python. Ordered by ``(created_at, id)``.
+        One query on the ``(tenant_id, entity_type, name_key)`` index: ``name_key`` is
+        ``normalize_entity_name(name)``, written with every entity (migration 0017); the
+        key is checked again on the rows read (a key stored by an older normalisation
+        finds nothing new). Ordered by ``(created_at, id)``.
         """
         # A key holding a NUL or a lone surrogate names no storable entity: it matches
         # nothing (as in memory) instead of failing the statement in the driver.
@@ -938,24 +937,16 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         }
         if not wanted:
             return []
-        squashed: set[str] = set()
-        for name, _ in wanted:
-            core = name.replace(" ", "")
-            squashed.update({core, "the" + core, "a" + core, "an" + core})
-        types = sorted({t for _, t in wanted})
         t = ENTITIES
-        # Written out (not bound parameters) so that it matches the expression index
-        # (tenant_id, entity_type, name key) in every plan, custom or generic.
-        key_expr = literal_column(ENTITY_NAME_KEY_SQL, String)
-        type_list = bindparam(None, types, type_=ARRAY(String()))
-        key_list = bindparam(None, sorted(squashed), type_=ARRAY(String()))
+        type_list = bindparam(None, sorted({t for _, t in wanted}), type_=ARRAY(String()))
+        key_list = bindparam(None, sorted({n for n, _ in wanted}), type_=ARRAY(String()))
         async with self._read() as session:
             if await self._definer(session):
-                # A role under row-level security: lower() keeps the expression index out
-                # of its reach; the ids through migration 0016's function.
+                # A role under row-level security: the ids through migration 0016's
+                # function (which compares 0017's column).
                 found: ColumnElement[bool] = t.c.id.in_(entity_name_key_rows(type_list, key_list))
             else:
-                found = and_(t.c.entity_type == any_(type_list), key_expr == any_(key_list))
+                found = and_(t.c.entity_type == any_(type_list), t.c.name_key == any_(key_list))
             stmt = select(t).where(self._mine(t), t.c.invalidated_at.is_(None), found)
             result = await session.execute(stmt.order_by(t.c.created_at, t.c.id))
             rows = [convert.entity_from_row(r) for r in result.mappings()]
