@@ -13,6 +13,7 @@ import cycgraph_memory.export as _graph_export  # noqa: F401
 from cycgraph_memory.batch import batch_get_fallback
 from cycgraph_memory.consolidation import (
     ConflictDetector,
+    ConflictResolutionPolicy,
     ConsolidationThresholds,
     EntityResolver,
     MemoryConsolidator,
@@ -158,6 +159,7 @@ from cycgraph_memory.records import (
     utc_now,
 )
 from cycgraph_memory.retention import (
+    EvictionReason,
     GateSimulationConfig,
     GateSimulationResult,
     OperatingCharacteristicsConfig,
@@ -169,10 +171,17 @@ from cycgraph_memory.retention import (
     gate_operating_characteristics,
     simulate_gate,
 )
-from cycgraph_memory.retrieval import extract_subgraph, retrieve_gated_lessons, retrieve_memory
+from cycgraph_memory.retrieval import (
+    GatedLessonOptions,
+    SubgraphOptions,
+    extract_subgraph,
+    retrieve_gated_lessons,
+    retrieve_memory,
+)
 from cycgraph_memory.retry import RetryPolicy, call_with_retry
 from cycgraph_memory.similarity import cosine_similarity
 from cycgraph_memory.statistics import (
+    RequiredTrialsInput,
     benjamini_hochberg,
     gaussian,
     mulberry32,
@@ -181,7 +190,13 @@ from cycgraph_memory.statistics import (
     student_t_cdf,
     welch_lift,
 )
-from cycgraph_memory.temporal import TemporalRecord, filter_valid, is_changed_since, is_valid_at
+from cycgraph_memory.temporal import (
+    TemporalFilterOptions,
+    TemporalRecord,
+    filter_valid,
+    is_changed_since,
+    is_valid_at,
+)
 
 __version__ = "0.1.0"
 
@@ -203,6 +218,7 @@ __all__ = [
     "Conflict",
     "ConflictDetector",
     "ConflictResolutionDetail",
+    "ConflictResolutionPolicy",
     "ConflictResolutionReport",
     "ConnectionLostError",
     "ConsolidatingThemeClusterer",
@@ -224,6 +240,7 @@ __all__ = [
     "ErasureEntry",
     "ErasureNotAvailableError",
     "EvictedLesson",
+    "EvictionReason",
     "ExportReport",
     "ExtractedEntity",
     "ExtractionResult",
@@ -234,6 +251,7 @@ __all__ = [
     "GateAuditEntry",
     "GateSimulationConfig",
     "GateSimulationResult",
+    "GatedLessonOptions",
     "HashingEmbeddingProvider",
     "HeldLesson",
     "ImportReport",
@@ -284,6 +302,7 @@ __all__ = [
     "ReembedReport",
     "Relationship",
     "RelationshipFilter",
+    "RequiredTrialsInput",
     "RetentionEvidence",
     "RetentionPolicy",
     "RetentionReport",
@@ -305,6 +324,7 @@ __all__ = [
     "SimulatedLessonOutcome",
     "StatementTimeoutError",
     "StorageError",
+    "SubgraphOptions",
     "SubgraphResult",
     "SupportsErasureLog",
     "SupportsFactStatsBatch",
@@ -312,6 +332,7 @@ __all__ = [
     "SupportsPurge",
     "SupportsQueryEmbedding",
     "SupportsTouchFacts",
+    "TemporalFilterOptions",
     "TemporalRecord",
     "Theme",
     "ThemeClusterer",

@@ -22,8 +22,9 @@ Limits (all documented in the README's "Records" section):
 
 from __future__ import annotations
 
+import inspect
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -49,6 +50,8 @@ __all__ = [
     "check_query_vector",
     "check_text",
     "embedding_in_range",
+    "keyword_options",
+    "option_bundle",
     "normalize_ts",
     "norms_in_range",
     "query_vector_array",
@@ -467,24 +470,68 @@ def check_bool(value: object, name: str) -> bool:
 _LOGGER_METHODS = ("debug", "info", "warning")
 
 
-def check_logger(value: object, default: Any, name: str = "logger") -> Any:
-    """``value`` (or ``default`` when it is ``None``) once it has the logging methods used.
+class _PartialLogger:
+    """A logger made of the levels a caller's object has; the other levels are dropped.
 
-    Components log after their writes commit; a logger without ``debug`` / ``info`` /
-    ``warning`` would raise there, after the store changed, so it is refused up front.
+    The spec's loggers are ``{ debug?, warn? }`` objects whose methods take one message
+    (``{ warn: console.warn }``); Python spells the latter ``warning`` or ``warn``. Each
+    call formats the ``%``-style message first, so a plain ``print`` works as a level.
+    """
+
+    def __init__(self, target: object) -> None:
+        def level(*names: str) -> Any:
+            for name in names:
+                fn = getattr(target, name, None)
+                if callable(fn):
+                    return fn
+            return None
+
+        self._debug = level("debug")
+        self._info = level("info")
+        self._warning = level("warning", "warn")
+
+    @staticmethod
+    def _emit(fn: Any, msg: object, args: tuple[object, ...]) -> None:
+        if fn is not None:
+            fn(str(msg) % args if args else str(msg))
+
+    def debug(self, msg: object, *args: object) -> None:
+        """Log at debug level when the target has ``debug``."""
+        self._emit(self._debug, msg, args)
+
+    def info(self, msg: object, *args: object) -> None:
+        """Log at info level when the target has ``info``."""
+        self._emit(self._info, msg, args)
+
+    def warning(self, msg: object, *args: object) -> None:
+        """Log a warning when the target has ``warning`` (or the spec's ``warn``)."""
+        self._emit(self._warning, msg, args)
+
+
+def check_logger(value: object, default: Any, name: str = "logger") -> Any:
+    """``value`` (or ``default`` when it is ``None``) once it can be logged to.
+
+    A ``logging.Logger`` (anything with callable ``debug``, ``info`` and ``warning``) is
+    used as it is. An object with only some levels (the spec's optional
+    ``{ debug?, warn? }``; ``warn`` stands for ``warning``) is wrapped so the missing
+    levels are dropped rather than raising after the store changed. Components log after
+    their writes commit, so an object with none of these methods is refused up front.
 
     Raises:
-        InvalidTypeError: ``value`` lacks a callable ``debug``, ``info`` or ``warning``.
+        InvalidTypeError: ``value`` has none of callable ``debug``, ``info``,
+            ``warning`` or ``warn``.
     """
     if value is None:
         return default
-    missing = [m for m in _LOGGER_METHODS if not callable(getattr(value, m, None))]
-    if missing:
+    has = [m for m in (*_LOGGER_METHODS, "warn") if callable(getattr(value, m, None))]
+    if not has:
         raise InvalidTypeError(
-            f"{name} must be a logging.Logger (or have callable {', '.join(_LOGGER_METHODS)}); "
-            f"{type(value).__name__} has no {', '.join(missing)}"
+            f"{name} must be a logging.Logger or have at least one callable of "
+            f"{', '.join(_LOGGER_METHODS)}, warn; {type(value).__name__} has none"
         )
-    return value
+    if all(m in has for m in _LOGGER_METHODS):
+        return value
+    return _PartialLogger(value)
 
 
 def check_dimensions(value: object, name: str = "expected_dimensions") -> int | None:
@@ -498,3 +545,73 @@ def check_dimensions(value: object, name: str = "expected_dimensions") -> int | 
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidInputError(f"{name} must be a positive integer or None, got {value!r}")
     return value
+
+
+def option_bundle(
+    model: type[M], options: object, explicit: Mapping[str, object], what: str
+) -> dict[str, Any]:
+    """The fields of ``options`` (a ``model`` or a mapping) as keyword arguments.
+
+    The spec passes some options as one object (``retrieveGatedLessons(store, options)``,
+    ``requiredTrials(input)``); the Python functions take the same options as keyword
+    arguments too. ``explicit`` holds the keyword arguments the caller changed from their
+    defaults: giving both forms at once is refused rather than one silently winning.
+
+    Raises:
+        InvalidTypeError: ``options`` is neither a ``model`` nor a mapping.
+        InvalidInputError: ``options`` and changed keyword arguments were both given.
+        pydantic.ValidationError: The mapping does not validate as ``model``.
+    """
+    if isinstance(options, model):
+        bundle = options
+    elif isinstance(options, Mapping):
+        bundle = model.model_validate(dict(options))
+    else:
+        raise InvalidTypeError(
+            f"{what} options must be a {model.__name__} or a mapping, "
+            f"got {type(options).__name__}"
+        )
+    if explicit:
+        raise InvalidInputError(
+            f"{what}: give the options either as one {model.__name__} (or mapping) or as "
+            f"keyword arguments, not both (also given: {', '.join(sorted(explicit))})"
+        )
+    return {name: getattr(bundle, name) for name in type(bundle).model_fields}
+
+
+def keyword_options(
+    fn: Callable[..., object], options: object, values: Mapping[str, object], what: str
+) -> dict[str, Any]:
+    """``fn``'s keyword-only arguments with ``options`` (a mapping) applied over ``values``.
+
+    For constructors that the spec calls with one options object
+    (``new MemoryConsolidator(store, index, { maxFacts })``) and that take keyword
+    arguments in Python: ``values`` are the keyword arguments as received (``locals()``).
+    Giving an option both ways, or an unknown option, is refused.
+
+    Raises:
+        InvalidTypeError: ``options`` is not a mapping, or names an unknown option.
+        InvalidInputError: ``options`` together with keyword arguments changed from their
+            defaults.
+    """
+    if not isinstance(options, Mapping):
+        raise InvalidTypeError(f"{what} options must be a mapping, got {type(options).__name__}")
+    params = {
+        name: p.default
+        for name, p in inspect.signature(fn).parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    }
+    unknown = sorted(str(k) for k in options if k not in params)
+    if unknown:
+        raise InvalidTypeError(f"unknown {what} options: {unknown}; expected {sorted(params)}")
+    changed = sorted(
+        name
+        for name, default in params.items()
+        if values[name] is not default and values[name] != default
+    )
+    if changed:
+        raise InvalidInputError(
+            f"{what}: give the options either as one mapping or as keyword arguments, "
+            f"not both (also given: {', '.join(changed)})"
+        )
+    return {**{name: values[name] for name in params}, **options}

@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from statistics import NormalDist
 from typing import NamedTuple
+
+from pydantic import BaseModel, ConfigDict, StrictFloat, StrictInt
 
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 
 __all__ = [
+    "RequiredTrialsInput",
     "SampleSummary",
     "WelchResult",
     "benjamini_hochberg",
@@ -510,24 +513,77 @@ def gaussian(rng: Callable[[], float]) -> float:
     return math.sqrt(-2.0 * math.log(1.0 - u)) * math.cos(2.0 * math.pi * v)
 
 
+class RequiredTrialsInput(BaseModel):
+    """The input of :func:`required_trials` as one object (the spec's ``RequiredTrialsInput``).
+
+    ``required_trials(RequiredTrialsInput(effect=0.2, sd=0.1))`` or
+    ``required_trials({"effect": 0.2, "sd": 0.1})`` is ``required_trials(0.2, 0.1)``.
+
+    Attributes:
+        effect: Smallest lift to detect; required.
+        sd: Run-score standard deviation; required.
+        confidence: Decision confidence (default 0.9).
+        power: Desired detection power (default 0.8).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    effect: StrictFloat | StrictInt
+    sd: StrictFloat | StrictInt
+    confidence: StrictFloat | StrictInt = 0.9
+    power: StrictFloat | StrictInt = 0.8
+
+
 def required_trials(
-    effect: float, sd: float, *, confidence: float = 0.9, power: float = 0.8
+    effect: float | RequiredTrialsInput | Mapping[str, float],
+    sd: float | None = None,
+    *,
+    confidence: float = 0.9,
+    power: float = 0.8,
 ) -> int:
     """Approximate per-group runs needed to detect ``effect``: ``2 ((z_a + z_b) sd / effect)^2``.
 
     ``z_a`` is the one-sided normal quantile of ``confidence`` and ``z_b`` that of ``power``;
     the result is rounded up. Halving ``sd`` cuts it by 4; halving ``effect`` multiplies
-    it by 4.
+    it by 4. The input may also be one :class:`RequiredTrialsInput` or dict (the spec's
+    ``requiredTrials({ effect, sd })``), with no other argument.
 
     Args:
-        effect: Smallest lift to detect (its magnitude is used; must not be 0).
-        sd: Run-score standard deviation, ``> 0``.
+        effect: Smallest lift to detect (its magnitude is used; must not be 0), or the
+            whole input as a ``RequiredTrialsInput`` / mapping.
+        sd: Run-score standard deviation, ``> 0`` (required unless ``effect`` is the
+            whole input).
         confidence: Decision confidence, in ``(0, 1)`` (default 0.9, as in the policy).
         power: Desired detection power, in ``(0, 1)`` (default 0.8).
 
     Raises:
-        InvalidInputError: Any argument out of range.
+        InvalidInputError: Any argument out of range, a missing ``sd``, or the whole input
+            given together with other arguments.
+        InvalidTypeError: An argument that is not a real number.
+        pydantic.ValidationError: The input given as a mapping that does not validate.
     """
+    if isinstance(effect, RequiredTrialsInput | Mapping):
+        given = {
+            name
+            for name, value, default in (
+                ("sd", sd, None), ("confidence", confidence, 0.9), ("power", power, 0.8)
+            )
+            if value is not default and value != default
+        }
+        if given:
+            raise InvalidInputError(
+                "required_trials: give the input either as one RequiredTrialsInput "
+                f"(or mapping) or as arguments, not both (also given: {', '.join(sorted(given))})"
+            )
+        bundle = (
+            effect
+            if isinstance(effect, RequiredTrialsInput)
+            else RequiredTrialsInput.model_validate(dict(effect))
+        )
+        effect, sd = bundle.effect, bundle.sd
+        confidence, power = bundle.confidence, bundle.power
+    if sd is None:
+        raise InvalidInputError("required_trials needs sd (the run-score standard deviation)")
     effect, sd = _real(effect, "effect"), _real(sd, "sd")
     confidence, power = _real(confidence, "confidence"), _real(power, "power")
     if not math.isfinite(effect) or effect == 0:

@@ -11,9 +11,12 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
+from pydantic import BaseModel, ConfigDict, StrictBool
+
 from cycgraph_memory.errors import InvalidTypeError
 
 __all__ = [
+    "TemporalFilterOptions",
     "TemporalRecord",
     "filter_valid",
     "is_changed_since",
@@ -39,6 +42,22 @@ class TemporalRecord(Protocol):
 
 
 R = TypeVar("R", bound=TemporalRecord)
+
+
+class TemporalFilterOptions(BaseModel):
+    """The options of :func:`filter_valid` as one object (the spec's ``TemporalFilterOptions``).
+
+    Attributes:
+        valid_at: Keep only records valid at this instant.
+        changed_since: Keep only records that started or ended after this instant.
+        include_invalidated: Keep records whose ``invalidated_by`` is set (default False).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    valid_at: datetime | None = None
+    changed_since: datetime | None = None
+    include_invalidated: StrictBool = False
 
 
 def _utc(value: datetime) -> datetime:
@@ -114,7 +133,7 @@ def is_changed_since(record: TemporalRecord, since: datetime) -> bool:
 
 def filter_valid(
     records: Iterable[R],
-    options: Mapping[str, Any] | None = None,
+    options: TemporalFilterOptions | Mapping[str, Any] | None = None,
     /,
     *,
     valid_at: datetime | None = None,
@@ -125,9 +144,10 @@ def filter_valid(
 
     Args:
         records: Facts, relationships or anything shaped like :class:`TemporalRecord`.
-        options: The same three options as a mapping (the spec's
-            ``filterValid(records, { validAt, ... })`` style); keys ``valid_at``,
-            ``changed_since``, ``include_invalidated``. Unknown keys raise ``TypeError``.
+        options: The same three options as a :class:`TemporalFilterOptions` or a mapping
+            (the spec's ``filterValid(records, { validAt, ... })`` style); keys
+            ``valid_at``, ``changed_since``, ``include_invalidated``. Unknown keys raise
+            ``TypeError``.
         valid_at: Keep only records valid at this instant.
         changed_since: Keep only records that started or ended after this instant.
         include_invalidated: Keep records whose ``invalidated_by`` is set (default drops
@@ -141,6 +161,8 @@ def filter_valid(
             ``valid_at`` / ``changed_since`` is not a datetime, or ``include_invalidated``
             is not a bool.
     """
+    if isinstance(options, TemporalFilterOptions):
+        options = options.model_dump(exclude_unset=True)
     if options is not None:
         if not isinstance(options, Mapping):
             raise InvalidTypeError(

@@ -33,14 +33,14 @@ import logging
 import math
 import re
 import uuid
-from collections.abc import Iterable, Sequence
-from typing import Literal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
 from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_passes
-from cycgraph_memory._validate import check_bool, instance_of, instances_of
+from cycgraph_memory._validate import check_bool, instance_of, instances_of, keyword_options
 from cycgraph_memory.consolidation._common import (
     check_batch_size,
     check_unit_interval,
@@ -140,6 +140,8 @@ class ConflictDetector:
     Args:
         store: The store holding the facts.
         index: The index over it; kept in sync after resolutions when it holds copies.
+        options: The keyword options below as one mapping (the spec's
+            ``new ConflictDetector(store, index, options)``), instead of keywords.
         auto_resolve_supersession: Invalidate the older fact of every supersession pair
             during :meth:`detect_conflicts` (off: detection is read-only).
         embedding_threshold: Cosine similarity for "similar content".
@@ -154,6 +156,7 @@ class ConflictDetector:
         self,
         store: MemoryStore,
         index: MemoryIndex | None = None,
+        options: Mapping[str, Any] | None = None,
         *,
         auto_resolve_supersession: bool = False,
         embedding_threshold: float = 0.8,
@@ -162,6 +165,12 @@ class ConflictDetector:
         supersession_day_threshold: float = 1,
         batch_size: int = 1000,
     ) -> None:
+        if options is not None:
+            given = keyword_options(
+                ConflictDetector.__init__, options, locals(), "ConflictDetector"
+            )
+            ConflictDetector.__init__(self, store, index, **given)
+            return
         if policy not in _POLICIES:
             raise InvalidInputError(f"unknown policy {policy!r}; expected one of {_POLICIES}")
         if (

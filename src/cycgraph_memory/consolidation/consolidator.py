@@ -60,10 +60,10 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_passes
-from cycgraph_memory._validate import check_bool, check_logger, instance_of
+from cycgraph_memory._validate import check_bool, check_logger, instance_of, keyword_options
 from cycgraph_memory.consolidation._common import (
     check_batch_size,
     check_delete_mode,
@@ -126,15 +126,24 @@ DedupMethod = Literal["auto", "exact", "lsh"]
 class ConsolidationThresholds(BaseModel):
     """When :meth:`MemoryConsolidator.auto_consolidate` should run.
 
+    The counts may also be given as ``max_facts`` / ``max_episodes`` (the names of the
+    consolidator's own budgets), e.g. ``auto_consolidate({"max_facts": 1000})``.
+
     Attributes:
-        facts: Consolidate when the store holds more live facts than this.
-        episodes: Consolidate when the store holds more live episodes than this.
+        facts: Consolidate when the store holds more live facts than this (alias
+            ``max_facts``).
+        episodes: Consolidate when the store holds more live episodes than this (alias
+            ``max_episodes``).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    facts: int | None = Field(default=None, ge=0)
-    episodes: int | None = Field(default=None, ge=0)
+    facts: int | None = Field(
+        default=None, ge=0, validation_alias=AliasChoices("facts", "max_facts")
+    )
+    episodes: int | None = Field(
+        default=None, ge=0, validation_alias=AliasChoices("episodes", "max_episodes")
+    )
 
 
 def decay_score(age_days: float, access_count: int, half_life_days: float) -> float:
@@ -169,13 +178,17 @@ class MemoryConsolidator:
         store: The store to consolidate.
         index: The index over it; kept in sync after the commit when it holds its own
             copies (the in-memory index).
+        options: The keyword options below as one mapping (the spec's
+            ``new MemoryConsolidator(store, index, options)``), instead of keywords.
         max_facts: Facts to retain; the lowest decay scores are pruned past it.
         max_episodes: Episodes to retain; the oldest are pruned past it.
         decay_half_life_days: Half-life of the age factor of the decay score.
         dedup_threshold: Cosine similarity at or above which two facts are duplicates.
         delete_mode: ``"soft"`` invalidates (recoverable), ``"hard"`` deletes.
         debug: Log every mutation and return the mutation log in the report.
-        logger: Optional ``logging.Logger`` (default: this module's logger).
+        logger: Optional ``logging.Logger``, or any object with some of ``debug`` /
+            ``info`` / ``warning`` (or the spec's ``warn``): the levels it lacks are
+            dropped (default: this module's logger).
         batch_size: Page size for loading facts, and the tile size of the similarity scan.
         verified_tag: A fact with this tag is never absorbed by one without it.
         candidate_tag: Dropped from a verified keeper that absorbs duplicates (must differ
@@ -186,7 +199,7 @@ class MemoryConsolidator:
         InvalidInputError: An option out of range (a negative budget, a threshold outside
             [0, 1], an unknown ``delete_mode`` / ``dedup_method``, empty or equal tags).
         InvalidTypeError: A tag that is not a ``str``, ``debug`` that is not a ``bool``, a
-            ``clock`` that is not callable, a logger without the logging methods.
+            ``clock`` that is not callable, a logger with none of the logging methods.
         dedup_method: ``"auto"`` (exact up to 20,000 embedded facts, LSH above when
             cheaper), ``"exact"`` (all pairs) or ``"lsh"`` (LSH candidates, each verified).
         seed: Seed of the LSH hyperplanes (same seed and data, same plan).
@@ -196,6 +209,7 @@ class MemoryConsolidator:
         self,
         store: MemoryStore,
         index: MemoryIndex | None = None,
+        options: Mapping[str, Any] | None = None,
         *,
         max_facts: int | None = None,
         max_episodes: int | None = None,
@@ -203,7 +217,7 @@ class MemoryConsolidator:
         dedup_threshold: float = 0.9,
         delete_mode: Literal["soft", "hard"] = "soft",
         debug: bool = False,
-        logger: logging.Logger | None = None,
+        logger: logging.Logger | object | None = None,
         batch_size: int = 1000,
         verified_tag: str = "verified",
         candidate_tag: str = "candidate",
@@ -211,6 +225,12 @@ class MemoryConsolidator:
         dedup_method: DedupMethod = "auto",
         seed: int = 0,
     ) -> None:
+        if options is not None:
+            given = keyword_options(
+                MemoryConsolidator.__init__, options, locals(), "MemoryConsolidator"
+            )
+            MemoryConsolidator.__init__(self, store, index, **given)
+            return
         for name, value in (("max_facts", max_facts), ("max_episodes", max_episodes)):
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < 0

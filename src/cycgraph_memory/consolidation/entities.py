@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
 from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_passes
-from cycgraph_memory._validate import check_logger
+from cycgraph_memory._validate import check_logger, keyword_options
 from cycgraph_memory.consolidation._common import (
     check_batch_size,
     check_delete_mode,
@@ -93,11 +93,15 @@ class EntityResolver:
         store: The store to resolve (any ``MemoryStore`` with the batched lookups
             ``find_facts_for_entities`` / ``find_relationships_for_entities``; both shipped
             stores have them).
+        options: The keyword options below as one mapping (the spec's
+            ``new EntityResolver(store, options)``), instead of keywords.
         delete_mode: ``"soft"`` (default) invalidates losers and sets ``superseded_by``;
             ``"hard"`` deletes them.
         batch_size: Page size for loading entities, and the number of group members whose
             facts and edges are loaded at once.
-        logger: Optional ``logging.Logger`` (default: this module's logger).
+        logger: Optional ``logging.Logger``, or any object with some of ``debug`` /
+            ``info`` / ``warning`` (or the spec's ``warn``): the levels it lacks are
+            dropped (default: this module's logger).
         index: Optional index kept in sync after the commit (the in-memory index; a
             pgvector index reads the tables and needs nothing).
         clock: Returns "now" (aware UTC) for ``invalidated_at`` / ``updated_at``.
@@ -109,13 +113,18 @@ class EntityResolver:
     def __init__(
         self,
         store: MemoryStore,
+        options: Mapping[str, Any] | None = None,
         *,
         delete_mode: Literal["soft", "hard"] = "soft",
         batch_size: int = 1000,
-        logger: logging.Logger | None = None,
+        logger: logging.Logger | object | None = None,
         index: MemoryIndex | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
+        if options is not None:
+            given = keyword_options(EntityResolver.__init__, options, locals(), "EntityResolver")
+            EntityResolver.__init__(self, store, **given)
+            return
         self.store = store
         self.delete_mode = check_delete_mode(delete_mode)
         self.batch_size = check_batch_size(batch_size)

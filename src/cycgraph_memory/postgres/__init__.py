@@ -75,6 +75,14 @@ from cycgraph_memory.postgres.tenant_indexes import (
 )
 from cycgraph_memory.postgres.tracing import instrument_engine
 
+# The spec's names for the Postgres backend (its Drizzle ORM classes): the same classes.
+DrizzleMemoryStore = PostgresMemoryStore
+"""The spec's ``DrizzleMemoryStore``: :class:`PostgresMemoryStore`."""
+DrizzleMemoryIndex = PostgresMemoryIndex
+"""The spec's ``DrizzleMemoryIndex``: :class:`PostgresMemoryIndex`."""
+DrizzleOutcomeLedger = PostgresOutcomeLedger
+"""The spec's ``DrizzleOutcomeLedger``: :class:`PostgresOutcomeLedger`."""
+
 __all__ = [
     "DEDICATE_MIN_DOCUMENTS",
     "DEFAULT_EF_SEARCH",
@@ -87,6 +95,9 @@ __all__ = [
     "TENANT_SETTING",
     "BulkImportReport",
     "DedicatedIndex",
+    "DrizzleMemoryIndex",
+    "DrizzleMemoryStore",
+    "DrizzleOutcomeLedger",
     "EmbeddedServer",
     "PostgresMemoryIndex",
     "PostgresMemoryStore",
@@ -104,10 +115,10 @@ __all__ = [
     "drop_dedicated_vector_indexes",
     "dsn_from_env",
     "embedded_server_dsn",
+    "finish_width_change",
     "head_revision",
     "instrument_engine",
     "list_dedicated_vector_indexes",
-    "finish_width_change",
     "migrations_dir",
     "schema_status",
     "start_embedded_server",

@@ -8,19 +8,50 @@ evidence flowing while verified lessons fill the rest of the budget.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
-from typing import cast
+from typing import Any, cast
 
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+
+from cycgraph_memory._validate import option_bundle
 from cycgraph_memory.contracts import MemoryStore, OutcomeLedger, SupportsFactStatsBatch
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.records import QUARANTINE_TAG, FactFilter, FactStats, SemanticFact
 
-__all__ = ["DEFAULT_CANDIDATE_TAG", "retrieve_gated_lessons"]
+__all__ = ["DEFAULT_CANDIDATE_TAG", "GatedLessonOptions", "retrieve_gated_lessons"]
 
 DEFAULT_CANDIDATE_TAG = "candidate"
 """Tag marking a lesson still on trial."""
+
+
+class GatedLessonOptions(BaseModel):
+    """The options of :func:`retrieve_gated_lessons` as one object (the spec's shape).
+
+    ``retrieve_gated_lessons(store, GatedLessonOptions(tags=["lesson"]))``, or a plain
+    dict with the same keys, is the same call as
+    ``retrieve_gated_lessons(store, tags=["lesson"])``. Ranges are checked by the
+    function (``InvalidInputError``), as for the keyword form.
+
+    Attributes:
+        tags: Scope tags (any-of), e.g. ``["lesson", "graph:research-v1"]``; required.
+        candidate_tag: Tag marking on-trial lessons (default ``"candidate"``).
+        max_facts: Total lessons to return (default 10).
+        candidate_slots: Places reserved for candidates (default 2).
+        ledger: An ``OutcomeLedger`` for in-progress-first candidate selection.
+        rest_after_trials: Bench candidates once they have this many trials (needs
+            ``ledger``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    tags: list[StrictStr]
+    candidate_tag: StrictStr = DEFAULT_CANDIDATE_TAG
+    max_facts: StrictInt = 10
+    candidate_slots: StrictInt = 2
+    ledger: Any = Field(default=None)
+    rest_after_trials: StrictInt | None = None
 
 
 def _check_int(name: str, value: object, low: int) -> int:
@@ -56,8 +87,10 @@ def _newest_first(fact: SemanticFact) -> tuple[float, str]:
 
 async def retrieve_gated_lessons(
     store: MemoryStore,
+    options: GatedLessonOptions | Mapping[str, Any] | None = None,
+    /,
     *,
-    tags: Sequence[str],
+    tags: Sequence[str] | None = None,
     candidate_tag: str = DEFAULT_CANDIDATE_TAG,
     max_facts: int = 10,
     candidate_slots: int = 2,
@@ -65,6 +98,10 @@ async def retrieve_gated_lessons(
     rest_after_trials: int | None = None,
 ) -> list[SemanticFact]:
     """Return verified lessons first, then up to ``candidate_slots`` candidates on trial.
+
+    The options come either as keyword arguments or, as in the spec's
+    ``retrieveGatedLessons(store, options)``, as one :class:`GatedLessonOptions` or dict
+    (not both).
 
     Active facts carrying any of ``tags`` are read in one ``find_facts`` call. Facts tagged
     ``quarantined`` never appear. Facts with ``candidate_tag`` are candidates; every other
@@ -84,6 +121,8 @@ async def retrieve_gated_lessons(
 
     Args:
         store: Any ``MemoryStore``.
+        options: All the options below as one :class:`GatedLessonOptions` or dict
+            (instead of the keyword arguments).
         tags: Scope tags (any-of), e.g. ``["lesson", "graph:research-v1"]``; required.
         candidate_tag: Tag marking on-trial lessons.
         max_facts: Total lessons to return (>= 1).
@@ -96,10 +135,35 @@ async def retrieve_gated_lessons(
         Verified lessons, then the chosen candidates.
 
     Raises:
-        InvalidInputError: Empty ``tags``, out-of-range counts, or ``rest_after_trials``
-            without a ``ledger``. Nothing is read then.
-        InvalidTypeError: ``store`` or ``ledger`` lacks the methods of its contract.
+        InvalidInputError: Empty or missing ``tags``, out-of-range counts,
+            ``rest_after_trials`` without a ``ledger``, or ``options`` together with
+            keyword options. Nothing is read then.
+        InvalidTypeError: ``store`` or ``ledger`` lacks the methods of its contract, or
+            ``options`` is neither a ``GatedLessonOptions`` nor a mapping.
+        pydantic.ValidationError: ``options`` given as a mapping that does not validate.
     """
+    if options is not None:
+        explicit = {
+            name: value
+            for name, value, default in (
+                ("tags", tags, None),
+                ("candidate_tag", candidate_tag, DEFAULT_CANDIDATE_TAG),
+                ("max_facts", max_facts, 10),
+                ("candidate_slots", candidate_slots, 2),
+                ("ledger", ledger, None),
+                ("rest_after_trials", rest_after_trials, None),
+            )
+            if value is not default and value != default
+        }
+        bundle = option_bundle(GatedLessonOptions, options, explicit, "retrieve_gated_lessons")
+        tags = bundle["tags"]
+        candidate_tag = bundle["candidate_tag"]
+        max_facts = bundle["max_facts"]
+        candidate_slots = bundle["candidate_slots"]
+        ledger = bundle["ledger"]
+        rest_after_trials = bundle["rest_after_trials"]
+    if tags is None:
+        raise InvalidInputError("retrieve_gated_lessons needs tags (the lesson scope)")
     if not callable(getattr(store, "find_facts", None)):
         raise InvalidTypeError(
             f"store must be a MemoryStore (find_facts), got {type(store).__name__}"

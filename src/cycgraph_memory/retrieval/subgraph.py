@@ -23,11 +23,14 @@ Traversal rules (the native path implements the same):
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr
 
 from cycgraph_memory._ids import parse_ids
-from cycgraph_memory._validate import check_text, string_list, utc_in_range
+from cycgraph_memory._validate import check_text, option_bundle, string_list, utc_in_range
 from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.records import (
@@ -38,10 +41,40 @@ from cycgraph_memory.records import (
 )
 from cycgraph_memory.retrieval.pipeline import entity_is_live, filter_relationships
 
-__all__ = ["DEFAULT_MAX_SUBGRAPH_ENTITIES", "MAX_SUBGRAPH_HOPS", "extract_subgraph"]
+__all__ = [
+    "DEFAULT_MAX_SUBGRAPH_ENTITIES",
+    "MAX_SUBGRAPH_HOPS",
+    "SubgraphOptions",
+    "extract_subgraph",
+]
 
 MAX_SUBGRAPH_HOPS = 5
 """Largest ``max_hops`` accepted (the spec's 0-5 range)."""
+
+
+class SubgraphOptions(BaseModel):
+    """The options of :func:`extract_subgraph` as one object (the spec's ``opts``).
+
+    ``extract_subgraph(store, seeds, SubgraphOptions(max_hops=1))``, or a plain dict with
+    the same keys, is the same call as ``extract_subgraph(store, seeds, max_hops=1)``.
+    Ranges are checked by the function (``InvalidInputError``), as for the keyword form.
+
+    Attributes:
+        max_hops: Maximum BFS hops from the seeds (default 2, range 0-5).
+        valid_at: Only traverse relationships valid at this instant.
+        include_invalidated: Also traverse soft-deleted relationships (default False).
+        max_entities: Hard cap on visited entities
+            (:data:`DEFAULT_MAX_SUBGRAPH_ENTITIES` = 500).
+        relation_types: Only traverse relationships of these types (``None`` = all).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_hops: StrictInt = 2
+    valid_at: datetime | None = None
+    include_invalidated: StrictBool = False
+    max_entities: StrictInt = DEFAULT_MAX_SUBGRAPH_ENTITIES
+    relation_types: list[StrictStr] | None = None
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -105,6 +138,8 @@ def sort_subgraph(
 async def extract_subgraph(
     store: MemoryStore,
     seed_entity_ids: Iterable[uuid.UUID | str],
+    opts: SubgraphOptions | Mapping[str, Any] | None = None,
+    /,
     *,
     max_hops: int = 2,
     valid_at: datetime | None = None,
@@ -118,6 +153,8 @@ async def extract_subgraph(
     Args:
         store: Any ``MemoryStore``.
         seed_entity_ids: Entity ids to start from (UUIDs or their strings).
+        opts: The options below as one :class:`SubgraphOptions` or dict (the spec's
+            ``extractSubgraph(store, seeds, opts)``); not together with keyword options.
         max_hops: Maximum BFS hops from the seeds (0-5; 0 returns the seeds only).
         valid_at: Only traverse relationships valid at this instant (naive = UTC).
         include_invalidated: Also traverse soft-deleted relationships and visit
@@ -138,8 +175,29 @@ async def extract_subgraph(
             character, a ``valid_at`` that is not a datetime or is outside the UTC range
             (``MemoryQuery``'s rule: the first and last instants excluded);
             :class:`InvalidTypeError` for ``include_invalidated`` that is not a bool or
-            ``relation_types`` given as one string.
+            ``relation_types`` given as one string, or ``opts`` that is neither a
+            ``SubgraphOptions`` nor a mapping (a mapping that does not validate raises
+            ``pydantic.ValidationError``); ``InvalidInputError`` for ``opts`` together
+            with keyword options.
     """
+    if opts is not None:
+        explicit = {
+            name: value
+            for name, value, default in (
+                ("max_hops", max_hops, 2),
+                ("valid_at", valid_at, None),
+                ("include_invalidated", include_invalidated, False),
+                ("max_entities", max_entities, DEFAULT_MAX_SUBGRAPH_ENTITIES),
+                ("relation_types", relation_types, None),
+            )
+            if value is not default and value != default
+        }
+        bundle = option_bundle(SubgraphOptions, opts, explicit, "extract_subgraph")
+        max_hops = bundle["max_hops"]
+        valid_at = bundle["valid_at"]
+        include_invalidated = bundle["include_invalidated"]
+        max_entities = bundle["max_entities"]
+        relation_types = bundle["relation_types"]
     _check(max_hops, max_entities)
     if not isinstance(include_invalidated, bool):
         raise InvalidTypeError(
