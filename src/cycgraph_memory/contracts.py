@@ -65,6 +65,7 @@ __all__ = [
     "SupportsEmbeddingRewrite",
     "SupportsExclusive",
     "SupportsFactStatsBatch",
+    "SupportsGateInputs",
     "SupportsGateAudit",
     "SupportsIdempotentFactWrites",
     "SupportsNativeSubgraph",
@@ -522,6 +523,22 @@ class SupportsFactStatsBatch(Protocol):
         self, ids: Iterable[uuid.UUID]
     ) -> dict[uuid.UUID, FactStats]:
         """Stats by fact id; facts without runs are absent."""
+        ...
+
+
+class SupportsGateInputs(Protocol):
+    """Optional ledger capability: a gate pass's statistics read from one snapshot.
+
+    ``evaluate_retention`` derives each candidate's leave-one-out baseline from the
+    candidate's statistics and the all-runs baseline. Read in two calls, a run recorded
+    between them would count in one and not the other (on a server whose statements each
+    see the latest commits); a ledger with this method returns both from one view.
+    """
+
+    async def get_gate_inputs(
+        self, ids: Iterable[uuid.UUID]
+    ) -> tuple[dict[uuid.UUID, FactStats], OutcomeBaseline]:
+        """Stats by fact id (facts without runs absent) and the all-runs baseline."""
         ...
 
 

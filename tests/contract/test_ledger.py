@@ -76,6 +76,22 @@ async def test_fact_stats_and_baselines_exact(ledger: Any) -> None:
     assert single.runs == 3 and single.mean_score == pytest.approx(2.0 / 3)
 
 
+async def test_gate_inputs_are_the_batch_stats_and_the_baseline(ledger: Any) -> None:
+    a, b, c = _ids(3)
+    stats, base = await ledger.get_gate_inputs([a])
+    assert stats == {} and (base.runs, base.mean_score, base.variance) == (0, 0.0, None)
+    for run_id, score, facts in [("r1", 0.9, [a]), ("r2", 0.7, [a, b]), ("r3", 0.5, [])]:
+        await ledger.record_outcome(RunOutcome(run_id=run_id, score=score, fact_ids=facts))
+    stats, base = await ledger.get_gate_inputs([b, a, c])
+    assert stats == await ledger.get_fact_stats_batch([a, b, c])
+    assert base == await ledger.get_baseline()
+    assert base.runs == 3 and base.mean_score == pytest.approx(0.7)
+    stats, base = await ledger.get_gate_inputs([c])  # no stats, the baseline still read
+    assert stats == {} and base.runs == 3
+    stats, _ = await ledger.get_gate_inputs([])
+    assert stats == {}
+
+
 async def test_one_trial_has_no_variance(ledger: Any) -> None:
     fid = uuid.uuid4()
     await ledger.record_outcome({"run_id": "only", "score": 0.25, "fact_ids": [str(fid)]})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import secrets
 import uuid
@@ -163,3 +164,52 @@ async def test_concurrent_passes_end_in_the_state_of_one(pg_engine: Any) -> None
     finally:
         await store.clear()
         await ledger.clear()
+
+
+async def test_gate_reads_stats_and_baseline_from_one_snapshot(pg_engine: Any) -> None:
+    """A run recorded (and committed) while a pass reads its evidence counts in both the
+    candidate's stats and the all-runs baseline, or in neither. Read in two statements
+    under READ COMMITTED, the run counted in the baseline only, and the candidate's
+    leave-one-out baseline held one of its own runs (5 runs instead of 4)."""
+    from cycgraph_memory.postgres import PostgresMemoryStore, PostgresOutcomeLedger
+
+    tenant = f"s_{secrets.token_hex(4)}"
+    store = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+    ledger = PostgresOutcomeLedger(pg_engine, tenant_id=tenant)
+    other = PostgresOutcomeLedger(pg_engine, tenant_id=tenant)  # another writer
+    lesson = _candidate()
+    await store.put_facts([lesson])
+    scores = [([lesson.id], s) for s in (0.9, 0.92, 0.88)]
+    scores += [([], s) for s in (0.45, 0.5, 0.55, 0.5)]
+    for i, (ids, score) in enumerate(scores):
+        await ledger.record_outcome(RunOutcome(run_id=f"r{i}", score=score, fact_ids=ids))
+
+    original = ledger._session
+    fired: list[bool] = []
+
+    @contextlib.asynccontextmanager
+    async def session_then_a_new_run(*args: Any, **kwargs: Any) -> Any:
+        async with original(*args, **kwargs) as session:
+            execute = session.execute
+
+            async def execute_then_record(*a: Any, **kw: Any) -> Any:
+                result = await execute(*a, **kw)
+                if not fired:  # right after the pass's first ledger read
+                    fired.append(True)
+                    await other.record_outcome(
+                        RunOutcome(run_id="late", score=0.95, fact_ids=[lesson.id])
+                    )
+                return result
+
+            session.execute = execute_then_record  # type: ignore[method-assign]
+            try:
+                yield session
+            finally:
+                del session.execute
+
+    ledger._session = session_then_a_new_run  # type: ignore[method-assign]
+    report = await evaluate_retention(store, ledger, {"min_trials": 2})
+    assert fired
+    [entry] = [*report.promoted, *report.held, *report.evicted]
+    assert entry.evidence is not None
+    assert entry.evidence.baseline_runs == 4  # the runs without the lesson, nothing else

@@ -153,6 +153,12 @@ class InMemoryOutcomeLedger:
         facts = self._facts
         return {fid: _fact_stats(fid, facts[fid]) for fid in parse_ids(ids) if fid in facts}
 
+    async def get_gate_inputs(
+        self, ids: Iterable[uuid.UUID | str]
+    ) -> tuple[dict[uuid.UUID, FactStats], OutcomeBaseline]:
+        """Stats of ``ids`` and the all-runs baseline, read together (no run between)."""
+        return await self.get_fact_stats_batch(ids), _baseline(self._all.summary())
+
     async def list_fact_stats(self) -> list[FactStats]:
         """Stats for every fact that appeared in at least one run, ordered by fact id."""
         return [_fact_stats(fid, self._facts[fid]) for fid in sorted(self._facts)]

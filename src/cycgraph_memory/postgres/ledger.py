@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Table, delete, exists, func, insert, select
+from sqlalchemy import Table, delete, exists, func, insert, select, true
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
@@ -53,6 +53,15 @@ def _evidence_json(evidence: RetentionEvidence | None) -> dict[str, Any] | None:
     # JSON has no infinity: a z-test's df = inf is stored as the string "Infinity".
     return {k: ("Infinity" if isinstance(v, float) and math.isinf(v) else v)
             for k, v in data.items()}
+
+
+class _Summary:
+    """``n`` / ``mean`` / ``var`` of an aggregate read under other column names."""
+
+    __slots__ = ("mean", "n", "var")
+
+    def __init__(self, n: Any, mean: Any, var: Any) -> None:
+        self.n, self.mean, self.var = n, mean, var
 
 
 def _baseline(row: Any) -> OutcomeBaseline:
@@ -160,6 +169,41 @@ class PostgresOutcomeLedger(PostgresBackend):
         async with self._session() as session:
             rows = (await session.execute(self._stats_query(wanted))).all()
         return {row.fact_id: self._fact_stats(row) for row in rows}
+
+    async def get_gate_inputs(
+        self, ids: Iterable[uuid.UUID | str]
+    ) -> tuple[dict[uuid.UUID, FactStats], OutcomeBaseline]:
+        """Stats of ``ids`` and the all-runs baseline in one statement (one snapshot).
+
+        Under ``READ COMMITTED`` two statements may see different runs: a run recorded
+        between a stats read and a baseline read would count in the baseline only, and
+        the gate would derive a leave-one-out baseline holding a run of the candidate.
+        One row per fact with runs, each carrying the baseline (one row of NULL stats
+        when none of ``ids`` has runs).
+        """
+        wanted = parse_ids(ids)
+        runs = RUNS
+        total = (
+            select(
+                func.count().label("b_n"),
+                func.avg(runs.c.score).label("b_mean"),
+                func.var_samp(runs.c.score).label("b_var"),
+            )
+            .where(runs.c.tenant_id == self._tenant)
+            .cte("total")
+        )
+        stats = self._stats_query(wanted).order_by(None).cte("stats")
+        stmt = (
+            select(total, stats)
+            .select_from(total.outerjoin(stats, true()))
+            .order_by(stats.c.fact_id)
+        )
+        async with self._session() as session:
+            rows = (await session.execute(stmt)).all()
+        first = rows[0]
+        baseline = _baseline(_Summary(first.b_n, first.b_mean, first.b_var))
+        found = {r.fact_id: self._fact_stats(r) for r in rows if r.fact_id is not None}
+        return found, baseline
 
     async def list_fact_stats(self) -> list[FactStats]:
         """Stats for every fact that appeared in at least one run, ordered by fact id."""

@@ -2,8 +2,9 @@
 
 One pass (:func:`evaluate_retention`) runs as one exclusive unit of work on the store:
 
-1. read the active candidates (one ``find_facts``), their ledger statistics (one
-   ``get_fact_stats_batch``) and the all-runs baseline (one ``get_baseline``); each
+1. read the active candidates (one ``find_facts``), their ledger statistics and the
+   all-runs baseline (one ``get_gate_inputs`` from one snapshot when the ledger has it,
+   else ``get_fact_stats_batch`` and ``get_baseline``); each
    candidate's leave-one-out baseline is derived from those two without another scan;
 2. plan: decide every candidate (:func:`plan_retention`, pure);
 3. apply: re-read the facts a verdict changes (one ``get_facts``) and apply it to the
@@ -39,6 +40,7 @@ from cycgraph_memory.contracts import (
     OutcomeLedger,
     SupportsFactStatsBatch,
     SupportsGateAudit,
+    SupportsGateInputs,
 )
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.records import (
@@ -603,6 +605,19 @@ def _coerce_policy(policy: RetentionPolicy | Mapping[str, Any] | None) -> Retent
     )
 
 
+async def _read_inputs(
+    ledger: OutcomeLedger, ids: list[uuid.UUID]
+) -> tuple[dict[uuid.UUID, FactStats], OutcomeBaseline]:
+    """The candidates' stats and the all-runs baseline.
+
+    From one snapshot when the ledger can (``SupportsGateInputs``), else in two calls.
+    """
+    if hasattr(ledger, "get_gate_inputs"):
+        return await cast(SupportsGateInputs, ledger).get_gate_inputs(ids)
+    stats = await _read_stats(ledger, ids)
+    return stats, await ledger.get_baseline()
+
+
 async def _read_stats(
     ledger: OutcomeLedger, ids: list[uuid.UUID]
 ) -> dict[uuid.UUID, FactStats]:
@@ -763,8 +778,7 @@ async def evaluate_retention(
             return trusted(
                 RetentionReport, promoted=[], evicted=[], held=[], pass_id=this_pass
             )
-        stats = await _read_stats(ledger, [f.id for f in candidates])
-        baseline = await ledger.get_baseline()
+        stats, baseline = await _read_inputs(ledger, [f.id for f in candidates])
         decisions = await _on_current_records(
             store, _plan_retention(candidates, stats, baseline, rules), rules
         )
