@@ -47,6 +47,7 @@ __all__ = [
     "check_lock_name",
     "check_logger",
     "check_query_text",
+    "check_page",
     "check_query_vector",
     "check_text",
     "embedding_in_range",
@@ -532,6 +533,19 @@ def check_logger(value: object, default: Any, name: str = "logger") -> Any:
     if all(m in has for m in _LOGGER_METHODS):
         return value
     return _PartialLogger(value)
+
+
+def check_page(limit: object, offset: object) -> None:
+    """Check a listing's ``limit`` (``None`` or a positive int) and ``offset``.
+
+    Raises:
+        InvalidInputError: ``limit`` is not ``None`` or an int >= 1, or ``offset`` is not
+            an int in ``[0, 2**63 - 1]`` (a 64-bit SQL OFFSET).
+    """
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise InvalidInputError(f"limit must be a positive int, got {limit!r}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= 2**63 - 1:
+        raise InvalidInputError(f"offset must be an int in [0, 2**63 - 1], got {offset!r}")
 
 
 def check_dimensions(value: object, name: str = "expected_dimensions") -> int | None:

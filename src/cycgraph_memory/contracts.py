@@ -560,8 +560,12 @@ class SupportsGateAudit(Protocol):
         pass_id: uuid.UUID | None = None,
         fact_id: uuid.UUID | None = None,
         limit: int | None = None,
+        offset: int = 0,
     ) -> list[GateAuditEntry]:
-        """Entries in append order, optionally only one pass's or one fact's."""
+        """Entries in append order, optionally only one pass's or one fact's.
+
+        ``offset`` entries of that order are skipped, then at most ``limit`` returned.
+        """
         ...
 
 

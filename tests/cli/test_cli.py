@@ -408,6 +408,7 @@ def test_gate_evaluate_and_audit(cli: Callable[..., Any], cli_dsn: str, tenant: 
     assert audit["entries"][0]["fact_id"] == str(lesson)
     table = cli("gate", "audit")
     assert table.exit_code == 0 and "promoted" in table.stdout
+    assert _json(cli("gate", "audit", "--offset", "1", "--json"))["entries"] == []
     assert _json(cli("gate", "audit", "--fact-id", str(uuid.uuid4()), "--json"))["entries"] == []
     _one_line_error(cli("gate", "evaluate", "--decision-rule", "vibes"), 1, "decision_rule")
     _one_line_error(cli("gate", "audit", "--pass-id", "not-a-uuid"), 1, "not-a-uuid")

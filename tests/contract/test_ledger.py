@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
 from cycgraph_memory.records import GateAuditEntry, RetentionEvidence, RunOutcome
 from cycgraph_memory.statistics import summarize
@@ -218,6 +219,14 @@ async def test_gate_audit_log_appends_and_reads_in_order(ledger: Any) -> None:
     assert [e.fact_id for e in await ledger.list_gate_audit(pass_id=p1)] == [f1, f2]
     assert [e.pass_id for e in await ledger.list_gate_audit(fact_id=f2)] == [p1, p2]
     assert len(await ledger.list_gate_audit(limit=1)) == 1
+    # pages of the append order, with and without a filter
+    assert [e.verdict for e in await ledger.list_gate_audit(offset=1)] == ["held", "evicted"]
+    assert [e.verdict for e in await ledger.list_gate_audit(offset=1, limit=1)] == ["held"]
+    assert await ledger.list_gate_audit(offset=3) == []
+    assert [e.pass_id for e in await ledger.list_gate_audit(fact_id=f2, offset=1)] == [p2]
+    for bad in (-1, 1.0, True, "1", 2**63):
+        with pytest.raises(InvalidInputError):
+            await ledger.list_gate_audit(offset=bad)
     await ledger.clear()  # clearing outcomes never touches the audit log
     assert len(await ledger.list_gate_audit()) == 3
 

@@ -76,6 +76,7 @@ def audit_cmd(
     pass_id: str | None = typer.Option(None, "--pass-id", help="One pass only."),
     fact_id: str | None = typer.Option(None, "--fact-id", help="One fact only."),
     limit: int | None = typer.Option(None, "--limit", "-n", help="Most entries."),
+    offset: int = typer.Option(0, "--offset", help="Entries to skip first (paging)."),
     json_output: bool = JSON_OPTION,
 ) -> None:
     """Show the gate's append-only audit log (oldest first)."""
@@ -86,7 +87,7 @@ def audit_cmd(
             lister = getattr(memory.ledger, "list_gate_audit", None)
             if lister is None:
                 fail("this ledger keeps no gate audit log")
-            return await lister(pass_id=pass_id, fact_id=fact_id, limit=limit)
+            return await lister(pass_id=pass_id, fact_id=fact_id, limit=limit, offset=offset)
 
     entries = run(work)
     if state.json:

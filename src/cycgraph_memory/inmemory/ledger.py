@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from cycgraph_memory._construct import trusted
 from cycgraph_memory._ids import parse_id, parse_ids
-from cycgraph_memory._validate import check_bool, string_list
+from cycgraph_memory._validate import check_bool, check_page, string_list
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.inmemory._common import coerce_record, copy_record
 from cycgraph_memory.lifecycle.models import REDACTED_FACT_ID, ErasureEntry, LedgerErasure
@@ -209,12 +209,18 @@ class InMemoryOutcomeLedger:
         pass_id: uuid.UUID | str | None = None,
         fact_id: uuid.UUID | str | None = None,
         limit: int | None = None,
+        offset: int = 0,
     ) -> list[GateAuditEntry]:
-        """Audit entries in append order, optionally one pass's or one fact's only."""
-        if limit is not None and (
-            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
-        ):
-            raise InvalidInputError(f"limit must be a positive int, got {limit!r}")
+        """Audit entries in append order, optionally one pass's or one fact's only.
+
+        ``offset`` entries of that order are skipped (pages of an audit log too long to
+        read at once), then at most ``limit`` are returned.
+
+        Raises:
+            InvalidInputError: ``limit`` is not a positive int, or ``offset`` not an int
+                in ``[0, 2**63 - 1]``.
+        """
+        check_page(limit, offset)
         pid = None if pass_id is None else parse_id(pass_id)
         fid = None if fact_id is None else parse_id(fact_id)
         out = [
@@ -222,6 +228,7 @@ class InMemoryOutcomeLedger:
             for e in self._audit
             if (pid is None or e.pass_id == pid) and (fid is None or e.fact_id == fid)
         ]
+        out = out[offset:]
         return out if limit is None else out[:limit]
 
     # ------------------------------------------------------------------ erasure (purge)

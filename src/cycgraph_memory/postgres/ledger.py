@@ -17,7 +17,8 @@ from typing import Any
 from sqlalchemy import Table, delete, exists, func, insert, select, true
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
+from cycgraph_memory._validate import check_page
+from cycgraph_memory.errors import InvalidTypeError
 from cycgraph_memory.lifecycle.models import ErasureEntry, LedgerErasure
 from cycgraph_memory.postgres import lifecycle as _lifecycle
 from cycgraph_memory.postgres._base import (
@@ -280,12 +281,18 @@ class PostgresOutcomeLedger(PostgresBackend):
         pass_id: uuid.UUID | str | None = None,
         fact_id: uuid.UUID | str | None = None,
         limit: int | None = None,
+        offset: int = 0,
     ) -> list[GateAuditEntry]:
-        """Audit entries in append order, optionally one pass's or one fact's only."""
-        if limit is not None and (
-            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
-        ):
-            raise InvalidInputError(f"limit must be a positive int, got {limit!r}")
+        """Audit entries in append order, optionally one pass's or one fact's only.
+
+        ``offset`` entries of that order are skipped (pages of an audit log too long to
+        read at once), then at most ``limit`` are returned.
+
+        Raises:
+            InvalidInputError: ``limit`` is not a positive int, or ``offset`` not an int
+                in ``[0, 2**63 - 1]``.
+        """
+        check_page(limit, offset)
         a = AUDIT
         stmt = select(a).where(a.c.tenant_id == self._tenant)
         if pass_id is not None:
@@ -293,6 +300,8 @@ class PostgresOutcomeLedger(PostgresBackend):
         if fact_id is not None:
             stmt = stmt.where(a.c.fact_id == parse_id(fact_id))
         stmt = stmt.order_by(a.c.id)
+        if offset:
+            stmt = stmt.offset(offset)
         if limit is not None:
             # SQL LIMIT is 64-bit; a larger limit means "all of them", as in memory.
             stmt = stmt.limit(min(limit, MAX_OFFSET))
