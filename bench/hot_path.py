@@ -119,10 +119,12 @@ async def run(args: argparse.Namespace) -> None:
             PostgresMemoryIndex,
             PostgresMemoryStore,
             create_engine_from_dsn,
+            upgrade,
         )
 
         dsn = make_url(args.dsn).set(database=args.db).render_as_string(hide_password=False)
         engine = create_engine_from_dsn(dsn)
+        await upgrade(engine, embedding_dim=DIM)  # a --keep run's database, at this head
         store, index = PostgresMemoryStore(engine), PostgresMemoryIndex(engine)
         counter = Counter()
         event.listen(engine.sync_engine, "before_cursor_execute", counter)

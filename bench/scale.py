@@ -406,8 +406,9 @@ async def _reference_postgres(args: argparse.Namespace, w: Any, recall_vectors: 
     try:
         store, index = PostgresMemoryStore(engine), PostgresMemoryIndex(engine)
         seconds = build = 0.0
+        # A reused database (a --keep run's) is brought to this code's head revision too.
+        await upgrade(engine, embedding_dim=DIM)
         if not args.reuse:
-            await upgrade(engine, embedding_dim=DIM)
             definitions = await drop_hnsw(engine)
             seconds = await load_reference(store, w, bulk=True)
             build = await build_hnsw(dsn, definitions)
