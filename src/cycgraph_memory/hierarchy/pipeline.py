@@ -41,6 +41,12 @@ from cycgraph_memory.errors import (
     InvalidInputError,
     InvalidTypeError,
 )
+from cycgraph_memory.hierarchy._stage_checks import (
+    check_batch_ids,
+    check_episodes,
+    check_extraction,
+    check_themes,
+)
 from cycgraph_memory.hierarchy._theme_candidates import ThemeNeighbours, candidate_themes
 from cycgraph_memory.hierarchy.calibration import TenantThemeCalibrator
 from cycgraph_memory.hierarchy.clustering import THEME_ID_NAMESPACE
@@ -427,15 +433,24 @@ class MemoryPipeline:
             return prepared
 
         await self._embed_messages(fresh)
-        episodes = await self.segmenter.segment(fresh)
+        # The stages may be the user's own: what they return is checked before any use.
+        episodes = check_episodes(await self.segmenter.segment(fresh), fresh)
         for episode in episodes:
             self._stamp(episode, opts)
         # An extractor with extract_batch (the parser tier) reads the whole batch at once.
         batch_extract = getattr(self.extractor, "extract_batch", None)
         batched = await batch_extract(episodes) if batch_extract is not None else None
+        if batched is not None and (
+            not isinstance(batched, Sequence) or len(batched) != len(episodes)
+        ):
+            raise InvalidInputError(
+                f"the extractor's extract_batch must return one result per episode "
+                f"({len(episodes)}), got {type(batched).__name__}"
+            )
         for done, episode in enumerate(episodes, 1):
-            result = (
-                batched[done - 1] if batched is not None else await self.extractor.extract(episode)
+            result = check_extraction(
+                batched[done - 1] if batched is not None else await self.extractor.extract(episode),
+                episode,
             )
             if self.ground_facts:
                 result.facts = _ground(episode, result.facts)
@@ -445,6 +460,7 @@ class MemoryPipeline:
             report_progress(progress, "ingest", done, len(episodes), "extract")
             await asyncio.sleep(0)  # CPU-bound stage: give a pending write its turn
         prepared.episodes = episodes
+        check_batch_ids(prepared.facts, prepared.entities, prepared.relationships)
         if self.merge_entities:
             prepared.entities, prepared.facts, prepared.relationships = _merge_batch_entities(
                 prepared.entities, prepared.facts, prepared.relationships
@@ -490,7 +506,7 @@ class MemoryPipeline:
             facts, relinked = await self._split_stored_facts(facts)
             clusterer = await self._clusterer(facts)
             existing = await self._candidates(facts, clusterer, opts)
-            themes = await clusterer.cluster(facts, existing)
+            themes = check_themes(await clusterer.cluster(facts, existing), facts, existing)
             known = {t.id for t in existing}
             themes = await self._free_theme_ids(themes, known, facts)
             survivors = {t.id for t in themes}

@@ -154,12 +154,15 @@ def build_prompt(episode: Episode, max_facts: int) -> str:
     )
 
 
-def _match_object(text: str, start: int) -> int:
-    """Index just past the ``}`` closing the object opened at ``start``, or -1."""
+def _match_object(text: str, start: int, stop: int) -> int:
+    """Index just past the ``}`` closing the object opened at ``start``, or -1.
+
+    Reads no further than ``stop`` (-1 when the object is not closed before it).
+    """
     depth = 0
     in_string = False
     escaped = False
-    for i in range(start, len(text)):
+    for i in range(start, min(stop, len(text))):
         ch = text[i]
         if in_string:
             if escaped:
@@ -180,6 +183,10 @@ def _match_object(text: str, start: int) -> int:
 
 
 _MAX_OBJECT_STARTS = 64
+_SCAN_BUDGET = 1_000_000
+"""Characters the brace matcher reads per reply, over all its starts: a reply of open
+braces ("{{{{...") made it read the whole text once per start, seconds of CPU on the
+event loop."""
 
 
 def _balanced_objects(text: str) -> list[str]:
@@ -191,9 +198,11 @@ def _balanced_objects(text: str) -> list[str]:
     found: list[str] = []
     pos = text.find("{")
     attempts = 0
-    while pos != -1 and attempts < _MAX_OBJECT_STARTS:
+    budget = _SCAN_BUDGET
+    while pos != -1 and attempts < _MAX_OBJECT_STARTS and budget > 0:
         attempts += 1
-        end = _match_object(text, pos)
+        end = _match_object(text, pos, pos + budget)
+        budget -= (end if end != -1 else min(pos + budget, len(text))) - pos
         if end == -1:
             pos = text.find("{", pos + 1)
         else:

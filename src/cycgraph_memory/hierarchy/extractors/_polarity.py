@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from cycgraph_memory.hierarchy.extractors._questions import asks
+
 __all__ = [
     "ENDED_ATTRIBUTE",
     "STATIVE_RELATIONS",
@@ -248,6 +250,47 @@ def _after(sentence: str, a: tuple[int, int], b: tuple[int, int]) -> str:
     return _follow(sentence, second[1], 4)
 
 
+# "doesn't work at Acme anymore", "isn't at Acme any more": a present or past negation with
+# "anymore" says a stative relation stopped; a future or modal one ("won't work there
+# anymore", "can't ...") has not stopped yet and asserts nothing. As the free tiers read it.
+_NEGATION_ANYMORE = re.compile(
+    r"(?:\bnot\b|n['\u2019]t\b|\b(?:dont|doesnt|didnt|isnt|arent|wasnt|werent|aint)\b)"
+    r"[^.;]*\b(?:anymore|any\s+more)\b",
+    re.IGNORECASE,
+)
+_MODAL = re.compile(
+    r"\b(?:will|would|shall|should|can|could|may|might|must|gonna|going\s+to|wont|cant|"
+    r"(?:won|couldn|wouldn|shouldn|mustn)['\u2019]t)\b|['\u2019](?:ll|d)\b",
+    re.IGNORECASE,
+)
+
+
+def _stretch_polarity(
+    stretch: str, relation: str, *, lead: str = "", core: str | None = None, named: bool = True
+) -> Polarity:
+    """Polarity of the text that links a located claim (the LLM tier's post-check).
+
+    ``lead`` is the part of ``stretch`` before the first mention and ``core`` the part
+    after it (default: all of ``stretch``). A negation with "anymore" in ``core`` ends a
+    stative relation, unless a modal makes it future ("won't work there anymore") or a
+    negation in ``lead`` frames the whole claim ("I don't think Alice works at Acme
+    anymore"): then it is negated. So is one over a target that is no name (``named``
+    false: "we don't use the replica anymore" is a denial, as on the parser tier).
+    """
+    core = stretch if core is None else core
+    if relation in STATIVE_RELATIONS and _NEGATION_ANYMORE.search(core) is not None:
+        if not named:
+            return "negated"
+        if _MODAL.search(stretch) is not None or _LEAD_NEGATED.search(lead) is not None:
+            return "negated"
+        return "ended"
+    if ended_in(stretch, relation):
+        return "ended"
+    if negated_in(stretch):
+        return "negated"
+    return "asserted"
+
+
 _THIRD_PERSON = re.compile(r"\b(?:he|she|they|it|his|her|their|its)\b", re.IGNORECASE)
 
 
@@ -257,7 +300,8 @@ def locate_claim(
     """Polarity of ``source -> target`` and the index of the sentence that states it.
 
     ``sentences`` are ``(text, speaker)`` pairs in order. A sentence supports the claim when
-    it is not a question and names the target and either names the source, is said by the
+    it is not a question (one ending in "?", or a chat question without it: :func:`asks`)
+    and names the target and either names the source, is said by the
     source (first person), or holds a third-person pronoun. Names match whole words,
     case-insensitively, by the full name, else its last or first word ("Ruiz" for "Carmen
     Ruiz"). The stretch read is the gap between the mentions with the eight words before the
@@ -278,12 +322,18 @@ def locate_claim(
             continue
         if first_mention is None:
             first_mention = index
-        if sentence.rstrip().endswith("?"):
-            continue
+        if sentence.rstrip().endswith("?") or asks(sentence):
+            continue  # asked, with or without its "?" ("does alice still work at acme")
         a = _find(low, source_forms)
         if a is not None and not (a[1] <= b[0] or b[1] <= a[0]):
             continue  # "Marlow" of "Marlow Dairy" is not the source "Marlow family"
+        core: str | None = None
+        lead = ""
         if a is not None:
+            first, second = sorted([a, b])
+            core = sentence[first[1] : second[0]] + " " + _after(sentence, a, b)
+            head = sentence[_lead_in(sentence, first[0], 8) : first[0]]
+            lead = head[head.rfind(",") + 1 :]
             stretch = stretch_of(sentence, a, b, lead=8) + " " + _after(sentence, a, b)
         elif (speaker is not None and speaker.lower() == source.lower()) or _THIRD_PERSON.search(
             sentence[: b[0]]
@@ -292,11 +342,9 @@ def locate_claim(
             stretch = sentence[start : b[0]] + " " + _follow(sentence, b[1], 4)
         else:
             continue
-        if ended_in(stretch, relation):
-            return "ended", index
-        if negated_in(stretch):
-            return "negated", index
-        return "asserted", index
+        # A target the model wrote without a capital is a common noun, not a name.
+        named = target != target.lower()
+        return _stretch_polarity(stretch, relation, lead=lead, core=core, named=named), index
     if first_mention is not None:
         return "negated", first_mention
     return None

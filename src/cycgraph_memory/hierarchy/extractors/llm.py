@@ -85,6 +85,7 @@ from cycgraph_memory.records import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_REPLY_CHARS",
     "DEFAULT_RESERVED_TAGS",
     "LLM_EXTRACTOR_NAMESPACE",
     "BreakerState",
@@ -103,6 +104,10 @@ DEFAULT_RESERVED_TAGS: tuple[str, ...] = ("verified", "candidate", QUARANTINE_TA
 A fact the model tagged ``verified`` would skip the retention gate, and one it tagged
 ``quarantined`` would be hidden: only the library and the gate set these.
 """
+
+DEFAULT_MAX_REPLY_CHARS = 200_000
+"""Longest reply :class:`LLMExtractor` parses (``max_reply_chars``); a reply of 20 facts
+with their entities and edges is a few thousand characters."""
 
 BreakerState = Literal["closed", "open", "half_open"]
 """Circuit-breaker state reported by :attr:`LLMExtractor.breaker_state`."""
@@ -180,6 +185,9 @@ class LLMExtractor:
             by default the retention lifecycle's ``verified``, ``candidate`` and
             ``quarantined``, which only the library and the gate set. Add the gate's own
             tags when it is configured with others.
+        max_reply_chars: A longer reply is unusable (a failure: the episode goes to the
+            fallback) before it is parsed, so a runaway model cannot stall the event loop
+            in the parser or flood the store with thousands of entities and edges.
 
     Raises:
         InvalidInputError: If an option is out of range.
@@ -200,6 +208,7 @@ class LLMExtractor:
         now: Callable[[], datetime] | None = None,
         confidence: float = 0.9,
         reserved_tags: Sequence[str] = DEFAULT_RESERVED_TAGS,
+        max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS,
     ) -> None:
         complete = getattr(provider, "complete", None)
         if callable(complete):
@@ -212,6 +221,7 @@ class LLMExtractor:
         self._max_facts = _positive_int("max_facts_per_episode", max_facts_per_episode)
         self._timeout_s = _number("timeout_ms", timeout_ms, allow_zero=False) / 1000.0
         self._max_failures = _positive_int("max_consecutive_failures", max_consecutive_failures)
+        self._max_reply_chars = _positive_int("max_reply_chars", max_reply_chars)
         self._cooldown_s = (
             _number("breaker_cooldown_ms", breaker_cooldown_ms, allow_zero=True) / 1000.0
         )
@@ -382,6 +392,11 @@ class LLMExtractor:
             ) from exc
         if not isinstance(reply, str):
             raise ProviderError(f"LLM provider returned {type(reply).__name__}, expected str")
+        if len(reply) > self._max_reply_chars:
+            raise ReplyError(
+                f"reply of {len(reply)} characters is longer than max_reply_chars "
+                f"({self._max_reply_chars})"
+            )
         return parse_reply(reply)
 
     async def _fail(self, episode: Episode, reason: str, trial: bool) -> ExtractionResult:
