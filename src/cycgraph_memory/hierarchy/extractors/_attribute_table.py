@@ -238,9 +238,13 @@ def attribute_table(nlp: Any) -> AttributeTable | None:
 
 
 def pipe_docs(
-    nlp: Any, table: AttributeTable | None, texts: Iterable[str], batch_size: int
+    nlp: Any, table: AttributeTable | None, texts: Iterable[Any], batch_size: int
 ) -> Iterator[Any]:
-    """``nlp.pipe(texts)``, with ``table`` standing in for the attribute ruler when given."""
+    """``nlp.pipe(texts)``, with ``table`` standing in for the attribute ruler when given.
+
+    ``texts`` are strings, or spaCy ``Doc`` objects already tokenized (``nlp.pipe`` takes
+    both).
+    """
     if table is None:
         yield from nlp.pipe(texts, batch_size=batch_size)
         return

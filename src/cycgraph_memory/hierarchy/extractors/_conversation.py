@@ -40,6 +40,7 @@ __all__ = [
     "speaker_name",
     "fact_text",
     "turns_of",
+    "without_labels",
 ]
 
 MAX_MESSAGE_CHARS = 20_000
@@ -60,6 +61,30 @@ SECOND_PERSON = frozenset({"you", "your", "yours", "yourself"})
 
 _WORDS = re.compile(r"\S+")
 _LONG_TOKEN = re.compile(r"\S{" + str(MAX_TOKEN_CHARS + 1) + ",}")
+
+
+# A discourse label before a message, a line or a sentence ("Update: ...", "Note - ...",
+# "Quick update: ...", "P.S. ...", "Re: ...", "Heads up: ..."): it frames the message, it
+# is no part of what the sentence says.
+_LABEL = re.compile(
+    r"(?:^|(?<=[.!?] ))[ \t]*"
+    r"(?:(?:(?:quick|small|big|short|status|important|general|minor|major|brief|side|"
+    r"final|latest|another|team|job|work|career|personal)\s+)?"
+    r"(?:updates?|news|notes?|edit(?:ed)?|corrections?|reminder|announcement|fyi|"
+    r"heads[ -]?up|re|fwd?|btw|nb|n\.b\.|tl;?\s?dr|psa|p\.?p\.?s\.?|p\.?s\.?)"
+    r"(?:\s*\d{1,2})?(?:\s*:|\s+(?:--?|\u2013|\u2014))"
+    r"|p\.\s?(?:p\.\s?)?s\.)[ \t]+(?=\S)",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def without_labels(text: str) -> str:
+    """``text`` without the discourse labels that open it, its lines or its sentences.
+
+    "Update: Alice left Acme." reads "Alice left Acme."; both free tiers (and the LLM
+    tier's check) read the text without them, so a fact never starts with the label.
+    """
+    return _LABEL.sub("", text)
 
 
 def bounded_text(text: str) -> str:
@@ -125,7 +150,7 @@ def turns_of(episode: Episode, roles: Sequence[str]) -> list[Turn]:
         turns.append(
             Turn(
                 message.id,
-                bounded_text(message.content),
+                without_labels(bounded_text(message.content)),
                 name,
                 addressee,
                 named,

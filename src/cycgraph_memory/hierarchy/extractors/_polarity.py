@@ -27,6 +27,7 @@ __all__ = [
     "ENDED_ATTRIBUTE",
     "STATIVE_RELATIONS",
     "Polarity",
+    "claim_clause",
     "ended_in",
     "claim_polarity",
     "is_ended_marker",
@@ -113,6 +114,43 @@ def _follow(sentence: str, end: int, words: int) -> str:
 
 _PARENTHETICAL = re.compile(r",[^,]*,")
 
+# A coordination that opens a new finite clause: "left Acme and now works at Globex", "quit
+# Acme and joined Globex", "no longer works at Acme, and she's at Globex". The verb after
+# "and" / "but" (after an optional pronoun subject and adverbs) is finite: "-ed", "-s", a
+# form of "be" / "have" or a common irregular past, written in lowercase (a name such as
+# "Siemens" is a coordinated object, not a verb). A bare verb shares the auxiliary of the
+# first conjunct ("used to lead the team and manage Bob", "didn't quit and join"): no cut.
+_NEW_CLAUSE = re.compile(
+    r"(?:,\s*|\s)(?:[Aa]nd|[Bb]ut)\s+(?:"
+    r"(?:she|he|they|i|we|you|[Ss]he|[Hh]e|[Tt]hey|I|[Ww]e)(?:['\u2019]\w+)?\s"  # "and she's"
+    r"|(?:(?:now|then|later|since|soon|recently|just|currently|also|meanwhile|eventually|"
+    r"finally|actually|already|still|today)\s+)*"
+    r"(?!(?:its|this|thus|his|hers|ours|yours|theirs|plus|less|across|various|previous|"
+    r"always|perhaps|news|series|sometimes)\b)"
+    r"(?:is|was|are|were|am|has|had|got|took|went|became|began|left|quit|[a-z]+ed|"
+    r"[a-z]+[^\Ws]s)\b)"
+)
+
+
+def _new_clause(gap: str) -> int:
+    """Offset in ``gap`` where the clause of the later mention starts (0: the same clause).
+
+    The last coordination of ``gap`` that opens a new finite clause (``_NEW_CLAUSE``).
+    """
+    start = 0
+    for match in _NEW_CLAUSE.finditer(gap):
+        start = match.start()
+    return start
+
+
+def claim_clause(gap: str) -> str:
+    """The part of ``gap`` (the words between a claim's mentions) in the later mention's clause.
+
+    An ending said in an earlier coordinated clause is not said of this claim: in "Alice
+    left Acme and now works at Globex" the gap to Globex is read from "and now works at".
+    """
+    return gap[_new_clause(gap) :]
+
 
 def stretch_of(
     sentence: str,
@@ -135,7 +173,10 @@ def stretch_of(
     # The lead stays in the clause of the first mention: in "Tom left Hooli, he works at
     # Google now" the "left" of the clause before belongs to Hooli, not to Google.
     head = sentence[_lead_in(sentence, a_start, lead) : a_start]
-    parts = [head[head.rfind(",") + 1 :], gap]
+    cut = _new_clause(gap)
+    # "Alice left Acme and now works at Globex": the later mention is in a new clause (its
+    # lead and the earlier clause frame the first mention's claim, not this one).
+    parts = [gap[cut:]] if cut else [head[head.rfind(",") + 1 :], gap]
     if source[0] > target[0]:
         parts.append(_follow(sentence, source[1], 4))
     return " ".join(parts)
@@ -167,6 +208,17 @@ _LEAD_NEGATED = re.compile(
 _CONDITIONAL_OPENING = re.compile(
     r"\W*(?:(?:what|only)\s+)?(?:if|unless|assuming|supposing|suppose|provided|"
     r"in\s+case|imagine)\b",
+    re.IGNORECASE,
+)
+# Before an ending in the claim's clause: a modal, a future or an intention ("might quit",
+# "will no longer work at", "wants to quit", "is about to leave"). Not "'d" (also "had":
+# "she'd left Acme").
+_UNREAL = re.compile(
+    r"\b(?:will|would|shall|should|can|could|may|might|must|gonna|wanna|wont|cant|"
+    r"(?:won|couldn|wouldn|shouldn|mustn)['\u2019]t|"
+    r"(?:wants?|wanted|hopes?|hoped|hoping|plans?|planned|planning|about|trying|tries|tried|"
+    r"threatens?|threatened|ready|going|decides?|decided|considers?|considered|"
+    r"considering|thinking|expects?|expected|likely|set)\s+(?:to|of|about)\b)|['\u2019]ll\b",
     re.IGNORECASE,
 )
 _INSTEAD = re.compile(r"\binstead\b(?!\s+of\b)", re.IGNORECASE)
@@ -202,8 +254,6 @@ def claim_polarity(
     opening = sentence[:a_start]
     if ";" not in opening and _CONDITIONAL_OPENING.match(opening) is not None:
         return "negated"
-    if ended_in(stretch, relation) or (stopped and relation in STATIVE_RELATIONS):
-        return "ended"
     head = sentence[_lead_in(sentence, a_start, lead) : a_start]
     framing = head[head.rfind(",") + 1 :]
     gap = _PARENTHETICAL.sub(" ", sentence[a_end:b_start])
@@ -212,6 +262,19 @@ def claim_polarity(
         # The first mention is in an earlier clause (reached through "it" in this one):
         # only this clause frames the claim.
         gap, framing = gap[boundary + 1 :], ""
+    cut = _new_clause(gap)
+    if ended_in(stretch, relation) or (stopped and relation in STATIVE_RELATIONS):
+        # An ending that is doubted, denied or not yet real ends nothing: "I doubt Alice
+        # left Acme", "maybe she left Acme", "Alice might quit Acme", "wants to quit Acme",
+        # "will no longer work at Acme".
+        if _LEAD_NEGATED.search(framing) is not None or _UNREAL.search(gap[cut:]) is not None:
+            return "negated"
+        return "ended"
+    if cut:
+        # "no longer works at Acme and now works at Globex": the ending said in the earlier
+        # clause is no denial of the later one (its negations still count: "didn't quit
+        # Acme and joined Globex" stays unasserted).
+        gap = _ENDED.sub(" ", gap[:cut]) + gap[cut:]
     # "will instead partner with X" asserts the partnership ("instead of X" does not).
     gap = _INSTEAD.sub(" ", gap)
     if stopped or negated_in(gap) or _LEAD_NEGATED.search(framing) is not None:

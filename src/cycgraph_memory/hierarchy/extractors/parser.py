@@ -54,7 +54,7 @@ import re
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime
 from typing import Any, Literal
@@ -489,7 +489,8 @@ class ParserExtractor:
         limit = single_thread_blas if self._single_thread else contextlib.nullcontext
         if len(texts) <= batch_size:
             with limit():
-                docs = list(pipe_docs(nlp, table, texts, batch_size))
+                parsed = pipe_docs(nlp, table, texts, batch_size)
+                docs = list(_split_suffix_stops(nlp, table, parsed))
             yield from docs
             return
         handoff: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
@@ -497,7 +498,9 @@ class ParserExtractor:
         def produce() -> None:
             try:
                 with limit():
-                    for doc in pipe_docs(nlp, table, texts, batch_size):
+                    for doc in _split_suffix_stops(
+                        nlp, table, pipe_docs(nlp, table, texts, batch_size)
+                    ):
                         handoff.put((True, doc))
             except BaseException as exc:  # handed to the consumer, raised there
                 handoff.put((False, exc))
@@ -658,14 +661,15 @@ class ParserExtractor:
                     )
                 ):
                     continue  # "doesn't work at X anymore" ends a job; "didn't join" nothing
-                if spans is not None and not ended:
+                if spans is not None and not raw.ended:
                     # What the parse does not hold: a frame over the whole clause ("it
-                    # is not true that", "neither X nor Y", "nobody at X") or a stop
-                    # after the object ("works at Acme no longer").
+                    # is not true that", "neither X nor Y", "nobody at X", "I doubt"), a
+                    # modal before an ending ("might quit X") or a stop after the object
+                    # ("works at Acme no longer").
                     polarity = claim_polarity(sent_text, *spans, relation, lead=5)
                     if polarity == "negated":
                         continue
-                    ended = polarity == "ended"
+                    ended = ended or polarity == "ended"
                 state.edges.append(
                     _Edge(source, raw.relation, target, raw.confidence, index, ended)
                 )
@@ -1082,6 +1086,62 @@ def _load(name: str) -> Any:
         return spacy.load(name, exclude=["ner"])
     except OSError as exc:
         raise MissingExtraError("parser", f"the spaCy pipeline {name!r}") from exc
+
+
+# Company suffixes that spaCy's tokenizer keeps whole with their period ("Corp.").
+_SUFFIX_STOPS = frozenset({"inc.", "corp.", "ltd.", "co.", "llc.", "plc.", "bros."})
+
+
+def _suffix_stops(doc: Any) -> set[int]:
+    """Tokens such as "Corp." that end a sentence other than the doc's last.
+
+    The tokenizer keeps "Corp." whole (an abbreviation), so in "Alice works at Acme Corp.
+    She joined Globex." the parser makes it the sentence's final punctuation: "Acme" is
+    left as a modifier of a punctuation mark and the sentence has no object.
+    """
+    return {
+        sent[-1].i
+        for sent in doc.sents
+        if sent.end < len(doc) and sent[-1].lower_ in _SUFFIX_STOPS
+    }
+
+
+def _split_suffix_stops(
+    nlp: Any, table: AttributeTable | None, docs: Iterable[Any]
+) -> Iterator[Any]:
+    """``docs``, each doc whose parse ended a sentence on "Corp." parsed again split.
+
+    The parser already put a sentence boundary after the suffix; the new parse reads
+    "Corp" and "." as two tokens, as it does at the end of a text (same text, same
+    character offsets). Other tokens keep the tokenizer's text and norms.
+    """
+    from spacy.tokens import Doc
+
+    for doc in docs:
+        stops = _suffix_stops(doc)
+        if not stops:
+            yield doc
+            continue
+        words: list[str] = []
+        spaces: list[bool] = []
+        norms: list[str | None] = []
+        for tok in nlp.make_doc(doc.text):
+            if tok.i in stops and tok.text.endswith("."):
+                words += [tok.text[:-1], "."]
+                spaces += [False, bool(tok.whitespace_)]
+                norms += [None, None]
+            else:
+                words.append(tok.text)
+                spaces.append(bool(tok.whitespace_))
+                norms.append(tok.norm_)
+        split = Doc(nlp.vocab, words=words, spaces=spaces)
+        if split.text != doc.text:  # pragma: no cover - the tokenizer rebuilt another text
+            yield doc
+            continue
+        for tok, norm in zip(split, norms, strict=True):
+            if norm is not None:
+                tok.norm_ = norm
+        yield next(iter(pipe_docs(nlp, table, [split], 1)))
 
 
 def parse_texts(turns: Sequence[Turn]) -> list[str]:

@@ -71,7 +71,7 @@ from cycgraph_memory.hierarchy.extractors._entities import (
     masked_tokens,
 )
 from cycgraph_memory.hierarchy.extractors._episode_cues import episode_type_cues
-from cycgraph_memory.hierarchy.extractors._polarity import claim_polarity
+from cycgraph_memory.hierarchy.extractors._polarity import claim_clause, claim_polarity
 from cycgraph_memory.hierarchy.extractors._relations import (
     PRONOUNS,
     Arg,
@@ -404,7 +404,8 @@ class RuleBasedExtractor:
                     continue  # denied, doubted or conditioned: not a relationship
                 ended = polarity == "ended"
                 if relation == "work_at":
-                    link = sentence[raw.subject.end : raw.object.start]
+                    # Only the object's own clause: "left Acme and now works at Globex".
+                    link = claim_clause(sentence[raw.subject.end : raw.object.start])
                     if DEPARTURE_VERBS.search(link) and (
                         not ended
                         or _FUTURE.search(link)
