@@ -95,8 +95,8 @@ async def run_demo(dsn: str | None, data_dir: Path) -> None:
         await store.clear()
         await ledger.clear()  # outcomes only: the gate's audit log is append-only
         # The offline default embedder (no model download); every other stage is the
-        # pipeline's default: bounded segmenter, rule-based extractor, tenant-calibrated
-        # theme clusterer.
+        # pipeline's default: bounded segmenter, the parser-tier extractor (the rule tier
+        # when the `parser` extra is not installed), tenant-calibrated theme clusterer.
         embedder = HashingEmbeddingProvider(dimensions=DEMO_DIM)
         pipeline = MemoryPipeline(store, embedder=embedder, index=index)
         messages = load_sample_messages()

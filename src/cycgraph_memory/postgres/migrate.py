@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import weakref
 from collections.abc import Iterator
 from importlib import resources
@@ -166,7 +167,10 @@ def alembic_config(embedding_dim: int | None = None, **attributes: Any) -> Any:
     """
     from alembic.config import Config
 
-    cfg = Config()
+    # Alembic binds its default ``stdout`` when ``alembic.config`` is first imported: a
+    # first import under a redirected stdout (a test's capture, a closed pipe) would keep
+    # writing there for the life of the process. The current stream each time instead.
+    cfg = Config(stdout=sys.stdout)
     cfg.set_main_option("script_location", str(migrations_dir()))
     if embedding_dim is not None:
         cfg.attributes["embedding_dim"] = embedding_dim
