@@ -145,7 +145,8 @@ async def test_gated_retrieval_refuses_a_non_store() -> None:
 class _WriterDuringPass:
     """A ledger that lets a writer change a fact while the gate pass is deciding.
 
-    ``get_baseline`` is called after the gate listed its candidates and before it writes.
+    ``get_gate_inputs`` (or, for a ledger without it, ``get_baseline``) is called after
+    the gate listed its candidates and before it writes.
     """
 
     def __init__(self, inner: Any, write: Any) -> None:
@@ -157,6 +158,10 @@ class _WriterDuringPass:
     async def get_baseline(self, exclude_fact_id: Any = None) -> Any:
         await self._write()
         return await self._inner.get_baseline(exclude_fact_id)
+
+    async def get_gate_inputs(self, ids: Any) -> Any:
+        await self._write()
+        return await self._inner.get_gate_inputs(ids)
 
 
 async def test_a_candidate_quarantined_during_the_pass_is_never_promoted(
