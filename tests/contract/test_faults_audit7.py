@@ -132,8 +132,12 @@ def _pipeline(store: Any, index: Any = None) -> MemoryPipeline:
     )
 
 
-def _halves() -> tuple[list[Any], list[Any]]:
+def _halves(small: bool = False) -> tuple[list[Any], list[Any]]:
+    """The sample conversation's two halves (``small``: 7 messages each, for the tests
+    that ingest once per injected fault)."""
     msgs = load_sample_messages()
+    if small:
+        return msgs[:7], msgs[7:14]
     return msgs[: len(msgs) // 2], msgs[len(msgs) // 2:]
 
 
@@ -212,7 +216,7 @@ async def test_an_ingest_retried_after_a_transient_error_equals_a_clean_run(
     again (``call_with_retry``); the second attempt must not see anything of the first
     (records the first attempt changed in place, ids it reserved)."""
     since = datetime.now(UTC)
-    first, second = _halves()
+    first, second = _halves(small=True)
     clean = fresh()
     await _pipeline(clean).ingest(first)
     await _pipeline(clean).ingest(second)
@@ -469,7 +473,7 @@ async def test_an_ingest_cancelled_anywhere_writes_nothing_and_frees_its_locks(
     out, and the same ingest run again (it takes the same pass locks) completes."""
     make, engine = committed
     since = datetime.now(UTC)
-    first, second = _halves()
+    first, second = _halves(small=True)
     clean = make()
     await _pipeline(clean).ingest(first)
     await _pipeline(clean).ingest(second)
