@@ -4,6 +4,17 @@ Each multi-write operation is run with a failure injected part-way (a store, ind
 embedder, extractor or ledger method raising on its N-th call, or the task cancelled);
 afterwards the store must hold exactly what it held before, and running the same call
 again must succeed with the result of a run that never failed.
+
+Bugs these tests found (each failed before its fix):
+
+* in memory, a unit of work that failed undid every write made while it was open, those
+  of other tasks included (a lesson ``remember``-ed meanwhile vanished after its id was
+  handed out): the undo journal now belongs to the task that opened the unit;
+* in memory, a purge (or a re-embed of messages) swapped the store's journaled message,
+  writer-key and settings dicts for plain ones, so later rollbacks missed those changes;
+* an ingest retried after a transient error (deadlock, lost connection) re-clustered the
+  batch as the failed attempt had left it: the retry merged themes a clean run kept
+  apart (both backends).
 """
 
 from __future__ import annotations
