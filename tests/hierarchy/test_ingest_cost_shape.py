@@ -268,10 +268,10 @@ async def test_in_memory_unit_of_work_costs_what_it_writes(
     peaks: list[int] = []
     end = Journal.end
 
-    def record(self: Journal) -> None:
+    def record(self: Journal, unit: Any) -> None:
         if self.depth == 1:
             peaks.append(len(self.entries))
-        end(self)
+        end(self, unit)
 
     monkeypatch.setattr(Journal, "end", record)
     for store, index in tenants:

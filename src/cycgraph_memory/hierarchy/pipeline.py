@@ -21,7 +21,7 @@ import logging
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -172,6 +172,9 @@ class _IngestOptions(BaseModel):
         return cls(tags=string_list(tags, "tags"), **values)
 
 
+_R = TypeVar("_R", Episode, SemanticFact, Entity, Relationship)
+
+
 @dataclass
 class _Prepared:
     """One batch after the CPU-bound stages, ready to be clustered and written."""
@@ -181,6 +184,31 @@ class _Prepared:
     facts: list[SemanticFact] = field(default_factory=list)
     entities: list[Entity] = field(default_factory=list)
     relationships: list[Relationship] = field(default_factory=list)
+
+    def copy(self) -> _Prepared:
+        """A copy whose records the write stages may change in place.
+
+        Clustering, entity resolution and theme bookkeeping update the batch's records
+        as they go; a commit attempt that fails (and is retried) must not leave its
+        changes in the batch the next attempt starts from.
+        """
+        return _Prepared(
+            received=self.received,
+            episodes=[_fresh(e) for e in self.episodes],
+            facts=[_fresh(f) for f in self.facts],
+            entities=[_fresh(e) for e in self.entities],
+            relationships=[_fresh(r) for r in self.relationships],
+        )
+
+
+def _fresh(record: _R) -> _R:
+    """A copy of ``record`` with its own top-level lists and dicts (values shared)."""
+    own = {
+        name: type(value)(value)
+        for name, value in record.__dict__.items()
+        if type(value) in (list, dict)
+    }
+    return record.model_copy(update=own)
 
 
 class MemoryPipeline:
@@ -481,7 +509,7 @@ class MemoryPipeline:
         if not prepared.episodes:
             return IngestReport(messages_skipped=prepared.received)
         return await call_with_retry(
-            lambda: self._commit_once(prepared, opts), self.retry, name="ingest"
+            lambda: self._commit_once(prepared.copy(), opts), self.retry, name="ingest"
         )
 
     async def _commit_once(self, prepared: _Prepared, opts: _IngestOptions) -> IngestReport:

@@ -61,5 +61,4 @@ class InMemoryIngestLookups:
         """Insert or replace the JSON record under ``key``."""
         name = check_setting_key(key)
         document = check_setting(value)
-        # Replace the dict, never mutate it: transaction snapshots share the old one.
-        self._settings = {**self._settings, name: document}
+        self._settings[name] = document  # journaled: a rolled-back unit of work undoes it

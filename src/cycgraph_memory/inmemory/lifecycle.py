@@ -116,10 +116,10 @@ async def apply_purge(store: InMemoryMemoryStore, plan: PurgePlan) -> None:
         episodes.append(
             ep.model_copy(update={"messages": [stored.get(m.id, m) for m in ep.messages]})
         )
-    gone = set(plan.delete_message_ids)
-    vectors = {k: v for k, v in s._message_vectors.items() if k not in gone}
-    homes = {k: v for k, v in s._message_homes.items() if k not in gone}
-    s._message_vectors, s._message_homes = vectors, homes
+    # In place, key by key: the store's dicts must stay journaled (see _journal).
+    for mid in plan.delete_message_ids:
+        s._message_vectors.pop(mid, None)
+        s._message_homes.pop(mid, None)
     if episodes:
         await s.put_episodes(episodes)
     if plan.put_facts:
@@ -131,11 +131,11 @@ async def apply_purge(store: InMemoryMemoryStore, plan: PurgePlan) -> None:
     if plan.put_relationships:
         await s.put_relationships(plan.put_relationships)
     if plan.delete_writer_keys:
-        drop = set(plan.delete_writer_keys)
-        s._idempotency = {k: v for k, v in s._idempotency.items() if k not in drop}
+        for key in plan.delete_writer_keys:
+            s._idempotency.pop(key, None)
     if plan.delete_setting_keys:
-        gone_keys = set(plan.delete_setting_keys)
-        s._settings = {k: v for k, v in s._settings.items() if k not in gone_keys}
+        for name in plan.delete_setting_keys:
+            s._settings.pop(name, None)
 
 
 def write_embeddings(
@@ -148,7 +148,7 @@ def write_embeddings(
     packed = _packed(vectors)
     if kind == "message":
         updated = {k: v for k, v in packed.items() if k in s._message_homes}
-        s._message_vectors = {**s._message_vectors, **updated}
+        s._message_vectors.update(updated)  # in place: stays journaled
         return len(updated)
     tables: dict[str, dict[uuid.UUID, Any]] = {
         "entity": s._entities, "episode": s._episodes, "fact": s._facts, "theme": s._themes,
@@ -161,7 +161,7 @@ def write_embeddings(
         old = table.get(rid)
         if old is None:
             continue
-        # Replace, never mutate: transaction snapshots share the old record.
+        # Replace, never mutate: the undo journal keeps the old record.
         new = copy_record(old)
         new.__dict__["embedding"] = packed[rid]
         table[rid] = new

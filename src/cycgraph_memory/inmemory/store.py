@@ -3,7 +3,7 @@
 Suitable for tests and lightweight single-process use. Every record is stored and handed
 out as a deep copy, so mutating an argument after ``put_*`` or a returned record never
 changes the store. Stored records are never mutated in place (updates replace them),
-which is what makes the cheap snapshot-based :meth:`InMemoryMemoryStore.transaction`
+which is what makes the cheap journal-based :meth:`InMemoryMemoryStore.transaction`
 correct.
 """
 
@@ -36,7 +36,7 @@ from cycgraph_memory.inmemory._common import (
     copy_record,
 )
 from cycgraph_memory.inmemory._ingest_lookups import InMemoryIngestLookups
-from cycgraph_memory.inmemory._journal import Journal, JournaledDict
+from cycgraph_memory.inmemory._journal import Journal, JournaledDict, Unit
 from cycgraph_memory.inmemory._lookup import StoreLookups
 from cycgraph_memory.lifecycle.models import PurgeCandidates, PurgePlan, PurgeSelector
 from cycgraph_memory.records import (
@@ -71,9 +71,10 @@ _STATE = (
     "_message_homes",
     "_settings",
 )
-"""The store's record dicts (and the settings, replaced on write, never mutated)."""
+"""The store's journaled dicts (records, message vectors and homes, writer keys, settings).
 
-_Snapshot = tuple[tuple[Any, ...], int]
+They are never replaced (a replaced dict would no longer be journaled): change them in
+place, value by value."""
 
 
 def _page(matches: list[R], key: Callable[[R], Any], offset: int, limit: int | None) -> list[R]:
@@ -146,7 +147,7 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
         self._exclusive_locks: dict[str, asyncio.Lock] = {}
         self._lookups = StoreLookups()
         self._idempotency: dict[str, list[uuid.UUID]] = JournaledDict(j)
-        self._settings: dict[str, dict[str, Any]] = {}
+        self._settings: dict[str, dict[str, Any]] = JournaledDict(j)
 
     @property
     def expected_dimensions(self) -> int | None:
@@ -404,7 +405,7 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
                         )
         for record in records:
             for message in record.messages:
-                # Replace the set, never mutate it: transaction snapshots share the old one.
+                # Replace the set, never mutate it: the undo journal keeps the old one.
                 self._message_homes[message.id] = {
                     *self._message_homes.get(message.id, ()),
                     record.id,
@@ -616,7 +617,7 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
             fact = self._facts.get(fid)
             if fact is None:
                 continue
-            # Replace, never mutate: transaction snapshots share the old record.
+            # Replace, never mutate: the undo journal keeps the old record.
             self._facts[fid] = fact.model_copy(
                 update={
                     "access_count": min(fact.access_count + 1, MAX_ACCESS_COUNT),
@@ -724,15 +725,17 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
     def transaction(self) -> AbstractAsyncContextManager[None]:
         """Unit of work: every write in the block lands, or none does if it raises.
 
-        Implemented as a snapshot of the record dicts taken on entry and restored when
-        the block raises (the exception is re-raised). Nested transactions act as
-        savepoints: an inner failure caught inside the outer block undoes only the inner
-        writes.
+        Implemented with an undo journal: while the block runs, each change it makes is
+        recorded with the value it replaced, and put back when the block raises (the
+        exception is re-raised). Nested transactions act as savepoints: an inner failure
+        caught inside the outer block undoes only the inner writes. The unit of work
+        belongs to the task that opened it (and to tasks started inside it), like a
+        Postgres transaction: a rollback undoes only its own writes, and leaves a value
+        another task wrote since as that task wrote it.
 
         Note:
             The in-memory backend does not isolate transactions from concurrently running
-            coroutines: they see uncommitted writes, and a rollback also discards writes
-            other coroutines made during the block. Serialise writers yourself if that
+            coroutines: they see uncommitted writes. Serialise writers yourself if that
             matters.
         """
         return self._transaction()
@@ -755,14 +758,14 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[None]:
-        snapshot = self._snapshot()
+        unit = self._journal.begin()
         try:
             yield
         except BaseException:
-            self._restore(snapshot)
+            self._restore(unit)
             raise
         finally:
-            self._journal.end()
+            self._journal.end(unit)
 
     def _fact_candidates(self, f: FactFilter) -> Iterable[SemanticFact]:
         # The narrowest inverted index instead of a full scan; find_facts re-checks all.
@@ -778,31 +781,17 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
             return self._facts.values()
         return [self._facts[i] for i in ids]
 
-    def _snapshot(self) -> _Snapshot:
-        # No copy: the dicts journal their changes from here on (cost independent of the
-        # store's size). The references catch a dict replaced wholesale (clear()).
-        return tuple(getattr(self, name) for name in _STATE), self._journal.begin()
-
-    def _restore(self, snapshot: _Snapshot) -> None:
-        refs, mark = snapshot
-        for name, ref in zip(_STATE, refs, strict=True):
-            setattr(self, name, ref)
-        self._journal.undo(mark)
+    def _restore(self, unit: Unit) -> None:
+        # No copy was taken: the dicts journaled this unit's changes (see _journal).
+        self._journal.undo(unit)
         self._lookups.rebuild(self._relationships, self._facts, self._entities)
 
     async def clear(self) -> None:
-        """Remove every record."""
-        j = self._journal
-        self._entities = JournaledDict(j)
-        self._relationships = JournaledDict(j)
-        self._episodes = JournaledDict(j)
-        self._facts = JournaledDict(j)
-        self._themes = JournaledDict(j)
-        self._message_vectors = JournaledDict(j)
-        self._message_homes = JournaledDict(j)
+        """Remove every record (inside a unit of work, undone by its rollback)."""
+        # In place: the dicts stay journaled (a unit of work open around this undoes it).
+        for name in _STATE:
+            getattr(self, name).clear()
         self._lookups.rebuild(self._relationships, self._facts, self._entities)
-        self._idempotency = JournaledDict(j)
-        self._settings = {}
 
     # ------------------------------------------------------------------ erasure (lifecycle)
 
