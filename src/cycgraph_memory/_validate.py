@@ -594,38 +594,73 @@ def option_bundle(
 
 
 def keyword_options(
-    fn: Callable[..., object], options: object, values: Mapping[str, object], what: str
+    fn: Callable[..., object],
+    options: object,
+    values: Mapping[str, object],
+    what: str,
+    *,
+    slot: str | None = None,
+    is_options: Callable[[object], bool] | None = None,
 ) -> dict[str, Any]:
-    """``fn``'s keyword-only arguments with ``options`` (a mapping) applied over ``values``.
+    """``fn``'s options with ``options`` (a mapping) applied over ``values``.
 
     For constructors that the spec calls with one options object
     (``new MemoryConsolidator(store, index, { maxFacts })``) and that take keyword
-    arguments in Python: ``values`` are the keyword arguments as received (``locals()``).
-    Giving an option both ways, or an unknown option, is refused.
+    arguments in Python: ``values`` are the arguments as received (``locals()``). The
+    options are ``fn``'s keyword-only arguments; with ``slot``, the options object came in
+    the place of the positional argument ``slot`` (``new SimpleThemeClusterer(opts)``,
+    whose first Python argument is ``similarity_threshold``), and the options are ``slot``
+    and every argument after it. A required argument among them (no default) must be in
+    ``options``. Giving an option both ways, or an unknown option, is refused, and so is
+    a ``slot`` value that would itself be read as an options object (``is_options``,
+    default: any mapping).
 
     Raises:
-        InvalidTypeError: ``options`` is not a mapping, or names an unknown option.
-        InvalidInputError: ``options`` together with keyword arguments changed from their
+        InvalidTypeError: ``options`` is not a mapping, names an unknown option, lacks a
+            required one, or nests an options object in ``slot``.
+        InvalidInputError: ``options`` together with arguments changed from their
             defaults.
     """
     if not isinstance(options, Mapping):
         raise InvalidTypeError(f"{what} options must be a mapping, got {type(options).__name__}")
-    params = {
-        name: p.default
-        for name, p in inspect.signature(fn).parameters.items()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY
-    }
+    parameters = inspect.signature(fn).parameters
+    if slot is None:
+        params = {
+            name: p.default
+            for name, p in parameters.items()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+        }
+        received = dict(values)
+    else:
+        names = list(parameters)
+        params = {
+            name: parameters[name].default
+            for name in names[names.index(slot) :]
+            if parameters[name].kind
+            in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        }
+        received = {**values, slot: params[slot]}
     unknown = sorted(str(k) for k in options if k not in params)
     if unknown:
         raise InvalidTypeError(f"unknown {what} options: {unknown}; expected {sorted(params)}")
     changed = sorted(
         name
         for name, default in params.items()
-        if values[name] is not default and values[name] != default
+        if received[name] is not default and received[name] != default
     )
     if changed:
         raise InvalidInputError(
-            f"{what}: give the options either as one mapping or as keyword arguments, "
+            f"{what}: give the options either as one mapping or as separate arguments, "
             f"not both (also given: {', '.join(changed)})"
         )
-    return {**{name: values[name] for name in params}, **options}
+    if slot is not None and slot in options:
+        nested = is_options(options[slot]) if is_options else isinstance(options[slot], Mapping)
+        if nested:
+            raise InvalidTypeError(f"{what} option {slot} cannot be an options mapping")
+    merged = {**{name: received[name] for name in params}, **options}
+    missing = sorted(
+        name for name, value in merged.items() if value is inspect.Parameter.empty
+    )
+    if missing:
+        raise InvalidTypeError(f"{what} options lack the required {', '.join(missing)}")
+    return merged

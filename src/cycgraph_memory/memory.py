@@ -165,7 +165,9 @@ def _check_pipeline_options(options: Mapping[str, Any] | None) -> None:
             f"pipeline_options must be a mapping, got {type(options).__name__}"
         )
     # The facade passes the store, the index and the embedder itself.
-    known = set(inspect.signature(MemoryPipeline).parameters) - {"store", "index", "embedder"}
+    known = set(inspect.signature(MemoryPipeline).parameters) - {
+        "store", "options", "index", "embedder"
+    }
     unknown = sorted(str(k) for k in options if k not in known)
     if unknown:
         raise InvalidInputError(

@@ -59,16 +59,16 @@ import logging
 import re
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
-from cycgraph_memory._validate import instances_of
+from cycgraph_memory._validate import instances_of, keyword_options
 from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInputError
 from cycgraph_memory.hierarchy.grounding import without_grounding
 from cycgraph_memory.records import Provenance, SemanticFact, Theme, utc_now
@@ -592,25 +592,43 @@ def _common_dimension(facts: Sequence[SemanticFact], themes: Sequence[Theme]) ->
 class SimpleThemeClusterer(_GreedyClusterer):
     """Greedy single-pass clustering by cosine similarity to theme centroids.
 
+    The options may also come as one mapping in the first place (the spec's
+    ``new SimpleThemeClusterer(opts?)``): ``SimpleThemeClusterer({"similarity_threshold":
+    0.8})``, with the names below; an unknown name is an ``InvalidTypeError``, a mapping
+    together with keyword arguments an ``InvalidInputError``.
+
     Args:
         similarity_threshold: Minimum cosine similarity (inclusive) for a fact to join an
-            existing theme; otherwise it starts a new one.
+            existing theme; otherwise it starts a new one (default 0.7). Or the options
+            mapping.
         id_factory: Makes ids of new themes. Default (``None``): derived from the
             founding fact's id (:func:`theme_id_for`), so the same input gives the same
             themes; ``new_id`` gives random UUIDs.
         now: Wall clock for new themes' ``provenance.created_at``.
 
     Raises:
-        InvalidInputError: If the threshold is outside ``[-1, 1]``.
+        InvalidInputError: If the threshold is outside ``[-1, 1]``, or an options mapping
+            comes with keyword arguments.
+        InvalidTypeError: An options mapping with an unknown name.
     """
 
     def __init__(
         self,
-        similarity_threshold: float = 0.7,
+        similarity_threshold: float | Mapping[str, Any] = 0.7,
         *,
         id_factory: Callable[[], uuid.UUID] | None = None,
         now: Callable[[], datetime] = utc_now,
     ) -> None:
+        if isinstance(similarity_threshold, Mapping):
+            given = keyword_options(
+                SimpleThemeClusterer.__init__,
+                similarity_threshold,
+                locals(),
+                "SimpleThemeClusterer",
+                slot="similarity_threshold",
+            )
+            SimpleThemeClusterer.__init__(self, **given)
+            return
         super().__init__(
             _check_threshold("similarity_threshold", similarity_threshold),
             None,
@@ -628,10 +646,19 @@ class SimpleThemeClusterer(_GreedyClusterer):
 class ConsolidatingThemeClusterer(_GreedyClusterer):
     """Two-pass clustering: greedy assignment, then centroid merging with a soft cap.
 
+    The options may also come as one mapping in the first place (the spec's
+    ``new ConsolidatingThemeClusterer({ assignmentThreshold, mergeThreshold, maxThemes })``):
+    ``ConsolidatingThemeClusterer({"assignment_threshold": 0.7, "merge_threshold": 0.85,
+    "max_themes": 50})``, with the names below; an unknown name is an ``InvalidTypeError``,
+    a mapping together with other arguments an ``InvalidInputError``.
+
     Args:
-        assignment_threshold: Minimum cosine similarity for a fact to join a theme.
-        merge_threshold: Minimum centroid similarity for two themes to merge.
-        max_themes: Soft cap on the number of themes returned (``None``: no cap).
+        assignment_threshold: Minimum cosine similarity for a fact to join a theme
+            (default 0.7). Or the options mapping.
+        merge_threshold: Minimum centroid similarity for two themes to merge (default
+            0.85).
+        max_themes: Soft cap on the number of themes returned (``None``, the default: no
+            cap).
         id_factory: Makes ids of new themes. Default (``None``): derived from the
             founding fact's id (:func:`theme_id_for`), so the same input gives the same
             themes; ``new_id`` gives random UUIDs.
@@ -646,12 +673,14 @@ class ConsolidatingThemeClusterer(_GreedyClusterer):
 
     Raises:
         InvalidInputError: If a threshold is outside ``[-1, 1]``, ``max_themes`` is not a
-            positive integer or ``linkage`` is unknown.
+            positive integer or ``linkage`` is unknown, or an options mapping comes with
+            other arguments.
+        InvalidTypeError: An options mapping with an unknown name.
     """
 
     def __init__(
         self,
-        assignment_threshold: float = 0.7,
+        assignment_threshold: float | Mapping[str, Any] = 0.7,
         merge_threshold: float = 0.85,
         max_themes: int | None = None,
         *,
@@ -659,6 +688,16 @@ class ConsolidatingThemeClusterer(_GreedyClusterer):
         now: Callable[[], datetime] = utc_now,
         linkage: Linkage = "centroid",
     ) -> None:
+        if isinstance(assignment_threshold, Mapping):
+            given = keyword_options(
+                ConsolidatingThemeClusterer.__init__,
+                assignment_threshold,
+                locals(),
+                "ConsolidatingThemeClusterer",
+                slot="assignment_threshold",
+            )
+            ConsolidatingThemeClusterer.__init__(self, **given)
+            return
         if max_themes is not None and (
             isinstance(max_themes, bool) or not isinstance(max_themes, int) or max_themes < 1
         ):

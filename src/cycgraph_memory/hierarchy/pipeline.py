@@ -27,7 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from cycgraph_memory._exclusive import exclusive_passes
-from cycgraph_memory._validate import string_list, validate_record
+from cycgraph_memory._validate import keyword_options, string_list, validate_record
 from cycgraph_memory.contracts import (
     EmbeddingProvider,
     EpisodeSegmenter,
@@ -216,6 +216,11 @@ class MemoryPipeline:
 
     Args:
         store: Where everything is written (any ``MemoryStore``).
+        options: The keyword options below as one mapping
+            (``MemoryPipeline(store, {"embedder": embedder, "index": index})``, the spec's
+            one-options-object style), instead of keywords. An unknown name is an
+            ``InvalidTypeError``, a mapping together with keywords an
+            ``InvalidInputError``.
         embedder: Embeds facts, episodes, entities and the themes' centroids come from
             the facts. ``None`` stores records without embeddings (facts then all go to
             the clusterer's "General" theme).
@@ -271,6 +276,7 @@ class MemoryPipeline:
     def __init__(
         self,
         store: MemoryStore,
+        options: Mapping[str, Any] | None = None,
         *,
         embedder: EmbeddingProvider | None = None,
         index: MemoryIndex | None = None,
@@ -285,6 +291,10 @@ class MemoryPipeline:
         retry: RetryPolicy | None = None,
         ground_facts: bool = True,
     ) -> None:
+        if options is not None:
+            given = keyword_options(MemoryPipeline.__init__, options, locals(), "MemoryPipeline")
+            MemoryPipeline.__init__(self, store, **given)
+            return
         if embed_batch_size < 1:
             raise InvalidInputError("embed_batch_size must be >= 1")
         if isinstance(theme_candidates, bool) or not 1 <= theme_candidates <= 100:

@@ -34,13 +34,14 @@ import itertools
 import math
 import re
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from cycgraph_memory._validate import instances_of
+from cycgraph_memory._validate import instances_of, keyword_options
 from cycgraph_memory.contracts import EmbeddingProvider
 from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.records import Episode, Message, Provenance, utc_now
@@ -113,10 +114,18 @@ class SimpleEpisodeSegmenter:
     Implements the ``EpisodeSegmenter`` contract. See the module docstring for the exact
     splitting, topic and id rules.
 
+    The options may also come as one mapping in the first place (the spec's
+    ``new SimpleEpisodeSegmenter({ gapThresholdMs })``):
+    ``SimpleEpisodeSegmenter({"gap_threshold_ms": 300_000})``, with the names below; an
+    unknown name is an ``InvalidTypeError``, a mapping together with other arguments an
+    ``InvalidInputError``.
+
     Args:
         gap_threshold_ms: A gap strictly longer than this (milliseconds) starts a new
-            episode. Must be a positive integer.
-        max_topic_length: Maximum topic length in characters (positive integer).
+            episode. Must be a positive integer (default 300,000: 5 minutes). Or the
+            options mapping.
+        max_topic_length: Maximum topic length in characters (positive integer, default
+            100).
         provenance: Template for each episode's provenance; ``created_at`` is replaced by
             the clock's time for every episode. Defaults to ``Provenance(source="system")``.
         deterministic_ids: Derive episode ids from the message ids (default) instead of
@@ -135,11 +144,13 @@ class SimpleEpisodeSegmenter:
 
     Raises:
         pydantic.ValidationError: If an option is out of range.
+        InvalidTypeError: An options mapping with an unknown name.
+        InvalidInputError: An options mapping together with other arguments.
     """
 
     def __init__(
         self,
-        gap_threshold_ms: int = 300_000,
+        gap_threshold_ms: int | Mapping[str, Any] = 300_000,
         max_topic_length: int = 100,
         *,
         provenance: Provenance | None = None,
@@ -152,6 +163,16 @@ class SimpleEpisodeSegmenter:
         topic_shift_z: float = 1.0,
         min_messages: int = 3,
     ) -> None:
+        if isinstance(gap_threshold_ms, Mapping):
+            given = keyword_options(
+                SimpleEpisodeSegmenter.__init__,
+                gap_threshold_ms,
+                locals(),
+                "SimpleEpisodeSegmenter",
+                slot="gap_threshold_ms",
+            )
+            SimpleEpisodeSegmenter.__init__(self, **given)
+            return
         self._options = _SegmenterOptions(
             gap_threshold_ms=gap_threshold_ms,
             max_topic_length=max_topic_length,

@@ -25,7 +25,12 @@ from numpy.typing import NDArray
 
 from cycgraph_memory._ids import parse_id
 from cycgraph_memory._options import coerce_options
-from cycgraph_memory._validate import check_dimensions, query_vector_array, query_vectors_array
+from cycgraph_memory._validate import (
+    check_dimensions,
+    keyword_options,
+    query_vector_array,
+    query_vectors_array,
+)
 from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import InvalidTypeError
 from cycgraph_memory.inmemory._common import (
@@ -246,19 +251,38 @@ class InMemoryMemoryIndex(MessageAndTextSearch):
     through :meth:`upsert` / :meth:`upsert_many` / :meth:`remove` after writes. Records
     without an embedding are not indexed. Results carry deep copies of the records.
 
+    The options may also come as one mapping in the first place (the spec's
+    ``new InMemoryMemoryIndex({ expectedDimensions })``):
+    ``InMemoryMemoryIndex({"expected_dimensions": 384})``, with the names below; an
+    unknown name is an ``InvalidTypeError``, a mapping together with other arguments an
+    ``InvalidInputError``.
+
     Args:
         expected_dimensions: Required embedding length. Any indexed or query vector of
             another length raises ``EmbeddingDimensionMismatchError``. When ``None``, the
             first indexed vector fixes the dimension for this index (until :meth:`clear`
             or a :meth:`rebuild`, which re-learns it from the store), and later
-            mismatches raise as well. Wire it from ``EmbeddingProvider.dimensions``.
+            mismatches raise as well. Wire it from ``EmbeddingProvider.dimensions``. Or
+            the options mapping.
         silence_scale_warning: Suppress the one-shot warning emitted when the index grows
             past :data:`IN_MEMORY_INDEX_WARN_THRESHOLD` entries.
     """
 
     def __init__(
-        self, expected_dimensions: int | None = None, silence_scale_warning: bool = False
+        self,
+        expected_dimensions: int | Mapping[str, Any] | None = None,
+        silence_scale_warning: bool = False,
     ) -> None:
+        if isinstance(expected_dimensions, Mapping):
+            given = keyword_options(
+                InMemoryMemoryIndex.__init__,
+                expected_dimensions,
+                locals(),
+                "InMemoryMemoryIndex",
+                slot="expected_dimensions",
+            )
+            InMemoryMemoryIndex.__init__(self, **given)
+            return
         self._expected_dimensions = check_dimensions(expected_dimensions)
         self._silence = silence_scale_warning
         self._warned = False

@@ -43,14 +43,14 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from cycgraph_memory._validate import instance_of, string_list
+from cycgraph_memory._validate import instance_of, keyword_options, string_list
 from cycgraph_memory.contracts import LLMProvider, SemanticExtractor
 from cycgraph_memory.errors import (
     InvalidInputError,
@@ -164,12 +164,28 @@ def _number(name: str, value: float, *, allow_zero: bool) -> float:
     return v
 
 
+def _is_options(value: object) -> bool:
+    """Whether ``value`` is an options mapping rather than a provider."""
+    return (
+        isinstance(value, Mapping)
+        and not callable(value)
+        and not callable(getattr(value, "complete", None))
+    )
+
+
 class LLMExtractor:
     """LLM extraction with timeout, consecutive-failure circuit breaker and fallback.
+
+    The options may also come as one mapping, ``provider`` included (the spec's
+    ``new LLMExtractor({ provider, maxFactsPerEpisode: 20 })``):
+    ``LLMExtractor({"provider": provider, "max_facts_per_episode": 20})``, with the names
+    below; an unknown name or a mapping without ``provider`` is an ``InvalidTypeError``, a
+    mapping together with other arguments an ``InvalidInputError``.
 
     Args:
         provider: An :class:`~cycgraph_memory.contracts.LLMProvider` (an object with
             ``async complete(prompt) -> str``) or a bare ``async (prompt) -> str`` function.
+            Or the options mapping (a mapping with no callable ``complete``).
         max_facts_per_episode: Cap on facts taken from one reply.
         timeout_ms: Timeout of one provider call, in milliseconds.
         max_consecutive_failures: Open the breaker after this many failures in a row.
@@ -190,14 +206,16 @@ class LLMExtractor:
             in the parser or flood the store with thousands of entities and edges.
 
     Raises:
-        InvalidInputError: If an option is out of range.
+        InvalidInputError: If an option is out of range, or an options mapping comes
+            with other arguments.
         InvalidTypeError: If ``provider`` has no ``complete`` method and is not callable,
-            or an option has the wrong type.
+            an option has the wrong type, or an options mapping has an unknown name or no
+            ``provider``.
     """
 
     def __init__(
         self,
-        provider: LLMProvider | CompleteFn,
+        provider: LLMProvider | CompleteFn | Mapping[str, Any],
         *,
         max_facts_per_episode: int = 20,
         timeout_ms: float = 30_000,
@@ -210,6 +228,17 @@ class LLMExtractor:
         reserved_tags: Sequence[str] = DEFAULT_RESERVED_TAGS,
         max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS,
     ) -> None:
+        if _is_options(provider):
+            given = keyword_options(
+                LLMExtractor.__init__,
+                provider,
+                locals(),
+                "LLMExtractor",
+                slot="provider",
+                is_options=_is_options,
+            )
+            LLMExtractor.__init__(self, **given)
+            return
         complete = getattr(provider, "complete", None)
         if callable(complete):
             self._complete: CompleteFn = complete

@@ -44,14 +44,14 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cycgraph_memory._validate import instance_of, string_list
+from cycgraph_memory._validate import instance_of, keyword_options, string_list
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.hierarchy.extractors._chat_graph import chat_edges
 from cycgraph_memory.hierarchy.extractors._conversation import (
@@ -261,8 +261,15 @@ class RuleBasedExtractor:
 
     Implements the ``SemanticExtractor`` contract. See the module docstring for the rules.
 
+    The options may also come as one mapping in the first place (the spec's
+    ``new RuleBasedExtractor({ minSentenceLength: 20 })``):
+    ``RuleBasedExtractor({"min_sentence_length": 20})``, with the names below; an unknown
+    name is an ``InvalidTypeError``, a mapping together with other arguments an
+    ``InvalidInputError``.
+
     Args:
-        min_sentence_length: Sentences shorter than this (characters) yield no fact.
+        min_sentence_length: Sentences shorter than this (characters) yield no fact
+            (default 20). Or the options mapping.
         entity_patterns: Extra entity regexes. Each item is a pattern (string or compiled)
             or a ``(pattern, entity_type)`` tuple; the default type is ``"concept"``. When a
             pattern has a group named ``name``, that group is the entity name, otherwise
@@ -280,13 +287,15 @@ class RuleBasedExtractor:
     Raises:
         pydantic.ValidationError: For invalid option values.
         InvalidInputError: For an entity pattern that does not compile or matches the
-            empty string, or a relationship verb with no words.
-        InvalidTypeError: For an entity pattern, entity type or verb of the wrong type.
+            empty string, a relationship verb with no words, or an options mapping
+            together with other arguments.
+        InvalidTypeError: For an entity pattern, entity type or verb of the wrong type,
+            or an options mapping with an unknown name.
     """
 
     def __init__(
         self,
-        min_sentence_length: int = 20,
+        min_sentence_length: int | Mapping[str, Any] = 20,
         entity_patterns: Sequence[str | re.Pattern[str] | tuple[str | re.Pattern[str], str]]
         | None = None,
         relationship_verbs: Sequence[str] | None = None,
@@ -295,6 +304,16 @@ class RuleBasedExtractor:
         roles: Sequence[Literal["user", "assistant", "system", "tool"]] = ("user", "assistant"),
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
+        if isinstance(min_sentence_length, Mapping):
+            given = keyword_options(
+                RuleBasedExtractor.__init__,
+                min_sentence_length,
+                locals(),
+                "RuleBasedExtractor",
+                slot="min_sentence_length",
+            )
+            RuleBasedExtractor.__init__(self, **given)
+            return
         self._options = _RuleOptions(
             min_sentence_length=min_sentence_length, max_facts=max_facts, roles=tuple(roles)
         )
