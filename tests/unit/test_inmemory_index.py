@@ -24,6 +24,7 @@ from cycgraph_memory import (
     SemanticFact,
     Theme,
 )
+from cycgraph_memory.errors import InvalidTypeError
 from cycgraph_memory.inmemory import (
     IN_MEMORY_INDEX_WARN_THRESHOLD,
     InMemoryIndexScaleWarning,
@@ -346,6 +347,13 @@ async def test_scale_warning_on_rebuild_and_silenced() -> None:
         quiet = InMemoryMemoryIndex(silence_scale_warning=True)
         await quiet.rebuild(store)
     assert len(quiet) == IN_MEMORY_INDEX_WARN_THRESHOLD + 1
+
+
+@pytest.mark.parametrize("flag", ["no", 0, 1, None])
+def test_scale_warning_flag_must_be_a_bool(flag: object) -> None:
+    # bool("no") is True: a string flag silently meant the opposite of what was written
+    with pytest.raises(InvalidTypeError):
+        InMemoryMemoryIndex(silence_scale_warning=flag)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------ record copies

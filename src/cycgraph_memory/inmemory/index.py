@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 from cycgraph_memory._ids import parse_id
 from cycgraph_memory._options import coerce_options
 from cycgraph_memory._validate import (
+    check_bool,
     check_dimensions,
     keyword_options,
     query_vector_array,
@@ -284,7 +285,7 @@ class InMemoryMemoryIndex(MessageAndTextSearch):
             InMemoryMemoryIndex.__init__(self, **given)
             return
         self._expected_dimensions = check_dimensions(expected_dimensions)
-        self._silence = silence_scale_warning
+        self._silence = check_bool(silence_scale_warning, "silence_scale_warning")
         self._warned = False
         self._dim: int | None = expected_dimensions
         self._entities: _Table[Entity] = _Table("entity", tagged=False)
