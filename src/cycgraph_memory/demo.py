@@ -36,8 +36,8 @@ DEMO_TENANT = "demo"
 DEMO_DIM = 384
 QUESTION = "who maintains the billing service?"
 LATER_SESSION = (
-    "Alice Smith no longer works at Acme Corp.",
-    "She joined Globex Inc as CTO this month.",
+    "Update: Alice Smith no longer works at Acme Corp. She joined Globex Inc as CTO "
+    "this month.",
 )
 LATER = datetime(2026, 12, 15, 9, 0, tzinfo=UTC)
 
