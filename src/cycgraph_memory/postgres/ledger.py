@@ -56,21 +56,12 @@ def _evidence_json(evidence: RetentionEvidence | None) -> dict[str, Any] | None:
             for k, v in data.items()}
 
 
-class _Summary:
-    """``n`` / ``mean`` / ``var`` of an aggregate read under other column names."""
-
-    __slots__ = ("mean", "n", "var")
-
-    def __init__(self, n: Any, mean: Any, var: Any) -> None:
-        self.n, self.mean, self.var = n, mean, var
-
-
-def _baseline(row: Any) -> OutcomeBaseline:
-    runs = int(row.n)
+def _baseline(n: Any, mean: Any, var: Any) -> OutcomeBaseline:
+    runs = int(n)
     return OutcomeBaseline(
         runs=runs,
-        mean_score=float(row.mean) if runs else 0.0,
-        variance=None if row.var is None else float(row.var),
+        mean_score=float(mean) if runs else 0.0,
+        variance=None if var is None else float(var),
     )
 
 
@@ -202,7 +193,7 @@ class PostgresOutcomeLedger(PostgresBackend):
         async with self._session() as session:
             rows = (await session.execute(stmt)).all()
         first = rows[0]
-        baseline = _baseline(_Summary(first.b_n, first.b_mean, first.b_var))
+        baseline = _baseline(first.b_n, first.b_mean, first.b_var)
         found = {r.fact_id: self._fact_stats(r) for r in rows if r.fact_id is not None}
         return found, baseline
 
@@ -237,7 +228,7 @@ class PostgresOutcomeLedger(PostgresBackend):
             )
         async with self._session() as session:
             row = (await session.execute(stmt)).one()
-        return _baseline(row)
+        return _baseline(row.n, row.mean, row.var)
 
     async def clear(self) -> None:
         """Remove this tenant's recorded outcomes (the audit log is append-only and stays)."""

@@ -1036,7 +1036,7 @@ class SignalPrefetch(PostgresIndexMixin):
             answers.put("text_search_facts", (text_facts[0],), text_facts[1], lambda a: [
                 trusted(ScoredResult, item=a.lean(r), score=float(r[4])) for r in hits
             ] if terms else [])
-        if entity_names is not None and (names or not name_candidate_keys(entity_names[0])):
+        if entity_names is not None:
             self._answer_entities(answers, entity_names, n_kw, entity_count_cap,
                                   entity_facts, g_opts, by_kind)
         if messages_knn is not None and mk_opts is not None:
