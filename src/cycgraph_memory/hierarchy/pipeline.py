@@ -68,6 +68,7 @@ from cycgraph_memory.progress import ProgressCallback, check_progress, report_pr
 from cycgraph_memory.records import (
     MAX_TAGS,
     MAX_TEXT_LENGTH,
+    QUARANTINE_TAG,
     Entity,
     Episode,
     Message,
@@ -542,11 +543,19 @@ class MemoryPipeline:
             if not episodes:
                 return report
             facts, relinked = await self._split_stored_facts(facts)
-            clusterer = await self._clusterer(facts)
-            existing = await self._candidates(facts, clusterer, opts)
-            themes = check_themes(await clusterer.cluster(facts, existing), facts, existing)
+            # Quarantined facts (an ingest of a failed or poisoned run, tagged
+            # QUARANTINE_TAG) join no theme: a theme is served without a tag scope and its
+            # label is written from its facts, so one would carry them into results.
+            clustered = [f for f in facts if QUARANTINE_TAG not in f.tags]
+            themes, existing = [], []
+            if clustered:
+                clusterer = await self._clusterer(clustered)
+                existing = await self._candidates(clustered, clusterer, opts)
+                themes = check_themes(
+                    await clusterer.cluster(clustered, existing), clustered, existing
+                )
             known = {t.id for t in existing}
-            themes = await self._free_theme_ids(themes, known, facts)
+            themes = await self._free_theme_ids(themes, known, clustered)
             survivors = {t.id for t in themes}
             for theme in themes:  # a new theme is a new record: it carries the provenance
                 if theme.id not in known:
