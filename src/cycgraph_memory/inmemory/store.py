@@ -403,7 +403,9 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
                         raise DuplicateRecordError(
                             f"message {message.id} is already stored in episode {home}"
                         )
-        for record in records:
+        # Only the last record of an id is written (its earlier copies in this call would
+        # otherwise leave their message vectors behind).
+        for record in latest.values():
             for message in record.messages:
                 # Replace the set, never mutate it: the undo journal keeps the old one.
                 self._message_homes[message.id] = {
