@@ -332,8 +332,27 @@ def _touch(gen: Gen) -> Op:
     return f"touch_facts({ids}, at={when})", run
 
 
+def _write_once(gen: Gen) -> Op:
+    """``put_facts_once``: the first write under a key wins, later ones write nothing."""
+    key = gen.pick(["k1", "k2"])
+    facts = [gen.fact() for _ in range(gen.rng.randint(1, 2))]
+
+    async def run(store: Any) -> Any:
+        return await store.put_facts_once(key, facts)
+
+    return f"put_facts_once({key!r}, [{', '.join(_short(f) for f in facts)}])", run
+
+
+def _clear(gen: Gen) -> Op:
+    async def run(store: Any) -> None:
+        await store.clear()
+
+    return "clear()", run
+
+
 def _rolled_back(gen: Gen) -> Op:
-    desc, inner = _put(gen) if gen.maybe(0.7) else _delete(gen)
+    roll = gen.rng.random()
+    desc, inner = _put(gen) if roll < 0.6 else _delete(gen) if roll < 0.85 else _write_once(gen)
 
     async def run(store: Any) -> None:
         try:
@@ -417,6 +436,10 @@ def _operation(gen: Gen) -> Op:
     roll = gen.rng.random()
     if roll < 0.06:
         return _maintenance(gen)
+    if roll < 0.08:
+        return _write_once(gen)
+    if roll < 0.085:
+        return _clear(gen)
     if roll < 0.55:
         return _put(gen)
     if roll < 0.65:
@@ -489,7 +512,9 @@ def _listings(gen: Gen) -> list[tuple[str, Callable[[Any], Awaitable[Any]]]]:
     """Random listing reads (ordered results: the contract fixes the order)."""
     reads: list[tuple[str, Callable[[Any], Awaitable[Any]]]] = []
     rid = gen.pick(ENTITIES)
-    reads.append((f"get_entity({rid})", lambda s: s.get_entity(rid)))
+    reads.append((f"get_entity({str(rid)!r})", lambda s: s.get_entity(str(rid))))
+    twice = [str(rid), rid, MISSING]
+    reads.append((f"get_entities({twice})", lambda s: s.get_entities(twice)))
     fid = gen.pick(FACTS)
     reads.append((f"get_fact({fid})", lambda s: s.get_fact(fid)))
     pid = gen.pick(EPISODES)
@@ -577,6 +602,8 @@ def _subgraphs(gen: Gen) -> list[tuple[str, Callable[[Any], Awaitable[Any]]]]:
             opts["relation_types"] = [gen.pick(["works_at", "knows"])]
         if gen.maybe(0.2):
             opts["max_entities"] = gen.rng.randint(1, 3)
+        if gen.maybe(0.3):
+            opts["native"] = False  # the generic algorithm on both (Postgres: native)
         reads.append((f"extract_subgraph({seeds}, {opts})",
                       lambda s, seeds=seeds, opts=opts: extract_subgraph(s, seeds, **opts)))
     return reads
@@ -589,6 +616,10 @@ def _queries(gen: Gen) -> list[tuple[str, dict[str, Any], str | None]]:
         base["tags"] = [gen.pick(TAGS)]
     if gen.maybe(0.3):
         base["valid_at"] = gen.time() + timedelta(hours=12)
+    if gen.maybe(0.2):
+        base["changed_since"] = gen.time()
+    if gen.maybe(0.2):
+        base["include_invalidated"] = True
     text = gen.words(1, 3)
     emb = gen.pick(QUERIES)
     out: list[tuple[str, dict[str, Any], str | None]] = []
@@ -597,8 +628,12 @@ def _queries(gen: Gen) -> list[tuple[str, dict[str, Any], str | None]]:
         out.append((f"retrieve_memory({q}, mode={mode})", q, mode))
     tag_q = {"tags": [gen.pick(TAGS)], "limit": 5}
     out.append((f"retrieve_memory({tag_q})", tag_q, None))
-    ent_q = {"entity_ids": gen.rng.sample(ENTITIES, 2), "max_hops": gen.rng.randint(1, 2),
-             "limit": 5}
+    ent_q: dict[str, Any] = {"entity_ids": gen.rng.sample(ENTITIES, 2),
+                             "max_hops": gen.rng.randint(1, 2), "limit": 5}
+    if gen.maybe(0.3):
+        ent_q["relation_types"] = [gen.pick(["works_at", "knows"])]
+    if gen.maybe(0.3):
+        ent_q["valid_at"] = gen.time() + timedelta(hours=12)
     out.append((f"retrieve_memory({ent_q})", ent_q, None))
     return out
 
