@@ -3,7 +3,11 @@
 A seeded random driver applies one sequence of operations to an in-memory
 store + index pair and to a Postgres store + index pair (a fresh tenant in the per-test
 rolled-back transaction), and after every step compares what the contract lets a caller
-observe:
+observe. The operations: single and batched upserts of every record kind (with validity
+windows, tags including ``quarantined``, citations, themes, messages), hard deletes, soft
+delete and restore by read-modify-write, ``touch_facts``, ``put_facts_once``, ``clear``,
+committed and rolled-back ``transaction()`` blocks, entity resolution, consolidation and
+purges. The comparisons:
 
 * every write either succeeds on both or fails on both with the same error type, and a
   failed write changes nothing;
