@@ -403,8 +403,21 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
                         raise DuplicateRecordError(
                             f"message {message.id} is already stored in episode {home}"
                         )
-        for record in records:
+        # A message written without a vector keeps the one stored for it, which can only
+        # be in a version of these episodes (elsewhere is refused above): a vector left by
+        # a message no longer stored must not come back with it (as on Postgres).
+        stored_now = {
+            m.id
+            for episode_id in latest
+            if (previous := self._episodes.get(episode_id)) is not None
+            for m in previous.messages
+        }
+        # Only the last record of an id is written (its earlier copies in this call would
+        # otherwise leave their message vectors behind).
+        for record in latest.values():
             for message in record.messages:
+                if message.embedding is None and message.id not in stored_now:
+                    self._message_vectors.pop(message.id, None)
                 # Replace the set, never mutate it: the undo journal keeps the old one.
                 self._message_homes[message.id] = {
                     *self._message_homes.get(message.id, ()),
