@@ -50,6 +50,7 @@ async def resolve_ingest_entities(
     *,
     clock: Callable[[], datetime] | None = None,
     ended: Sequence[Relationship] = (),
+    absorb: bool = True,
 ) -> IngestResolution:
     """Resolve new ``entities`` against the store with one batched lookup.
 
@@ -66,6 +67,10 @@ async def resolve_ingest_entities(
             close counts as closed when a new edge is checked against it, so "no longer
             works at" then "works at" in one ingest starts a new period after a stored
             open edge.
+        absorb: Whether a stored entity a new one resolves to absorbs its attributes and
+            embedding. ``False`` for an ingest that must not change stored records (a
+            quarantined run): the new entities are still matched, so facts cite the
+            stored ones.
     """
     lookup = getattr(store, "find_entities_by_name_keys", None)
     if lookup is None or not entities:
@@ -96,7 +101,7 @@ async def resolve_ingest_entities(
             update["attributes"] = attributes
         if current.embedding is None and entity.embedding is not None:
             update["embedding"] = list(entity.embedding)
-        if update:
+        if update and absorb:
             update["updated_at"] = (clock or utc_now)()
             absorbed[target.id] = current.model_copy(update=update)
     out.entities.extend(absorbed.values())

@@ -545,7 +545,10 @@ class MemoryPipeline:
             facts, relinked = await self._split_stored_facts(facts)
             # Quarantined facts (an ingest of a failed or poisoned run, tagged
             # QUARANTINE_TAG) join no theme: a theme is served without a tag scope and its
-            # label is written from its facts, so one would carry them into results.
+            # label is written from its facts, so one would carry them into results. Such
+            # a run writes no relationship, ends none and changes no stored entity either
+            # (edges and entities carry no tags: nothing could keep them out of reads).
+            quarantined = QUARANTINE_TAG in opts.tags
             clustered = [f for f in facts if QUARANTINE_TAG not in f.tags]
             themes, existing = [], []
             if clustered:
@@ -571,10 +574,13 @@ class MemoryPipeline:
             touched = _touched_themes(themes, existing)
             new_entity_ids = [e.id for e in entities]
             relationships, ended = split_ended_markers(relationships)
+            if quarantined:  # its claims change no graph: no new edge, none ended
+                relationships, ended = [], []
             matched: dict[uuid.UUID, uuid.UUID] = {}
             if self.resolve_entities:
                 resolved = await resolve_ingest_entities(
-                    self.store, entities, facts, relationships, ended=ended
+                    self.store, entities, facts, relationships, ended=ended,
+                    absorb=not quarantined,
                 )
                 entities, relationships = resolved.entities, resolved.relationships
                 new_entity_ids = [i for i in new_entity_ids if i not in resolved.matched]
