@@ -10,10 +10,15 @@ endpoints (the words between the mentions plus a few words before the first one)
   "quit", "sacked", "stepped down", "stopped using"): the relation held and has
   stopped; the extractor closes an open edge of the same triple in the episode
   (``valid_until`` = the time of the message that said so), or emits an *ended marker*
-  (``attributes["ended"] = True``, an empty window ``[t, t]``) that
+  (``attributes["ended"] = True``, an empty window ``[t, t]``, or ``[stop, t]`` for a
+  past claim with an "until" date, see ``_until``) that
   :func:`~cycgraph_memory.hierarchy.extractors.closing.close_ended_relationships` turns
   into the closing of a stored edge, never a new one;
 * otherwise **asserted**.
+
+Besides the polarity, an ending is read from a move ("moved from Initech to Globex": the
+Initech job, ``_frames``) and from an "until" date after a past claim (``_until``); the
+tiers read both on their own matches, the LLM tier's post-check with :func:`claim_stop`.
 """
 
 from __future__ import annotations
