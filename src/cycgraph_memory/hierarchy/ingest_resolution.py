@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from cycgraph_memory.contracts import MemoryStore
+from cycgraph_memory.hierarchy.extractors.closing import closed_at
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import Entity, Relationship, SemanticFact, utc_now
 from cycgraph_memory.temporal import windows_overlap
@@ -134,8 +135,8 @@ def _closed_by_markers(
     """``stored`` with the open edges the ingest's ended markers close, closed.
 
     The rule of :func:`~cycgraph_memory.hierarchy.extractors.closing.close_ended_relationships`
-    (which writes the closed copies later): a marker at ``t`` closes each open edge of its
-    triple with ``valid_from <= t``, markers applied in order.
+    (which writes the closed copies later): a marker said at ``t`` closes each open edge of
+    its triple with ``valid_from <= t`` (``closing.closed_at``), markers applied in order.
     """
     if not markers or not stored:
         return stored
@@ -149,11 +150,9 @@ def _closed_by_markers(
         edges = out.get(key)
         if not edges:
             continue
-        when = marker.valid_until or marker.valid_from
         out[key] = [
-            e.model_copy(update={"valid_until": when})
-            if e.valid_until is None and e.valid_from <= when
-            else e
+            e if (until := closed_at(e, marker)) is None
+            else e.model_copy(update={"valid_until": until})
             for e in edges
         ]
     return out

@@ -4,7 +4,10 @@ Each relationship is valid from the time of the message that stated it. An *ende
 ("no longer works at") closes the open edge of the same triple stated earlier in the
 episode (``valid_until`` = the ended message's time); when there is none it becomes an
 ended marker (empty window ``[t, t]``, ``attributes["ended"] = True``) that the ingest
-pipeline uses to close a stored edge and never stores itself.
+pipeline uses to close a stored edge and never stores itself. An ended claim with an
+"until" date ("worked at Hooli until March", :mod:`._until`) stopped at that date: the
+earlier edge closes there (never before it started), and the marker's window is
+``[that date, t]``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Protocol
 
 from cycgraph_memory.hierarchy.extractors._conversation import Turn
 from cycgraph_memory.hierarchy.extractors._polarity import ENDED_ATTRIBUTE
+from cycgraph_memory.hierarchy.extractors._until import resolve_until
 from cycgraph_memory.hierarchy.extractors.simple import derived_provenance, fact_id_for
 from cycgraph_memory.records import Episode, Relationship
 
@@ -37,6 +41,8 @@ class EdgeLike(Protocol):
     def sentence(self) -> int: ...
     @property
     def ended(self) -> bool: ...
+    @property
+    def until(self) -> str | None: ...
 
 
 def relationships_of(
@@ -63,11 +69,13 @@ def relationships_of(
             continue
         turn = turns[turn_of[edge.sentence]]
         when = turn.timestamp or episode.started_at
+        # "worked at Hooli until March": it stopped then (else when the message said so).
+        stop = (resolve_until(edge.until, when) if edge.until else None) or when
         existing = last.get(triple)
         if existing is not None:
             if edge.ended:
                 if existing.valid_until is None:
-                    existing.valid_until = max(when, existing.valid_from)
+                    existing.valid_until = max(stop, existing.valid_from)
                 continue
             if existing.valid_until is None:
                 continue  # the open edge said again
@@ -87,7 +95,7 @@ def relationships_of(
             relation_type=edge.relation,
             weight=1.0,
             attributes=attributes,
-            valid_from=when,
+            valid_from=stop if edge.ended else when,
             valid_until=when if edge.ended else None,
             provenance=derived_provenance(
                 episode, confidence=max(0.3, min(edge.confidence, 0.9)), created_at=now

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from cycgraph_memory.hierarchy.extractors._conversation import Turn, fact_text
@@ -83,14 +83,7 @@ def merge_aliases(state: ParseState) -> None:
     if not remap:
         return
     state.edges = [
-        _Edge(
-            remap.get(e.source, e.source),
-            e.relation,
-            remap.get(e.target, e.target),
-            e.confidence,
-            e.sentence,
-            e.ended,
-        )
+        replace(e, source=remap.get(e.source, e.source), target=remap.get(e.target, e.target))
         for e in state.edges
     ]
     state.sentence_keys = [

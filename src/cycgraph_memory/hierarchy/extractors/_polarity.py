@@ -10,10 +10,15 @@ endpoints (the words between the mentions plus a few words before the first one)
   "quit", "sacked", "stepped down", "stopped using"): the relation held and has
   stopped; the extractor closes an open edge of the same triple in the episode
   (``valid_until`` = the time of the message that said so), or emits an *ended marker*
-  (``attributes["ended"] = True``, an empty window ``[t, t]``) that
+  (``attributes["ended"] = True``, an empty window ``[t, t]``, or ``[stop, t]`` for a
+  past claim with an "until" date, see ``_until``) that
   :func:`~cycgraph_memory.hierarchy.extractors.closing.close_ended_relationships` turns
   into the closing of a stored edge, never a new one;
 * otherwise **asserted**.
+
+Besides the polarity, an ending is read from a move ("moved from Initech to Globex": the
+Initech job, ``_frames``) and from an "until" date after a past claim (``_until``); the
+tiers read both on their own matches, the LLM tier's post-check with :func:`claim_stop`.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from cycgraph_memory.hierarchy.extractors._frames import departed_from
 from cycgraph_memory.hierarchy.extractors._questions import asks
+from cycgraph_memory.hierarchy.extractors._until import until_of
 
 __all__ = [
     "ENDED_ATTRIBUTE",
@@ -30,6 +37,7 @@ __all__ = [
     "claim_clause",
     "ended_in",
     "claim_polarity",
+    "claim_stop",
     "is_ended_marker",
     "locate_claim",
     "negated_in",
@@ -77,7 +85,7 @@ STATIVE_RELATIONS = frozenset(
 works at"); an event relation ("retired from", "acquired") cannot end."""
 
 _ENDED = re.compile(
-    r"\bno\s+longer\b|\bnot\b[^.;]*\b(?:anymore|any\s+more)\b|\bn['\u2019]t\b[^.;]*\b"
+    r"\bno\s+longer\b(?!\s+than\b)|\bnot\b[^.;]*\b(?:anymore|any\s+more)\b|\bn['\u2019]t\b[^.;]*\b"
     r"(?:anymore|any\s+more)\b|\bformer(?:ly)?\b|\bex-|\bpreviously\b|\bused\s+to\b|"
     r"\b(?:left|quit|quits|sacked|fired|dismissed|ousted|departed|stepped\s+down|"
     r"resigned|retired)\b|\bhad\s+(?:owned|worked|been|lived|led|run|used|managed)\b|"
@@ -223,7 +231,9 @@ _UNREAL = re.compile(
 )
 _INSTEAD = re.compile(r"\binstead\b(?!\s+of\b)", re.IGNORECASE)
 # Right after the object: "works at Acme no longer", "... no more", "... anymore".
-_AFTER_STOPPED = re.compile(r"\W*(?:no\s+(?:longer|more)|any\s*more)\b", re.IGNORECASE)
+_AFTER_STOPPED = re.compile(
+    r"\W*(?:no\s+(?:longer|more)|any\s*more)\b(?!\s+than\b)", re.IGNORECASE
+)
 
 
 def claim_polarity(
@@ -310,7 +320,12 @@ def _after(sentence: str, a: tuple[int, int], b: tuple[int, int]) -> str:
     rest = sentence[second[1] :]
     if rest.lstrip().startswith(",") and sentence[first[1] : second[0]].lstrip().startswith(","):
         return _follow(sentence, second[1] + rest.index(",") + 1, 4)
-    return _follow(sentence, second[1], 4)
+    after = _follow(sentence, second[1], 4)
+    # An end date is read by ``claim_stop``: "until May 3" holds no modal "may".
+    return "" if _UNTIL_AFTER.match(after) else after
+
+
+_UNTIL_AFTER = re.compile(r"(?:up\s+)?(?:until|till|til)\b", re.IGNORECASE)
 
 
 # "doesn't work at Acme anymore", "isn't at Acme any more": a present or past negation with
@@ -411,6 +426,30 @@ def locate_claim(
     if first_mention is not None:
         return "negated", first_mention
     return None
+
+
+def claim_stop(sentence: str, source: str, target: str, relation: str) -> tuple[bool, str | None]:
+    """What a located claim's sentence says of its end, besides its polarity.
+
+    For the LLM tier's post-check, on the sentence :func:`locate_claim` found (names
+    matched as there). ``(ended, until)``: ended when the target is the origin of a move
+    ("Carol moved from Initech to Globex": the Initech job) or a past claim ends at an
+    "until" phrase ("worked at Hooli until March"), which is returned (see ``_until``).
+    Only a stative ``relation`` can end.
+    """
+    if relation not in STATIVE_RELATIONS:
+        return False, None
+    low = sentence.lower()
+    b = _find(low, _forms(target))
+    if b is None:
+        return False, None
+    a = _find(low, _forms(source))
+    if a is not None and a[1] <= b[0]:
+        link = sentence[a[1] : b[0]]
+    else:
+        link = sentence[_lead_in(sentence, b[0], 8) : b[0]]
+    until = until_of(sentence, b[1], claim_clause(link))
+    return departed_from(sentence, *b) or until is not None, until
 
 
 def is_ended_marker(attributes: dict[str, object]) -> bool:

@@ -14,9 +14,11 @@ claims ("does not work at") and genuine questions produce no edge.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from cycgraph_memory.hierarchy.extractors._entities import Mention
+from cycgraph_memory.hierarchy.extractors._frames import frames
 from cycgraph_memory.hierarchy.extractors._polarity import STATIVE_RELATIONS
 from cycgraph_memory.hierarchy.extractors._questions import asks, is_question
 from cycgraph_memory.hierarchy.extractors._verbs import RelationPattern
@@ -32,6 +34,7 @@ __all__ = [
     "RawRelation",
     "asks",
     "find_pronouns",
+    "frame_relations",
     "is_question",
     "match_relations",
     "trigger_index",
@@ -134,9 +137,14 @@ def _words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 
 
+def _no_longer(text: str) -> bool:
+    """True for "no longer" as a stop ("no longer works at"), not "no longer than"."""
+    return re.search(r"\bno longer\b(?! than\b)", text) is not None
+
+
 def _negated(words: list[str]) -> bool:
     return any(w in {"not", "never"} or w.endswith(("n't", "n\u2019t")) for w in words) or (
-        " ".join(words).find("no longer") >= 0
+        _no_longer(" ".join(words))
     )
 
 
@@ -146,7 +154,7 @@ def _ended_only(words: list[str], relation: str) -> bool:
     text = " ".join(words)
     return (
         relation in STATIVE_RELATIONS
-        and (text.find("no longer") >= 0 or text.find("used to") >= 0)
+        and (_no_longer(text) or text.find("used to") >= 0)
         and not _negated(rest)
     )
 
@@ -381,3 +389,28 @@ def match_relations(
                 out.append(RawRelation(s, pattern.relation, o, round(confidence, 2)))
         previous = (subject, max(a.end for a in [*subjects, *objects]))
     return out
+
+
+def frame_relations(
+    sentence: str, mentions: list[Mention], employer: Callable[[Arg], bool]
+) -> list[RawRelation]:
+    """The "be at" and move frames of a sentence (:mod:`._frames`) as raw relations.
+
+    Their relation is the frame's (``_frames.BE_AT``, ...); the caller reads each as
+    ``work_at`` with the frame's rule. ``employer`` tells an argument that can be an
+    employer (a name not typed as a person, place, tool, ...).
+    """
+    if asks(sentence):
+        return []
+    names = [Arg(m.start, m.end, m.key) for m in mentions]
+    args = names + [
+        p
+        for p in find_pronouns(sentence)
+        if all(p.end <= n.start or p.start >= n.end for n in names)
+    ]
+    return [
+        RawRelation(subject, relation, obj, 0.7)
+        for subject, relation, obj in frames(
+            sentence, [(a.start, a.end, a) for a in args], employer
+        )
+    ]

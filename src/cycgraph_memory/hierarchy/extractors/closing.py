@@ -5,7 +5,10 @@ A text that says a relation has ended ("Marsh no longer works at Tidewater") giv
 ``[t, t]`` (``t`` the time of the message). :func:`close_ended_relationships` applies the
 markers of one ingest batch: each closes the open edges with the same source, relation
 and target, in the batch or in the store (``valid_until = t``), and is itself dropped, so
-an ended claim about an edge that was never stored creates nothing.
+an ended claim about an edge that was never stored creates nothing. A marker with an
+earlier stop ("worked at Hooli until March": window ``[March, t]``, :func:`marker_times`)
+closes the same edges (those that started by ``t``) at that stop, or at an edge's own start
+when the edge began after it.
 
 Work per call depends on the batch only: the stored edges the markers name are read with
 one ``find_relationships_between`` call (their exact ``(source, target, relation)``
@@ -17,12 +20,39 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 
 from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.hierarchy.extractors._polarity import is_ended_marker
 from cycgraph_memory.records import Relationship, RelationshipFilter
 
-__all__ = ["close_ended_relationships", "split_ended_markers"]
+__all__ = [
+    "close_ended_relationships",
+    "closed_at",
+    "marker_times",
+    "split_ended_markers",
+]
+
+
+def marker_times(marker: Relationship) -> tuple[datetime, datetime]:
+    """``(said, stop)`` of an ended marker: when the text said so, when the relation stopped.
+
+    A marker's window is ``[stop, said]``: ``[t, t]`` for "no longer works at", an earlier
+    stop for an "until" date ("worked at Hooli until March").
+    """
+    return marker.valid_until or marker.valid_from, marker.valid_from
+
+
+def closed_at(edge: Relationship, marker: Relationship) -> datetime | None:
+    """The ``valid_until`` ``marker`` gives the open ``edge`` of its triple (``None``: none).
+
+    The edge closes when it started by the time the marker was said, at the marker's stop
+    (or at the edge's start when it began after that stop: it held no time).
+    """
+    said, stop = marker_times(marker)
+    if edge.valid_until is not None or edge.valid_from > said:
+        return None
+    return max(stop, edge.valid_from)
 
 
 def split_ended_markers(
@@ -69,25 +99,22 @@ async def close_ended_relationships(
     closed: dict[uuid.UUID, Relationship] = {}
     stored_edges = await _stored_edges(store, markers)
     for marker in markers:
-        when = marker.valid_until or marker.valid_from
         for edge in kept:
-            if (
-                (edge.source_id, edge.relation_type, edge.target_id)
-                == (marker.source_id, marker.relation_type, marker.target_id)
-                and edge.valid_until is None
-                and edge.valid_from <= when
-            ):
-                edge.valid_until = when
+            if (edge.source_id, edge.relation_type, edge.target_id) == (
+                marker.source_id,
+                marker.relation_type,
+                marker.target_id,
+            ) and (until := closed_at(edge, marker)) is not None:
+                edge.valid_until = until
         key = (marker.source_id, marker.target_id, marker.relation_type)
         for edge in stored_edges.get(key, ()):
             if (
                 edge.target_id == marker.target_id
-                and edge.valid_until is None
                 and edge.invalidated_by is None
-                and edge.valid_from <= when
                 and edge.id not in closed
+                and (until := closed_at(edge, marker)) is not None
             ):
-                closed[edge.id] = edge.model_copy(update={"valid_until": when})
+                closed[edge.id] = edge.model_copy(update={"valid_until": until})
     kept_ids = {r.id for r in kept}
     return [*kept, *(r for i, r in closed.items() if i not in kept_ids)]
 

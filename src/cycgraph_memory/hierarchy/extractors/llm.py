@@ -70,8 +70,13 @@ from cycgraph_memory.hierarchy.extractors._llm_parse import (
     normalize_relation,
     parse_reply,
 )
-from cycgraph_memory.hierarchy.extractors._polarity import ENDED_ATTRIBUTE, locate_claim
+from cycgraph_memory.hierarchy.extractors._polarity import (
+    ENDED_ATTRIBUTE,
+    claim_stop,
+    locate_claim,
+)
 from cycgraph_memory.hierarchy.extractors._sentences import split_sentences
+from cycgraph_memory.hierarchy.extractors._until import resolve_until
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
     QUARANTINE_TAG,
@@ -508,7 +513,19 @@ class LLMExtractor:
                 self._bump(negated_dropped=1)
                 logger.debug("dropping relationship the text negates: %r", raw_rel)
                 continue
-            ended = polarity == "ended"
+            ended, stop = polarity == "ended", when
+            if located is not None:
+                # "moved from Initech to Globex" ends the Initech job; "worked at Hooli
+                # until March" ended then (a date the text cannot place: when it was said).
+                moved, until = claim_stop(
+                    sentences[located[1]][0],
+                    entities[source_key].name,
+                    entities[target_key].name,
+                    relation,
+                )
+                ended = ended or moved
+                if ended and until is not None:
+                    stop = resolve_until(until, when) or when
             relationships[key3] = Relationship(
                 id=mint("relationship", *key3),
                 source_id=entities[source_key].id,
@@ -516,7 +533,7 @@ class LLMExtractor:
                 relation_type=relation,
                 weight=clamp_weight(raw_rel.weight),
                 attributes={ENDED_ATTRIBUTE: True} if ended else {},
-                valid_from=when,
+                valid_from=stop if ended else when,
                 valid_until=when if ended else None,
                 provenance=provenance.model_copy(),
             )

@@ -88,6 +88,12 @@ from cycgraph_memory.hierarchy.extractors._entities import (
     is_filler,
 )
 from cycgraph_memory.hierarchy.extractors._episode_cues import episode_type_cues
+from cycgraph_memory.hierarchy.extractors._frames import (
+    BE_AT,
+    FRAME_RELATIONS,
+    MOVED_FROM,
+    frames,
+)
 from cycgraph_memory.hierarchy.extractors._parse_names import (
     ANAPHOR_ORG_CUE,
     CommonWords,
@@ -99,6 +105,7 @@ from cycgraph_memory.hierarchy.extractors._parse_names import (
 from cycgraph_memory.hierarchy.extractors._parse_rules import (
     SPEAKER,
     OrgBefore,
+    RawEdge,
     edges_for_sentence,
     forget_children,
 )
@@ -110,13 +117,15 @@ from cycgraph_memory.hierarchy.extractors._parse_state import (
 )
 from cycgraph_memory.hierarchy.extractors._polarity import (
     STATIVE_RELATIONS,
+    claim_clause,
     claim_polarity,
     ended_in,
     stretch_of,
 )
 from cycgraph_memory.hierarchy.extractors._relations import asks, is_question
 from cycgraph_memory.hierarchy.extractors._sentences import cap_sentence_words
-from cycgraph_memory.hierarchy.extractors.rules import _ROLE_CUES, _Acc, _Edge
+from cycgraph_memory.hierarchy.extractors._until import until_of
+from cycgraph_memory.hierarchy.extractors.rules import _NOT_EMPLOYERS, _ROLE_CUES, _Acc, _Edge
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
     Episode,
@@ -637,12 +646,23 @@ class ParserExtractor:
 
         if not question:
             chat = bool(speakers and turn.named)
-            for raw in edges_for_sentence(tokens, person_heads, ref, chat=chat):
+            framed = _frame_edges(sent_text, sent_start, tokens, token_keys, ref, state)
+            # A move frame reads both ends: the parse's own "moved ... from" / "to" edges of
+            # the same objects would store the old job open.
+            moved = {raw.object.i for raw in framed if raw.relation != BE_AT}
+            for raw in [*edges_for_sentence(tokens, person_heads, ref, chat=chat), *framed]:
+                if raw.relation in _MOVE_RELATIONS and getattr(raw.object, "i", -1) in moved:
+                    continue
                 source, target = ref(raw.subject), ref(raw.object)
                 if source is None or target is None or source == target:
                     continue
                 target_acc = state.entities[target]
-                relation = _adjust(raw.relation, target_acc.type, target_acc.name.islower())
+                frame = raw.relation if raw.relation in FRAME_RELATIONS else None
+                relation = (
+                    "work_at"
+                    if frame
+                    else _adjust(raw.relation, target_acc.type, target_acc.name.islower())
+                )
                 if relation is None:
                     continue
                 departure = raw.relation == "left_job"
@@ -669,9 +689,17 @@ class ParserExtractor:
                     polarity = claim_polarity(sent_text, *spans, relation, lead=5)
                     if polarity == "negated":
                         continue
-                    ended = ended or polarity == "ended"
+                    ended = ended or polarity == "ended" or frame == MOVED_FROM
+                until = None
+                if spans is not None and relation in STATIVE_RELATIONS and spans[0] < spans[1]:
+                    # "worked at Hooli until March": held, and stopped then.
+                    link = claim_clause(sent_text[spans[0][1] : spans[1][0]])
+                    until = until_of(sent_text, spans[1][1], link)
+                    ended = ended or until is not None
+                if frame == BE_AT and (not ended or target_acc.type in _NOT_EMPLOYERS):
+                    continue  # "is at Acme (until 5pm)", "isn't with Sam anymore": no job
                 state.edges.append(
-                    _Edge(source, raw.relation, target, raw.confidence, index, ended)
+                    _Edge(source, raw.relation, target, raw.confidence, index, ended, until)
                 )
                 keys.extend(k for k in (source, target) if k not in keys)
                 cues = _ROLE_CUES.get(raw.relation) or tab.EXTRA_ROLE_CUES.get(raw.relation)
@@ -974,6 +1002,52 @@ class ParserExtractor:
         key = self._add(state, name, cues, len(words))
         state.history.append(((index, tok.i), key))
         return key
+
+
+def _frame_edges(
+    sent_text: str,
+    base: int,
+    tokens: list[Any],
+    token_keys: dict[int, str],
+    ref: Callable[[Any], str | None],
+    state: ParseState,
+) -> list[RawEdge]:
+    """The "be at" and move frames of a sentence (:mod:`._frames`) as raw edges.
+
+    A name is read as the span of its tokens, its last token standing for it; a pronoun
+    as its token. ``ref`` resolves a token; an employer is a name not typed as a person,
+    place, tool, ...
+    """
+    spans: list[tuple[int, int, Any]] = []
+    for tok in tokens:
+        key = token_keys.get(tok.i)
+        start, end = tok.idx - base, tok.idx - base + len(tok.text)
+        if key is None:
+            if tok.pos_ == "PRON" and tok.lower_ in _FRAME_PRONOUNS:
+                spans.append((start, end, tok))
+            continue
+        previous = spans[-1] if spans else None
+        if (
+            previous is not None
+            and previous[2].i == tok.i - 1
+            and token_keys.get(previous[2].i) == key
+        ):
+            spans[-1] = (previous[0], end, tok)
+        else:
+            spans.append((start, end, tok))
+
+    def employer(tok: Any) -> bool:
+        key = ref(tok)
+        return key is not None and state.entities[key].type not in _NOT_EMPLOYERS
+
+    return [
+        RawEdge(subject, relation, obj, 0.7)
+        for subject, relation, obj in frames(sent_text, spans, employer)
+    ]
+
+
+_FRAME_PRONOUNS = frozenset({"he", "she", "they", "i", "we", "you"})
+_MOVE_RELATIONS = frozenset({"left_org", "move_to"})
 
 
 def _without_vectors(episode: Episode) -> Episode:

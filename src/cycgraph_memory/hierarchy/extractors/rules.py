@@ -45,7 +45,7 @@ import asyncio
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -71,18 +71,29 @@ from cycgraph_memory.hierarchy.extractors._entities import (
     masked_tokens,
 )
 from cycgraph_memory.hierarchy.extractors._episode_cues import episode_type_cues
-from cycgraph_memory.hierarchy.extractors._polarity import claim_clause, claim_polarity
+from cycgraph_memory.hierarchy.extractors._frames import (
+    BE_AT,
+    FRAME_RELATIONS,
+    MOVED_FROM,
+)
+from cycgraph_memory.hierarchy.extractors._polarity import (
+    STATIVE_RELATIONS,
+    claim_clause,
+    claim_polarity,
+)
 from cycgraph_memory.hierarchy.extractors._relations import (
     PRONOUNS,
     Arg,
     asks,
     find_pronouns,
+    frame_relations,
     is_question,
     match_relations,
     trigger_index,
 )
 from cycgraph_memory.hierarchy.extractors._roles import role_relations
 from cycgraph_memory.hierarchy.extractors._sentences import split_sentences
+from cycgraph_memory.hierarchy.extractors._until import until_of
 from cycgraph_memory.hierarchy.extractors._verbs import (
     BUILTIN_RELATIONS,
     RelationPattern,
@@ -122,6 +133,7 @@ RELATION_TYPES = tuple(BUILTIN_RELATIONS)
 # only ever ends a job, at an organisation, and only once it has happened.
 DEPARTURE_VERBS = re.compile(r"\b(?:left|quit|quits|resigned)\b", re.IGNORECASE)
 _NOT_EMPLOYERS = frozenset({"person", "location", "tool", "animal", "event"})
+"""Entity types that are never an employer (of a departure or an employment frame)."""
 _FUTURE = re.compile(r"\b(?:will|shall|gonna|going\s+to)\b|['\u2019]ll\b", re.IGNORECASE)
 
 # Relation-argument type cues: relation -> ((subject type, score), (object type, score)).
@@ -202,6 +214,8 @@ class _Edge:
     confidence: float
     sentence: int
     ended: bool = False
+    until: str | None = None
+    """The "until" phrase of an ended claim ("March" of "worked at X until March")."""
 
 
 @dataclass(slots=True)
@@ -400,6 +414,12 @@ class RuleBasedExtractor:
             found = match_relations(sentence, mentions, self._patterns, self._triggers)
             if not asks(sentence):
                 found += role_relations(sentence, mentions)
+
+                def employer(arg: Arg) -> bool:
+                    acc = result.entities.get(arg.key) if arg.key is not None else None
+                    return acc is not None and acc.type not in _NOT_EMPLOYERS
+
+                found += frame_relations(sentence, mentions, employer)
             for raw in found:
                 source = self._resolve(
                     raw.subject, positions, history, result, None, speaker, addressee
@@ -409,7 +429,8 @@ class RuleBasedExtractor:
                 )
                 if source is None or target is None or source == target:
                     continue
-                relation = _refine(raw.relation, result.entities[target])
+                frame = raw.relation if raw.relation in FRAME_RELATIONS else None
+                relation = "work_at" if frame else _refine(raw.relation, result.entities[target])
                 confidence = raw.confidence
                 if raw.subject.pronoun or raw.object.pronoun:
                     confidence -= 0.1
@@ -421,7 +442,17 @@ class RuleBasedExtractor:
                 )
                 if polarity == "negated":
                     continue  # denied, doubted or conditioned: not a relationship
-                ended = polarity == "ended"
+                ended = polarity == "ended" or frame == MOVED_FROM
+                until = None
+                if relation in STATIVE_RELATIONS and raw.subject.end <= raw.object.start:
+                    # "worked at Hooli until March": held, and stopped then.
+                    link = claim_clause(sentence[raw.subject.end : raw.object.start])
+                    until = until_of(sentence, raw.object.end, link)
+                    ended = ended or until is not None
+                if frame == BE_AT and (
+                    not ended or result.entities[target].type in _NOT_EMPLOYERS
+                ):
+                    continue  # "is at Acme (until 5pm)", "isn't with Sam anymore": no job
                 if relation == "work_at":
                     # Only the object's own clause: "left Acme and now works at Globex".
                     link = claim_clause(sentence[raw.subject.end : raw.object.start])
@@ -431,7 +462,9 @@ class RuleBasedExtractor:
                         or result.entities[target].type in _NOT_EMPLOYERS
                     ):
                         continue  # "will quit X", "left Berlin", "left Ana a note"
-                result.edges.append(_Edge(source, relation, target, confidence, index, ended))
+                result.edges.append(
+                    _Edge(source, relation, target, confidence, index, ended, until)
+                )
                 keys.extend(k for k in (source, target) if k not in keys)
                 # Type cues from the relation apply at once, so later pronouns see them.
                 subject_cue, object_cue = _ROLE_CUES.get(relation, (None, None))
@@ -536,14 +569,7 @@ class RuleBasedExtractor:
         if not remap:
             return
         result.edges = [
-            _Edge(
-                remap.get(e.source, e.source),
-                e.relation,
-                remap.get(e.target, e.target),
-                e.confidence,
-                e.sentence,
-                e.ended,
-            )
+            replace(e, source=remap.get(e.source, e.source), target=remap.get(e.target, e.target))
             for e in result.edges
         ]
         result.sentence_keys = [
