@@ -306,6 +306,16 @@ def _verb_spans(
     return chosen
 
 
+
+def _arguments(sentence: str, mentions: list[Mention]) -> list[Arg]:
+    """The sentence's possible arguments: its named mentions, then the pronouns outside them."""
+    names = [Arg(m.start, m.end, m.key) for m in mentions]
+    return names + [
+        p
+        for p in find_pronouns(sentence)
+        if all(p.end <= n.start or p.start >= n.end for n in names)
+    ]
+
 def match_relations(
     sentence: str,
     mentions: list[Mention],
@@ -318,12 +328,8 @@ def match_relations(
     """
     if asks(sentence):
         return []
-    names = [Arg(m.start, m.end, m.key) for m in mentions]
-    args = names + [
-        p
-        for p in find_pronouns(sentence)
-        if all(p.end <= n.start or p.start >= n.end for n in names)
-    ]
+    args = _arguments(sentence, mentions)
+    names = args[: len(mentions)]  # the named mentions come first
     out: list[RawRelation] = []
     previous: tuple[Arg, int] | None = None  # (subject, end of the previous relation)
     for match, pattern in _verb_spans(sentence, patterns, mentions, index):
@@ -402,12 +408,7 @@ def frame_relations(
     """
     if asks(sentence):
         return []
-    names = [Arg(m.start, m.end, m.key) for m in mentions]
-    args = names + [
-        p
-        for p in find_pronouns(sentence)
-        if all(p.end <= n.start or p.start >= n.end for n in names)
-    ]
+    args = _arguments(sentence, mentions)
     return [
         RawRelation(subject, relation, obj, 0.7)
         for subject, relation, obj in frames(
