@@ -58,3 +58,4 @@ async def test_equal_message_vectors_tie_and_come_back_in_id_order(
         _check_ties(await index.search_messages(q, limit=COPIES), ids, f"search_messages({q})")
         cut = await index.search_messages(q, limit=4)
         assert [h.item.id for h in cut] == sorted_ids(*ids)[:4]
+

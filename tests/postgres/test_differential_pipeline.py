@@ -81,7 +81,7 @@ from ._records import DIM
 
 pytestmark = pytest.mark.postgres
 
-SEEDS = [3, 17, 29]
+SEEDS = [3, 8, 11, 17, 29]
 SESSIONS = 9
 APPROX = 1e-5
 CLOCK = datetime(2031, 3, 1, 12, 0, tzinfo=UTC)  # "now" of every pass that takes a clock
