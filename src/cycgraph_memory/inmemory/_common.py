@@ -133,6 +133,25 @@ def normalize_rows(vectors: NDArray[np.float64]) -> NDArray[np.float32]:
     return out.astype(np.float32)
 
 
+RESCORE_SLACK = 1e-5
+"""Rows whose matrix-product score is within this of the k-th best are re-scored exactly.
+
+Well above the error of a single-precision product of unit vectors (about 1e-7)."""
+
+
+def row_scores(rows: NDArray[np.float32], query: NDArray[np.float32]) -> NDArray[np.float32]:
+    """Cosines of ``rows`` with ``query``, each row reduced on its own.
+
+    A BLAS matrix-vector product rounds a row differently by its position in the matrix
+    (a different SIMD path for the last rows), so identical vectors stored twice scored
+    apart and their order followed the insertion order instead of the documented "ties by
+    id". Here every row is multiplied and summed the same way, in double precision: the
+    same vector always gets the same score.
+    """
+    exact = (rows.astype(np.float64) * query.astype(np.float64)).sum(axis=1)
+    return exact.astype(np.float32)  # type: ignore[no-any-return]
+
+
 SCORE_FLOOR_TOLERANCE = 1e-6
 """How far below ``min_similarity`` a single-precision score may fall and still be kept.
 

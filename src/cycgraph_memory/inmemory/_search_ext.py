@@ -21,11 +21,13 @@ from cycgraph_memory._validate import check_query_text
 from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.inmemory._common import (
+    RESCORE_SLACK,
     SCORE_FLOOR_TOLERANCE,
     check_dimension,
     copy_record,
     normalize_rows,
     pack_embedding,
+    row_scores,
 )
 from cycgraph_memory.normalize import name_candidate_keys, normalize_entity_name
 from cycgraph_memory.records import (
@@ -82,13 +84,14 @@ class _Vectors:
         k = min(limit, n)
         if k < n:
             top = np.argpartition(scores, n - k)[n - k :]
-            candidates = np.flatnonzero(scores >= scores[top].min())
+            candidates = np.flatnonzero(scores >= scores[top].min() - RESCORE_SLACK)
         else:
             candidates = np.arange(n)
-        ranked = sorted(
-            candidates.tolist(), key=lambda r: (-float(scores[r]), self._id_keys[r])
-        )[:k]
-        return [(self._ids[r], min(1.0, max(-1.0, float(scores[r])))) for r in ranked]
+        # Scored row by row: the same vector twice ties exactly, and ties go by id.
+        exact = dict(zip(candidates.tolist(),
+                         row_scores(self._matrix[candidates], query).tolist(), strict=True))
+        ranked = sorted(exact, key=lambda r: (-exact[r], self._id_keys[r]))[:k]
+        return [(self._ids[r], min(1.0, max(-1.0, exact[r]))) for r in ranked]
 
 
 _Shared = TypeVar("_Shared", Entity, SemanticFact)

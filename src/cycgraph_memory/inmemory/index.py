@@ -35,12 +35,14 @@ from cycgraph_memory._validate import (
 from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import InvalidTypeError
 from cycgraph_memory.inmemory._common import (
+    RESCORE_SLACK,
     SCORE_FLOOR_TOLERANCE,
     check_dimension,
     coerce_record,
     copy_record,
     normalize_rows,
     pack_embedding,
+    row_scores,
 )
 from cycgraph_memory.inmemory._search_ext import MessageAndTextSearch
 from cycgraph_memory.records import (
@@ -221,12 +223,14 @@ class _Table(Generic[R]):
         if k < n:
             top = np.argpartition(scores, n - k)[n - k :]
             threshold = scores[top].min()
-            # Every row tied with the k-th score competes, so ties resolve by id, not by
-            # argpartition's arbitrary choice.
-            candidates = np.flatnonzero(scores >= threshold)
+            # Every row tied (up to the product's rounding) with the k-th score competes,
+            # so ties resolve by id, not by argpartition's arbitrary choice.
+            candidates = np.flatnonzero(scores >= threshold - RESCORE_SLACK)
         else:
-            candidates = np.arange(n)
-        cand_scores = scores[candidates]
+            candidates = np.flatnonzero(scores != _NEG_INF) if masked else np.arange(n)
+        # The matrix product is a fast filter; the candidates are scored row by row, so
+        # equal vectors tie exactly (as on pgvector) and ties go by id.
+        cand_scores = row_scores(self.matrix[candidates], query)
         order = np.lexsort((self.id_lo[candidates], self.id_hi[candidates], -cand_scores))
         chosen = order[:k]
         rows = candidates[chosen]

@@ -110,11 +110,16 @@ def _fact_sources(fact: SemanticFact) -> list[uuid.UUID]:
     return list(fact.source_message_ids) or list(fact.source_episode_ids)
 
 
+LABEL_TIE_TOLERANCE = 1e-6
+"""Members this close to the nearest one are tied for the label (the first one wins)."""
+
+
 def _recentre(theme: Theme, members: list[SemanticFact]) -> Theme:
     """The theme with the surviving members' centroid, label and description.
 
     The centroid is taken over the live members (as consolidation and ``reembed`` do);
-    the label quotes the live member nearest to it (any member when none is live), label
+    the label quotes the live member nearest to it (the first in the theme's order among
+    those within ``LABEL_TIE_TOLERANCE`` of the nearest; any member when none is live), label
     and description made as the clusterer makes them (``theme_label``,
     ``theme_description``: no grounding prefix).
     """
@@ -132,7 +137,11 @@ def _recentre(theme: Theme, members: list[SemanticFact]) -> Theme:
             centre = total / norm
             embedding = [float(x) for x in centre]
             scores = [float(np.dot(u, centre)) for u in units]
-            label = theme_label(with_vec[int(np.argmax(scores))].content)
+            # Two members are equally near a centroid (always so with two): rounding,
+            # float32 on Postgres and float64 in memory, must not pick the label.
+            best = max(scores) - LABEL_TIE_TOLERANCE
+            label = theme_label(next(f for f, s in zip(with_vec, scores, strict=True)
+                                     if s >= best).content)
     if not label and (live or members):
         label = theme_label((live or members)[0].content)
     description = theme_description([f.content for f in members], len(members))

@@ -180,7 +180,9 @@ def _cosines(
     m: Any, q: Any, qn: float, rows: Sequence[int], scores: list[float]
 ) -> list[float]:
     norms = np.linalg.norm(m, axis=1)
-    dots = m @ q
+    # Row by row, not ``m @ q``: a BLAS product rounds a row by its position in the
+    # matrix, so equal vectors scored a last bit apart and ranked by position, not by id.
+    dots = (m * q).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         sims = np.where(norms > 0.0, dots / (norms * qn), 0.0)
     for i, s in zip(rows, sims.tolist(), strict=True):
