@@ -77,6 +77,7 @@ LESSONS = [
     "Prefer the staging cluster for load tests.",
     "Check the Initech contract before quoting prices.",
 ]
+T0 = datetime(2025, 2, 3, 9, 0, tzinfo=UTC)
 WORDS = [*PEOPLE, *COMPANIES, "work", "moved", "love", "deploy", "billing", "tea", "jazz"]
 
 
@@ -295,9 +296,10 @@ class Driver:
             f"add({len(batch)} {'dicts' if as_dicts else 'messages'}, {kwargs})", call
         )
 
-    async def remember(self) -> None:
+    async def remember(self, retry: bool = False) -> None:
+        """A lesson; ``retry``: a retried node (an earlier key, maybe erased since)."""
         rng = self.rng
-        if self.keys and rng.random() < 0.3:
+        if self.keys and (retry or rng.random() < 0.3):
             key: str | None = rng.choice(self.keys)  # a retried node: nothing written
             text = LESSONS[0]
         else:
@@ -452,8 +454,10 @@ class Driver:
         await self.search()
         await self.refused()
         await self.erase()
+        await self.remember(retry=True)
         await self.remember()
         await self.erase()
+        await self.remember(retry=True)
         await self.search()
         await self.forget()
 
@@ -477,10 +481,38 @@ async def test_facade_agrees_on_both_backends(
     assert stats.records["fact"].live > 0 and stats.records["fact"].invalidated >= 1
 
 
+@pytest.mark.parametrize(
+    ("desc", "call"),
+    [
+        ("search(limit=True)", lambda m: m.search("maya", limit=True)),
+        ("search(limit=False)", lambda m: m.search("maya", limit=False)),
+        ("search(max_hops=True)", lambda m: m.search(entity="maya", max_hops=True)),
+        ("retrieve(max_facts=True)", lambda m: memory_retriever(m.store, m.index, m.embedder)(
+            {"text": "maya", "max_facts": True})),
+        ("retrieve(options max_facts=True)", lambda m: memory_retriever(
+            m.store, m.index, m.embedder)({"text": "maya"}, {"max_facts": True})),
+    ],
+)
+async def test_a_bool_is_not_a_count_on_either_backend(
+    desc: str, call: Callable[[Memory], Awaitable[Any]], pair: tuple[Memory, Memory]
+) -> None:
+    """``limit=True`` was read as 1 (pydantic's lax int): a refused count, nothing touched."""
+    from pydantic import ValidationError
+
+    window = Window()
+    msg = Message(id=uuid.uuid5(uuid.NAMESPACE_URL, "bool-count"), role="user",
+                  content="Maya works at Globex as a nurse.", timestamp=T0)
+    for memory in pair:
+        side = Side("x", memory)
+        await memory.add([msg])
+        before = await _state(side, [msg], window)
+        with pytest.raises(ValidationError, match="not a bool"):
+            await call(memory)
+        assert _differ(before, await _state(side, [msg], window)) is None, desc
+
+
 # --------------------------------------------------------------------------- adapters
 
-
-T0 = datetime(2025, 2, 3, 9, 0, tzinfo=UTC)
 
 
 def _fixed_facts(entity_ids: list[str]) -> list[SemanticFact]:
