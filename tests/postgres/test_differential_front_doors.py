@@ -78,7 +78,8 @@ LESSONS = [
     "Check the Initech contract before quoting prices.",
 ]
 T0 = datetime(2025, 2, 3, 9, 0, tzinfo=UTC)
-WORDS = [*PEOPLE, *COMPANIES, "work", "moved", "love", "deploy", "billing", "tea", "jazz"]
+WORDS = [*PEOPLE, *COMPANIES, "work", "moved", "love", "deploy", "billing", "tea", "jazz",
+         "Maya's", "don't", "no longer", "tea!", "Acme Corp.", "LISBON?"]
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -182,7 +183,9 @@ async def _state(side: Side, sent: list[Message], window: Window) -> Any:
         record = row.get("record", row)
         records[f"{kind}:{record.get('id')}"] = record
     messages = await side.memory.store.get_messages([m.id for m in sent])
-    stats = (await side.memory.stats()).model_dump(mode="json")
+    events: list[Any] = []
+    stats = (await side.memory.stats(progress=events.append)).model_dump(mode="json")
+    stats["progress"] = [[e.operation, e.stage, e.done, e.total] for e in events]
     data = _dump(
         {
             "records": records,
@@ -290,7 +293,10 @@ class Driver:
             messages: list[Any] = (
                 [m.model_dump(mode="json") for m in batch] if as_dicts else list(batch)
             )
-            return await side.memory.add(messages, **kwargs)
+            events: list[Any] = []
+            report = await side.memory.add(messages, progress=events.append, **kwargs)
+            return {"report": report,
+                    "progress": [[e.operation, e.stage, e.done, e.total] for e in events]}
 
         await self.apply(
             f"add({len(batch)} {'dicts' if as_dicts else 'messages'}, {kwargs})", call
