@@ -37,6 +37,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     model_validator,
@@ -186,6 +187,17 @@ def _check_tags(value: list[str]) -> list[str]:
         raise ValueError(f"at most {MAX_TAGS} tags per record, got {len(seen)}")
     return list(seen)
 
+
+def _not_bool(value: Any) -> Any:
+    # pydantic's lax int reads True as 1: a flag passed where a count belongs
+    # (``limit=True``) would silently serve one record.
+    if isinstance(value, bool):
+        raise ValueError(f"must be an int, not a bool ({value!r})")
+    return value
+
+
+Count = Annotated[int, BeforeValidator(_not_bool)]
+"""An ``int`` that refuses ``True`` / ``False`` (a query's ``limit`` and ``max_hops``)."""
 
 UtcDatetime = Annotated[datetime, AfterValidator(_to_utc)]
 """A timezone-aware UTC datetime (naive input is assumed to be UTC)."""
@@ -457,10 +469,10 @@ class MemoryQuery(_Model):
     entity_ids: list[uuid.UUID] | None = None
     entity_types: list[TypeName] | None = None
     relation_types: list[TypeName] | None = None
-    max_hops: int = Field(default=2, ge=0, le=5)
+    max_hops: Count = Field(default=2, ge=0, le=5)
     valid_at: UtcDatetime | None = None
     changed_since: UtcDatetime | None = None
-    limit: int = Field(default=20, ge=1, le=100)
+    limit: Count = Field(default=20, ge=1, le=100)
     min_similarity: float = Field(default=0.5, ge=0.0, le=1.0)
     include_invalidated: bool = False
     tags: Tags = Field(default_factory=list)
