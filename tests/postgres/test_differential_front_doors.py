@@ -48,12 +48,14 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
+from unittest import mock
 
 import pytest
 import pytest_asyncio
 
-from cycgraph_memory import Memory
+from cycgraph_memory import Memory, integration
 from cycgraph_memory.integration import (
     memory_retriever,
     memory_writer,
@@ -62,7 +64,7 @@ from cycgraph_memory.integration import (
 from cycgraph_memory.lifecycle.export import export_lines
 from cycgraph_memory.records import Message, Provenance, SemanticFact
 
-from .test_differential_pipeline import COMPANIES, PEOPLE, Scenario, Window, _differ, _dump
+from ._differential import COMPANIES, PEOPLE, Scenario, Window, differ, dump
 
 pytestmark = pytest.mark.postgres
 
@@ -186,7 +188,7 @@ async def _state(side: Side, sent: list[Message], window: Window) -> Any:
     events: list[Any] = []
     stats = (await side.memory.stats(progress=events.append)).model_dump(mode="json")
     stats["progress"] = [[e.operation, e.stage, e.done, e.total] for e in events]
-    data = _dump(
+    data = dump(
         {
             "records": records,
             "messages": {str(k): v for k, v in messages.items()},
@@ -224,12 +226,13 @@ class Driver:
         self.batches: list[list[Message]] = []
         self.runs = 0
         self.lessons = 0
+        self.remember_calls = 0  # seeds the ids of the facts remember writes
         self.keys: list[str] = []
 
     # ---------------------------------------------------------------- comparing
 
     def check(self, label: str, mine: Any, theirs: Any) -> None:
-        found = _differ(mine, theirs)
+        found = differ(mine, theirs)
         if found is not None:
             trail = "\n".join(f"  {i:3d}. {line}" for i, line in enumerate(self.log))
             raise AssertionError(
@@ -252,7 +255,7 @@ class Driver:
             kind, value = await _outcome(call, side)
             if kind == "ok" and new_ids is not None:
                 side.label_new(new_ids(value))
-            outcomes.append([kind, side.labels.apply(_dump(value, self.window))])
+            outcomes.append([kind, side.labels.apply(dump(value, self.window))])
         self.log[-1] += f" -> {str(outcomes[0])[:140]}"
         self.check(f"{desc}: outcome", outcomes[0], outcomes[1])
         after = (await _state(self.mem, self.scenario.sent, self.window),
@@ -325,8 +328,18 @@ class Driver:
         if rng.random() < 0.5:
             kwargs["agent_id"] = rng.choice(["planner", "reviewer"])
 
+        # The writer draws each fact's id with uuid4: ids drawn from the seed instead, the
+        # same on both sides, so lessons that tie in a ranking go by the same id order
+        # (with random ids the two backends broke such ties differently from run to run).
+        self.remember_calls += 1
+        drawn = [uuid.uuid5(uuid.NAMESPACE_URL, f"lesson:{self.seed}:{self.remember_calls}:{i}")
+                 for i in range(4)]
+
         async def call(side: Side) -> Any:
-            return await side.memory.remember(text, idempotency_key=key, **kwargs)
+            ids = iter(drawn)
+            shim = SimpleNamespace(UUID=uuid.UUID, uuid4=lambda: next(ids))
+            with mock.patch.object(integration, "uuid", shim):
+                return await side.memory.remember(text, idempotency_key=key, **kwargs)
 
         await self.apply(f"remember({text!r}, key={key}, {kwargs})", call,
                          new_ids=lambda v: [str(v)])
@@ -514,7 +527,7 @@ async def test_a_bool_is_not_a_count_on_either_backend(
         before = await _state(side, [msg], window)
         with pytest.raises(ValidationError, match="not a bool"):
             await call(memory)
-        assert _differ(before, await _state(side, [msg], window)) is None, desc
+        assert differ(before, await _state(side, [msg], window)) is None, desc
 
 
 # --------------------------------------------------------------------------- adapters
@@ -555,8 +568,8 @@ async def test_adapters_agree_on_both_backends(pair: tuple[Memory, Memory]) -> N
     )
 
     def compare(label: str, values: list[Any]) -> None:
-        normal = [s.labels.apply(_dump(v, window)) for s, v in zip(sides, values, strict=True)]
-        found = _differ(normal[0], normal[1])
+        normal = [s.labels.apply(dump(v, window)) for s, v in zip(sides, values, strict=True)]
+        found = differ(normal[0], normal[1])
         assert found is None, f"{label}: memory vs postgres differ at {found}"
 
     async def both(label: str, call: Callable[[Side], Awaitable[Any]],
@@ -603,7 +616,7 @@ async def test_adapters_agree_on_both_backends(pair: tuple[Memory, Memory]) -> N
         assert out[0][0] == "error", f"writer({desc}) was accepted: {out[0]}"
         after = [await _state(s, scenario.sent, window) for s in sides]
         for b, a in zip(before, after, strict=True):
-            assert _differ(b, a) is None, f"writer({desc}) refused but changed the store"
+            assert differ(b, a) is None, f"writer({desc}) refused but changed the store"
 
     retrievers = {
         s.name: memory_retriever(s.memory.store, s.memory.index, s.memory.embedder,
@@ -678,10 +691,10 @@ def test_cli_on_postgres_agrees_with_the_in_memory_facade(
         )
 
         def facade(work: Callable[[Memory], Awaitable[Any]]) -> Any:
-            return _dump(loop.run_until_complete(in_memory(work)), window)
+            return dump(loop.run_until_complete(in_memory(work)), window)
 
         def same(label: str, a: Any, b: Any) -> None:
-            found = _differ(_dump(a, window), _dump(b, window))
+            found = differ(dump(a, window), dump(b, window))
             assert found is None, f"{label}: CLI on postgres vs facade in memory: {found}"
 
         for n in range(5):
@@ -763,7 +776,7 @@ def test_cli_on_postgres_agrees_with_the_in_memory_facade(
                 assert len(lines) == 1 and lines[0].startswith("error: "), (args, err)
                 assert "Traceback" not in err + out
         after = _cli_json(*base, "stats", "--json")
-        assert _differ(_dump(before, window), _dump(after, window)) is None, (
+        assert differ(dump(before, window), dump(after, window)) is None, (
             "a refused CLI command changed the tenant"
         )
         loop.run_until_complete(mem.close())

@@ -59,6 +59,7 @@ from cycgraph_memory.records import (
 from cycgraph_memory.retrieval.retrieve import retrieve_memory
 from cycgraph_memory.retrieval.subgraph import extract_subgraph
 
+from ._differential import disagreement
 from ._records import DIM as EMBED_DIM
 from ._records import prov
 
@@ -704,11 +705,7 @@ class Driver:
             for step in range(steps):
                 await self.step(step)
         except AssertionError as exc:
-            trail = "\n".join(f"  {i:3d}. {line}" for i, line in enumerate(self.log))
-            raise AssertionError(
-                f"backends disagree (seed={self.seed}; re-run with CYCGRAPH_DIFF_SEED="
-                f"{self.seed}):\n{exc}\nsteps:\n{trail}"
-            ) from exc
+            raise disagreement(self.seed, self.log, exc) from exc
 
     async def step(self, step: int) -> None:
         gen = Gen(self.rng, self.known)
