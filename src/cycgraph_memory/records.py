@@ -380,8 +380,8 @@ class Theme(_Model):
 class PaginationOptions(_Model):
     """Paging for listings: ``limit`` rows (``None`` = all) after skipping ``offset``."""
 
-    limit: int | None = Field(default=None, ge=1, le=100_000)
-    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
+    limit: Count | None = Field(default=None, ge=1, le=100_000)
+    offset: Count = Field(default=0, ge=0, le=MAX_OFFSET)
 
 
 class ListOptions(PaginationOptions):
@@ -438,12 +438,12 @@ class SearchOptions(_Model):
             (Postgres); exact backends ignore it.
     """
 
-    limit: int = Field(default=10, ge=1, le=1000)
+    limit: Count = Field(default=10, ge=1, le=1000)
     min_similarity: float | None = Field(default=None, ge=0.0, le=1.0)
     include_invalidated: bool = False
     tags: Tags | None = None
     exclude_tags: Tags | None = None
-    ef_search: int | None = Field(default=None, ge=1, le=1000)
+    ef_search: Count | None = Field(default=None, ge=1, le=1000)
 
 
 T = TypeVar("T")
@@ -797,7 +797,7 @@ class EntityFactsFilter(_Model):
         changed_since: Only facts that started or ended strictly after this instant.
     """
 
-    per_entity_limit: int | None = Field(default=None, ge=1, le=100_000)
+    per_entity_limit: Count | None = Field(default=None, ge=1, le=100_000)
     include_invalidated: bool = False
     tags: Tags | None = None
     exclude_tags: Tags | None = None
@@ -866,20 +866,20 @@ class RetrievalOptions(_Model):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    theme_limit: int = Field(default=3, ge=0, le=100)
-    max_facts_per_theme: int | None = Field(default=200, ge=1, le=100_000)
-    direct_fact_candidates: int | None = Field(default=None, ge=1, le=1000)
-    max_facts_per_entity: int | None = Field(default=None, ge=1, le=100_000)
-    tag_page_size: int | None = Field(default=None, ge=1, le=10_000)
-    rrf_k: int = Field(default=60, ge=1, le=10_000)
-    text_candidates: int | None = Field(default=None, ge=1, le=1000)
-    vector_candidates: int | None = Field(default=None, ge=1, le=100_000)
-    message_candidates: int | None = Field(default=None, ge=1, le=1000)
-    message_limit: int | None = Field(default=None, ge=0, le=1000)
-    entity_match_limit: int = Field(default=5, ge=0, le=100)
+    theme_limit: Count = Field(default=3, ge=0, le=100)
+    max_facts_per_theme: Count | None = Field(default=200, ge=1, le=100_000)
+    direct_fact_candidates: Count | None = Field(default=None, ge=1, le=1000)
+    max_facts_per_entity: Count | None = Field(default=None, ge=1, le=100_000)
+    tag_page_size: Count | None = Field(default=None, ge=1, le=10_000)
+    rrf_k: Count = Field(default=60, ge=1, le=10_000)
+    text_candidates: Count | None = Field(default=None, ge=1, le=1000)
+    vector_candidates: Count | None = Field(default=None, ge=1, le=100_000)
+    message_candidates: Count | None = Field(default=None, ge=1, le=1000)
+    message_limit: Count | None = Field(default=None, ge=0, le=1000)
+    entity_match_limit: Count = Field(default=5, ge=0, le=100)
     graph_weight: float = Field(default=1.0, ge=0.0, le=10.0)
     text_weight: float = Field(default=0.5, ge=0.0, le=10.0)
     message_hit_weight: float = Field(default=0.5, ge=0.0, le=10.0)
     episode_weight: float = Field(default=0.5, ge=0.0, le=10.0)
-    episode_candidates: int | None = Field(default=None, ge=1, le=1000)
+    episode_candidates: Count | None = Field(default=None, ge=1, le=1000)
     native_paths: bool = True
