@@ -225,3 +225,21 @@ async def test_what_only_sounds_like_an_ending_leaves_the_job_open(
     assert edges[("work_at", "Acme Corp")].valid_until is None
     assert ("work_at", "Globex") not in edges
     assert await _jobs_at(store, index, subject, T1 + timedelta(days=1)) == {"Acme Corp"}
+
+
+async def test_an_until_date_before_year_one_ends_at_the_message(store: Any, index: Any) -> None:
+    """A message of January 2, year 1 saying "until last month" failed the whole ingest.
+
+    The date resolved before year 1 (``OverflowError`` / ``ValueError``) or to the first
+    instant (a ``ValidationError`` of the ended marker): the ingest raised. Now such a date
+    is not placed, and the relation ends when the message said so.
+    """
+    said = datetime(1, 1, 2, 9, 0, tzinfo=UTC)
+    pipeline = MemoryPipeline(
+        store, index=index, extractor=RuleBasedExtractor(),
+        embedder=HashingEmbeddingProvider(dimensions=EMBED_DIM),
+    )
+    for text in ("Dave Lee worked at Hooli until last month.",
+                 "Dave Lee worked at Hooli until yesterday."):
+        report = await pipeline.ingest([Message(role="user", content=text, timestamp=said)])
+        assert report.messages_ingested == 1 and report.fact_ids

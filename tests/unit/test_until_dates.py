@@ -76,3 +76,18 @@ def test_resolve_until_reads_the_message_time_in_utc() -> None:
 def test_until_of(sentence: str, link: str, expected: str | None) -> None:
     end = sentence.index("Hooli") + len("Hooli")
     assert until_of(sentence, end, link) == expected
+
+
+@pytest.mark.parametrize(
+    ("phrase", "said"),
+    [
+        ("last month", _d(1, 1, 2)),  # December of year 0
+        ("last week", _d(1, 1, 2)),  # before year 1
+        ("last year", _d(1, 6, 1)),
+        ("yesterday", _d(1, 1, 2)),  # datetime.min: Postgres's -infinity, no record holds it
+        ("Jan 1, 0001", _d(1, 1, 2)),
+    ],
+)
+def test_an_instant_no_record_can_hold_is_not_placed(phrase: str, said: datetime) -> None:
+    """Raised OverflowError / ValueError (or named the first instant) and failed the ingest."""
+    assert resolve_until(phrase, said) is None

@@ -116,9 +116,21 @@ def resolve_until(phrase: str, said_at: datetime) -> datetime | None:
     """The instant an "until" phrase names, no later than ``said_at``; ``None`` if unknown.
 
     A month without a year is its latest occurrence that has begun by ``said_at``; a
-    named period resolves to its first instant (UTC).
+    named period resolves to its first instant (UTC). An instant no record can hold (before
+    year 1, or ``datetime.min`` itself, which Postgres stores as ``-infinity``) is unknown:
+    "until last month" said in January of year 1 is read as without a date.
     """
-    said = said_at.astimezone(UTC)
+    try:
+        found = _resolve(phrase, said_at.astimezone(UTC))
+    except (OverflowError, ValueError):  # a period before year 1
+        return None
+    return None if found is None or found <= _FIRST_UTC else found
+
+
+_FIRST_UTC = datetime.min.replace(tzinfo=UTC)
+
+
+def _resolve(phrase: str, said: datetime) -> datetime | None:
     for form in _DATE_FORMS:
         match = form.match(phrase)
         if match is None:
