@@ -561,6 +561,19 @@ def check_dimensions(value: object, name: str = "expected_dimensions") -> int | 
     return value
 
 
+def changed_from_defaults(*arguments: tuple[str, object, object]) -> dict[str, object]:
+    """The ``(name, value, default)`` arguments a caller changed from their defaults.
+
+    What :func:`option_bundle` needs as ``explicit``: a keyword argument left at its
+    default (the same object, or an equal value) is not counted as given.
+    """
+    return {
+        name: value
+        for name, value, default in arguments
+        if value is not default and value != default
+    }
+
+
 def option_bundle(
     model: type[M], options: object, explicit: Mapping[str, object], what: str
 ) -> dict[str, Any]:

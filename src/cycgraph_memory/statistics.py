@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, StrictFloat, StrictInt
 
+from cycgraph_memory._validate import changed_from_defaults
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 
 __all__ = [
@@ -563,13 +564,9 @@ def required_trials(
         pydantic.ValidationError: The input given as a mapping that does not validate.
     """
     if isinstance(effect, RequiredTrialsInput | Mapping):
-        given = {
-            name
-            for name, value, default in (
-                ("sd", sd, None), ("confidence", confidence, 0.9), ("power", power, 0.8)
-            )
-            if value is not default and value != default
-        }
+        given = changed_from_defaults(
+            ("sd", sd, None), ("confidence", confidence, 0.9), ("power", power, 0.8)
+        )
         if given:
             raise InvalidInputError(
                 "required_trials: give the input either as one RequiredTrialsInput "

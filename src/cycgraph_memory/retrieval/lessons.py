@@ -15,7 +15,7 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
-from cycgraph_memory._validate import option_bundle
+from cycgraph_memory._validate import changed_from_defaults, option_bundle
 from cycgraph_memory.contracts import MemoryStore, OutcomeLedger, SupportsFactStatsBatch
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.records import QUARANTINE_TAG, FactFilter, FactStats, SemanticFact
@@ -143,18 +143,14 @@ async def retrieve_gated_lessons(
         pydantic.ValidationError: ``options`` given as a mapping that does not validate.
     """
     if options is not None:
-        explicit = {
-            name: value
-            for name, value, default in (
-                ("tags", tags, None),
-                ("candidate_tag", candidate_tag, DEFAULT_CANDIDATE_TAG),
-                ("max_facts", max_facts, 10),
-                ("candidate_slots", candidate_slots, 2),
-                ("ledger", ledger, None),
-                ("rest_after_trials", rest_after_trials, None),
-            )
-            if value is not default and value != default
-        }
+        explicit = changed_from_defaults(
+            ("tags", tags, None),
+            ("candidate_tag", candidate_tag, DEFAULT_CANDIDATE_TAG),
+            ("max_facts", max_facts, 10),
+            ("candidate_slots", candidate_slots, 2),
+            ("ledger", ledger, None),
+            ("rest_after_trials", rest_after_trials, None),
+        )
         bundle = option_bundle(GatedLessonOptions, options, explicit, "retrieve_gated_lessons")
         tags = bundle["tags"]
         candidate_tag = bundle["candidate_tag"]

@@ -30,7 +30,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr
 
 from cycgraph_memory._ids import parse_ids
-from cycgraph_memory._validate import check_text, option_bundle, string_list, utc_in_range
+from cycgraph_memory._validate import (
+    changed_from_defaults,
+    check_text,
+    option_bundle,
+    string_list,
+    utc_in_range,
+)
 from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.records import (
@@ -181,17 +187,13 @@ async def extract_subgraph(
             with keyword options.
     """
     if opts is not None:
-        explicit = {
-            name: value
-            for name, value, default in (
-                ("max_hops", max_hops, 2),
-                ("valid_at", valid_at, None),
-                ("include_invalidated", include_invalidated, False),
-                ("max_entities", max_entities, DEFAULT_MAX_SUBGRAPH_ENTITIES),
-                ("relation_types", relation_types, None),
-            )
-            if value is not default and value != default
-        }
+        explicit = changed_from_defaults(
+            ("max_hops", max_hops, 2),
+            ("valid_at", valid_at, None),
+            ("include_invalidated", include_invalidated, False),
+            ("max_entities", max_entities, DEFAULT_MAX_SUBGRAPH_ENTITIES),
+            ("relation_types", relation_types, None),
+        )
         bundle = option_bundle(SubgraphOptions, opts, explicit, "extract_subgraph")
         max_hops = bundle["max_hops"]
         valid_at = bundle["valid_at"]
