@@ -55,7 +55,7 @@ import math
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import numpy as np
@@ -114,6 +114,15 @@ DECAY_REASON = "consolidation:decay"
 """``invalidated_by`` of facts pruned for a low decay score (soft mode)."""
 
 _DAY = 86_400.0
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_OPEN = np.iinfo(np.int64).max
+"""``valid_until`` of an open fact, after every datetime (microseconds since the epoch)."""
+
+
+def _micros(when: datetime) -> int:
+    """``when`` as exact integer microseconds since the epoch."""
+    return (when - _EPOCH) // _MICROSECOND
 
 ConsolidationPlan = MutationPlan[ConsolidationReport]
 """The plan of one consolidation pass."""
@@ -162,8 +171,10 @@ class _Facts:
     """Columnar summary of the eligible facts (no records kept)."""
 
     ids: list[uuid.UUID]
-    valid_from: NDArray[np.float64]
-    valid_until: NDArray[np.float64]  # inf when open
+    # Exact microseconds since the epoch: a float timestamp has no microsecond resolution
+    # before 1697 or after 2242, which put facts a microsecond apart in id order.
+    valid_from: NDArray[np.int64]
+    valid_until: NDArray[np.int64]  # _OPEN when open
     last_access: NDArray[np.float64]  # nan when never accessed
     access: NDArray[np.int64]
     verified: NDArray[np.bool_]
@@ -403,8 +414,8 @@ class MemoryConsolidator:
     async def _load_facts(self) -> _Facts:
         """Page through the eligible facts, keeping only columns and unit embeddings."""
         ids: list[uuid.UUID] = []
-        valid_from: list[float] = []
-        valid_until: list[float] = []
+        valid_from: list[int] = []
+        valid_until: list[int] = []
         last_access: list[float] = []
         access: list[int] = []
         verified: list[bool] = []
@@ -417,9 +428,9 @@ class MemoryConsolidator:
             for fact in page:
                 i = len(ids)
                 ids.append(fact.id)
-                valid_from.append(fact.valid_from.timestamp())
+                valid_from.append(_micros(fact.valid_from))
                 valid_until.append(
-                    math.inf if fact.valid_until is None else fact.valid_until.timestamp()
+                    _OPEN if fact.valid_until is None else _micros(fact.valid_until)
                 )
                 last_access.append(
                     math.nan if fact.last_accessed_at is None
@@ -441,8 +452,8 @@ class MemoryConsolidator:
         vectors = np.concatenate(blocks) if blocks else np.zeros((0, 1), dtype=np.float32)
         return _Facts(
             ids=ids,
-            valid_from=np.asarray(valid_from, dtype=np.float64),
-            valid_until=np.asarray(valid_until, dtype=np.float64),
+            valid_from=np.asarray(valid_from, dtype=np.int64),
+            valid_until=np.asarray(valid_until, dtype=np.int64),
             last_access=np.asarray(last_access, dtype=np.float64),
             access=np.asarray(access, dtype=np.int64),
             verified=np.asarray(verified, dtype=np.bool_),
@@ -585,7 +596,9 @@ class MemoryConsolidator:
         if self.max_facts is None or remaining <= self.max_facts:
             return []
         access = facts.access.astype(np.float64)
-        anchor = np.where(np.isnan(facts.last_access), facts.valid_from, facts.last_access)
+        anchor = np.where(
+            np.isnan(facts.last_access), facts.valid_from / 1e6, facts.last_access
+        )
         index_of = {fid: i for i, fid in enumerate(facts.ids)} if merged else {}
         for fid, fact in merged.items():
             i = index_of[fid]

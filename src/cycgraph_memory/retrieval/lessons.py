@@ -81,8 +81,14 @@ def _scope_filter(tags: tuple[str, ...]) -> FactFilter:
     return FactFilter(tags=list(tags), exclude_tags=[QUARANTINE_TAG])
 
 
-def _newest_first(fact: SemanticFact) -> tuple[float, str]:
-    return (-fact.valid_from.timestamp(), str(fact.id))
+def _newest_first(facts: list[SemanticFact]) -> None:
+    """Sort in place: ``valid_from`` descending, then id ascending.
+
+    Two stable sorts on the datetimes themselves: a float timestamp has no microsecond
+    resolution before 1697 or after 2242, which ordered facts a microsecond apart by id.
+    """
+    facts.sort(key=lambda f: str(f.id))
+    facts.sort(key=lambda f: f.valid_from, reverse=True)
 
 
 async def retrieve_gated_lessons(
@@ -192,7 +198,7 @@ async def retrieve_gated_lessons(
     chosen: list[SemanticFact] = []
     if candidate_slots and candidates:
         if ledger is None:
-            candidates.sort(key=_newest_first)
+            _newest_first(candidates)
         else:
             stats = await _stats_for(ledger, [f.id for f in candidates])
             trials = {fid: s.trials for fid, s in stats.items()}
@@ -205,5 +211,5 @@ async def retrieve_gated_lessons(
             candidates.sort(key=in_progress_first)
         chosen = candidates[:candidate_slots]
 
-    verified.sort(key=_newest_first)
+    _newest_first(verified)
     return verified[: max_facts - len(chosen)] + chosen

@@ -1,0 +1,104 @@
+"""Acceptance audit 9: the pipeline, consolidation and the retention loop, from the spec.
+
+Written as an outside checker would, from the spec's promises (defaults, orderings,
+budgets, boundaries), on both backends wherever storage is involved. The tests named
+``test_bug_...`` failed before the fix that came with them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from cycgraph_memory import MemoryConsolidator
+from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
+from cycgraph_memory.retrieval.lessons import retrieve_gated_lessons
+
+from .factories import make_fact, unit
+
+_runs = itertools.count()
+
+# Far from 1970 a float timestamp has no microsecond resolution (its step is ~30 us in
+# year 9999 and ~8 us in year 1): two instants a microsecond apart become one float.
+FAR_FUTURE = datetime(9999, 12, 30, tzinfo=UTC)
+FAR_PAST = datetime(1200, 6, 1, tzinfo=UTC)
+MICRO = timedelta(microseconds=1)
+# Ids chosen so that the id tie-break alone would pick the *older* fact.
+OLDER_ID = uuid.UUID(int=1)
+NEWER_ID = uuid.UUID(int=2)
+
+
+@pytest.fixture
+def ledger(backend: str, request: pytest.FixtureRequest) -> Any:
+    if backend == "memory":
+        return InMemoryOutcomeLedger()
+    from cycgraph_memory.postgres import PostgresOutcomeLedger
+
+    return PostgresOutcomeLedger(
+        request.getfixturevalue("pg_sessionmaker"), tenant_id=request.getfixturevalue("pg_tenant")
+    )
+
+
+# --------------------------------------------------------------------------- orderings
+
+
+@pytest.mark.parametrize("when", [FAR_FUTURE, FAR_PAST], ids=["year9999", "year1200"])
+async def test_bug_the_newest_near_duplicate_is_kept_a_microsecond_apart(
+    store: Any, when: datetime
+) -> None:
+    # Spec: the keeper is the most recent valid_from, then the smallest id. Before: valid_from
+    # was compared as a float timestamp, so a microsecond apart far from 1970 was a tie and
+    # the smaller id (here the older fact) was kept.
+    older = make_fact(id=OLDER_ID, content="Alice likes tea", embedding=unit(0), valid_from=when)
+    newer = make_fact(
+        id=NEWER_ID, content="Alice likes tea.", embedding=unit(0), valid_from=when + MICRO
+    )
+    await store.put_facts([older, newer])
+    report = await MemoryConsolidator(store, clock=lambda: when + timedelta(days=1)).consolidate()
+    assert report.facts_deduped == 1
+    assert [f.id for f in await store.find_facts()] == [NEWER_ID]
+    absorbed = await store.get_fact(OLDER_ID)
+    assert absorbed is not None and absorbed.invalidated_by == str(NEWER_ID)
+
+
+@pytest.mark.parametrize("when", [FAR_FUTURE, FAR_PAST], ids=["year9999", "year1200"])
+async def test_bug_decay_prunes_the_older_of_two_equal_scores_a_microsecond_apart(
+    store: Any, when: datetime
+) -> None:
+    # Decay ties go to the older valid_from first (then the smaller id). Before: the
+    # float timestamps tied and the smaller id (here the newer fact) was pruned.
+    older = make_fact(id=NEWER_ID, content="the deploy runs at noon", valid_from=when)
+    newer = make_fact(id=OLDER_ID, content="the backup runs at night", valid_from=when + MICRO)
+    await store.put_facts([older, newer])
+    report = await MemoryConsolidator(
+        store, max_facts=1, clock=lambda: when + timedelta(days=1)
+    ).consolidate()
+    assert report.facts_decayed == 1
+    assert [f.id for f in await store.find_facts()] == [newer.id]
+
+
+@pytest.mark.parametrize("when", [FAR_FUTURE, FAR_PAST], ids=["year9999", "year1200"])
+async def test_bug_gated_lessons_are_newest_first_a_microsecond_apart(
+    store: Any, when: datetime
+) -> None:
+    # Verified lessons are served newest first (valid_from descending, then id), and so
+    # are candidates without a ledger. Before: a float timestamp tie put the older first.
+    older = make_fact(id=OLDER_ID, content="lesson one", tags=["lesson"], valid_from=when)
+    newer = make_fact(id=NEWER_ID, content="lesson two", tags=["lesson"], valid_from=when + MICRO)
+    old_c = make_fact(
+        id=uuid.UUID(int=3), content="candidate one", tags=["lesson", "candidate"],
+        valid_from=when,
+    )
+    new_c = make_fact(
+        id=uuid.UUID(int=4), content="candidate two", tags=["lesson", "candidate"],
+        valid_from=when + MICRO,
+    )
+    await store.put_facts([older, newer, old_c, new_c])
+    got = await retrieve_gated_lessons(store, tags=["lesson"], max_facts=2, candidate_slots=1)
+    assert [f.id for f in got] == [NEWER_ID, new_c.id]
+    got = await retrieve_gated_lessons(store, tags=["lesson"], max_facts=4, candidate_slots=2)
+    assert [f.id for f in got] == [NEWER_ID, OLDER_ID, new_c.id, old_c.id]
