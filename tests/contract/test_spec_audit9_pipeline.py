@@ -13,9 +13,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
-from cycgraph_memory import MemoryConsolidator
+from cycgraph_memory import MAX_TEXT_LENGTH, MemoryConsolidator
 from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
+from cycgraph_memory.retention import simulate_gate
 from cycgraph_memory.retrieval.lessons import retrieve_gated_lessons
 
 from .factories import make_fact, unit
@@ -102,3 +104,51 @@ async def test_bug_gated_lessons_are_newest_first_a_microsecond_apart(
     assert [f.id for f in got] == [NEWER_ID, new_c.id]
     got = await retrieve_gated_lessons(store, tags=["lesson"], max_facts=4, candidate_slots=2)
     assert [f.id for f in got] == [NEWER_ID, OLDER_ID, new_c.id, old_c.id]
+
+
+# --------------------------------------------------------------------------- simulator
+
+
+@pytest.mark.parametrize(
+    "lesson_id",
+    ["a\x00b", "x" * (MAX_TEXT_LENGTH - len("simulated lesson ") + 1)],
+    ids=["nul", "too-long"],
+)
+async def test_bug_a_lesson_id_no_fact_can_carry_is_refused_before_any_run(
+    store: Any, ledger: Any, lesson_id: str
+) -> None:
+    # The id becomes the stored fact's content. Before: the config was accepted, runs 0-2
+    # were simulated and recorded in the backend's ledger, then the lesson's arrival at
+    # run 3 failed with a SemanticFact ValidationError.
+    calls: list[int] = []
+
+    async def backend() -> tuple[Any, Any]:
+        calls.append(1)
+        return store, ledger
+
+    config = {
+        "lessons": [{"id": lesson_id, "true_effect": 0.1, "arrives_at_run": 3}],
+        "runs": 5,
+        "seed": 1,
+    }
+    with pytest.raises(ValidationError, match="simulated lesson"):
+        await simulate_gate(config, backend=backend)
+    assert calls == []
+    assert (await ledger.get_baseline()).runs == 0
+    assert await store.find_facts(include_invalidated=True) == []
+
+
+async def test_the_longest_storable_lesson_id_runs(store: Any, ledger: Any) -> None:
+    lesson_id = "x" * (MAX_TEXT_LENGTH - len("simulated lesson "))
+
+    async def backend() -> tuple[Any, Any]:
+        return store, ledger
+
+    result = await simulate_gate(
+        {"lessons": [{"id": lesson_id, "true_effect": 0.1, "arrives_at_run": 1}],
+         "runs": 3, "seed": 1},
+        backend=backend,
+    )
+    assert [x.id for x in result.lessons] == [lesson_id]
+    (fact,) = await store.find_facts()
+    assert fact.content == "simulated lesson " + lesson_id

@@ -14,9 +14,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
 from cycgraph_memory._construct import trusted
+from cycgraph_memory._validate import check_text
 from cycgraph_memory.contracts import MemoryStore, OutcomeLedger
 from cycgraph_memory.errors import InvalidTypeError
 from cycgraph_memory.progress import ProgressCallback, report_progress
@@ -58,12 +59,29 @@ class _Options(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+_LESSON_CONTENT = "simulated lesson "
+"""Content of a simulated lesson's fact: this prefix, then the lesson's id."""
+
+
 class SimulatedLesson(_Options):
-    """One synthetic lesson: ``true_effect`` is added to every run it is injected into."""
+    """One synthetic lesson: ``true_effect`` is added to every run it is injected into.
+
+    The ``id`` becomes the content of the lesson's stored fact (``"simulated lesson
+    <id>"``), so it must be text a fact can carry (no NUL, no lone surrogate, within
+    ``MAX_TEXT_LENGTH`` with the prefix): checked with the config, before any run.
+    """
 
     id: str = Field(min_length=1)
     true_effect: float = Field(ge=-1.0, le=1.0)
     arrives_at_run: int = Field(default=0, ge=0)
+
+    @field_validator("id")
+    @classmethod
+    def _storable_id(cls, value: str) -> str:
+        # Refused here, not when the lesson arrives: by then earlier runs are recorded in
+        # the backend's ledger (a Postgres one keeps them).
+        check_text(_LESSON_CONTENT + value, "a simulated lesson's fact content (from its id)")
+        return value
 
 
 class SimulationRetrieval(_Options):
@@ -223,7 +241,7 @@ def _lesson_fact(lesson: SimulatedLesson, fact_id: uuid.UUID, at: datetime,
                  candidate_tag: str) -> SemanticFact:
     return SemanticFact(
         id=fact_id,
-        content=f"simulated lesson {lesson.id}",
+        content=_LESSON_CONTENT + lesson.id,
         provenance=Provenance(source="system", created_at=at),
         valid_from=at,
         tags=[LESSON_TAG, candidate_tag],
