@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from fractions import Fraction
 from statistics import NormalDist
 from typing import NamedTuple
 
@@ -545,7 +546,9 @@ def required_trials(
     """Approximate per-group runs needed to detect ``effect``: ``2 ((z_a + z_b) sd / effect)^2``.
 
     ``z_a`` is the one-sided normal quantile of ``confidence`` and ``z_b`` that of ``power``;
-    the result is rounded up. Halving ``sd`` cuts it by 4; halving ``effect`` multiplies
+    the result is rounded up, and is at least 1 (an effect far above the noise needs one
+    run per group, not zero); an effect tiny next to ``sd`` gives the exact (huge) integer
+    instead of overflowing. Halving ``sd`` cuts it by 4; halving ``effect`` multiplies
     it by 4. The input may also be one :class:`RequiredTrialsInput` or dict (the spec's
     ``requiredTrials({ effect, sd })``), with no other argument.
 
@@ -588,4 +591,14 @@ def required_trials(
     if not math.isfinite(sd) or sd <= 0:
         raise InvalidInputError(f"sd must be a finite number > 0, got {sd!r}")
     z = normal_quantile(confidence) + normal_quantile(power)
-    return math.ceil(2.0 * (z * sd / abs(effect)) ** 2 - 1e-12)
+    try:
+        runs = 2.0 * (z * sd / abs(effect)) ** 2
+    except OverflowError:  # ``** 2`` of a huge ratio: past every float
+        runs = math.inf
+    if not math.isfinite(runs):
+        # An effect tiny next to the SD (1e-200 against 0.1): the answer is a huge but
+        # finite integer, computed exactly from the same float inputs.
+        ratio = Fraction(z) * Fraction(sd) / Fraction(abs(effect))
+        return math.ceil(2 * ratio * ratio)
+    # At least one run per group: an effect huge next to the SD needs one, not zero.
+    return max(1, math.ceil(runs - 1e-12))

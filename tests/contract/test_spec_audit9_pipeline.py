@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from datetime import UTC, datetime, timedelta
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from cycgraph_memory import MAX_TEXT_LENGTH, MemoryConsolidator
 from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
 from cycgraph_memory.retention import simulate_gate
 from cycgraph_memory.retrieval.lessons import retrieve_gated_lessons
+from cycgraph_memory.statistics import normal_quantile, required_trials
 
 from .factories import make_fact, unit
 
@@ -152,3 +154,35 @@ async def test_the_longest_storable_lesson_id_runs(store: Any, ledger: Any) -> N
     assert [x.id for x in result.lessons] == [lesson_id]
     (fact,) = await store.find_facts()
     assert fact.content == "simulated lesson " + lesson_id
+
+
+# --------------------------------------------------------------------------- requiredTrials
+
+
+def test_required_trials_spec_values() -> None:
+    # 2 ((z_0.9 + z_0.8) sd / effect)^2, rounded up (docs/retention.md: 3 and 37).
+    assert required_trials(0.2, 0.1) == 3
+    assert required_trials(0.05, 0.1) == 37
+    assert required_trials({"effect": 0.1, "sd": 0.1}) == 10
+    # Halving the SD cuts it by about 4; the sign of the effect does not matter.
+    assert required_trials(-0.05, 0.05) == required_trials(0.05, 0.05) == 10
+
+
+@pytest.mark.parametrize("sd", [1e-7, 1e-12, 1e-300])
+def test_bug_an_effect_far_above_the_noise_needs_one_run_not_zero(sd: float) -> None:
+    # Before: 2 (z sd / effect)^2 below 1e-12 was rounded up from a negative number to 0.
+    assert required_trials(1.0, sd) == 1
+    assert required_trials({"effect": 0.5, "sd": sd}) == 1
+
+
+@pytest.mark.parametrize(("effect", "sd"), [(1e-155, 1.0), (1e-200, 0.1), (1e-300, 1e300)])
+def test_bug_a_tiny_effect_gives_a_huge_count_not_an_overflow(effect: float, sd: float) -> None:
+    # Before: OverflowError (an untyped error) from squaring the ratio.
+    n = required_trials(effect, sd)
+    assert isinstance(n, int)
+    z = Fraction(normal_quantile(0.9) + normal_quantile(0.8))
+    exact = 2 * (z * Fraction(sd) / Fraction(effect)) ** 2
+    assert n > 10**300
+    assert abs(Fraction(n) - exact) <= 1
+    # A ten times smaller effect needs a hundred times more runs.
+    assert abs(Fraction(required_trials(effect / 10, sd), 100 * n) - 1) < Fraction(1, 10**9)
