@@ -16,7 +16,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from cycgraph_memory import MAX_TEXT_LENGTH, MemoryConsolidator
+from cycgraph_memory import MAX_TEXT_LENGTH, MemoryConsolidator, Message
+from cycgraph_memory.hierarchy.extractors.llm import LLMExtractor
+from cycgraph_memory.hierarchy.pipeline import MemoryPipeline
+from cycgraph_memory.hierarchy.segmenters import SimpleEpisodeSegmenter
 from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
 from cycgraph_memory.retention import simulate_gate
 from cycgraph_memory.retrieval.lessons import retrieve_gated_lessons
@@ -186,3 +189,50 @@ def test_bug_a_tiny_effect_gives_a_huge_count_not_an_overflow(effect: float, sd:
     assert abs(Fraction(n) - exact) <= 1
     # A ten times smaller effect needs a hundred times more runs.
     assert abs(Fraction(required_trials(effect / 10, sd), 100 * n) - 1) < Fraction(1, 10**9)
+
+
+# --------------------------------------------------------------------------- LLMExtractor
+
+SAID = [
+    "Alice Smith maintains the billing service at Acme Corp.",
+    "The billing service depends on Postgres for its ledger.",
+    "Bob Jones manages the platform team at Acme Corp.",
+    "The platform team uses Kubernetes for every deployment.",
+    "Carol Diaz works at Initech in Berlin.",
+]
+
+
+def _messages() -> list[Message]:
+    start = datetime(2025, 1, 1, 12, tzinfo=UTC)
+    return [
+        Message(role="user", content=text, timestamp=start + timedelta(seconds=i))
+        for i, text in enumerate(SAID)
+    ]
+
+
+async def _down(prompt: str) -> str:
+    raise ConnectionError("provider down")
+
+
+@pytest.mark.parametrize("cap", [1, 2, 3])
+async def test_bug_max_facts_per_episode_caps_the_fallback_too(store: Any, cap: int) -> None:
+    # Spec: maxFactsPerEpisode is the cap on facts extracted per episode, and on any
+    # failure LLMExtractor falls back to the free tier. Before: with the provider down the
+    # default fallback used its own cap (10), so five sentences gave five facts.
+    extractor = LLMExtractor(_down, max_facts_per_episode=cap)
+    (episode,) = await SimpleEpisodeSegmenter().segment(_messages())
+    result = await extractor.extract(episode)
+    assert len(result.facts) == cap
+    assert episode.fact_ids == [f.id for f in result.facts]
+    assert extractor.stats.fallbacks == 1
+
+    pipeline = MemoryPipeline(store, extractor=LLMExtractor(_down, max_facts_per_episode=cap))
+    report = await pipeline.ingest(_messages())
+    assert len(report.episode_ids) == 1
+    assert len(await store.find_facts()) == len(report.fact_ids) == cap
+
+
+async def test_a_cap_above_the_free_tiers_keeps_their_own(store: Any) -> None:
+    extractor = LLMExtractor(_down)  # the spec's default cap, 20
+    (episode,) = await SimpleEpisodeSegmenter().segment(_messages())
+    assert len((await extractor.extract(episode)).facts) == len(SAID)

@@ -114,6 +114,9 @@ DEFAULT_MAX_REPLY_CHARS = 200_000
 """Longest reply :class:`LLMExtractor` parses (``max_reply_chars``); a reply of 20 facts
 with their entities and edges is a few thousand characters."""
 
+_FALLBACK_MAX_FACTS = 10
+"""Most facts per episode of the default fallback (the free tiers' default)."""
+
 BreakerState = Literal["closed", "open", "half_open"]
 """Circuit-breaker state reported by :attr:`LLMExtractor.breaker_state`."""
 
@@ -196,8 +199,10 @@ class LLMExtractor:
         max_consecutive_failures: Open the breaker after this many failures in a row.
         breaker_cooldown_ms: How long the breaker stays open before a trial call.
         fallback: Extractor used whenever the LLM path fails; by default
-            ``ParserExtractor()`` when the ``parser`` extra is installed, else
-            ``RuleBasedExtractor()``.
+            ``ParserExtractor`` when the ``parser`` extra is installed, else
+            ``RuleBasedExtractor``, built with ``max_facts=min(max_facts_per_episode,
+            10)`` so the cap holds when the provider is down too (an injected fallback
+            keeps its own cap).
         clock: Monotonic clock in seconds used by the breaker (``time.monotonic`` by
             default); inject a fake one in tests.
         now: Wall clock for ``created_at`` / ``updated_at`` stamps (``utc_now`` by default).
@@ -268,7 +273,9 @@ class LLMExtractor:
         if fallback is None:
             from cycgraph_memory.hierarchy.extractors.parser import default_extractor
 
-            fallback = default_extractor()
+            # The cap holds on every path: with the provider down, an episode must not
+            # yield more facts than max_facts_per_episode (the free tiers' own cap is 10).
+            fallback = default_extractor(max_facts=min(self._max_facts, _FALLBACK_MAX_FACTS))
         self._fallback: SemanticExtractor = fallback
         self._clock = clock or time.monotonic
         self._now = now or utc_now
