@@ -7,6 +7,7 @@ budgets, boundaries), on both backends wherever storage is involved. The tests n
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -16,16 +17,25 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from cycgraph_memory import MAX_TEXT_LENGTH, MemoryConsolidator, Message
+from cycgraph_memory import (
+    MAX_TEXT_LENGTH,
+    QUARANTINE_TAG,
+    ConflictDetector,
+    MemoryConsolidator,
+    Message,
+    RunOutcome,
+)
 from cycgraph_memory.hierarchy.extractors.llm import LLMExtractor
+from cycgraph_memory.hierarchy.extractors.rules import RuleBasedExtractor
 from cycgraph_memory.hierarchy.pipeline import MemoryPipeline
 from cycgraph_memory.hierarchy.segmenters import SimpleEpisodeSegmenter
+from cycgraph_memory.inmemory import InMemoryMemoryStore
 from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
-from cycgraph_memory.retention import simulate_gate
+from cycgraph_memory.retention import evaluate_retention, plan_retention, simulate_gate
 from cycgraph_memory.retrieval.lessons import retrieve_gated_lessons
 from cycgraph_memory.statistics import normal_quantile, required_trials
 
-from .factories import make_fact, unit
+from .factories import make_entity, make_episode, make_fact, make_theme, unit
 
 _runs = itertools.count()
 
@@ -236,3 +246,267 @@ async def test_a_cap_above_the_free_tiers_keeps_their_own(store: Any) -> None:
     extractor = LLMExtractor(_down)  # the spec's default cap, 20
     (episode,) = await SimpleEpisodeSegmenter().segment(_messages())
     assert len((await extractor.extract(episode)).facts) == len(SAID)
+
+
+class _Clock:
+    """A monotonic clock the test moves by hand (seconds)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("failure", ["raises", "garbage", "wrong-shape", "not-a-str", "timeout"])
+async def test_every_provider_failure_stores_what_the_free_tier_stores(
+    store: Any, backend: str, failure: str
+) -> None:
+    # Spec: on any failure (parse error, thrown error, timeout) LLMExtractor falls back to
+    # the rule-based tier; after maxConsecutiveFailures (3) the breaker skips the provider.
+    calls: list[str] = []
+
+    async def provider(prompt: str) -> Any:
+        calls.append(prompt)
+        if failure == "raises":
+            raise RuntimeError("503")
+        if failure == "timeout":
+            await asyncio.sleep(10)
+        return {"garbage": "{facts: [", "wrong-shape": '{"facts": "none"}'}.get(failure)
+
+    gap = timedelta(minutes=10)  # four episodes: the default gap threshold is 5 minutes
+    start = datetime(2025, 1, 1, 12, tzinfo=UTC)
+    messages = [
+        Message(role="user", content=text, timestamp=start + i * gap)
+        for i, text in enumerate(SAID[:4])
+    ]
+    extractor = LLMExtractor(provider, timeout_ms=20, fallback=RuleBasedExtractor())
+    report = await MemoryPipeline(store, extractor=extractor).ingest(messages)
+    assert len(report.episode_ids) == 4
+    assert len(calls) == 3  # the fourth episode skipped the provider
+    assert extractor.breaker_state == "open"
+    stats = extractor.stats
+    assert (stats.llm_failures, stats.skipped_by_breaker, stats.fallbacks) == (3, 1, 4)
+    assert stats.timeouts == (3 if failure == "timeout" else 0)
+
+    reference = InMemoryMemoryStore()
+    await MemoryPipeline(reference, extractor=RuleBasedExtractor()).ingest(messages)
+    assert sorted(f.content for f in await store.find_facts()) == sorted(
+        f.content for f in await reference.find_facts()
+    )
+
+
+async def test_the_breaker_recovers_after_its_cooldown_through_the_pipeline(store: Any) -> None:
+    healthy = False
+    calls = 0
+    reply = (
+        '{"facts": [{"content": "Carol Diaz works at Initech", '
+        '"entities": ["Carol Diaz", "Initech"]}], '
+        '"entities": [{"name": "Carol Diaz", "type": "person"}, '
+        '{"name": "Initech", "type": "company"}], '
+        '"relationships": [{"source": "Carol Diaz", "relation": "works at", '
+        '"target": "Initech"}]}'
+    )
+
+    async def provider(prompt: str) -> str:
+        nonlocal calls
+        calls += 1
+        if not healthy:
+            raise ConnectionError("down")
+        return reply
+
+    clock = _Clock()
+    extractor = LLMExtractor(
+        provider, max_consecutive_failures=2, breaker_cooldown_ms=60_000, clock=clock
+    )
+    pipeline = MemoryPipeline(store, extractor=extractor)
+    start = datetime(2025, 1, 1, 12, tzinfo=UTC)
+
+    def said(minute: int, text: str) -> list[Message]:
+        return [Message(role="user", content=text, timestamp=start + timedelta(minutes=minute))]
+
+    await pipeline.ingest(said(0, SAID[0]))
+    await pipeline.ingest(said(10, SAID[1]))
+    assert (calls, extractor.breaker_state) == (2, "open")
+    healthy = True
+    clock.now = 59.999  # not yet: still skipped
+    await pipeline.ingest(said(20, SAID[2]))
+    assert calls == 2
+    clock.now = 60.0  # exactly the cooldown: one trial call, which succeeds
+    assert extractor.breaker_state == "half_open"
+    report = await pipeline.ingest(said(30, "Carol Diaz works at Initech in Berlin."))
+    assert (calls, extractor.breaker_state, extractor.consecutive_failures) == (3, "closed", 0)
+    facts = await store.get_facts(report.fact_ids)
+    assert [f.provenance.source for f in facts.values()] == ["derived"]
+    assert any(f.content.endswith("Carol Diaz works at Initech") for f in facts.values())
+    (edge,) = await store.get_relationships_for_entity(
+        next(iter(facts.values())).entity_ids[0], direction="outgoing"
+    )
+    assert edge.relation_type == "works_at"
+
+
+# --------------------------------------------------------------------------- budgets
+
+
+@pytest.mark.parametrize("mode", ["soft", "hard"])
+async def test_a_fact_budget_of_zero_prunes_every_fact_but_the_quarantined(
+    store: Any, mode: str
+) -> None:
+    now = datetime(2025, 6, 1, tzinfo=UTC)
+    facts = [
+        make_fact(content=f"fact {i}", embedding=unit(i), valid_from=now - timedelta(days=i))
+        for i in range(3)
+    ]
+    poisoned = make_fact(content="poisoned", tags=[QUARANTINE_TAG], valid_from=now)
+    theme = make_theme(fact_ids=[f.id for f in facts], embedding=unit(0))
+    await store.put_theme(theme)
+    await store.put_facts([*facts, poisoned])
+    report = await MemoryConsolidator(store, max_facts=0, delete_mode=mode, clock=lambda: now
+                                      ).consolidate()
+    assert (report.facts_decayed, report.themes_removed, report.total_reclaimed) == (3, 1, 4)
+    assert [f.id for f in await store.find_facts()] == [poisoned.id]
+    assert await store.get_fact(poisoned.id) == poisoned
+    assert await store.list_themes() == []
+    again = await MemoryConsolidator(store, max_facts=0, delete_mode=mode, clock=lambda: now
+                                     ).consolidate()
+    assert again.total_reclaimed == 0
+
+
+async def test_an_episode_budget_is_exact_and_zero_prunes_them_all(store: Any) -> None:
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    # stored newest first; equal started_at are ordered by id
+    episodes = [
+        make_episode(id=uuid.UUID(int=10 - i), started_at=start + timedelta(days=i // 2),
+                     ended_at=start + timedelta(days=i // 2), messages=[])
+        for i in range(5)
+    ]
+    await store.put_episodes(episodes[::-1])
+    assert (await MemoryConsolidator(store, max_episodes=5).consolidate()).episodes_pruned == 0
+    assert (await MemoryConsolidator(store, max_episodes=2).consolidate()).episodes_pruned == 3
+    oldest_first = sorted(episodes, key=lambda e: (e.started_at, str(e.id)))
+    assert [e.id for e in await store.list_episodes()] == [e.id for e in oldest_first[3:]]
+    assert (await MemoryConsolidator(store, max_episodes=0).consolidate()).episodes_pruned == 2
+    assert await store.list_episodes() == []
+    assert len(await store.list_episodes(include_invalidated=True)) == 5
+
+
+async def test_decay_ties_go_to_the_older_then_the_smaller_id(store: Any) -> None:
+    day = datetime(2025, 1, 1, tzinfo=UTC)
+    same = [make_fact(id=uuid.UUID(int=i), content=f"same {i}", valid_from=day)
+            for i in (7, 3, 5)]
+    younger = make_fact(id=uuid.UUID(int=1), content="younger", valid_from=day + MICRO)
+    await store.put_facts([*same, younger])
+    consolidator = MemoryConsolidator(store, max_facts=2, clock=lambda: day + timedelta(days=30))
+    assert (await consolidator.consolidate()).facts_decayed == 2
+    assert sorted(f.id for f in await store.find_facts()) == [younger.id, uuid.UUID(int=7)]
+
+
+# --------------------------------------------------------------------------- conflicts
+
+
+async def test_two_conflicting_facts_said_at_the_same_instant(store: Any) -> None:
+    alice = make_entity(name="Alice")
+    await store.put_entity(alice)
+    when = datetime(2025, 3, 1, tzinfo=UTC)
+    pos = make_fact(id=uuid.UUID(int=2), content="Alice works at Acme",
+                    entity_ids=[alice.id], valid_from=when)
+    neg = make_fact(id=uuid.UUID(int=1), content="Alice does not work at Acme",
+                    entity_ids=[alice.id], valid_from=when)
+    await store.put_facts([pos, neg])
+    # Equal valid_from: fact_a is the smaller id; never a supersession (0 days apart).
+    detector = ConflictDetector(store, supersession_day_threshold=0)
+    (conflict,) = await detector.detect_conflicts()
+    assert (conflict.type, conflict.fact_a.id, conflict.fact_b.id) == ("negation", neg.id, pos.id)
+    plan = await detector.plan_resolution([conflict], "supersede-on-newer")
+    assert [d.action for d in plan.report.details] == ["keep_b"]  # "newer" = (valid_from, id)
+    report = await detector.auto_resolve_all([conflict], "negation-invalidates-positive")
+    assert report.resolved == 1
+    kept, lost = await store.get_fact(neg.id), await store.get_fact(pos.id)
+    assert kept is not None and kept.invalidated_by is None
+    assert lost is not None and lost.invalidated_by == str(neg.id)
+
+
+# --------------------------------------------------------------------------- the gate
+
+
+async def _record(ledger: Any, scores: list[float], fact_ids: list[uuid.UUID]) -> None:
+    for score in scores:
+        await ledger.record_outcome(
+            RunOutcome(run_id=f"audit9-{next(_runs)}", score=score, fact_ids=fact_ids)
+        )
+
+
+async def test_the_gate_boundaries(store: Any, ledger: Any) -> None:
+    never = make_fact(content="never retrieved", tags=["lesson", "candidate"])
+    few = make_fact(content="two trials", tags=["lesson", "candidate"])
+    flat = make_fact(content="no effect", tags=["lesson", "candidate"])
+    await store.put_facts([never, few, flat])
+    await _record(ledger, [0.5] * 6, [])
+    await _record(ledger, [0.5] * 2, [few.id])
+    await _record(ledger, [0.5] * 5, [flat.id])
+    report = await evaluate_retention(store, ledger)
+    held = {h.fact_id: (h.trials, h.reason) for h in report.held}
+    assert held == {
+        never.id: (0, "insufficient_trials"),
+        few.id: (2, "insufficient_trials"),
+        flat.id: (5, "no_verdict"),  # all-equal outcomes: no lift either way
+    }
+    assert report.promoted == report.evicted == []
+    # maxTrials closes the window of a verdict-less candidate with enough trials only.
+    report = await evaluate_retention(store, ledger, {"max_trials": 5, "noise_floor_sd": 0.0})
+    assert [(e.fact_id, e.reason) for e in report.evicted] == [(flat.id, "eval-gate:no_lift")]
+    assert {h.fact_id for h in report.held} == {never.id, few.id}
+    evicted = await store.get_fact(flat.id)
+    assert evicted is not None and evicted.invalidated_by == "eval-gate:no_lift"
+
+
+async def test_a_candidate_in_every_run_has_no_baseline(store: Any, ledger: Any) -> None:
+    always = make_fact(content="always injected", tags=["lesson", "candidate"])
+    await store.put_fact(always)
+    await _record(ledger, [0.9, 0.95, 0.85, 0.9], [always.id])
+    report = await evaluate_retention(store, ledger, {"max_baseline_runs": 1})
+    assert [(h.fact_id, h.reason) for h in report.held] == [
+        (always.id, "insufficient_baseline")
+    ]
+
+
+async def test_fdr_control_over_many_candidates(store: Any, ledger: Any) -> None:
+    # Thirty candidates with lifts from 0 to 0.29: BH promotes no more than testing each
+    # alone, every promoted lift beats every held one, and both backends agree.
+    lessons = [
+        make_fact(content=f"lesson {i}", tags=["lesson", "candidate"],
+                  valid_from=datetime(2025, 1, 1, tzinfo=UTC) + timedelta(seconds=i))
+        for i in range(30)
+    ]
+    await store.put_facts(lessons)
+    await _record(ledger, [0.49, 0.51] * 20, [])
+    for i, lesson in enumerate(lessons):
+        await _record(ledger, [0.49 + 0.01 * i, 0.51 + 0.01 * i] * 3, [lesson.id])
+    policy = {"sequential_control": "none"}
+    alone = plan_with(lessons, await ledger.get_gate_inputs([f.id for f in lessons]),
+                      {**policy, "multiple_comparison": "none"})
+    report = await evaluate_retention(store, ledger, policy)
+    promoted = {p.fact_id for p in report.promoted}
+    assert 0 < len(promoted) < alone
+    lift = {p.fact_id: p.evidence.lift for p in report.promoted if p.evidence}
+    held = [h.evidence.lift for h in report.held if h.evidence]
+    assert min(lift.values()) > max(held)
+    assert report.evicted == []
+
+
+def plan_with(lessons: list[Any], inputs: Any, policy: dict[str, Any]) -> int:
+    stats, baseline = inputs
+    decisions = plan_retention(lessons, stats, baseline, policy)
+    return sum(d.verdict == "promoted" for d in decisions)
+
+
+async def test_quarantined_lessons_never_resurface_through_gated_retrieval(store: Any) -> None:
+    verified = make_fact(content="quarantined lesson", tags=["lesson", QUARANTINE_TAG])
+    candidate = make_fact(content="quarantined candidate",
+                          tags=["lesson", "candidate", QUARANTINE_TAG])
+    await store.put_facts([verified, candidate])
+    assert await retrieve_gated_lessons(store, tags=["lesson"]) == []
+    assert await retrieve_gated_lessons(store, tags=[QUARANTINE_TAG]) == []
+    assert await retrieve_gated_lessons(
+        store, tags=["lesson"], candidate_tag=QUARANTINE_TAG, candidate_slots=10
+    ) == []
