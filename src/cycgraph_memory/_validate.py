@@ -42,7 +42,9 @@ __all__ = [
     "MAX_TEXT_LENGTH",
     "MIN_JSON_INT",
     "check_bool",
+    "check_callable",
     "check_dimensions",
+    "check_method",
     "check_json_object",
     "check_lock_name",
     "check_logger",
@@ -92,6 +94,7 @@ compound and each part): about 4.5 bytes of lexemes per character, so 100,000 ch
 stay under 450 KB (42% of the limit) whatever the text."""
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 def check_text(value: str, what: str = "text") -> str:
@@ -465,6 +468,34 @@ def check_bool(value: object, name: str) -> bool:
     """
     if not isinstance(value, bool):
         raise InvalidTypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def check_callable(value: T, name: str) -> T:
+    """``value`` when it is callable (an injected clock, id factory, ...).
+
+    Such a hook is called only later, often on a rare path (a circuit breaker opening
+    while the provider is down), where a plain ``TypeError`` would break the operation.
+
+    Raises:
+        InvalidTypeError: ``value`` is not callable.
+    """
+    if not callable(value):
+        raise InvalidTypeError(f"{name} must be callable, got {type(value).__name__}")
+    return value
+
+
+def check_method(value: T, method: str, name: str, contract: str) -> T:
+    """``value`` when it has a callable ``method`` (a plug-in of ``contract``).
+
+    Raises:
+        InvalidTypeError: ``value`` has no callable ``method``.
+    """
+    if not callable(getattr(value, method, None)):
+        raise InvalidTypeError(
+            f"{name} must implement {contract} (a callable {method}()), "
+            f"got {type(value).__name__}"
+        )
     return value
 
 

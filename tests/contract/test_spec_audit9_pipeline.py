@@ -25,6 +25,8 @@ from cycgraph_memory import (
     Message,
     RunOutcome,
 )
+from cycgraph_memory.errors import InvalidTypeError
+from cycgraph_memory.hierarchy.clustering import ConsolidatingThemeClusterer, SimpleThemeClusterer
 from cycgraph_memory.hierarchy.extractors.llm import LLMExtractor
 from cycgraph_memory.hierarchy.extractors.rules import RuleBasedExtractor
 from cycgraph_memory.hierarchy.pipeline import MemoryPipeline
@@ -510,3 +512,42 @@ async def test_quarantined_lessons_never_resurface_through_gated_retrieval(store
     assert await retrieve_gated_lessons(
         store, tags=["lesson"], candidate_tag=QUARANTINE_TAG, candidate_slots=10
     ) == []
+
+
+# --------------------------------------------------------------------------- plug-in hooks
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: LLMExtractor(_down, clock=5),
+        lambda: LLMExtractor(_down, now="now"),
+        lambda: LLMExtractor(_down, fallback=object()),
+        lambda: LLMExtractor({"provider": _down, "clock": 0}),
+        lambda: SimpleThemeClusterer(now=5),
+        lambda: SimpleThemeClusterer({"id_factory": "uuid4"}),
+        lambda: ConsolidatingThemeClusterer(id_factory=5),
+        lambda: SimpleEpisodeSegmenter(clock=5),
+        lambda: SimpleEpisodeSegmenter(embedder=object()),
+    ],
+    ids=["llm-clock", "llm-now", "llm-fallback", "llm-mapping-clock", "simple-now",
+         "simple-id-factory", "consolidating-id-factory", "segmenter-clock",
+         "segmenter-embedder"],
+)
+def test_bug_a_hook_that_cannot_be_called_is_refused_when_built(make: Any) -> None:
+    # Before: accepted, then a plain TypeError / AttributeError on first use: for the
+    # LLMExtractor's clock, exactly when the breaker opened because the provider was down,
+    # which failed the ingest it was meant to keep going.
+    with pytest.raises(InvalidTypeError):
+        make()
+
+
+async def test_bug_a_bad_breaker_clock_no_longer_fails_the_ingest_when_the_provider_is_down(
+    store: Any,
+) -> None:
+    with pytest.raises(InvalidTypeError, match="clock"):
+        LLMExtractor(_down, max_consecutive_failures=1, clock=5)  # type: ignore[arg-type]
+    extractor = LLMExtractor(_down, max_consecutive_failures=1, clock=_Clock())
+    report = await MemoryPipeline(store, extractor=extractor).ingest(_messages())
+    assert extractor.breaker_state == "open"
+    assert len(await store.find_facts()) == len(report.fact_ids) > 0

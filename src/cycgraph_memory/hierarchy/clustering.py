@@ -68,7 +68,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
-from cycgraph_memory._validate import instances_of, keyword_options
+from cycgraph_memory._validate import check_callable, instances_of, keyword_options
 from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInputError
 from cycgraph_memory.hierarchy.grounding import without_grounding
 from cycgraph_memory.records import Provenance, SemanticFact, Theme, utc_now
@@ -261,6 +261,9 @@ class _GreedyClusterer:
         if linkage not in ("centroid", "average"):
             raise InvalidInputError(f"linkage must be 'centroid' or 'average', got {linkage!r}")
         self._linkage: Linkage = linkage
+        if id_factory is not None:
+            check_callable(id_factory, "id_factory")
+        check_callable(now, "now")
         self._threshold = threshold
         self._merge_threshold = merge_threshold
         self._max_themes = max_themes
@@ -609,7 +612,8 @@ class SimpleThemeClusterer(_GreedyClusterer):
     Raises:
         InvalidInputError: If the threshold is outside ``[-1, 1]``, or an options mapping
             comes with keyword arguments.
-        InvalidTypeError: An options mapping with an unknown name.
+        InvalidTypeError: An options mapping with an unknown name, or an ``id_factory`` /
+            ``now`` that is not callable.
     """
 
     def __init__(
@@ -675,7 +679,8 @@ class ConsolidatingThemeClusterer(_GreedyClusterer):
         InvalidInputError: If a threshold is outside ``[-1, 1]``, ``max_themes`` is not a
             positive integer or ``linkage`` is unknown, or an options mapping comes with
             other arguments.
-        InvalidTypeError: An options mapping with an unknown name.
+        InvalidTypeError: An options mapping with an unknown name, or an ``id_factory`` /
+            ``now`` that is not callable.
     """
 
     def __init__(

@@ -41,7 +41,12 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from cycgraph_memory._validate import instances_of, keyword_options
+from cycgraph_memory._validate import (
+    check_callable,
+    check_method,
+    instances_of,
+    keyword_options,
+)
 from cycgraph_memory.contracts import EmbeddingProvider
 from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.records import Episode, Message, Provenance, utc_now
@@ -144,7 +149,8 @@ class SimpleEpisodeSegmenter:
 
     Raises:
         pydantic.ValidationError: If an option is out of range.
-        InvalidTypeError: An options mapping with an unknown name.
+        InvalidTypeError: An options mapping with an unknown name, a ``clock`` that is not
+            callable or an ``embedder`` without ``embed``.
         InvalidInputError: An options mapping together with other arguments.
     """
 
@@ -183,11 +189,13 @@ class SimpleEpisodeSegmenter:
             topic_shift_z=topic_shift_z,
             min_messages=min_messages,
         )
+        if embedder is not None:
+            check_method(embedder, "embed", "embedder", "EmbeddingProvider")
         self._embedder = embedder
         self._provenance = (
             provenance.model_copy() if provenance is not None else Provenance(source="system")
         )
-        self._clock = clock
+        self._clock = check_callable(clock, "clock")
 
     @property
     def gap_threshold_ms(self) -> int:

@@ -50,7 +50,13 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from cycgraph_memory._validate import instance_of, keyword_options, string_list
+from cycgraph_memory._validate import (
+    check_callable,
+    check_method,
+    instance_of,
+    keyword_options,
+    string_list,
+)
 from cycgraph_memory.contracts import LLMProvider, SemanticExtractor
 from cycgraph_memory.errors import (
     InvalidInputError,
@@ -219,8 +225,9 @@ class LLMExtractor:
         InvalidInputError: If an option is out of range, or an options mapping comes
             with other arguments.
         InvalidTypeError: If ``provider`` has no ``complete`` method and is not callable,
-            an option has the wrong type, or an options mapping has an unknown name or no
-            ``provider``.
+            an option has the wrong type (a ``clock`` or ``now`` that is not callable, a
+            ``fallback`` without ``extract``), or an options mapping has an unknown name or
+            no ``provider``.
     """
 
     def __init__(
@@ -270,6 +277,12 @@ class LLMExtractor:
             raise InvalidInputError(f"confidence must be in [0, 1], got {confidence!r}")
         self._confidence = float(confidence)
         self._reserved_tags = frozenset(string_list(reserved_tags, "reserved_tags"))
+        if clock is not None:
+            check_callable(clock, "clock")
+        if now is not None:
+            check_callable(now, "now")
+        if fallback is not None:
+            check_method(fallback, "extract", "fallback", "SemanticExtractor")
         if fallback is None:
             from cycgraph_memory.hierarchy.extractors.parser import default_extractor
 
