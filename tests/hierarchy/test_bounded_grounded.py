@@ -45,10 +45,31 @@ async def test_max_messages_splits_into_near_equal_parts() -> None:
     episodes = await SimpleEpisodeSegmenter(max_messages=4).segment(messages)
     assert [len(e.messages) for e in episodes] == [4, 3, 3]
     assert [m.id for e in episodes for m in e.messages] == [m.id for m in messages]
-    default = await SimpleEpisodeSegmenter().segment([msg(f"m{i}", i) for i in range(17)])
-    assert [len(e.messages) for e in default] == [6, 6, 5]  # default max 8 -> 3 parts
+    seventeen = [msg(f"m{i}", i) for i in range(17)]
+    default = await SimpleEpisodeSegmenter.bounded().segment(seventeen)
+    assert [len(e.messages) for e in default] == [6, 6, 5]  # bounded(): max 8 -> 3 parts
     unbounded = await SimpleEpisodeSegmenter(max_messages=None).segment(messages)
     assert len(unbounded) == 1
+    # The spec's segmenter, built with its defaults, splits on time gaps only.
+    assert len(await SimpleEpisodeSegmenter().segment(seventeen)) == 1
+
+
+async def test_spec_defaults_split_on_time_gaps_only() -> None:
+    # The spec: "groups messages into episodes by time gap. Any pause longer than the
+    # threshold starts a new episode." Forty long messages 30 s apart, with vectors
+    # on two topics: one episode with the defaults; bounded() cuts by size and topic.
+    messages = [msg(("a" if i < 20 else "b") * 300 + str(i), i,
+                    embedding=unit(0 if i < 20 else 1)) for i in range(40)]
+    seg = SimpleEpisodeSegmenter({"gap_threshold_ms": 5 * 60 * 1000})
+    assert seg.max_messages is None and seg.max_characters is None
+    [episode] = await seg.segment(messages)
+    assert [m.id for m in episode.messages] == [m.id for m in messages]
+    bounded = await SimpleEpisodeSegmenter.bounded(5 * 60 * 1000).segment(messages)
+    assert len(bounded) > 2 and all(len(e.messages) <= 8 for e in bounded)
+    assert all(sum(len(m.content) for m in e.messages) <= 2_000 for e in bounded)
+    # A topic cut needs topic_shifts (on with an embedder, or asked for).
+    shifts = SimpleEpisodeSegmenter(topic_shifts=True, min_messages=2)
+    assert [len(e.messages) for e in await shifts.segment(messages)] == [20, 20]
 
 
 async def test_max_characters_cuts_before_the_overflowing_message() -> None:
@@ -79,7 +100,7 @@ def test_topic_cuts_exact_positions() -> None:
 async def test_topic_shift_uses_message_vectors() -> None:
     messages = [msg(f"a{i}", i, embedding=unit(0)) for i in range(4)]
     messages += [msg(f"b{i}", 4 + i, embedding=unit(1)) for i in range(4)]
-    seg = SimpleEpisodeSegmenter(max_messages=None, min_messages=2)
+    seg = SimpleEpisodeSegmenter(max_messages=None, min_messages=2, topic_shifts=True)
     episodes = await seg.segment(messages)
     assert [[m.content for m in e.messages] for e in episodes] == [
         ["a0", "a1", "a2", "a3"], ["b0", "b1", "b2", "b3"],

@@ -228,8 +228,9 @@ class MemoryPipeline:
         index: Optional ``MemoryIndex`` kept in sync after each commit when it offers
             ``upsert_many`` (the in-memory index does; the Postgres index reads the
             store's tables and needs nothing).
-        segmenter: Level 0 -> 1 stage; default ``SimpleEpisodeSegmenter()`` (bounded
-            episodes, topic cuts on the message vectors).
+        segmenter: Level 0 -> 1 stage; default ``SimpleEpisodeSegmenter.bounded()``
+            (bounded episodes, topic cuts on the message vectors; a plain
+            ``SimpleEpisodeSegmenter()`` splits on time gaps only, as the spec's).
         extractor: Level 1 -> 2 stage; default ``ParserExtractor`` when the ``parser``
             extra is installed, else ``RuleBasedExtractor``, either with
             ``max_facts=DEFAULT_RULE_MAX_FACTS`` (no cap that silently drops sentences).
@@ -307,7 +308,7 @@ class MemoryPipeline:
         if segmenter is None:
             from cycgraph_memory.hierarchy.segmenters import SimpleEpisodeSegmenter
 
-            segmenter = SimpleEpisodeSegmenter()
+            segmenter = SimpleEpisodeSegmenter.bounded()
         if extractor is None:
             from cycgraph_memory.hierarchy.extractors.parser import default_extractor
 

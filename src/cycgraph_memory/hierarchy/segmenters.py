@@ -1,22 +1,28 @@
-"""Episode segmentation (hierarchy level 0 -> 1): bounded episodes from time gaps, size and topic.
+"""Episode segmentation (hierarchy level 0 -> 1): time gaps, and optionally size and topic.
 
-:class:`SimpleEpisodeSegmenter` is the spec's rule-based segmenter, with bounds. Its exact
-behaviour:
+:class:`SimpleEpisodeSegmenter` is the spec's rule-based segmenter: built with its
+defaults it splits on time gaps only, as the spec says.
+:meth:`SimpleEpisodeSegmenter.bounded` (the default segmenter of
+:class:`~cycgraph_memory.hierarchy.pipeline.MemoryPipeline`) adds size bounds and
+topic-shift cuts, which retrieval needs (an episode of a whole afternoon's chat is one
+vector and one topic). Its exact behaviour:
 
 * Messages are sorted by ``timestamp``; messages with equal timestamps keep their input
   order (the sort is stable).
 * A new episode starts when the gap between two consecutive messages is *strictly longer*
   than ``gap_threshold_ms``. A gap exactly equal to the threshold stays in the same episode.
-* Topic shifts (only when message vectors are available: each message's ``embedding``, or
-  an ``embedder`` given to the segmenter): at every position ``i`` of a time-gap group the
-  similarity between the mean vector of the ``topic_window`` messages before ``i`` and of
-  the ``topic_window`` messages from ``i`` on is computed. A position is a cut when its
+* Topic shifts (with ``topic_shifts``, and only where message vectors are available: each
+  message's ``embedding``, or an ``embedder`` given to the segmenter): at every position
+  ``i`` of a time-gap group the similarity between the mean vector of the
+  ``topic_window`` messages before ``i`` and of the ``topic_window`` messages from ``i``
+  on is computed. A position is a cut when its
   similarity is a local minimum that lies more than ``topic_shift_z`` standard deviations
   below the group's mean similarity (so the rule adapts to each embedder's similarity
   scale), and both sides keep at least ``min_messages`` messages.
 * Size bounds: a group longer than ``max_messages`` messages is split into the fewest
-  equal parts that fit (default 8, ``None`` = unbounded); then a part whose text exceeds
-  ``max_characters`` (default 2,000, ``None`` = unbounded) is cut greedily before the
+  equal parts that fit (``None``, the default, = unbounded; 8 in ``bounded()``); then a
+  part whose text exceeds ``max_characters`` (``None``, the default, = unbounded; 2,000
+  in ``bounded()``) is cut greedily before the
   message that would overflow it (a single longer message stays whole).
 * The topic is the content of the episode's first message with non-blank content, with
   every run of whitespace collapsed to one space, truncated to its first
@@ -66,10 +72,11 @@ EPISODE_ID_NAMESPACE = uuid.UUID("6f1c8f0e-3b7a-5d2e-9c41-2a8e7d4b9f10")
 _WHITESPACE = re.compile(r"\s+")
 
 DEFAULT_MAX_EPISODE_MESSAGES = 8
-"""Default most messages per episode: small enough that an episode is one or two topics."""
+"""Most messages per episode of :meth:`SimpleEpisodeSegmenter.bounded`: small enough that an
+episode is one or two topics."""
 
 DEFAULT_MAX_EPISODE_CHARACTERS = 2_000
-"""Default most characters of message text per episode."""
+"""Most characters of message text per episode of :meth:`SimpleEpisodeSegmenter.bounded`."""
 
 
 class _SegmenterOptions(BaseModel):
@@ -78,8 +85,9 @@ class _SegmenterOptions(BaseModel):
     gap_threshold_ms: int = Field(default=300_000, gt=0)
     max_topic_length: int = Field(default=100, gt=0)
     deterministic_ids: bool = True
-    max_messages: int | None = Field(default=DEFAULT_MAX_EPISODE_MESSAGES, ge=1)
-    max_characters: int | None = Field(default=DEFAULT_MAX_EPISODE_CHARACTERS, ge=1)
+    max_messages: int | None = Field(default=None, ge=1)
+    max_characters: int | None = Field(default=None, ge=1)
+    topic_shifts: bool = False
     topic_window: int = Field(default=2, ge=1)
     topic_shift_z: float = Field(default=1.0, ge=0.0)
     min_messages: int = Field(default=3, ge=1)
@@ -116,8 +124,11 @@ def episode_id_for(messages: Sequence[Message]) -> uuid.UUID:
 class SimpleEpisodeSegmenter:
     """Time-gap segmentation, no LLM.
 
-    Implements the ``EpisodeSegmenter`` contract. See the module docstring for the exact
-    splitting, topic and id rules.
+    Implements the ``EpisodeSegmenter`` contract. With its defaults it is the spec's
+    segmenter: only a gap longer than ``gap_threshold_ms`` starts an episode.
+    :meth:`bounded` also bounds an episode's size and cuts at topic shifts (the default
+    of ``MemoryPipeline``). See the module docstring for the exact splitting, topic and
+    id rules.
 
     The options may also come as one mapping in the first place (the spec's
     ``new SimpleEpisodeSegmenter({ gapThresholdMs })``):
@@ -136,12 +147,15 @@ class SimpleEpisodeSegmenter:
         deterministic_ids: Derive episode ids from the message ids (default) instead of
             generating random ones.
         clock: Returns "now" for provenance timestamps (inject for deterministic tests).
-        max_messages: Most messages per episode (default 8; ``None`` = unbounded).
-        max_characters: Most characters of message text per episode (default 2,000;
-            ``None`` = unbounded).
-        embedder: Embeds messages that carry no ``embedding`` for the topic-shift cut.
-            Without it, only messages with embeddings take part in topic cuts (a group
-            with any message lacking one is not cut by topic).
+        max_messages: Most messages per episode (default ``None``: unbounded).
+        max_characters: Most characters of message text per episode (default ``None``:
+            unbounded).
+        topic_shifts: Cut a time-gap group where the topic shifts (default ``False``;
+            ``True`` when an ``embedder`` is given, unless set).
+        embedder: Embeds messages that carry no ``embedding`` for the topic-shift cut
+            (and turns ``topic_shifts`` on unless it is given). Without it, only messages
+            with embeddings take part in topic cuts (a group with any message lacking one
+            is not cut by topic).
         topic_window: Messages on each side compared at a candidate cut (default 2).
         topic_shift_z: A cut needs a similarity this many standard deviations below the
             group's mean adjacent-window similarity (default 1.0).
@@ -162,8 +176,9 @@ class SimpleEpisodeSegmenter:
         provenance: Provenance | None = None,
         deterministic_ids: bool = True,
         clock: Callable[[], datetime] = utc_now,
-        max_messages: int | None = DEFAULT_MAX_EPISODE_MESSAGES,
-        max_characters: int | None = DEFAULT_MAX_EPISODE_CHARACTERS,
+        max_messages: int | None = None,
+        max_characters: int | None = None,
+        topic_shifts: bool | None = None,
         embedder: EmbeddingProvider | None = None,
         topic_window: int = 2,
         topic_shift_z: float = 1.0,
@@ -185,6 +200,7 @@ class SimpleEpisodeSegmenter:
             deterministic_ids=deterministic_ids,
             max_messages=max_messages,
             max_characters=max_characters,
+            topic_shifts=embedder is not None if topic_shifts is None else topic_shifts,
             topic_window=topic_window,
             topic_shift_z=topic_shift_z,
             min_messages=min_messages,
@@ -196,6 +212,31 @@ class SimpleEpisodeSegmenter:
             provenance.model_copy() if provenance is not None else Provenance(source="system")
         )
         self._clock = check_callable(clock, "clock")
+
+    @classmethod
+    def bounded(
+        cls,
+        gap_threshold_ms: int = 300_000,
+        *,
+        max_messages: int | None = DEFAULT_MAX_EPISODE_MESSAGES,
+        max_characters: int | None = DEFAULT_MAX_EPISODE_CHARACTERS,
+        topic_shifts: bool = True,
+        **options: Any,
+    ) -> SimpleEpisodeSegmenter:
+        """The segmenter retrieval wants: time gaps, size bounds and topic-shift cuts.
+
+        ``MemoryPipeline``'s default: at most ``max_messages`` (8) messages and
+        ``max_characters`` (2,000) characters per episode, and cuts where the topic shifts
+        (when message vectors exist), so an episode's vector and topic stay about one or
+        two subjects. Every other option is :class:`SimpleEpisodeSegmenter`'s.
+        """
+        return cls(
+            gap_threshold_ms,
+            max_messages=max_messages,
+            max_characters=max_characters,
+            topic_shifts=topic_shifts,
+            **options,
+        )
 
     @property
     def gap_threshold_ms(self) -> int:
@@ -241,7 +282,7 @@ class SimpleEpisodeSegmenter:
                 groups.append([current])
             else:
                 groups[-1].append(current)
-        vectors = await self._vectors(ordered)
+        vectors = await self._vectors(ordered) if self._options.topic_shifts else {}
         bounded: list[list[Message]] = []
         for group in groups:
             for part in self._topic_parts(group, vectors):
@@ -268,7 +309,11 @@ class SimpleEpisodeSegmenter:
         self, group: list[Message], vectors: dict[uuid.UUID, list[float]]
     ) -> list[list[Message]]:
         opts = self._options
-        if len(group) < 2 * opts.min_messages or any(m.id not in vectors for m in group):
+        if (
+            not opts.topic_shifts
+            or len(group) < 2 * opts.min_messages
+            or any(m.id not in vectors for m in group)
+        ):
             return [group]
         cuts = topic_cuts(
             np.asarray([vectors[m.id] for m in group], dtype=np.float64),
