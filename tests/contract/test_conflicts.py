@@ -178,3 +178,24 @@ async def test_bad_options_are_rejected(store: Any) -> None:
             ConflictDetector(store, **kw)
     with pytest.raises(InvalidInputError):
         await ConflictDetector(store).auto_resolve_all([], "yolo")  # type: ignore[arg-type]
+
+
+async def test_facts_of_disjoint_periods_never_conflict(store: Any, index: Any) -> None:
+    # "Alice works at Acme" ended at day 3: a negation said at day 3 or later is history,
+    # not a contradiction, and no policy may invalidate the ended fact (a valid_at query
+    # inside its period must still find it). Said at day 2, while the fact held, it is.
+    ended = fact("Alice works at Acme", 1, [ALICE, ACME], valid_until=at(days=3))
+    later = fact("Alice doesn't work at Acme", 3, [ALICE, ACME])
+    paris = fact("Alice lives in Paris", 1, [ALICE], embedding=unit(0), valid_until=at(days=5))
+    rome = fact("Alice lives in Rome", 5, [ALICE], embedding=NEAR)
+    await store.put_facts([ended, later, paris, rome])
+    detector = ConflictDetector(store, index, policy="supersede-on-newer")
+    assert await detector.detect_conflicts() == []
+    report = await detector.auto_resolve_all(await detector.detect_conflicts())
+    assert report.resolved == 0
+    assert all(f.invalidated_by is None for f in await store.find_facts())
+    during = fact("Alice doesn't work at Acme", 2, [ALICE, ACME])
+    await store.put_facts([during])
+    assert summary(await detector.detect_conflicts()) == [
+        ("negation", "Alice works at Acme", "Alice doesn't work at Acme", 0.8)
+    ]

@@ -1,10 +1,14 @@
 """ConflictDetector: negation, supersession and semantic contradiction between facts.
 
 Only facts that share at least one entity id are compared (run the
-:class:`~cycgraph_memory.consolidation.EntityResolver` first). Words are lowercase
-``[a-z0-9]`` runs with an optional apostrophe suffix (``can't``), so negation words match
-as whole words only: "significant" contains no "can't", "knot" no "not". Word overlap is
-the Jaccard index of the two facts' word sets, negation words left out.
+:class:`~cycgraph_memory.consolidation.EntityResolver` first), and only while both hold:
+two facts whose validity windows ``[valid_from, valid_until)`` share no instant are two
+periods of history ("Alice works at Acme" until 2022, "Alice doesn't work at Acme" from
+2023), never a conflict, so no resolution invalidates a fact that had already ended.
+Words are lowercase ``[a-z0-9]`` runs with an optional apostrophe suffix (``can't``), so
+negation words match as whole words only: "significant" contains no "can't", "knot" no
+"not". Word overlap is the Jaccard index of the two facts' word sets, negation words left
+out.
 
 Each pair gets at most one conflict, the first rule that matches, in this order:
 
@@ -65,6 +69,7 @@ from cycgraph_memory.records import (
     ConflictResolutionReport,
     SemanticFact,
 )
+from cycgraph_memory.temporal import windows_overlap
 
 __all__ = [
     "NEGATION_WORDS",
@@ -272,6 +277,8 @@ class ConflictDetector:
         wb: list[str],
         cosine: float | None,
     ) -> Conflict | None:
+        if not windows_overlap(a, b):
+            return None  # two periods of history: the earlier one ended before
         neg_a = any(w in NEGATION_WORDS for w in wa)
         neg_b = any(w in NEGATION_WORDS for w in wb)
         overlap = word_overlap(
