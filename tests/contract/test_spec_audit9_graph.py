@@ -1,0 +1,116 @@
+"""Audit 9: acceptance tests of the knowledge graph, the store contract and retrieval.
+
+Written from the spec (docs/shared spec: knowledge graph, temporal queries, subgraph
+extraction, storage backends) by an outside checker's method: each test states a promise
+and checks it on both backends; the tests here are the ones earlier audits did not cover.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import async_sessionmaker
+
+from cycgraph_memory import MemoryQuery, RetrievalOptions, retrieve_memory
+from cycgraph_memory.retrieval import extract_subgraph
+
+from .factories import (
+    make_entity,
+    make_episode,
+    make_fact,
+    make_message,
+    make_relationship,
+    vec,
+)
+
+# ------------------------------------------------- timestamps at the ends of the range
+
+FIRST_HOURS = datetime(1, 1, 1, 2, 0, 0, 250_000, tzinfo=UTC)
+"""A valid instant in the first hours of year 1: 1 BC in any zone west of UTC."""
+LAST_HOURS = datetime(9999, 12, 31, 23, 0, 0, 125_000, tzinfo=UTC)
+"""A valid instant in the last hours of year 9999: year 10000 in any zone east of UTC."""
+
+
+@pytest_asyncio.fixture(params=["Asia/Kolkata", "America/New_York", "UTC"])
+async def zoned_backends(
+    request: pytest.FixtureRequest, pg_engine: Any, pg_tenant: str
+) -> AsyncIterator[tuple[Any, Any]]:
+    """A Postgres store and index whose connection runs in a session ``TimeZone``.
+
+    ``initdb`` sets a server's ``TimeZone`` to the machine's zone, so a deployed database
+    need not run in UTC; the records it returns must not depend on it.
+    """
+    from cycgraph_memory.postgres import PostgresMemoryIndex, PostgresMemoryStore
+
+    async with pg_engine.connect() as conn:
+        outer = await conn.begin()
+        await conn.execute(text(f"SET LOCAL TimeZone = '{request.param}'"))
+        sessions = async_sessionmaker(
+            bind=conn, join_transaction_mode="create_savepoint", expire_on_commit=False
+        )
+        try:
+            yield (PostgresMemoryStore(sessions, tenant_id=pg_tenant),
+                   PostgresMemoryIndex(sessions, tenant_id=pg_tenant))
+        finally:
+            await outer.rollback()
+
+
+@pytest.mark.postgres
+async def test_records_at_the_ends_of_the_range_read_back_in_any_session_time_zone(
+    zoned_backends: tuple[Any, Any],
+) -> None:
+    """Valid timestamps read back whatever the server's ``TimeZone`` (every read path).
+
+    jsonb printed 9999-12-31 23:00 UTC as '10000-01-01T04:30:00+05:30' in Asia/Kolkata
+    and 0001-01-01 02:00 UTC as '0001-12-31T21:03:58-04:56:02 BC' in America/New_York:
+    every retrieval path and the subgraph raised ``ValueError`` on them.
+    """
+    store, index = zoned_backends
+    a, b = make_entity(name="Ada"), make_entity(name="Babbage")
+    await store.put_entities([a, b])
+    edge = make_relationship(a.id, b.id, valid_from=FIRST_HOURS, valid_until=LAST_HOURS)
+    await store.put_relationship(edge)
+    said = [make_message(content="the engine hello", timestamp=FIRST_HOURS),
+            make_message(content="analytical hello", timestamp=LAST_HOURS)]
+    episode = make_episode(messages=said, started_at=FIRST_HOURS, ended_at=LAST_HOURS)
+    await store.put_episode(episode)
+    fact = make_fact(
+        content="the engine says hello", valid_from=FIRST_HOURS, valid_until=LAST_HOURS,
+        embedding=vec(1.0), entity_ids=[a.id], source_episode_ids=[episode.id],
+        source_message_ids=[m.id for m in said], tags=["lesson"],
+    )
+    await store.put_fact(fact)
+
+    assert await store.get_fact(fact.id) == fact
+    assert await store.get_relationship(edge.id) == edge
+    got_episode = await store.get_episode(episode.id)
+    assert got_episode is not None
+    assert [m.timestamp for m in got_episode.messages] == [FIRST_HOURS, LAST_HOURS]
+    assert [r.id for r in await store.get_relationships_for_entity(a.id)] == [edge.id]
+    for native in (True, False):
+        sub = await extract_subgraph(store, [a.id], native=native)
+        assert sub.relationships == [edge]
+        options = RetrievalOptions(native_paths=native)
+        for query in (
+            MemoryQuery(embedding=vec(1.0)),
+            MemoryQuery(embedding=vec(1.0), text="engine hello"),
+            MemoryQuery(entity_ids=[a.id], valid_at=LAST_HOURS.replace(hour=22)),
+            MemoryQuery(tags=["lesson"], valid_at=FIRST_HOURS),
+        ):
+            result = await retrieve_memory(store, index, query, options=options)
+            assert [f.id for f in result.facts] == [fact.id], query
+            served = result.facts[0]
+            assert (served.valid_from, served.valid_until) == (FIRST_HOURS, LAST_HOURS)
+            assert all(r == edge for r in result.relationships)
+            for m in result.messages:
+                assert m.timestamp in (FIRST_HOURS, LAST_HOURS)
+        result = await retrieve_memory(
+            store, index, MemoryQuery(embedding=vec(1.0), text="engine hello"),
+            options=options, mode="text",
+        )
+        assert [f.id for f in result.facts] == [fact.id]
