@@ -114,3 +114,53 @@ async def test_records_at_the_ends_of_the_range_read_back_in_any_session_time_zo
             options=options, mode="text",
         )
         assert [f.id for f in result.facts] == [fact.id]
+
+
+@pytest_asyncio.fixture
+async def low_float_digits(pg_engine: Any, pg_tenant: str) -> AsyncIterator[tuple[Any, Any]]:
+    """A Postgres store and index on a connection with ``extra_float_digits = 0``.
+
+    That was the server default before Postgres 12 and is still set by some
+    ``postgresql.conf`` files and poolers; it prints doubles with 15 significant digits.
+    """
+    from cycgraph_memory.postgres import PostgresMemoryIndex, PostgresMemoryStore
+
+    async with pg_engine.connect() as conn:
+        outer = await conn.begin()
+        await conn.execute(text("SET LOCAL extra_float_digits = 0"))
+        sessions = async_sessionmaker(
+            bind=conn, join_transaction_mode="create_savepoint", expire_on_commit=False
+        )
+        try:
+            yield (PostgresMemoryStore(sessions, tenant_id=pg_tenant),
+                   PostgresMemoryIndex(sessions, tenant_id=pg_tenant))
+        finally:
+            await outer.rollback()
+
+
+@pytest.mark.postgres
+async def test_edge_weights_read_back_exactly_whatever_the_float_output_setting(
+    low_float_digits: tuple[Any, Any],
+) -> None:
+    """A relationship's weight reads back as written on every path (spec: weighted edges).
+
+    The native subgraph and the expansion of retrieval read edges as jsonb built in SQL;
+    with ``extra_float_digits = 0`` a weight of 1/3 came back as 0.333333333333333, so the
+    native and generic paths (and ``get_relationship``) disagreed about the same edge.
+    """
+    store, index = low_float_digits
+    a, b = make_entity(name="Ada"), make_entity(name="Babbage")
+    await store.put_entities([a, b])
+    edge = make_relationship(a.id, b.id, weight=1 / 3, attributes={"x": 0.1 + 0.2})
+    await store.put_relationship(edge)
+    fact = make_fact(embedding=vec(1.0), entity_ids=[a.id])
+    await store.put_fact(fact)
+
+    assert await store.get_relationship(edge.id) == edge
+    for native in (True, False):
+        assert (await extract_subgraph(store, [a.id], native=native)).relationships == [edge]
+        options = RetrievalOptions(native_paths=native)
+        for query in (MemoryQuery(embedding=vec(1.0)), MemoryQuery(entity_ids=[a.id])):
+            result = await retrieve_memory(store, index, query, options=options)
+            assert result.relationships == [edge], (native, query)
+            assert result.relationships[0].weight == 1 / 3
