@@ -816,8 +816,10 @@ class RetrievalOptions(_Model):
         max_facts_per_theme: Facts taken from each matched theme, in the theme's
             ``fact_ids`` order. ``None`` = all of them.
         direct_fact_candidates: Facts fetched by the direct similarity search.
-            ``None`` = ``2 * limit`` (more than ``limit`` so temporal filters applied
-            afterwards still leave ``limit`` facts in most cases).
+            ``None`` = ``2 * limit``, widened (4 times per round, up to 1,000) while the
+            query's temporal filters, applied afterwards, leave fewer than the facts
+            wanted and the index has more: a valid fact behind many better-matching
+            expired ones is still served. A number given here is never widened.
         max_facts_per_entity: Facts attached per subgraph entity on the entity path.
             ``None`` = the query's ``limit``, which is exact: no fact of the top
             ``limit`` can be cut by it. (Entities are read in rank order, in growing

@@ -164,3 +164,51 @@ async def test_edge_weights_read_back_exactly_whatever_the_float_output_setting(
             result = await retrieve_memory(store, index, query, options=options)
             assert result.relationships == [edge], (native, query)
             assert result.relationships[0].weight == 1 / 3
+
+
+# ------------------------------------------------- hierarchical retrieval x temporal filters
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "generic"])
+async def test_valid_at_serves_a_valid_fact_behind_many_better_matching_expired_ones(
+    store: Any, index: Any, native: bool
+) -> None:
+    """Spec: hierarchical retrieval "applies temporal filters"; ``valid_at`` returns the
+    facts valid then. A valid fact at similarity 0.99 was not served (empty result) when
+    more than ``2 * limit`` expired or not-yet-valid facts matched the query better: the
+    direct search fetched only those, and the filter dropped them all.
+    """
+    from .factories import at, blend
+
+    expired = [make_fact(content=f"old rule {i}", embedding=vec(1.0), valid_from=at(days=0),
+                         valid_until=at(days=1)) for i in range(12)]
+    future = [make_fact(content=f"next rule {i}", embedding=vec(1.0), valid_from=at(days=5))
+              for i in range(12)]
+    current = make_fact(content="current rule", embedding=blend(0, 1, 0.9, 0.1),
+                        valid_from=at(days=0))
+    await store.put_facts([*expired, *future, current])
+    await index.rebuild(store)
+    options = RetrievalOptions(native_paths=native)
+
+    for limit in (1, 2, 5):
+        query = MemoryQuery(embedding=vec(1.0), limit=limit, valid_at=at(days=2))
+        result = await retrieve_memory(store, index, query, options=options)
+        assert [f.id for f in result.facts] == [current.id]
+        hybrid = await retrieve_memory(
+            store, index, query.model_copy(update={"text": "rule"}), options=options,
+            mode="hybrid",
+        )
+        assert [f.id for f in hybrid.facts] == [current.id]
+    # the same through changed_since: the better matches started before it
+    recent = make_fact(content="recent rule", embedding=blend(0, 1, 0.9, 0.1),
+                       valid_from=at(days=7))
+    await store.put_facts([make_fact(content=f"stable rule {i}", embedding=vec(1.0))
+                           for i in range(12)] + [recent])
+    await index.rebuild(store)
+    query = MemoryQuery(embedding=vec(1.0), limit=2, changed_since=at(days=6))
+    result = await retrieve_memory(store, index, query, options=options)
+    assert [f.id for f in result.facts] == [recent.id]
+    # a query whose filter drops nothing still reads one page (limit facts served)
+    query = MemoryQuery(embedding=vec(1.0), limit=3, valid_at=at(days=6))
+    result = await retrieve_memory(store, index, query, options=options)
+    assert len(result.facts) == 3
