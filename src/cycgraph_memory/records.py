@@ -828,7 +828,9 @@ class RetrievalOptions(_Model):
             facts after the listing. ``None`` = ``max(4 * limit, 100)``.
         rrf_k: The reciprocal-rank-fusion constant of text/hybrid retrieval: each signal
             adds ``1 / (rrf_k + rank)`` (default 60).
-        text_candidates: Facts fetched by the text signal. ``None`` = ``4 * limit``.
+        text_candidates: Facts fetched by the text signal. ``None`` = ``4 * limit``,
+            widened like ``direct_fact_candidates`` (up to 1,000) while the temporal
+            filters leave fewer than that many hits. A number given here is never widened.
         vector_candidates: Facts of the vector ranking that the hybrid mode fuses (its
             first ones). ``None`` = ``4 * limit``, the text signal's depth: each signal
             brings the same number of candidates, and a fact ranked below it by the vector

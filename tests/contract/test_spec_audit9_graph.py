@@ -212,3 +212,27 @@ async def test_valid_at_serves_a_valid_fact_behind_many_better_matching_expired_
     query = MemoryQuery(embedding=vec(1.0), limit=3, valid_at=at(days=6))
     result = await retrieve_memory(store, index, query, options=options)
     assert len(result.facts) == 3
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "generic"])
+async def test_valid_at_serves_a_valid_text_match_behind_many_expired_ones(
+    store: Any, index: Any, native: bool
+) -> None:
+    """The text signal had the same gap: 30 expired facts ranking above the one valid
+    fact for "cache" filled its ``4 * limit`` hits and the text and hybrid modes served
+    nothing at ``valid_at``.
+    """
+    from .factories import at
+
+    expired = [make_fact(content=f"cache cache cache rule {i}", embedding=vec(1.0),
+                         valid_from=at(days=0), valid_until=at(days=1)) for i in range(30)]
+    current = make_fact(content="the cache rule for the current week, in more words",
+                        embedding=vec(0.0, 1.0), valid_from=at(days=0))
+    await store.put_facts([*expired, current])
+    await index.rebuild(store)
+    options = RetrievalOptions(native_paths=native)
+    query = MemoryQuery(text="cache", embedding=vec(1.0), limit=2, valid_at=at(days=2))
+    for mode in ("text", "hybrid"):
+        result = await retrieve_memory(store, index, query, options=options, mode=mode)
+        assert [f.id for f in result.facts] == [current.id], mode
+        assert result.fact_scores[current.id].text_rank == 1
