@@ -236,3 +236,155 @@ async def test_valid_at_serves_a_valid_text_match_behind_many_expired_ones(
         result = await retrieve_memory(store, index, query, options=options, mode=mode)
         assert [f.id for f in result.facts] == [current.id], mode
         assert result.fact_scores[current.id].text_rank == 1
+
+
+# ------------------------------------------------- acceptance checks that held (both backends)
+
+
+async def test_reputting_an_edge_or_a_fact_moves_it_in_every_lookup(store: Any) -> None:
+    """``put_*`` is an upsert replacing every mutable field: the adjacency and the
+    tag / entity / theme lookups follow the new values (no stale entry serves the old ones).
+    """
+    from .factories import make_theme
+
+    a, b, c = make_entity(name="a"), make_entity(name="b"), make_entity(name="c")
+    await store.put_entities([a, b, c])
+    edge = make_relationship(a.id, b.id)
+    await store.put_relationship(edge)
+    await store.put_relationship(edge.model_copy(update={"target_id": c.id}))
+    assert await store.get_relationships_for_entity(b.id) == []
+    assert [r.id for r in await store.get_relationships_for_entity(c.id)] == [edge.id]
+    for native in (True, False):
+        sub = await extract_subgraph(store, [a.id], max_hops=1, native=native)
+        assert {e.id for e in sub.entities} == {a.id, c.id}
+
+    t1, t2 = make_theme(), make_theme()
+    await store.put_themes([t1, t2])
+    fact = make_fact(tags=["x"], entity_ids=[a.id], theme_id=t1.id)
+    await store.put_fact(fact)
+    await store.put_fact(fact.model_copy(
+        update={"tags": ["y"], "entity_ids": [b.id], "theme_id": t2.id}))
+    assert await store.find_facts(tags=["x"]) == []
+    assert await store.find_facts(entity_id=a.id) == []
+    assert await store.find_facts(theme_id=t1.id) == []
+    assert [f.id for f in await store.find_facts(tags=["y"], entity_id=b.id,
+                                                  theme_id=t2.id)] == [fact.id]
+    assert list(await store.get_facts_for_entities([a.id, b.id])) == [b.id]
+
+
+async def test_a_soft_deleted_record_put_back_live_is_listed_again(store: Any) -> None:
+    """Soft delete is a field: writing the record back without it restores it."""
+    a, b = make_entity(name="a"), make_entity(name="b")
+    await store.put_entities([a, b])
+    edge = make_relationship(a.id, b.id)
+    await store.put_relationship(edge.model_copy(update={"invalidated_by": "superseded"}))
+    assert await store.get_relationships_for_entity(a.id) == []
+    await store.put_relationship(edge)
+    assert [r.id for r in await store.get_relationships_for_entity(a.id)] == [edge.id]
+    fact = make_fact(tags=["lesson"], invalidated_by="eval-gate:harmful")
+    await store.put_fact(fact)
+    assert await store.find_facts(tags=["lesson"]) == []
+    await store.put_fact(fact.model_copy(update={"invalidated_by": None}))
+    assert [f.id for f in await store.find_facts(tags=["lesson"])] == [fact.id]
+    await store.put_entity(a.model_copy(update={"invalidated_at": datetime.now(UTC)}))
+    assert [e.id for e in await store.find_entities()] == [b.id]
+    await store.put_entity(a)
+    assert {e.id for e in await store.find_entities()} == {a.id, b.id}
+
+
+async def test_a_rolled_back_unit_of_work_leaves_no_trace_in_the_lookups(store: Any) -> None:
+    """A rollback restores the adjacency and the tag / entity / theme lookups too."""
+    from .factories import make_theme
+
+    a, b, c = make_entity(name="a"), make_entity(name="b"), make_entity(name="c")
+    await store.put_entities([a, b, c])
+    t1, t2 = make_theme(), make_theme()
+    await store.put_themes([t1, t2])
+    edge = make_relationship(a.id, b.id)
+    await store.put_relationship(edge)
+    fact = make_fact(tags=["old"], entity_ids=[a.id], theme_id=t1.id)
+    await store.put_fact(fact)
+
+    class Abort(Exception):
+        pass
+
+    with pytest.raises(Abort):
+        async with store.transaction():
+            await store.put_relationship(edge.model_copy(update={"target_id": c.id}))
+            await store.put_fact(fact.model_copy(
+                update={"tags": ["new"], "entity_ids": [b.id], "theme_id": t2.id}))
+            await store.put_fact(make_fact(tags=["ghost"], entity_ids=[c.id]))
+            await store.delete_entity(b.id)
+            raise Abort
+    assert [r.id for r in await store.get_relationships_for_entity(b.id)] == [edge.id]
+    assert await store.get_relationships_for_entity(c.id) == []
+    assert [f.id for f in await store.find_facts(tags=["old"], entity_id=a.id,
+                                                  theme_id=t1.id)] == [fact.id]
+    for gone in ({"tags": ["new"]}, {"tags": ["ghost"]}, {"entity_id": b.id},
+                 {"entity_id": c.id}, {"theme_id": t2.id}):
+        assert await store.find_facts(**gone) == [], gone
+    assert list(await store.get_facts_for_entities([a.id, b.id, c.id])) == [a.id]
+
+
+SPECIAL_STRINGS = ["NULL", "null", "a,b", "{x}", '"q"', "back\\slash", " sp ", "a}b", "'",
+                   "$1", "%", "_", "*", "a b", "ü"]
+
+
+async def test_tags_and_types_with_sql_and_array_syntax_match_only_themselves(
+    store: Any, index: Any
+) -> None:
+    """Tags and type names are opaque strings: ``NULL``, commas, braces, quotes and
+    wildcards filter exactly (Postgres binds them as arrays, never as literals)."""
+    facts = [make_fact(content=f"c{i}", tags=[t], embedding=vec(1.0))
+             for i, t in enumerate(SPECIAL_STRINGS)]
+    await store.put_facts(facts)
+    await index.rebuild(store)
+    for fact, tag in zip(facts, SPECIAL_STRINGS, strict=True):
+        assert (await store.get_fact(fact.id)).tags == [tag]  # type: ignore[union-attr]
+        assert [f.id for f in await store.find_facts(tags=[tag])] == [fact.id]
+        kept = {f.id for f in await store.find_facts(exclude_tags=[tag])}
+        assert kept == {f.id for f in facts} - {fact.id}
+        served = await retrieve_memory(store, index, MemoryQuery(tags=[tag]))
+        assert [f.id for f in served.facts] == [fact.id]
+        assert [h.item.id for h in await index.search_facts(vec(1.0), tags=[tag])] == [fact.id]
+    a, b = make_entity(entity_type="NULL"), make_entity(entity_type="a,b")
+    await store.put_entities([a, b])
+    edge = make_relationship(a.id, b.id, relation_type="NULL")
+    await store.put_relationship(edge)
+    assert [e.id for e in await store.find_entities(entity_type="NULL")] == [a.id]
+    assert [r.id for r in await store.get_relationships_for_entity(
+        a.id, relation_type="NULL")] == [edge.id]
+    for native in (True, False):
+        sub = await extract_subgraph(store, [a.id], relation_types=["NULL"], native=native)
+        assert sub.relationships == [edge]
+        assert await extract_subgraph(store, [a.id], relation_types=["null"],
+                                      native=native) == await extract_subgraph(
+            store, [a.id], max_hops=0, native=native)
+
+
+async def test_an_expired_edge_is_history_not_a_soft_delete(store: Any, index: Any) -> None:
+    """Spec: ``valid_at`` returns "only records valid at this point in time" and
+    ``include_invalidated`` governs ``invalidated_by``. An edge whose ``valid_until`` has
+    passed is traversed and served without ``valid_at`` (it is history), and not at a
+    ``valid_at`` past its end, on every path alike.
+    """
+    from .factories import at
+
+    a, b = make_entity(name="Ada"), make_entity(name="Babbage")
+    await store.put_entities([a, b])
+    edge = make_relationship(a.id, b.id, valid_from=at(days=0), valid_until=at(days=1))
+    await store.put_relationship(edge)
+    fact = make_fact(embedding=vec(1.0), entity_ids=[a.id])
+    await store.put_fact(fact)
+    await index.rebuild(store)
+    for native in (True, False):
+        options = RetrievalOptions(native_paths=native)
+        assert (await extract_subgraph(store, [a.id], native=native)).relationships == [edge]
+        for query in (MemoryQuery(entity_ids=[a.id]), MemoryQuery(embedding=vec(1.0))):
+            served = await retrieve_memory(store, index, query, options=options)
+            assert served.relationships == [edge]
+            later = query.model_copy(update={"valid_at": at(days=1)})
+            served = await retrieve_memory(store, index, later, options=options)
+            assert served.relationships == []
+        sub = await extract_subgraph(store, [a.id], valid_at=at(days=1), native=native)
+        assert [e.id for e in sub.entities] == [a.id]
