@@ -388,3 +388,56 @@ async def test_an_expired_edge_is_history_not_a_soft_delete(store: Any, index: A
             assert served.relationships == []
         sub = await extract_subgraph(store, [a.id], valid_at=at(days=1), native=native)
         assert [e.id for e in sub.entities] == [a.id]
+
+
+class _CountingIndex:
+    """An index proxy counting the direct fact searches (generic path only)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.fact_searches = inner, 0
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("hierarchical_candidates", "prefetch_signals"):
+            raise AttributeError(name)  # the generic path: contract calls only
+        return getattr(self.inner, name)
+
+    async def search_facts(self, *args: Any, **kwargs: Any) -> Any:
+        self.fact_searches += 1
+        return await self.inner.search_facts(*args, **kwargs)
+
+
+async def test_the_direct_search_is_widened_only_when_the_filter_starves_it(
+    store: Any, index: Any
+) -> None:
+    """One search when the temporal filter leaves enough hits; more only when it does not,
+    and never past an explicit ``direct_fact_candidates``."""
+    from .factories import at, blend
+
+    await store.put_facts(
+        [make_fact(content=f"live {i}", embedding=vec(1.0)) for i in range(10)]
+        + [make_fact(content=f"old {i}", embedding=vec(1.0), valid_until=at(days=1))
+           for i in range(10)]
+    )
+    current = make_fact(content="current", embedding=blend(0, 1, 0.9, 0.1))
+    await store.put_fact(current)
+    await index.rebuild(store)
+    counting = _CountingIndex(index)
+    await retrieve_memory(store, counting, MemoryQuery(embedding=vec(1.0), limit=2))
+    assert counting.fact_searches == 1
+    counting.fact_searches = 0
+    served = await retrieve_memory(
+        store, counting, MemoryQuery(embedding=vec(1.0), limit=2, valid_at=at(days=2)))
+    assert len(served.facts) == 2 and counting.fact_searches in (1, 2)
+    await store.put_facts([f.model_copy(update={"valid_until": at(days=1)})
+                           for f in await store.find_facts() if f.id != current.id])
+    await index.rebuild(store)
+    counting.fact_searches = 0
+    served = await retrieve_memory(
+        store, counting, MemoryQuery(embedding=vec(1.0), limit=2, valid_at=at(days=2)))
+    # 20 expired facts match better: 4, then 16 (all expired), then 64 hits (exhausted)
+    assert [f.id for f in served.facts] == [current.id] and counting.fact_searches == 3
+    counting.fact_searches = 0
+    served = await retrieve_memory(
+        store, counting, MemoryQuery(embedding=vec(1.0), limit=2, valid_at=at(days=2)),
+        options=RetrievalOptions(direct_fact_candidates=4))
+    assert served.facts == [] and counting.fact_searches == 1

@@ -294,8 +294,9 @@ async def _vector_ranking(
     # The temporal filters apply after the direct search: when they drop so many of its
     # hits that fewer than the facts wanted pass, a default-sized search is widened
     # (4 times per round, up to MAX_DIRECT_FACTS) until enough pass or it is exhausted,
-    # so a valid fact is never lost behind better-matching expired ones.
-    wanted = q.limit if depth is None else max(depth, q.limit)
+    # so a valid fact is never lost behind better-matching expired ones. Enough: as many
+    # as the first search would bring without the filters, at most the facts kept.
+    wanted = min(fetch, q.limit if depth is None else max(depth, q.limit))
     while True:
         if native is not None:
             # The cut arguments are passed only when wanted, so an index written against
