@@ -441,3 +441,47 @@ async def test_the_direct_search_is_widened_only_when_the_filter_starves_it(
         store, counting, MemoryQuery(embedding=vec(1.0), limit=2, valid_at=at(days=2)),
         options=RetrievalOptions(direct_fact_candidates=4))
     assert served.facts == [] and counting.fact_searches == 1
+
+
+async def test_window_boundaries_on_every_path(store: Any, index: Any) -> None:
+    """``valid_at`` is the half-open ``[valid_from, valid_until)`` and ``changed_since`` is
+    strict (started or ended after it) for facts and relationships on every retrieval path,
+    with the query instant exactly on a bound."""
+    from .factories import at
+
+    a, b = make_entity(name="a"), make_entity(name="b")
+    await store.put_entities([a, b])
+    windows = {  # name -> (valid_from, valid_until)
+        "from": (at(days=1), None),
+        "until": (at(days=0), at(days=1)),
+        "after": (at(days=0), at(days=1, seconds=1)),
+    }
+    edges = {make_relationship(a.id, b.id, valid_from=f, valid_until=u).id: name
+             for name, (f, u) in windows.items()}
+    await store.put_relationships([
+        make_relationship(a.id, b.id, id=i, valid_from=windows[n][0], valid_until=windows[n][1])
+        for i, n in edges.items()
+    ])
+    await store.put_facts([
+        make_fact(content=name, embedding=vec(1.0), entity_ids=[a.id], tags=["t"],
+                  valid_from=f, valid_until=u)
+        for name, (f, u) in windows.items()
+    ])
+    await index.rebuild(store)
+    bound = at(days=1)
+    for native in (True, False):
+        options = RetrievalOptions(native_paths=native)
+        for query in (
+            MemoryQuery(entity_ids=[a.id], changed_since=bound),
+            MemoryQuery(tags=["t"], changed_since=bound),
+            MemoryQuery(embedding=vec(1.0), changed_since=bound),
+            MemoryQuery(entity_ids=[a.id], valid_at=bound),
+            MemoryQuery(tags=["t"], valid_at=bound),
+            MemoryQuery(embedding=vec(1.0), valid_at=bound),
+        ):
+            result = await retrieve_memory(store, index, query, options=options)
+            expected = ["after"] if query.changed_since else ["after", "from"]
+            assert sorted(f.content for f in result.facts) == expected, (native, query)
+            if query.tags:
+                continue  # the tag path serves facts only
+            assert sorted(edges[r.id] for r in result.relationships) == expected
