@@ -816,8 +816,10 @@ class RetrievalOptions(_Model):
         max_facts_per_theme: Facts taken from each matched theme, in the theme's
             ``fact_ids`` order. ``None`` = all of them.
         direct_fact_candidates: Facts fetched by the direct similarity search.
-            ``None`` = ``2 * limit`` (more than ``limit`` so temporal filters applied
-            afterwards still leave ``limit`` facts in most cases).
+            ``None`` = ``2 * limit``, widened (4 times per round, up to 1,000) while the
+            query's temporal filters, applied afterwards, leave fewer than the facts
+            wanted and the index has more: a valid fact behind many better-matching
+            expired ones is still served. A number given here is never widened.
         max_facts_per_entity: Facts attached per subgraph entity on the entity path.
             ``None`` = the query's ``limit``, which is exact: no fact of the top
             ``limit`` can be cut by it. (Entities are read in rank order, in growing
@@ -826,7 +828,9 @@ class RetrievalOptions(_Model):
             facts after the listing. ``None`` = ``max(4 * limit, 100)``.
         rrf_k: The reciprocal-rank-fusion constant of text/hybrid retrieval: each signal
             adds ``1 / (rrf_k + rank)`` (default 60).
-        text_candidates: Facts fetched by the text signal. ``None`` = ``4 * limit``.
+        text_candidates: Facts fetched by the text signal. ``None`` = ``4 * limit``,
+            widened like ``direct_fact_candidates`` (up to 1,000) while the temporal
+            filters leave fewer than that many hits. A number given here is never widened.
         vector_candidates: Facts of the vector ranking that the hybrid mode fuses (its
             first ones). ``None`` = ``4 * limit``, the text signal's depth: each signal
             brings the same number of candidates, and a fact ranked below it by the vector

@@ -65,6 +65,13 @@ DEFAULT_TENANT = "default"
 TENANT_SETTING = "cycgraph.tenant_id"
 """Transaction-local setting naming the current tenant (read by the row-level security policies)."""
 
+FLOAT_DIGITS_SETTING = ("extra_float_digits", "3")
+"""Set with the tenant: ``jsonb`` built in SQL (the subgraph's edges, the expansion's rows)
+prints ``double precision`` columns (a relationship's ``weight``) with the session's
+``extra_float_digits``; at ``0`` (a server or pooler default) that is 15 significant digits,
+and ``1/3`` read back as ``0.333333333333333``. ``3`` prints every double exactly on every
+Postgres version (shortest exact form since 12); it changes no stored value."""
+
 _TENANT_INFO_KEY = "cycgraph_tenant"  # session.info: tenant last set in this session's transaction
 SEARCH_GUCS_INFO_KEY = "cycgraph_search_gucs"  # session.info: HNSW settings last set in it
 
@@ -354,10 +361,13 @@ class PostgresBackend:
         settings_set = not settings or session.info.get(SEARCH_GUCS_INFO_KEY) == settings
         if tenant_set and settings_set:
             return
+        tenant: tuple[tuple[str, str], ...] = (
+            (TENANT_SETTING, self._tenant), FLOAT_DIGITS_SETTING
+        )
         if not settings or settings_set:
-            pairs: tuple[tuple[str, str], ...] = ((TENANT_SETTING, self._tenant),)
+            pairs = tenant
         else:
-            pairs = settings if tenant_set else ((TENANT_SETTING, self._tenant), *settings)
+            pairs = settings if tenant_set else (*tenant, *settings)
         values = dict(pairs)
         params: dict[str, object] = {f"v{i}": v for i, (_, v) in enumerate(pairs)}
         corpus = values.get(statements.KNN_CORPUS_SETTING)

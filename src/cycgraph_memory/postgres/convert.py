@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -133,13 +133,42 @@ def _ts(value: Any) -> datetime:
         return value  # type: ignore[no-any-return]
     parsed = _PARSED.get(value)
     if parsed is None:
-        parsed = _fromiso(value)
+        try:
+            parsed = _fromiso(value)
+        except ValueError:
+            parsed = _past_python_years(value)
         if parsed.tzinfo is not UTC:
             parsed = parsed.astimezone(UTC)
         if len(_PARSED) >= _PARSED_MAX:
             _PARSED.clear()
         _PARSED[value] = parsed
     return parsed
+
+
+_BC_PREFIX, _BC_SUFFIX = "0001-12-31T", " BC"
+_Y10K_PREFIX = "10000-01-01T"
+
+
+def _past_python_years(value: str) -> datetime:
+    """A jsonb timestamp printed in a year Python has no ``datetime`` for, as UTC.
+
+    jsonb prints a ``timestamptz`` in the session's ``TimeZone``. Where that zone is west
+    of UTC, the first hours of 0001-01-01 (UTC) print as the last day of 1 BC
+    (``'0001-12-31T21:03:58-04:56:02 BC'``); where it is east, the last hours of
+    9999-12-31 print as 10000-01-01 (``'10000-01-01T04:30:00+05:30'``). Both instants are
+    valid record timestamps: the same local time one day later (earlier) is parsed and
+    the day taken back.
+
+    Raises:
+        ValueError: ``value`` is no timestamp of either form.
+    """
+    if value.startswith(_BC_PREFIX) and value.endswith(_BC_SUFFIX):
+        local = _fromiso("0001-01-01T" + value[len(_BC_PREFIX) : -len(_BC_SUFFIX)])
+        return local.astimezone(UTC) - timedelta(days=1)
+    if value.startswith(_Y10K_PREFIX):
+        local = _fromiso("9999-12-31T" + value[len(_Y10K_PREFIX) :])
+        return local.astimezone(UTC) + timedelta(days=1)
+    raise ValueError(f"Invalid isoformat string: {value!r}")
 
 
 def provenance_from_json(value: Mapping[str, Any]) -> Provenance:

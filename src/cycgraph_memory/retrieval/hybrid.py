@@ -87,6 +87,10 @@ GRAPH_TYPED_MATCH_FETCH = 100
 """Named entities read when the query has ``entity_types`` (filtered, then limited)."""
 
 
+MAX_TEXT_FACTS = 1000
+"""Largest text search of the fact signal (``text_candidates`` and its widening)."""
+
+
 def supports_text_search(index: object) -> bool:
     """Whether the index offers the text-search methods the text/hybrid modes need."""
     return all(
@@ -258,14 +262,30 @@ async def hybrid_candidates(
         facts_by_id.update((f.id, f) for f, _ in ranked)
     if use_text:
         assert q.text is not None
-        hits = await text_index.text_search_facts(
-            q.text,
-            limit=opts.text_candidates or min(1000, 4 * q.limit),
-            include_invalidated=q.include_invalidated,
-            tags=sorted(scope.tags) or None,
-            exclude_tags=sorted(scope.exclude_tags) or None,
-        )
-        admitted = [(h.item, h.score) for h in hits if scope.admits(h.item)]
+        depth = opts.text_candidates or min(MAX_TEXT_FACTS, 4 * q.limit)
+        fetch = depth
+        while True:
+            hits = await text_index.text_search_facts(
+                q.text,
+                limit=fetch,
+                include_invalidated=q.include_invalidated,
+                tags=sorted(scope.tags) or None,
+                exclude_tags=sorted(scope.exclude_tags) or None,
+            )
+            admitted = [(h.item, h.score) for h in hits if scope.admits(h.item)]
+            # The temporal filters apply after the search: a default-sized search whose
+            # hits they mostly drop is widened (4 times per round, up to MAX_TEXT_FACTS)
+            # until ``depth`` hits pass or the index has no more.
+            if (
+                not scope.temporal
+                or opts.text_candidates is not None
+                or len(hits) < fetch
+                or fetch >= MAX_TEXT_FACTS
+                or len(admitted) >= depth
+            ):
+                break
+            fetch = min(MAX_TEXT_FACTS, 4 * fetch)
+        admitted = admitted[:depth]
         fact_signals["text"] = [(f.id, s) for f, s in admitted]
         for fact, _ in admitted:
             facts_by_id.setdefault(fact.id, fact)

@@ -290,27 +290,44 @@ async def _vector_ranking(
     vector = q.embedding
     scope = FactScope.for_query(q)
     native = getattr(index, "hierarchical_candidates", None) if opts.native_paths else None
-    if native is not None:
-        # The cut arguments are passed only when wanted, so an index written against the
-        # earlier signature keeps working.
-        cut_args: dict[str, Any] = {}
-        if depth is not None:
-            cut_args = {"theme_fact_limit": depth, "valid_at": scope.valid_at,
-                   "changed_since": scope.changed_since}
-        found_themes, direct, theme_facts = await native(
-            vector,
-            theme_limit=opts.theme_limit,
-            max_facts_per_theme=opts.max_facts_per_theme,
-            fact_limit=opts.direct_fact_candidates or min(1000, 2 * q.limit),
-            min_similarity=q.min_similarity,
-            include_invalidated=q.include_invalidated,
-            tags=sorted(scope.tags) or None,
-            exclude_tags=sorted(scope.exclude_tags) or None,
-            **cut_args,
-        )
-        themes = rank_themes(found_themes, vector, q.min_similarity)
-    else:
-        themes, direct, theme_facts = await _candidates(store, index, q, opts, scope)
+    fetch = opts.direct_fact_candidates or min(MAX_DIRECT_FACTS, 2 * q.limit)
+    # The temporal filters apply after the direct search: when they drop so many of its
+    # hits that fewer than the facts wanted pass, a default-sized search is widened
+    # (4 times per round, up to MAX_DIRECT_FACTS) until enough pass or it is exhausted,
+    # so a valid fact is never lost behind better-matching expired ones. Enough: as many
+    # as the first search would bring without the filters, at most the facts kept.
+    wanted = min(fetch, q.limit if depth is None else max(depth, q.limit))
+    while True:
+        if native is not None:
+            # The cut arguments are passed only when wanted, so an index written against
+            # the earlier signature keeps working.
+            cut_args: dict[str, Any] = {}
+            if depth is not None:
+                cut_args = {"theme_fact_limit": depth, "valid_at": scope.valid_at,
+                            "changed_since": scope.changed_since}
+            found_themes, direct, theme_facts = await native(
+                vector,
+                theme_limit=opts.theme_limit,
+                max_facts_per_theme=opts.max_facts_per_theme,
+                fact_limit=fetch,
+                min_similarity=q.min_similarity,
+                include_invalidated=q.include_invalidated,
+                tags=sorted(scope.tags) or None,
+                exclude_tags=sorted(scope.exclude_tags) or None,
+                **cut_args,
+            )
+            themes = rank_themes(found_themes, vector, q.min_similarity)
+        else:
+            themes, direct, theme_facts = await _candidates(store, index, q, opts, scope, fetch)
+        if (
+            not scope.temporal
+            or opts.direct_fact_candidates is not None
+            or len(direct) < fetch
+            or fetch >= MAX_DIRECT_FACTS
+            or len(scope.apply(direct)) >= wanted
+        ):
+            break
+        fetch = min(MAX_DIRECT_FACTS, 4 * fetch)
     # One similarity ranking over every candidate, then the cut.
     candidates = scope.apply(merge_unique(direct, theme_facts))
     # Optional index capability: the candidates' vectors as arrays (a prefetching index
@@ -319,6 +336,10 @@ async def _vector_ranking(
     embeddings = vectors(candidates) if vectors is not None else None
     ranked = rank_by_similarity(candidates, vector, q.min_similarity, embeddings)
     return ranked, themes
+
+
+MAX_DIRECT_FACTS = 1000
+"""Largest direct similarity search of the hierarchical path (a ``SearchOptions.limit``)."""
 
 
 def vector_depth(q: MemoryQuery, opts: RetrievalOptions) -> int:
@@ -340,8 +361,9 @@ async def _candidates(
     q: MemoryQuery,
     opts: RetrievalOptions,
     scope: FactScope,
+    fetch: int,
 ) -> tuple[list[Theme], list[SemanticFact], list[SemanticFact]]:
-    """Matched themes, direct fact hits and the themes' other facts (contract calls)."""
+    """Matched themes, ``fetch`` direct fact hits and the themes' other facts (contract calls)."""
     assert q.embedding is not None
     vector = q.embedding
     themes: list[Theme] = []
@@ -359,7 +381,7 @@ async def _candidates(
     # A direct fact search for coverage (tag scope pushed into the index).
     direct = await index.search_facts(
         vector,
-        limit=opts.direct_fact_candidates or min(1000, 2 * q.limit),
+        limit=fetch,
         min_similarity=q.min_similarity,
         include_invalidated=q.include_invalidated,
         tags=sorted(scope.tags) or None,
