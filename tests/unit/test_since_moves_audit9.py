@@ -66,6 +66,9 @@ def _since(sentence: str, obj: str, link: str = " has worked at ") -> str | None
         ("at Hooli since 9am", "Hooli", None),
         ("at Hooli since this morning", "Hooli", None),
         ("at Hooli, which is great", "Hooli", None),
+        # A period: its end is read by ``until_of`` (past claims) or not at all.
+        ("works at Hooli since 2019 to 2021", "Hooli", None),
+        ("works at Hooli ever since 1999-2003", "Hooli", None),
     ],
 )
 def test_since_of(sentence: str, obj: str, expected: str | None) -> None:
@@ -117,6 +120,7 @@ def test_coarse_since(phrase: str, coarse: bool) -> None:
     [
         ("Dave worked at Hooli from 2019 until 2021", "2021"),
         ("Dave worked at Hooli since 2019 till march", "march"),
+        ("Dave just worked at Hooli ever since 2019 until 2021", "2021"),
         ("Dave worked at Hooli from 2019 to 2021.", "2021"),
         ("Dave worked at Hooli from 2019-2021", "2021"),
         ("Dave worked at Hooli from home until 5pm", None),

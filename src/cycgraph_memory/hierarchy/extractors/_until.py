@@ -35,7 +35,7 @@ _UNTIL = re.compile(
     re.IGNORECASE,
 )
 _PERIOD = re.compile(
-    r"\s*,?\s*(?:from|since)\s+(?P<start>[^,.;:!?()\n]{1,30}?)\s*(?:\s(?:up\s+)?(?:until|till|til|"
+    r"\s*,?\s*(?:from|(?:ever\s+)?since)\s+(?P<start>[^,.;:!?()\n]{1,30}?)\s*(?:\s(?:up\s+)?(?:until|till|til|"
     r"['\u2019]til|to|through|thru)\s+|-|\u2013)\s*(?P<phrase>[^,.;:!?()\n]{1,40}(?:,\s*(?:19|20)\d{2}\b)?)",
     re.IGNORECASE,
 )
@@ -148,7 +148,8 @@ def since_of(sentence: str, end: int, link: str) -> str | None:
         The phrase after "since" (up to punctuation) when it opens with a date ("2021",
         "march", "last year", "May 3, 2024"), else ``None``: no "since", a causal one
         ("since it's faster"), a time of the day, a bare lowercase "may" followed by more
-        words (the modal: "since may be"), or a claim about the future or a possibility.
+        words (the modal: "since may be"), a claim about the future or a possibility, or a
+        period ("since 2019 to 2021": read by :func:`until_of` on a past claim).
     """
     match = _SINCE.match(sentence, end)
     if match is None:
@@ -158,6 +159,9 @@ def since_of(sentence: str, end: int, link: str) -> str | None:
         return None
     if not _dated(phrase):
         return None
+    period = _PERIOD.match(sentence, end)
+    if period is not None and _dated(period.group("start")):
+        return None  # "since 2019 to 2021" over a present claim: no start of what holds
     return phrase
 
 
