@@ -341,3 +341,27 @@ def test_fuzz_random_chat_fragments_never_fail_nor_invert_a_window(extractor: An
         for r in _extract(extractor, *texts[start : start + 20]):
             assert r[3] <= SAID
             assert r[4] is None or r[3] <= r[4] <= SAID
+
+
+@pytest.mark.parametrize(
+    ("sentence", "polarity"),
+    [
+        ("Alice Smith might quit Acme Corp", "negated"),
+        ("i doubt Alice Smith left Acme Corp", "negated"),
+        ("maybe Alice Smith quit Acme Corp idk", "negated"),
+        ("Alice Smith wants to quit Acme Corp", "negated"),
+        ("Alice Smith will no longer work at Acme Corp", "negated"),
+        ("Alice Smith left Acme Corp", "ended"),
+        ("Alice Smith quit Acme Corp and might join Globex", "ended"),
+        # A relative clause is asserted on its own, under a denial of the main clause.
+        ("Bob Lee is not related to Alice Smith, who left Acme Corp", "ended"),
+    ],
+)
+def test_the_llm_post_check_reads_a_doubted_ending_as_the_free_tiers(
+    sentence: str, polarity: str
+) -> None:
+    from cycgraph_memory.hierarchy.extractors._polarity import locate_claim
+
+    assert locate_claim([(sentence, None)], "Alice Smith", "Acme Corp", "work_at") == (
+        polarity, 0
+    )

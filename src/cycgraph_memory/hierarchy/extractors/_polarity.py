@@ -378,7 +378,10 @@ def _stretch_polarity(
         return "ended"
     if ended_in(stretch, relation):
         between = core if gap is None else gap
-        if _LEAD_NEGATED.search(lead) is not None or _UNREAL.search(between) is not None:
+        # A relative clause is asserted on its own: "X is not related to the Marlow
+        # family, which had owned the dairy" (the "not" frames the main clause only).
+        framed = _RELATIVE_GAP.match(between) is None and _LEAD_NEGATED.search(lead) is not None
+        if framed or _UNREAL.search(between) is not None:
             return "negated"
         return "ended"
     if negated_in(stretch):
@@ -386,6 +389,7 @@ def _stretch_polarity(
     return "asserted"
 
 
+_RELATIVE_GAP = re.compile(r"\s*,?\s*(?:which|who|that)\b", re.IGNORECASE)
 _THIRD_PERSON = re.compile(r"\b(?:he|she|they|it|his|her|their|its)\b", re.IGNORECASE)
 
 
