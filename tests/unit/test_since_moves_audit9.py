@@ -76,7 +76,9 @@ def test_since_of(sentence: str, obj: str, expected: str | None) -> None:
 
 
 @pytest.mark.parametrize(
-    "link", [" will work at ", " 'll be at ", " might work at ", " won't be at "]
+    "link",
+    [" will work at ", " 'll be at ", " might work at ", " won't be at ", " had been at ",
+     "'d been at "],
 )
 def test_since_of_a_claim_not_yet_real_is_none(link: str) -> None:
     sentence = f"Alice{link}Acme since 2021"

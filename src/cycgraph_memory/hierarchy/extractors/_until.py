@@ -67,10 +67,11 @@ _SINCE = re.compile(
     r"(?P<phrase>[^,.;:!?()\n]{1,40}(?:,\s*(?:19|20)\d{2}\b)?)",
     re.IGNORECASE,
 )
-# A claim about the future or a possibility has no start to read ("will work at Acme").
+# A claim about the future or a possibility has no start to read ("will work at Acme"),
+# and one in the past perfect may have stopped since ("had been at Acme since 2019").
 _NOT_YET = re.compile(
-    r"\b(?:will|shall|would|could|might|may|must|should|gonna|wanna|going\s+to)\b|"
-    r"['\u2019]ll\b|\bwon['\u2019]?t\b",
+    r"\b(?:will|shall|would|could|might|may|must|should|gonna|wanna|going\s+to|had)\b|"
+    r"['\u2019](?:ll|d)\b|\bwon['\u2019]?t\b",
     re.IGNORECASE,
 )
 
@@ -148,8 +149,9 @@ def since_of(sentence: str, end: int, link: str) -> str | None:
         The phrase after "since" (up to punctuation) when it opens with a date ("2021",
         "march", "last year", "May 3, 2024"), else ``None``: no "since", a causal one
         ("since it's faster"), a time of the day, a bare lowercase "may" followed by more
-        words (the modal: "since may be"), a claim about the future or a possibility, or a
-        period ("since 2019 to 2021": read by :func:`until_of` on a past claim).
+        words (the modal: "since may be"), a claim about the future or a possibility, one
+        in the past perfect ("had been at Acme since 2019": it may have stopped since), or
+        a period ("since 2019 to 2021": read by :func:`until_of` on a past claim).
     """
     match = _SINCE.match(sentence, end)
     if match is None:
