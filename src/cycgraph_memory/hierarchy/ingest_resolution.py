@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from cycgraph_memory.contracts import MemoryStore
-from cycgraph_memory.hierarchy.extractors.closing import closed_at
+from cycgraph_memory.hierarchy.extractors.closing import closed_at, closed_relations
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import Entity, Relationship, SemanticFact, utc_now
 from cycgraph_memory.temporal import windows_overlap
@@ -136,25 +136,27 @@ def _closed_by_markers(
 
     The rule of :func:`~cycgraph_memory.hierarchy.extractors.closing.close_ended_relationships`
     (which writes the closed copies later): a marker said at ``t`` closes each open edge of
-    its triple with ``valid_from <= t`` (``closing.closed_at``), markers applied in order.
+    its triple with ``valid_from <= t`` (``closing.closed_at``), and of the relations it
+    also closes (``closing.ALSO_CLOSES``: ``join`` for ``work_at``), markers applied in order.
     """
     if not markers or not stored:
         return stored
     out = {key: list(edges) for key, edges in stored.items()}
     for marker in markers:
-        key = (
-            remap.get(marker.source_id, marker.source_id),
-            remap.get(marker.target_id, marker.target_id),
-            marker.relation_type,
-        )
-        edges = out.get(key)
-        if not edges:
-            continue
-        out[key] = [
-            e if (until := closed_at(e, marker)) is None
-            else e.model_copy(update={"valid_until": until})
-            for e in edges
-        ]
+        for relation in closed_relations(marker.relation_type):  # "left" also ends "joined"
+            key = (
+                remap.get(marker.source_id, marker.source_id),
+                remap.get(marker.target_id, marker.target_id),
+                relation,
+            )
+            edges = out.get(key)
+            if not edges:
+                continue
+            out[key] = [
+                e if (until := closed_at(e, marker)) is None
+                else e.model_copy(update={"valid_until": until})
+                for e in edges
+            ]
     return out
 
 

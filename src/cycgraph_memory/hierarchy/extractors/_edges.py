@@ -7,7 +7,10 @@ ended marker (empty window ``[t, t]``, ``attributes["ended"] = True``) that the 
 pipeline uses to close a stored edge and never stores itself. An ended claim with an
 "until" date ("worked at Hooli until March", :mod:`._until`) stopped at that date: the
 earlier edge closes there (never before it started), and the marker's window is
-``[that date, t]``.
+``[that date, t]``. An open claim with a "since" date ("has worked at Acme since 2021")
+began then: its edge is valid from that date (a date it cannot place leaves the time of
+the message), and the same triple said again in the episode with an earlier "since" date
+moves the open edge's start back.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Protocol
 
 from cycgraph_memory.hierarchy.extractors._conversation import Turn
 from cycgraph_memory.hierarchy.extractors._polarity import ENDED_ATTRIBUTE
-from cycgraph_memory.hierarchy.extractors._until import resolve_until
+from cycgraph_memory.hierarchy.extractors._until import resolve_since, resolve_until
 from cycgraph_memory.hierarchy.extractors.simple import derived_provenance, fact_id_for
 from cycgraph_memory.records import Episode, Relationship
 
@@ -43,6 +46,8 @@ class EdgeLike(Protocol):
     def ended(self) -> bool: ...
     @property
     def until(self) -> str | None: ...
+    @property
+    def since(self) -> str | None: ...
 
 
 def relationships_of(
@@ -71,6 +76,12 @@ def relationships_of(
         when = turn.timestamp or episode.started_at
         # "worked at Hooli until March": it stopped then (else when the message said so).
         stop = (resolve_until(edge.until, when) if edge.until else None) or when
+        # "has worked at Acme since 2021": it began then (else when the message said so).
+        start = (
+            min(resolve_since(edge.since, when) or when, when)
+            if edge.since and not edge.ended
+            else when
+        )
         existing = last.get(triple)
         if existing is not None:
             if edge.ended:
@@ -78,7 +89,9 @@ def relationships_of(
                     existing.valid_until = max(stop, existing.valid_from)
                 continue
             if existing.valid_until is None:
-                continue  # the open edge said again
+                # The open edge said again; an earlier "since" date moves its start back.
+                existing.valid_from = min(existing.valid_from, start)
+                continue
         period = periods[triple] = periods.get(triple, -1) + 1
         key = "|".join(triple) if period == 0 else f"{'|'.join(triple)}|{period}"
         attributes: dict[str, object] = {
@@ -95,7 +108,7 @@ def relationships_of(
             relation_type=edge.relation,
             weight=1.0,
             attributes=attributes,
-            valid_from=stop if edge.ended else when,
+            valid_from=stop if edge.ended else start,
             valid_until=when if edge.ended else None,
             provenance=derived_provenance(
                 episode, confidence=max(0.3, min(edge.confidence, 0.9)), created_at=now

@@ -28,7 +28,7 @@ from typing import Literal
 
 from cycgraph_memory.hierarchy.extractors._frames import departed_from
 from cycgraph_memory.hierarchy.extractors._questions import asks
-from cycgraph_memory.hierarchy.extractors._until import until_of
+from cycgraph_memory.hierarchy.extractors._until import since_of, until_of
 
 __all__ = [
     "ENDED_ATTRIBUTE",
@@ -37,6 +37,7 @@ __all__ = [
     "claim_clause",
     "ended_in",
     "claim_polarity",
+    "claim_since",
     "claim_stop",
     "is_ended_marker",
     "locate_claim",
@@ -321,11 +322,14 @@ def _after(sentence: str, a: tuple[int, int], b: tuple[int, int]) -> str:
     if rest.lstrip().startswith(",") and sentence[first[1] : second[0]].lstrip().startswith(","):
         return _follow(sentence, second[1] + rest.index(",") + 1, 4)
     after = _follow(sentence, second[1], 4)
-    # An end date is read by ``claim_stop``: "until May 3" holds no modal "may".
+    # An end or start date is read by ``claim_stop`` / ``claim_since``: "until May 3",
+    # "since may 2019" hold no modal "may".
     return "" if _UNTIL_AFTER.match(after) else after
 
 
-_UNTIL_AFTER = re.compile(r"(?:up\s+)?(?:until|till|til)\b", re.IGNORECASE)
+_UNTIL_AFTER = re.compile(
+    r"(?:up\s+)?(?:until|till|til)\b|(?:ever\s+)?since\b", re.IGNORECASE
+)
 
 
 # "doesn't work at Acme anymore", "isn't at Acme any more": a present or past negation with
@@ -344,7 +348,13 @@ _MODAL = re.compile(
 
 
 def _stretch_polarity(
-    stretch: str, relation: str, *, lead: str = "", core: str | None = None, named: bool = True
+    stretch: str,
+    relation: str,
+    *,
+    lead: str = "",
+    core: str | None = None,
+    named: bool = True,
+    gap: str | None = None,
 ) -> Polarity:
     """Polarity of the text that links a located claim (the LLM tier's post-check).
 
@@ -354,6 +364,10 @@ def _stretch_polarity(
     negation in ``lead`` frames the whole claim ("I don't think Alice works at Acme
     anymore"): then it is negated. So is one over a target that is no name (``named``
     false: "we don't use the replica anymore" is a denial, as on the parser tier).
+    An ending that is doubted or not yet real ends nothing, as on the free tiers: a
+    doubt or a negation in ``lead`` ("I doubt Alice left Acme", "maybe she quit Acme") or
+    a modal, a future or a wish in ``gap``, the words between the mentions (default:
+    ``core``): "might quit Acme", "wants to quit Acme", "will no longer work at Acme".
     """
     core = stretch if core is None else core
     if relation in STATIVE_RELATIONS and _NEGATION_ANYMORE.search(core) is not None:
@@ -363,12 +377,19 @@ def _stretch_polarity(
             return "negated"
         return "ended"
     if ended_in(stretch, relation):
+        between = core if gap is None else gap
+        # A relative clause is asserted on its own: "X is not related to the Marlow
+        # family, which had owned the dairy" (the "not" frames the main clause only).
+        framed = _RELATIVE_GAP.match(between) is None and _LEAD_NEGATED.search(lead) is not None
+        if framed or _UNREAL.search(between) is not None:
+            return "negated"
         return "ended"
     if negated_in(stretch):
         return "negated"
     return "asserted"
 
 
+_RELATIVE_GAP = re.compile(r"\s*,?\s*(?:which|who|that)\b", re.IGNORECASE)
 _THIRD_PERSON = re.compile(r"\b(?:he|she|they|it|his|her|their|its)\b", re.IGNORECASE)
 
 
@@ -409,7 +430,8 @@ def locate_claim(
         lead = ""
         if a is not None:
             first, second = sorted([a, b])
-            core = sentence[first[1] : second[0]] + " " + _after(sentence, a, b)
+            gap = sentence[first[1] : second[0]]
+            core = gap + " " + _after(sentence, a, b)
             head = sentence[_lead_in(sentence, first[0], 8) : first[0]]
             lead = head[head.rfind(",") + 1 :]
             stretch = stretch_of(sentence, a, b, lead=8) + " " + _after(sentence, a, b)
@@ -417,12 +439,15 @@ def locate_claim(
             sentence[: b[0]]
         ):
             start = _lead_in(sentence, b[0], 8)
-            stretch = sentence[start : b[0]] + " " + _follow(sentence, b[1], 4)
+            head = sentence[start : b[0]]
+            gap = head[head.rfind(",") + 1 :]
+            stretch = head + " " + _follow(sentence, b[1], 4)
         else:
             continue
         # A target the model wrote without a capital is a common noun, not a name.
         named = target != target.lower()
-        return _stretch_polarity(stretch, relation, lead=lead, core=core, named=named), index
+        polarity = _stretch_polarity(stretch, relation, lead=lead, core=core, named=named, gap=gap)
+        return polarity, index
     if first_mention is not None:
         return "negated", first_mention
     return None
@@ -450,6 +475,28 @@ def claim_stop(sentence: str, source: str, target: str, relation: str) -> tuple[
         link = sentence[_lead_in(sentence, b[0], 8) : b[0]]
     until = until_of(sentence, b[1], claim_clause(link))
     return departed_from(sentence, *b) or until is not None, until
+
+
+def claim_since(sentence: str, source: str, target: str, relation: str) -> str | None:
+    """The "since" date of a located claim that holds ("has worked at Acme since 2021").
+
+    For the LLM tier's post-check, on the sentence :func:`locate_claim` found (names
+    matched as there): the phrase after "since" right after the target, when it opens
+    with a date (see ``_until.since_of``); ``None`` otherwise. Only a stative
+    ``relation`` has a start to read.
+    """
+    if relation not in STATIVE_RELATIONS:
+        return None
+    low = sentence.lower()
+    b = _find(low, _forms(target))
+    if b is None:
+        return None
+    a = _find(low, _forms(source))
+    if a is not None and a[1] <= b[0]:
+        link = sentence[a[1] : b[0]]
+    else:
+        link = sentence[_lead_in(sentence, b[0], 8) : b[0]]
+    return since_of(sentence, b[1], claim_clause(link))
 
 
 def is_ended_marker(attributes: dict[str, object]) -> bool:

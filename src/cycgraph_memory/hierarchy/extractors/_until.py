@@ -12,6 +12,15 @@ Shared by every tier. A stative claim in the past tense followed by "until" / "t
   December 2026 is 2026-03-01; "until 2023" is 2023-01-01; "until last year" is January 1
   of the year before). A phrase it cannot place ("until he retired", "until recently") or
   a time after the message gives ``None``: the claim then ends at the message's time.
+
+A claim that holds, followed by "since" and a date, says when it began ("Alice has worked
+at Acme since 2021", "bob's been at Globex since march", "has lived in Berlin since last
+year"): :func:`since_of` returns that phrase when it has the shape of a date (a month, a
+year, "last year", "yesterday", ... as above), so a causal "since" ("uses Vim since it's
+faster") or a phrase no date starts ("since he was 5", "since then") gives ``None``, as do
+a time of the day ("since 9am": a schedule) and a claim about the future or a
+possibility ("will work at Acme since ..."). :func:`resolve_since` places it like an
+"until" phrase; a date it cannot place leaves the claim valid from its message.
 """
 
 from __future__ import annotations
@@ -19,10 +28,15 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["resolve_until", "until_of"]
+__all__ = ["coarse_since", "resolve_since", "resolve_until", "since_of", "until_of"]
 
 _UNTIL = re.compile(
     r"\s*,?\s*(?:up\s+)?(?:until|till|til|['\u2019]til)\s+(?P<phrase>[^,.;:!?()\n]{1,40}(?:,\s*(?:19|20)\d{2}\b)?)",
+    re.IGNORECASE,
+)
+_PERIOD = re.compile(
+    r"\s*,?\s*(?:from|(?:ever\s+)?since)\s+(?P<start>[^,.;:!?()\n]{1,30}?)\s*(?:\s(?:up\s+)?(?:until|till|til|"
+    r"['\u2019]til|to|through|thru)\s+|-|\u2013)\s*(?P<phrase>[^,.;:!?()\n]{1,40}(?:,\s*(?:19|20)\d{2}\b)?)",
     re.IGNORECASE,
 )
 # A time of the day (or a stretch of it) is a schedule, not the end of a relation.
@@ -45,6 +59,19 @@ _PRESENT = re.compile(
     r"['\u2019](?:s|re|m|ve|ll)\b|\b(?:works|leads|lives|owns|uses|runs|manages|heads|stays|"
     r"remains|teaches|studies|reports|resides|depends|relies|maintains|chairs|oversees|"
     r"supervises|belongs)\b",
+    re.IGNORECASE,
+)
+
+_SINCE = re.compile(
+    r"\s*,?\s*(?:(?:ever|all\s+the\s+way\s+back)\s+)?since\s+"
+    r"(?P<phrase>[^,.;:!?()\n]{1,40}(?:,\s*(?:19|20)\d{2}\b)?)",
+    re.IGNORECASE,
+)
+# A claim about the future or a possibility has no start to read ("will work at Acme"),
+# and one in the past perfect may have stopped since ("had been at Acme since 2019").
+_NOT_YET = re.compile(
+    r"\b(?:will|shall|would|could|might|may|must|should|gonna|wanna|going\s+to|had)\b|"
+    r"['\u2019](?:ll|d)\b|\bwon['\u2019]?t\b",
     re.IGNORECASE,
 )
 
@@ -92,17 +119,90 @@ def until_of(sentence: str, end: int, link: str) -> str | None:
 
     Returns:
         The phrase after "until" (up to punctuation), or ``None`` when there is none, the
-        claim is not in the past tense, or the phrase is a time of the day.
+        claim is not in the past tense, or the phrase is a time of the day. A period
+        after the object counts too when it opens with a date: "from 2019 until 2021",
+        "since 2019 till 2021", "from 2019 to 2021" give "2021".
     """
     match = _UNTIL.match(sentence, end)
     if match is None:
-        return None
+        # A period: "worked at Hooli from 2019 until 2021", "since 2019 till 2021".
+        match = _PERIOD.match(sentence, end)
+        if match is None or not _dated(match.group("start")):
+            return None
     phrase = match.group("phrase").strip()
     if not phrase or _SCHEDULE.match(phrase) is not None:
         return None
     if _PAST.search(link) is None or _PRESENT.search(link) is not None:
         return None
     return phrase
+
+
+def since_of(sentence: str, end: int, link: str) -> str | None:
+    """The "since" date right after a claim's later mention, when it says when it began.
+
+    Args:
+        sentence: The sentence.
+        end: Offset in ``sentence`` just after the claim's later mention (the object).
+        link: The claim's own words (the text linking its mentions), read for tense.
+
+    Returns:
+        The phrase after "since" (up to punctuation) when it opens with a date ("2021",
+        "march", "last year", "May 3, 2024"), else ``None``: no "since", a causal one
+        ("since it's faster"), a time of the day, a bare lowercase "may" followed by more
+        words (the modal: "since may be"), a claim about the future or a possibility, one
+        in the past perfect ("had been at Acme since 2019": it may have stopped since), or
+        a period ("since 2019 to 2021": read by :func:`until_of` on a past claim).
+    """
+    match = _SINCE.match(sentence, end)
+    if match is None:
+        return None
+    phrase = match.group("phrase").strip()
+    if not phrase or _SCHEDULE.match(phrase) is not None or _NOT_YET.search(link):
+        return None
+    if not _dated(phrase):
+        return None
+    period = _PERIOD.match(sentence, end)
+    if period is not None and _dated(period.group("start")):
+        return None  # "since 2019 to 2021" over a present claim: no start of what holds
+    return phrase
+
+
+def _dated(phrase: str) -> bool:
+    """True when ``phrase`` opens with a date form :func:`resolve_until` reads."""
+    for form in _DATE_FORMS:
+        match = form.match(phrase)
+        if match is None:
+            continue
+        groups = match.groupdict()
+        month = groups.get("month")
+        # "since may be" (the modal), not "since May" / "since may 2021".
+        return not (
+            month is not None
+            and month.lower() == "may"
+            and not groups.get("day")
+            and not groups.get("year")
+            and phrase[match.end() :].strip()
+        )
+    return _RELATIVE.match(phrase) is not None or _DAYS.match(phrase) is not None
+
+
+def coarse_since(phrase: str) -> bool:
+    """True when a "since" phrase names a month or longer ("march", "2021", "last year").
+
+    A day or a week ("since yesterday", "since last week") fits a visit as well as a job:
+    the "be at" frame reads only a longer stay as employment.
+    """
+    return _DAYS.match(phrase) is None and not re.match(
+        r"^(?:last|this)\s+week\b", phrase, re.IGNORECASE
+    ) and not any(
+        (m := form.match(phrase)) is not None and m.groupdict().get("day")
+        for form in _DATE_FORMS
+    )
+
+
+def resolve_since(phrase: str, said_at: datetime) -> datetime | None:
+    """The instant a "since" phrase names (as :func:`resolve_until`); ``None`` if unknown."""
+    return resolve_until(phrase, said_at)
 
 
 def _start_of_day(year: int, month: int, day: int) -> datetime | None:

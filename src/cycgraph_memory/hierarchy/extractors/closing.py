@@ -5,7 +5,11 @@ A text that says a relation has ended ("Marsh no longer works at Tidewater") giv
 ``[t, t]`` (``t`` the time of the message). :func:`close_ended_relationships` applies the
 markers of one ingest batch: each closes the open edges with the same source, relation
 and target, in the batch or in the store (``valid_until = t``), and is itself dropped, so
-an ended claim about an edge that was never stored creates nothing. A marker with an
+an ended claim about an edge that was never stored creates nothing. A job or a home is
+stored under two relations: the state (``work_at``, ``live_in``) and the event that began
+it, kept open until it ends ("Alice joined Acme" -> ``join``, "moved to Denver" ->
+``move_to``); so a marker that ends the state closes the open edge of its beginning too
+(:data:`ALSO_CLOSES`): "Alice left Acme" closes ``join`` Acme. A marker with an
 earlier stop ("worked at Hooli until March": window ``[March, t]``, :func:`marker_times`)
 closes the same edges (those that started by ``t``) at that stop, or at an edge's own start
 when the edge began after it.
@@ -27,11 +31,22 @@ from cycgraph_memory.hierarchy.extractors._polarity import is_ended_marker
 from cycgraph_memory.records import Relationship, RelationshipFilter
 
 __all__ = [
+    "ALSO_CLOSES",
     "close_ended_relationships",
     "closed_at",
     "marker_times",
+    "closed_relations",
     "split_ended_markers",
 ]
+
+ALSO_CLOSES: Mapping[str, tuple[str, ...]] = {"work_at": ("join",), "live_in": ("move_to",)}
+"""The relations an ended marker of a relation closes besides its own: the event that
+began the state ("joined Acme" began the job at Acme; "moved to Denver" the home there)."""
+
+
+def closed_relations(relation: str) -> tuple[str, ...]:
+    """The relation types an ended marker of ``relation`` closes (its own first)."""
+    return (relation, *ALSO_CLOSES.get(relation, ()))
 
 
 def marker_times(marker: Relationship) -> tuple[datetime, datetime]:
@@ -99,22 +114,25 @@ async def close_ended_relationships(
     closed: dict[uuid.UUID, Relationship] = {}
     stored_edges = await _stored_edges(store, markers)
     for marker in markers:
+        relations = closed_relations(marker.relation_type)
         for edge in kept:
-            if (edge.source_id, edge.relation_type, edge.target_id) == (
-                marker.source_id,
-                marker.relation_type,
-                marker.target_id,
-            ) and (until := closed_at(edge, marker)) is not None:
-                edge.valid_until = until
-        key = (marker.source_id, marker.target_id, marker.relation_type)
-        for edge in stored_edges.get(key, ()):
             if (
-                edge.target_id == marker.target_id
-                and edge.invalidated_by is None
-                and edge.id not in closed
+                edge.source_id == marker.source_id
+                and edge.target_id == marker.target_id
+                and edge.relation_type in relations
                 and (until := closed_at(edge, marker)) is not None
             ):
-                closed[edge.id] = edge.model_copy(update={"valid_until": until})
+                edge.valid_until = until
+        for relation in relations:
+            key = (marker.source_id, marker.target_id, relation)
+            for edge in stored_edges.get(key, ()):
+                if (
+                    edge.target_id == marker.target_id
+                    and edge.invalidated_by is None
+                    and edge.id not in closed
+                    and (until := closed_at(edge, marker)) is not None
+                ):
+                    closed[edge.id] = edge.model_copy(update={"valid_until": until})
     kept_ids = {r.id for r in kept}
     return [*kept, *(r for i, r in closed.items() if i not in kept_ids)]
 
@@ -122,8 +140,14 @@ async def close_ended_relationships(
 async def _stored_edges(
     store: MemoryStore, markers: Sequence[Relationship]
 ) -> dict[tuple[uuid.UUID, uuid.UUID, str], list[Relationship]]:
-    """Stored edges per ``(source, target, relation)`` triple of ``markers``."""
-    keys = list(dict.fromkeys((m.source_id, m.target_id, m.relation_type) for m in markers))
+    """Stored edges per ``(source, target, relation)`` triple ``markers`` close."""
+    keys = list(
+        dict.fromkeys(
+            (m.source_id, m.target_id, relation)
+            for m in markers
+            for relation in closed_relations(m.relation_type)
+        )
+    )
     out: dict[tuple[uuid.UUID, uuid.UUID, str], list[Relationship]] = {k: [] for k in keys}
     between = getattr(store, "find_relationships_between", None)
     if between is not None:

@@ -78,11 +78,12 @@ from cycgraph_memory.hierarchy.extractors._llm_parse import (
 )
 from cycgraph_memory.hierarchy.extractors._polarity import (
     ENDED_ATTRIBUTE,
+    claim_since,
     claim_stop,
     locate_claim,
 )
 from cycgraph_memory.hierarchy.extractors._sentences import split_sentences
-from cycgraph_memory.hierarchy.extractors._until import resolve_until
+from cycgraph_memory.hierarchy.extractors._until import resolve_since, resolve_until
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
     QUARANTINE_TAG,
@@ -546,6 +547,17 @@ class LLMExtractor:
                 ended = ended or moved
                 if ended and until is not None:
                     stop = resolve_until(until, when) or when
+                if not ended:
+                    # "has worked at Acme since 2021": held from then (else from `when`).
+                    since = claim_since(
+                        sentences[located[1]][0],
+                        entities[source_key].name,
+                        entities[target_key].name,
+                        relation,
+                    )
+                    if since is not None:
+                        start = resolve_since(since, when)
+                        when = min(start, when) if start is not None else when
             relationships[key3] = Relationship(
                 id=mint("relationship", *key3),
                 source_id=entities[source_key].id,

@@ -90,9 +90,12 @@ from cycgraph_memory.hierarchy.extractors._entities import (
 from cycgraph_memory.hierarchy.extractors._episode_cues import episode_type_cues
 from cycgraph_memory.hierarchy.extractors._frames import (
     BE_AT,
+    ENDED_FRAMES,
     FRAME_RELATIONS,
-    MOVED_FROM,
+    MOVE_FRAMES,
+    PLACE_FRAMES,
     frames,
+    place_relation,
 )
 from cycgraph_memory.hierarchy.extractors._parse_names import (
     ANAPHOR_ORG_CUE,
@@ -124,7 +127,7 @@ from cycgraph_memory.hierarchy.extractors._polarity import (
 )
 from cycgraph_memory.hierarchy.extractors._relations import asks, is_question
 from cycgraph_memory.hierarchy.extractors._sentences import cap_sentence_words
-from cycgraph_memory.hierarchy.extractors._until import until_of
+from cycgraph_memory.hierarchy.extractors._until import coarse_since, since_of, until_of
 from cycgraph_memory.hierarchy.extractors.rules import _NOT_EMPLOYERS, _ROLE_CUES, _Acc, _Edge
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
@@ -649,7 +652,7 @@ class ParserExtractor:
             framed = _frame_edges(sent_text, sent_start, tokens, token_keys, ref, state)
             # A move frame reads both ends: the parse's own "moved ... from" / "to" edges of
             # the same objects would store the old job open.
-            moved = {raw.object.i for raw in framed if raw.relation != BE_AT}
+            moved = {raw.object.i for raw in framed if raw.relation in MOVE_FRAMES}
             for raw in [*edges_for_sentence(tokens, person_heads, ref, chat=chat), *framed]:
                 if raw.relation in _MOVE_RELATIONS and getattr(raw.object, "i", -1) in moved:
                     continue
@@ -658,11 +661,13 @@ class ParserExtractor:
                     continue
                 target_acc = state.entities[target]
                 frame = raw.relation if raw.relation in FRAME_RELATIONS else None
-                relation = (
-                    "work_at"
-                    if frame
-                    else _adjust(raw.relation, target_acc.type, target_acc.name.islower())
-                )
+                if frame in PLACE_FRAMES:
+                    # "moved from Boston to Denver": a person's home, an organisation's site.
+                    relation = place_relation(state.entities[source].type)
+                elif frame is not None:
+                    relation = FRAME_RELATIONS[frame]
+                else:
+                    relation = _adjust(raw.relation, target_acc.type, target_acc.name.islower())
                 if relation is None:
                     continue
                 departure = raw.relation == "left_job"
@@ -689,17 +694,27 @@ class ParserExtractor:
                     polarity = claim_polarity(sent_text, *spans, relation, lead=5)
                     if polarity == "negated":
                         continue
-                    ended = ended or polarity == "ended" or frame == MOVED_FROM
-                until = None
+                    ended = ended or polarity == "ended" or frame in ENDED_FRAMES
+                until = since = None
                 if spans is not None and relation in STATIVE_RELATIONS and spans[0] < spans[1]:
                     # "worked at Hooli until March": held, and stopped then.
                     link = claim_clause(sent_text[spans[0][1] : spans[1][0]])
-                    until = until_of(sent_text, spans[1][1], link)
+                    # After the whole name: "Bank of America" is headed by "Bank".
+                    after = _name_end(raw.object, token_keys, sent_start, spans[1][1])
+                    until = until_of(sent_text, after, link)
                     ended = ended or until is not None
-                if frame == BE_AT and (not ended or target_acc.type in _NOT_EMPLOYERS):
+                    if not ended and frame not in MOVE_FRAMES:
+                        # "has worked at Acme since 2021": held from then.
+                        since = since_of(sent_text, after, link)
+                if frame == BE_AT and (
+                    not (ended or (since is not None and coarse_since(since)))
+                    or target_acc.type in _NOT_EMPLOYERS
+                ):
                     continue  # "is at Acme (until 5pm)", "isn't with Sam anymore": no job
                 state.edges.append(
-                    _Edge(source, raw.relation, target, raw.confidence, index, ended, until)
+                    _Edge(
+                        source, raw.relation, target, raw.confidence, index, ended, until, since
+                    )
                 )
                 keys.extend(k for k in (source, target) if k not in keys)
                 cues = _ROLE_CUES.get(raw.relation) or tab.EXTRA_ROLE_CUES.get(raw.relation)
@@ -1016,7 +1031,7 @@ def _frame_edges(
 
     A name is read as the span of its tokens, its last token standing for it; a pronoun
     as its token. ``ref`` resolves a token; an employer is a name not typed as a person,
-    place, tool, ...
+    place, tool, ..., a place one typed as a location.
     """
     spans: list[tuple[int, int, Any]] = []
     for tok in tokens:
@@ -1040,9 +1055,13 @@ def _frame_edges(
         key = ref(tok)
         return key is not None and state.entities[key].type not in _NOT_EMPLOYERS
 
+    def place(tok: Any) -> bool:
+        key = ref(tok)
+        return key is not None and state.entities[key].type == "location"
+
     return [
         RawEdge(subject, relation, obj, 0.7)
-        for subject, relation, obj in frames(sent_text, spans, employer)
+        for subject, relation, obj in frames(sent_text, spans, employer, place)
     ]
 
 
@@ -1074,6 +1093,23 @@ def _spans(
     return (subj.idx - base, subj.idx - base + len(subj.text)), (
         obj.idx - base, obj.idx - base + len(obj.text)
     )
+
+
+def _name_end(tok: Any, token_keys: dict[int, str], base: int, end: int) -> int:
+    """The end (in the sentence) of the name ``tok`` stands for: past its later tokens.
+
+    ``end`` is the end of ``tok`` itself; the tokens right after it with the same entity
+    key ("of America" after "Bank") are part of the name.
+    """
+    key = token_keys.get(tok.i)
+    if key is None:
+        return end
+    nxt = tok.i + 1
+    doc = tok.doc
+    while nxt < len(doc) and token_keys.get(nxt) == key:
+        end = doc[nxt].idx - base + len(doc[nxt].text)
+        nxt += 1
+    return end
 
 
 def _stretch(text: str, base: int, raw: Any) -> str:

@@ -73,8 +73,11 @@ from cycgraph_memory.hierarchy.extractors._entities import (
 from cycgraph_memory.hierarchy.extractors._episode_cues import episode_type_cues
 from cycgraph_memory.hierarchy.extractors._frames import (
     BE_AT,
+    ENDED_FRAMES,
     FRAME_RELATIONS,
-    MOVED_FROM,
+    MOVE_FRAMES,
+    PLACE_FRAMES,
+    place_relation,
 )
 from cycgraph_memory.hierarchy.extractors._polarity import (
     STATIVE_RELATIONS,
@@ -93,7 +96,7 @@ from cycgraph_memory.hierarchy.extractors._relations import (
 )
 from cycgraph_memory.hierarchy.extractors._roles import role_relations
 from cycgraph_memory.hierarchy.extractors._sentences import split_sentences
-from cycgraph_memory.hierarchy.extractors._until import until_of
+from cycgraph_memory.hierarchy.extractors._until import coarse_since, since_of, until_of
 from cycgraph_memory.hierarchy.extractors._verbs import (
     BUILTIN_RELATIONS,
     RelationPattern,
@@ -216,6 +219,8 @@ class _Edge:
     ended: bool = False
     until: str | None = None
     """The "until" phrase of an ended claim ("March" of "worked at X until March")."""
+    since: str | None = None
+    """The "since" phrase of an open claim ("2021" of "has worked at X since 2021")."""
 
 
 @dataclass(slots=True)
@@ -419,7 +424,19 @@ class RuleBasedExtractor:
                     acc = result.entities.get(arg.key) if arg.key is not None else None
                     return acc is not None and acc.type not in _NOT_EMPLOYERS
 
-                found += frame_relations(sentence, mentions, employer)
+                def place(arg: Arg) -> bool:
+                    acc = result.entities.get(arg.key) if arg.key is not None else None
+                    return acc is not None and acc.type == "location"
+
+                framed = frame_relations(sentence, mentions, employer, place)
+                # A move frame reads both ends: the pattern's own "moved to" edge of the
+                # same object would store the move's goal as a bare ``move_to``.
+                moved = {raw.object.start for raw in framed if raw.relation in MOVE_FRAMES}
+                found = [
+                    raw for raw in found
+                    if not (raw.relation == "move_to" and raw.object.start in moved)
+                ]
+                found += framed
             for raw in found:
                 source = self._resolve(
                     raw.subject, positions, history, result, None, speaker, addressee
@@ -430,7 +447,16 @@ class RuleBasedExtractor:
                 if source is None or target is None or source == target:
                     continue
                 frame = raw.relation if raw.relation in FRAME_RELATIONS else None
-                relation = "work_at" if frame else _refine(raw.relation, result.entities[target])
+                if frame in PLACE_FRAMES:
+                    # "moved from Boston to Denver": a person's home, an organisation's site.
+                    placed = place_relation(result.entities[source].type)
+                    if placed is None:
+                        continue
+                    relation = placed
+                elif frame is not None:
+                    relation = FRAME_RELATIONS[frame]
+                else:
+                    relation = _refine(raw.relation, result.entities[target])
                 confidence = raw.confidence
                 if raw.subject.pronoun or raw.object.pronoun:
                     confidence -= 0.1
@@ -442,15 +468,19 @@ class RuleBasedExtractor:
                 )
                 if polarity == "negated":
                     continue  # denied, doubted or conditioned: not a relationship
-                ended = polarity == "ended" or frame == MOVED_FROM
-                until = None
+                ended = polarity == "ended" or frame in ENDED_FRAMES
+                until = since = None
                 if relation in STATIVE_RELATIONS and raw.subject.end <= raw.object.start:
                     # "worked at Hooli until March": held, and stopped then.
                     link = claim_clause(sentence[raw.subject.end : raw.object.start])
                     until = until_of(sentence, raw.object.end, link)
                     ended = ended or until is not None
+                    if not ended and frame not in MOVE_FRAMES:
+                        # "has worked at Acme since 2021": held from then.
+                        since = since_of(sentence, raw.object.end, link)
                 if frame == BE_AT and (
-                    not ended or result.entities[target].type in _NOT_EMPLOYERS
+                    not (ended or (since is not None and coarse_since(since)))
+                    or result.entities[target].type in _NOT_EMPLOYERS
                 ):
                     continue  # "is at Acme (until 5pm)", "isn't with Sam anymore": no job
                 if relation == "work_at":
@@ -463,7 +493,7 @@ class RuleBasedExtractor:
                     ):
                         continue  # "will quit X", "left Berlin", "left Ana a note"
                 result.edges.append(
-                    _Edge(source, relation, target, confidence, index, ended, until)
+                    _Edge(source, relation, target, confidence, index, ended, until, since)
                 )
                 keys.extend(k for k in (source, target) if k not in keys)
                 # Type cues from the relation apply at once, so later pronouns see them.
