@@ -45,6 +45,7 @@ __all__ = [
     "check_callable",
     "check_dimensions",
     "check_method",
+    "check_number",
     "check_json_object",
     "check_lock_name",
     "check_logger",
@@ -469,6 +470,24 @@ def check_bool(value: object, name: str) -> bool:
     if not isinstance(value, bool):
         raise InvalidTypeError(f"{name} must be True or False, got {value!r}")
     return value
+
+
+def check_number(value: object, name: str) -> float:
+    """``value`` as a ``float`` when it is a real number (an ``int`` or a ``float``).
+
+    ``True`` is an ``int`` to Python and ``float("0.5")`` parses, so a flag or a text
+    passed where a threshold belongs would silently become a number; both are refused.
+    numpy numbers are fine (``numpy.float64`` is a ``float``).
+
+    Raises:
+        InvalidTypeError: ``value`` is a bool (also ``numpy.bool_``), a string or not a
+            real number.
+    """
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.number):
+        raise InvalidTypeError(f"{name} must be a number, got {value!r}")
+    if isinstance(value, np.complexfloating):
+        raise InvalidTypeError(f"{name} must be a real number, got {value!r}")
+    return float(value)
 
 
 def check_callable(value: T, name: str) -> T:

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
+import numpy as np
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -199,6 +200,32 @@ def _not_bool(value: Any) -> Any:
 Count = Annotated[int, BeforeValidator(_not_bool)]
 """An ``int`` that refuses ``True`` / ``False`` (a query's ``limit`` and ``max_hops``)."""
 
+
+def _real_bool(value: Any) -> Any:
+    # pydantic's lax bool reads "no" / "off" / 0 as False and "yes" / 1 as True: a flag
+    # written as text would be read, and a typo ("fasle") would be a confusing error.
+    if not isinstance(value, bool):
+        raise ValueError(f"must be True or False, got {value!r}")
+    return value
+
+
+Flag = Annotated[bool, BeforeValidator(_real_bool)]
+"""A ``bool`` that accepts only ``True`` / ``False`` (not ``"no"``, ``1`` or ``numpy.bool_``)."""
+
+
+def _real_number(value: Any) -> Any:
+    # pydantic's lax float reads True as 1.0 and the string "0.5" as 0.5: a flag or a
+    # text passed where a threshold or a weight belongs is almost always a bug.
+    if isinstance(value, bool | np.bool_):
+        raise ValueError(f"must be a number, not a bool ({value!r})")
+    if isinstance(value, str | bytes | bytearray):
+        raise ValueError(f"must be a number, not a {type(value).__name__} ({value!r})")
+    return value
+
+
+Number = Annotated[float, BeforeValidator(_real_number)]
+"""A ``float`` that refuses bools and strings (ints and numpy floats are fine)."""
+
 UtcDatetime = Annotated[datetime, AfterValidator(_to_utc)]
 """A timezone-aware UTC datetime (naive input is assumed to be UTC)."""
 
@@ -247,7 +274,7 @@ class Provenance(_Model):
     tool_name: Text | None = None
     run_id: Text | None = None
     node_id: Text | None = None
-    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    confidence: Number | None = Field(default=None, ge=0.0, le=1.0)
     created_at: UtcDatetime = Field(default_factory=utc_now)
 
 
@@ -279,7 +306,7 @@ class Relationship(_Model):
     source_id: uuid.UUID
     target_id: uuid.UUID
     relation_type: TypeName
-    weight: float = Field(default=1.0, ge=0.0, le=1.0)
+    weight: Number = Field(default=1.0, ge=0.0, le=1.0)
     attributes: JsonObject = Field(default_factory=dict)
     valid_from: UtcDatetime = Field(default_factory=utc_now)
     valid_until: UtcDatetime | None = None
@@ -387,14 +414,14 @@ class PaginationOptions(_Model):
 class ListOptions(PaginationOptions):
     """Paging plus soft-delete opt-in, used by ``list_episodes`` and ``list_themes``."""
 
-    include_invalidated: bool = False
+    include_invalidated: Flag = False
 
 
 class EntityFilter(PaginationOptions):
     """Filter for ``find_entities``."""
 
     entity_type: TypeName | None = None
-    include_invalidated: bool = False
+    include_invalidated: Flag = False
 
 
 class FactFilter(PaginationOptions):
@@ -411,7 +438,7 @@ class FactFilter(PaginationOptions):
 
     theme_id: uuid.UUID | None = None
     entity_id: uuid.UUID | None = None
-    include_invalidated: bool = False
+    include_invalidated: Flag = False
     tags: Tags | None = None
     exclude_tags: Tags | None = None
 
@@ -421,7 +448,7 @@ class RelationshipFilter(PaginationOptions):
 
     direction: Literal["outgoing", "incoming", "both"] = "both"
     relation_type: TypeName | None = None
-    include_invalidated: bool = False
+    include_invalidated: Flag = False
 
 
 class SearchOptions(_Model):
@@ -439,8 +466,8 @@ class SearchOptions(_Model):
     """
 
     limit: Count = Field(default=10, ge=1, le=1000)
-    min_similarity: float | None = Field(default=None, ge=0.0, le=1.0)
-    include_invalidated: bool = False
+    min_similarity: Number | None = Field(default=None, ge=0.0, le=1.0)
+    include_invalidated: Flag = False
     tags: Tags | None = None
     exclude_tags: Tags | None = None
     ef_search: Count | None = Field(default=None, ge=1, le=1000)
@@ -473,8 +500,8 @@ class MemoryQuery(_Model):
     valid_at: UtcDatetime | None = None
     changed_since: UtcDatetime | None = None
     limit: Count = Field(default=20, ge=1, le=100)
-    min_similarity: float = Field(default=0.5, ge=0.0, le=1.0)
-    include_invalidated: bool = False
+    min_similarity: Number = Field(default=0.5, ge=0.0, le=1.0)
+    include_invalidated: Flag = False
     tags: Tags = Field(default_factory=list)
 
 
@@ -570,7 +597,7 @@ class RunOutcome(_Model):
     """
 
     run_id: Annotated[NonEmptyText, Field(max_length=MAX_RUN_ID_LENGTH)]
-    score: float = Field(ge=0.0, le=1.0)
+    score: Number = Field(ge=0.0, le=1.0)
     fact_ids: list[uuid.UUID] = Field(default_factory=list)
     recorded_at: UtcDatetime = Field(default_factory=utc_now)
 
@@ -734,7 +761,7 @@ class Conflict(_Model):
     fact_a: SemanticFact
     fact_b: SemanticFact
     type: Literal["negation", "supersession", "semantic_contradiction"]
-    confidence: float = Field(ge=0.0, le=1.0)
+    confidence: Number = Field(ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _two_facts(self) -> Conflict:
@@ -798,7 +825,7 @@ class EntityFactsFilter(_Model):
     """
 
     per_entity_limit: Count | None = Field(default=None, ge=1, le=100_000)
-    include_invalidated: bool = False
+    include_invalidated: Flag = False
     tags: Tags | None = None
     exclude_tags: Tags | None = None
     valid_at: UtcDatetime | None = None
@@ -881,9 +908,9 @@ class RetrievalOptions(_Model):
     message_candidates: Count | None = Field(default=None, ge=1, le=1000)
     message_limit: Count | None = Field(default=None, ge=0, le=1000)
     entity_match_limit: Count = Field(default=5, ge=0, le=100)
-    graph_weight: float = Field(default=1.0, ge=0.0, le=10.0)
-    text_weight: float = Field(default=0.5, ge=0.0, le=10.0)
-    message_hit_weight: float = Field(default=0.5, ge=0.0, le=10.0)
-    episode_weight: float = Field(default=0.5, ge=0.0, le=10.0)
+    graph_weight: Number = Field(default=1.0, ge=0.0, le=10.0)
+    text_weight: Number = Field(default=0.5, ge=0.0, le=10.0)
+    message_hit_weight: Number = Field(default=0.5, ge=0.0, le=10.0)
+    episode_weight: Number = Field(default=0.5, ge=0.0, le=10.0)
     episode_candidates: Count | None = Field(default=None, ge=1, le=1000)
-    native_paths: bool = True
+    native_paths: Flag = True

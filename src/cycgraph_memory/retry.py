@@ -23,6 +23,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from cycgraph_memory.errors import ConcurrencyError, ConnectionLostError, StorageError
+from cycgraph_memory.records import Count, Number
 
 __all__ = ["DEFAULT_RETRY", "NO_RETRY", "RETRYABLE_ERRORS", "RetryPolicy", "call_with_retry"]
 
@@ -46,10 +47,10 @@ class RetryPolicy(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_attempts: int = Field(default=5, ge=1, le=100)
-    base_delay_s: float = Field(default=0.02, ge=0.0, le=60.0)
-    max_delay_s: float = Field(default=1.0, ge=0.0, le=600.0)
-    seed: int | None = None
+    max_attempts: Count = Field(default=5, ge=1, le=100)
+    base_delay_s: Number = Field(default=0.02, ge=0.0, le=60.0)
+    max_delay_s: Number = Field(default=1.0, ge=0.0, le=600.0)
+    seed: Count | None = None
 
     def backoff_cap(self, retry_number: int) -> float:
         """Upper bound of the wait before retry ``retry_number`` (1-based)."""

@@ -23,6 +23,9 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 from numpy.typing import NDArray
 
+from cycgraph_memory._validate import check_number
+from cycgraph_memory.errors import InvalidInputError
+
 __all__ = [
     "BM25Index",
     "BM25_B",
@@ -129,14 +132,23 @@ class BM25Index:
     milliseconds, not the hundreds of a loop over its postings in Python.
 
     Args:
-        k1: Term-frequency saturation (default 1.2).
-        b: Length normalisation (default 0.75).
+        k1: Term-frequency saturation (default 1.2), a finite number >= 0.
+        b: Length normalisation (default 0.75), a number in ``[0, 1]``.
+
+    Raises:
+        InvalidTypeError: ``k1`` or ``b`` is not a number (a bool or a string).
+        InvalidInputError: ``k1`` or ``b`` is out of range.
     """
 
     _FIRST_CHUNK = 32
     """Documents sorted first by :meth:`ranked` (then four times as many each time)."""
 
     def __init__(self, k1: float = BM25_K1, b: float = BM25_B) -> None:
+        k1, b = check_number(k1, "k1"), check_number(b, "b")
+        if not (math.isfinite(k1) and k1 >= 0.0):
+            raise InvalidInputError(f"k1 must be a finite number >= 0, got {k1!r}")
+        if not 0.0 <= b <= 1.0:
+            raise InvalidInputError(f"b must be in [0, 1], got {b!r}")
         self.k1 = k1
         self.b = b
         self._docs: dict[uuid.UUID, Counter[str]] = {}

@@ -29,6 +29,7 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
+from cycgraph_memory._validate import check_bool
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 
 __all__ = ["HashingEmbeddingProvider"]
@@ -125,7 +126,7 @@ class HashingEmbeddingProvider:
         self._dimensions = dimensions
         self._ngram_min = lo
         self._ngram_max = hi
-        self._word_bigrams = word_bigrams
+        self._word_bigrams = check_bool(word_bigrams, "word_bigrams")
         self._seed = seed
         self._key = seed.to_bytes(16, "little") if seed else b""
 

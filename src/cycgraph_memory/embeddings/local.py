@@ -21,6 +21,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from cycgraph_memory._validate import check_bool
 from cycgraph_memory.embeddings.sentence_transformer import check_texts, encode_checked
 from cycgraph_memory.errors import InvalidInputError, MissingExtraError, ProviderError
 
@@ -70,7 +71,7 @@ class LocalEmbeddingProvider:
             raise InvalidInputError(f"batch_size must be a positive integer, got {batch_size!r}")
         self._device = device
         self._batch_size = batch_size
-        self._normalize = normalize
+        self._normalize = check_bool(normalize, "normalize")
         self._model: Any | None = model
         self._load_lock = threading.Lock()
         if model is None:

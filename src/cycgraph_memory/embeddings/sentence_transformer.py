@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from cycgraph_memory._validate import check_bool
 from cycgraph_memory.errors import (
     InvalidInputError,
     InvalidTypeError,
@@ -167,6 +168,8 @@ class SentenceTransformerEmbeddingProvider:
             isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1
         ):
             raise InvalidInputError(f"dimensions must be a positive integer, got {dimensions!r}")
+        normalize = check_bool(normalize, "normalize")
+        local_files_only = check_bool(local_files_only, "local_files_only")
         if query_prompt is not None and query_prompt_name is not None:
             raise InvalidInputError("pass query_prompt or query_prompt_name, not both")
         if document_prompt is not None and document_prompt_name is not None:

@@ -25,10 +25,11 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from cycgraph_memory._validate import check_number
 from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.hierarchy.clustering import ConsolidatingThemeClusterer, Linkage
-from cycgraph_memory.records import FactFilter, SemanticFact
+from cycgraph_memory.records import FactFilter, Number, SemanticFact
 
 __all__ = [
     "DEFAULT_THEME_SIZE",
@@ -59,8 +60,8 @@ class ThemeThresholds(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    assignment_threshold: float = Field(ge=-1.0, le=1.0)
-    merge_threshold: float = Field(ge=-1.0, le=1.0)
+    assignment_threshold: Number = Field(ge=-1.0, le=1.0)
+    merge_threshold: Number = Field(ge=-1.0, le=1.0)
     pairs: int = Field(ge=1)
 
 
@@ -86,10 +87,11 @@ def calibrate_theme_thresholds(
     Raises:
         InvalidInputError: Too few vectors, ragged or non-finite vectors, or a quantile
             outside ``[0, 1]``.
+        InvalidTypeError: A quantile that is not a number (a bool or a string).
     """
     for name, q in (("assignment_quantile", assignment_quantile),
                     ("merge_quantile", merge_quantile)):
-        if not 0.0 <= q <= 1.0:
+        if not 0.0 <= check_number(q, name) <= 1.0:
             raise InvalidInputError(f"{name} must be in [0, 1], got {q!r}")
     if len(vectors) < MIN_CALIBRATION_SAMPLE:
         raise InvalidInputError(
@@ -195,8 +197,8 @@ class ThemeCalibration(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    assignment_threshold: float = Field(ge=-1.0, le=1.0)
-    merge_threshold: float = Field(ge=-1.0, le=1.0)
+    assignment_threshold: Number = Field(ge=-1.0, le=1.0)
+    merge_threshold: Number = Field(ge=-1.0, le=1.0)
     facts: int = Field(ge=0)
     fitted_at: int = Field(ge=0)
     sample: int = Field(ge=0)

@@ -27,7 +27,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from cycgraph_memory._exclusive import exclusive_passes
-from cycgraph_memory._validate import keyword_options, string_list, validate_record
+from cycgraph_memory._validate import (
+    check_bool,
+    keyword_options,
+    string_list,
+    validate_record,
+)
 from cycgraph_memory.contracts import (
     EmbeddingProvider,
     EpisodeSegmenter,
@@ -297,6 +302,9 @@ class MemoryPipeline:
             given = keyword_options(MemoryPipeline.__init__, options, locals(), "MemoryPipeline")
             MemoryPipeline.__init__(self, store, **given)
             return
+        merge_entities = check_bool(merge_entities, "merge_entities")
+        resolve_entities = check_bool(resolve_entities, "resolve_entities")
+        ground_facts = check_bool(ground_facts, "ground_facts")
         if embed_batch_size < 1:
             raise InvalidInputError("embed_batch_size must be >= 1")
         if isinstance(theme_candidates, bool) or not 1 <= theme_candidates <= 100:

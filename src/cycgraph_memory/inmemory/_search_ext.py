@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from cycgraph_memory._options import coerce_options
-from cycgraph_memory._validate import check_query_text
+from cycgraph_memory._validate import check_bool, check_query_text
 from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.inmemory._common import (
@@ -427,6 +427,7 @@ class MessageAndTextSearch:
         Ordered by where the name first appears in ``text``, then id; superseded and
         invalidated entities are skipped unless ``include_invalidated``.
         """
+        include_invalidated = check_bool(include_invalidated, "include_invalidated")
         out: list[Entity] = []
         seen: set[uuid.UUID] = set()
         for key in name_candidate_keys(text):

@@ -21,7 +21,12 @@ from typing import Any, TypeVar
 
 from cycgraph_memory._ids import parse_id, parse_ids
 from cycgraph_memory._options import coerce_options
-from cycgraph_memory._validate import check_dimensions, check_lock_name, normalize_ts
+from cycgraph_memory._validate import (
+    check_bool,
+    check_dimensions,
+    check_lock_name,
+    normalize_ts,
+)
 from cycgraph_memory.errors import (
     DanglingReferenceError,
     DuplicateRecordError,
@@ -868,6 +873,7 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
         self, entity_ids: Iterable[uuid.UUID | str], *, include_invalidated: bool = False
     ) -> list[SemanticFact]:
         """Facts mentioning any of ``entity_ids``, ordered by ``(valid_from, id)``."""
+        include_invalidated = check_bool(include_invalidated, "include_invalidated")
         wanted = frozenset(parse_ids(entity_ids))
         if not wanted:
             return []
@@ -883,6 +889,7 @@ class InMemoryMemoryStore(InMemoryIngestLookups):
         self, entity_ids: Iterable[uuid.UUID | str], *, include_invalidated: bool = False
     ) -> list[Relationship]:
         """Edges with either endpoint in ``entity_ids``, ordered by ``(valid_from, id)``."""
+        include_invalidated = check_bool(include_invalidated, "include_invalidated")
         wanted = frozenset(parse_ids(entity_ids))
         if not wanted:
             return []

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from cycgraph_memory.records import (
     Entity,
     Episode,
+    Flag,
     ProvenanceSource,
     Relationship,
     SemanticFact,
@@ -74,7 +75,7 @@ class PurgeSelector(BaseModel):
     run_id: _Ident | None = None
     agent_id: _Ident | None = None
     source: ProvenanceSource | None = None
-    tenant: bool = False
+    tenant: Flag = False
 
     @model_validator(mode="after")
     def _check(self) -> PurgeSelector:

@@ -43,7 +43,7 @@ from sqlalchemy import Table, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cycgraph_memory._options import coerce_options
-from cycgraph_memory._validate import check_query_vector
+from cycgraph_memory._validate import check_bool, check_query_vector
 from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInputError
 from cycgraph_memory.postgres import convert, statements
@@ -204,7 +204,11 @@ class PostgresMemoryIndex(
         rebuild: this re-reads ``embedding_dim`` from the schema (clearing the cache) and,
         with ``analyze=True``, runs ``ANALYZE`` on the searchable tables (useful after a
         bulk load; needs table ownership). ``store`` is accepted for contract compatibility.
+
+        Raises:
+            InvalidTypeError: ``analyze`` is not a real ``bool``.
         """
+        analyze = check_bool(analyze, "analyze")
         self._schema_dim = None
         async with self._session() as session:
             await self._dim(session)

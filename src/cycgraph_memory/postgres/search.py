@@ -25,7 +25,7 @@ from sqlalchemy.types import Uuid
 
 from cycgraph_memory._construct import trusted
 from cycgraph_memory._options import coerce_options
-from cycgraph_memory._validate import check_query_text
+from cycgraph_memory._validate import check_bool, check_query_text
 from cycgraph_memory.normalize import name_candidate_keys, normalize_entity_name
 from cycgraph_memory.postgres import convert, statements
 from cycgraph_memory.postgres.bm25 import CORPORA, TEXT_CANDIDATES, bm25_terms
@@ -197,6 +197,7 @@ class PostgresSearchMixin:
         memory); ordered by where the name first appears in ``text``, then id; superseded
         and invalidated entities are skipped unless ``include_invalidated``.
         """
+        include_invalidated = check_bool(include_invalidated, "include_invalidated")
         candidates = name_candidate_keys(text)
         position = {key: i for i, key in enumerate(candidates)}
         if not candidates:

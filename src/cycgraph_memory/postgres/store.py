@@ -31,7 +31,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from cycgraph_memory._options import coerce_options
-from cycgraph_memory._validate import check_text, normalize_ts, validate_record
+from cycgraph_memory._validate import check_bool, check_text, normalize_ts, validate_record
 from cycgraph_memory.errors import (
     DanglingReferenceError,
     DuplicateRecordError,
@@ -891,6 +891,7 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
 
         Ordered by ``(valid_from, id)``.
         """
+        include_invalidated = check_bool(include_invalidated, "include_invalidated")
         wanted = parse_ids(entity_ids)
         if not wanted:
             return []
@@ -905,6 +906,7 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         self, entity_ids: Iterable[uuid.UUID | str], *, include_invalidated: bool = False
     ) -> list[Relationship]:
         """Edges with either endpoint in ``entity_ids``, ordered by ``(valid_from, id)``."""
+        include_invalidated = check_bool(include_invalidated, "include_invalidated")
         wanted = parse_ids(entity_ids)
         if not wanted:
             return []

@@ -46,12 +46,14 @@ from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.records import (
     MAX_TAG_LENGTH,
     QUARANTINE_TAG,
+    Count,
     EvictedLesson,
     FactFilter,
     FactStats,
     GateAuditEntry,
     GateVerdict,
     HeldLesson,
+    Number,
     OutcomeBaseline,
     PromotedLesson,
     RetentionEvidence,
@@ -151,17 +153,17 @@ class RetentionPolicy(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    min_trials: int = Field(default=3, ge=1)
-    promote_margin: float = Field(default=0.05, ge=0.0, le=1.0)
-    evict_margin: float = Field(default=0.05, ge=0.0, le=1.0)
+    min_trials: Count = Field(default=3, ge=1)
+    promote_margin: Number = Field(default=0.05, ge=0.0, le=1.0)
+    evict_margin: Number = Field(default=0.05, ge=0.0, le=1.0)
     candidate_tag: str = Field(default="candidate", min_length=1, max_length=MAX_TAG_LENGTH)
     verified_tag: str = Field(default="verified", min_length=1, max_length=MAX_TAG_LENGTH)
-    max_trials: int | None = Field(default=None, ge=1)
-    max_baseline_runs: int | None = Field(default=None, ge=1)
+    max_trials: Count | None = Field(default=None, ge=1)
+    max_baseline_runs: Count | None = Field(default=None, ge=1)
     decision_rule: Literal["inference", "margin"] = "inference"
-    promote_confidence: float = Field(default=0.9, gt=0.0, lt=1.0)
-    evict_confidence: float = Field(default=0.9, gt=0.0, lt=1.0)
-    noise_floor_sd: float = Field(default=0.1, ge=0.0, le=1.0)
+    promote_confidence: Number = Field(default=0.9, gt=0.0, lt=1.0)
+    evict_confidence: Number = Field(default=0.9, gt=0.0, lt=1.0)
+    noise_floor_sd: Number = Field(default=0.1, ge=0.0, le=1.0)
     multiple_comparison: Literal["bh", "none"] = "bh"
     sequential_control: Literal["always_valid", "doubling", "none"] = "always_valid"
 

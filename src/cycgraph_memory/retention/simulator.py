@@ -21,7 +21,15 @@ from cycgraph_memory._validate import check_text
 from cycgraph_memory.contracts import MemoryStore, OutcomeLedger
 from cycgraph_memory.errors import InvalidTypeError
 from cycgraph_memory.progress import ProgressCallback, report_progress
-from cycgraph_memory.records import Provenance, RetentionReport, RunOutcome, SemanticFact
+from cycgraph_memory.records import (
+    Count,
+    Flag,
+    Number,
+    Provenance,
+    RetentionReport,
+    RunOutcome,
+    SemanticFact,
+)
 from cycgraph_memory.retention.gate import (
     DEFAULT_RETENTION_POLICY,
     EVICT_HARMFUL,
@@ -72,7 +80,7 @@ class SimulatedLesson(_Options):
     """
 
     id: str = Field(min_length=1)
-    true_effect: float = Field(ge=-1.0, le=1.0)
+    true_effect: Number = Field(ge=-1.0, le=1.0)
     arrives_at_run: int = Field(default=0, ge=0)
 
     @field_validator("id")
@@ -113,14 +121,14 @@ class GateSimulationConfig(_Options):
     """
 
     lessons: list[SimulatedLesson]
-    runs: int = Field(ge=1, le=10_000_000)
-    base_score: float = Field(default=0.6, ge=0.0, le=1.0)
-    noise_sd: float = Field(default=0.1, ge=0.0, le=1.0)
+    runs: Count = Field(ge=1, le=10_000_000)
+    base_score: Number = Field(default=0.6, ge=0.0, le=1.0)
+    noise_sd: Number = Field(default=0.1, ge=0.0, le=1.0)
     seed: StrictInt
     retrieval: SimulationRetrieval | None = None
     policy: RetentionPolicy = DEFAULT_RETENTION_POLICY
-    gate_every: int = Field(default=1, ge=1)
-    record_empty_runs: bool = True
+    gate_every: Count = Field(default=1, ge=1)
+    record_empty_runs: Flag = True
 
     @model_validator(mode="after")
     def _unique_ids(self) -> GateSimulationConfig:
@@ -171,14 +179,14 @@ class OperatingCharacteristicsConfig(_Options):
 
     # Bounded like SimulatedLesson.true_effect and GateSimulationConfig.noise_sd, so a bad
     # cell is refused before the first simulation, not after the cells before it ran.
-    effects: list[Annotated[float, Field(ge=-1.0, le=1.0)]] = Field(min_length=1)
-    run_counts: list[Annotated[int, Field(ge=1, le=10_000_000)]] = Field(min_length=1)
-    noise_sds: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(
+    effects: list[Annotated[Number, Field(ge=-1.0, le=1.0)]] = Field(min_length=1)
+    run_counts: list[Annotated[Count, Field(ge=1, le=10_000_000)]] = Field(min_length=1)
+    noise_sds: list[Annotated[Number, Field(ge=0.0, le=1.0)]] = Field(
         default_factory=lambda: [0.1], min_length=1
     )
-    replicates: int = Field(default=20, ge=1)
+    replicates: Count = Field(default=20, ge=1)
     seed: StrictInt = 1
-    base_score: float = Field(default=0.6, ge=0.0, le=1.0)
+    base_score: Number = Field(default=0.6, ge=0.0, le=1.0)
     retrieval: SimulationRetrieval | None = None
     policy: RetentionPolicy = DEFAULT_RETENTION_POLICY
     gate_every: int = Field(default=1, ge=1)

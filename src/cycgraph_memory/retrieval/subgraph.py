@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr
 from cycgraph_memory._ids import parse_ids
 from cycgraph_memory._validate import (
     changed_from_defaults,
+    check_bool,
     check_text,
     option_bundle,
     string_list,
@@ -205,6 +206,7 @@ async def extract_subgraph(
         raise InvalidTypeError(
             f"include_invalidated must be a bool, got {include_invalidated!r}"
         )
+    native = check_bool(native, "native")
     seeds = parse_ids(seed_entity_ids)
     types = _check_types(relation_types)
     at = _utc(valid_at)

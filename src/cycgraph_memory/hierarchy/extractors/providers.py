@@ -24,6 +24,7 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
+from cycgraph_memory._validate import check_bool, check_number
 from cycgraph_memory.errors import InvalidInputError, MissingExtraError, ProviderError
 
 __all__ = ["AnthropicProvider", "OpenAIProvider"]
@@ -41,7 +42,7 @@ def _check_common(model: str, max_tokens: int, temperature: float) -> None:
         raise InvalidInputError("model must be a non-empty string")
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise InvalidInputError(f"max_tokens must be a positive integer, got {max_tokens!r}")
-    if not 0.0 <= float(temperature) <= 2.0:
+    if not 0.0 <= check_number(temperature, "temperature") <= 2.0:
         raise InvalidInputError(f"temperature must be in [0, 2], got {temperature!r}")
 
 
@@ -86,7 +87,7 @@ class OpenAIProvider:
         self.temperature = float(temperature)
         self.max_tokens = max_tokens
         self.system_prompt = system_prompt
-        self.json_mode = json_mode
+        self.json_mode = check_bool(json_mode, "json_mode")
         self._request_options = dict(request_options or {})
 
     def __repr__(self) -> str:
