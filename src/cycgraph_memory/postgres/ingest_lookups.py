@@ -25,7 +25,6 @@ from sqlalchemy import Table, and_, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from cycgraph_memory._settings import check_setting, check_setting_key
-from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.postgres import convert, statements
 from cycgraph_memory.postgres._base import PostgresBackend, PostgresIndexMixin, parse_id
 from cycgraph_memory.postgres.schema import (
@@ -33,7 +32,7 @@ from cycgraph_memory.postgres.schema import (
     RelationshipRow,
     TenantSettingRow,
 )
-from cycgraph_memory.records import Relationship, utc_now
+from cycgraph_memory.records import Relationship, SearchOptions, utc_now
 
 __all__ = ["SETTINGS", "IngestLookups", "IngestSearch"]
 
@@ -132,10 +131,11 @@ class IngestSearch(PostgresIndexMixin):
         best first per query, ties by id. Schemas wider than 2,000 dimensions (indexed as
         ``halfvec``) fall back to one ``search_themes`` per vector.
         """
+        # The in-memory index's check: limit 1-1000 and a number (not a bool) as the floor.
+        opts = SearchOptions(limit=limit, min_similarity=min_similarity)
+        limit, min_similarity = opts.limit, opts.min_similarity
         if not embeddings:
             return []
-        if not 1 <= limit <= 1000:
-            raise InvalidInputError("limit must be in 1..1000")
         queries = [
             self._query_vector(v, self._known_dim(), "search_themes_many") for v in embeddings
         ]
