@@ -374,7 +374,7 @@ class SemanticFact(_Model):
     valid_from: UtcDatetime = Field(default_factory=utc_now)
     valid_until: UtcDatetime | None = None
     invalidated_by: Text | None = None
-    access_count: int = Field(default=0, ge=0, le=MAX_ACCESS_COUNT)
+    access_count: Count = Field(default=0, ge=0, le=MAX_ACCESS_COUNT)
     last_accessed_at: UtcDatetime | None = None
     tags: Tags = Field(default_factory=list)
     source_message_ids: list[uuid.UUID] = Field(default_factory=list)

@@ -24,10 +24,11 @@ from fractions import Fraction
 from statistics import NormalDist
 from typing import NamedTuple
 
-from pydantic import BaseModel, ConfigDict, StrictFloat, StrictInt
+from pydantic import BaseModel, ConfigDict
 
 from cycgraph_memory._validate import changed_from_defaults
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
+from cycgraph_memory.records import Number
 
 __all__ = [
     "RequiredTrialsInput",
@@ -530,10 +531,10 @@ class RequiredTrialsInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    effect: StrictFloat | StrictInt
-    sd: StrictFloat | StrictInt
-    confidence: StrictFloat | StrictInt = 0.9
-    power: StrictFloat | StrictInt = 0.8
+    effect: Number
+    sd: Number
+    confidence: Number = 0.9
+    power: Number = 0.8
 
 
 def required_trials(

@@ -96,6 +96,7 @@ from cycgraph_memory.records import (
     QUARANTINE_TAG,
     ConsolidationMutation,
     ConsolidationReport,
+    Count,
     SemanticFact,
     utc_now,
 )
@@ -147,10 +148,10 @@ class ConsolidationThresholds(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    facts: int | None = Field(
+    facts: Count | None = Field(
         default=None, ge=0, validation_alias=AliasChoices("facts", "max_facts")
     )
-    episodes: int | None = Field(
+    episodes: Count | None = Field(
         default=None, ge=0, validation_alias=AliasChoices("episodes", "max_episodes")
     )
 

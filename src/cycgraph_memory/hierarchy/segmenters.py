@@ -55,7 +55,7 @@ from cycgraph_memory._validate import (
 )
 from cycgraph_memory.contracts import EmbeddingProvider
 from cycgraph_memory.errors import InvalidInputError
-from cycgraph_memory.records import Episode, Message, Provenance, utc_now
+from cycgraph_memory.records import Episode, Message, Number, Provenance, utc_now
 
 __all__ = [
     "DEFAULT_MAX_EPISODE_CHARACTERS",
@@ -89,7 +89,7 @@ class _SegmenterOptions(BaseModel):
     max_characters: int | None = Field(default=None, ge=1)
     topic_shifts: bool = False
     topic_window: int = Field(default=2, ge=1)
-    topic_shift_z: float = Field(default=1.0, ge=0.0)
+    topic_shift_z: Number = Field(default=1.0, ge=0.0)
     min_messages: int = Field(default=3, ge=1)
 
 

@@ -81,7 +81,7 @@ class SimulatedLesson(_Options):
 
     id: str = Field(min_length=1)
     true_effect: Number = Field(ge=-1.0, le=1.0)
-    arrives_at_run: int = Field(default=0, ge=0)
+    arrives_at_run: Count = Field(default=0, ge=0)
 
     @field_validator("id")
     @classmethod
@@ -99,9 +99,9 @@ class SimulationRetrieval(_Options):
     checked here so a bad config is refused before anything is simulated or written.
     """
 
-    max_facts: int = Field(default=10, ge=1)
-    candidate_slots: int = Field(default=2, ge=0)
-    rest_after_trials: int | None = Field(default=None, ge=1)
+    max_facts: Count = Field(default=10, ge=1)
+    candidate_slots: Count = Field(default=2, ge=0)
+    rest_after_trials: Count | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _slots_fit(self) -> SimulationRetrieval:
@@ -189,7 +189,7 @@ class OperatingCharacteristicsConfig(_Options):
     base_score: Number = Field(default=0.6, ge=0.0, le=1.0)
     retrieval: SimulationRetrieval | None = None
     policy: RetentionPolicy = DEFAULT_RETENTION_POLICY
-    gate_every: int = Field(default=1, ge=1)
+    gate_every: Count = Field(default=1, ge=1)
 
     @model_validator(mode="after")
     def _scope_tag(self) -> OperatingCharacteristicsConfig:
