@@ -98,3 +98,13 @@ async def test_ef_search_validation(pg_sessionmaker: Any) -> None:
     assert PostgresMemoryIndex(pg_sessionmaker).ef_search == DEFAULT_EF_SEARCH == 100
     with pytest.raises(InvalidInputError):
         PostgresMemoryIndex(pg_sessionmaker, ef_search=0)
+
+
+async def test_rebuild_analyze_must_be_a_real_bool(pg_index: Any) -> None:
+    # "no" was truthy: it ran ANALYZE (which needs table ownership) instead of skipping it.
+    from cycgraph_memory.errors import InvalidTypeError
+
+    for value in ("no", 1, None):
+        with pytest.raises(InvalidTypeError, match="analyze"):
+            await pg_index.rebuild(analyze=value)
+    await pg_index.rebuild(analyze=False)
