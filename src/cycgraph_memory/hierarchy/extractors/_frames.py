@@ -81,6 +81,7 @@ PLACE_FRAMES = frozenset({PLACE_FROM, PLACE_TO})
 _BE_LINK = re.compile(
     r"\s*(?:(?:['\u2019](?:s|re|m)|is|are|am|was|were|used\s+to\s+be|isn['\u2019]?t|aren['\u2019]?t|"
     r"wasn['\u2019]?t|weren['\u2019]?t|ain['\u2019]?t)|(?:['\u2019](?:s|ve|d)|has|have|had)"
+    r"(?:n['\u2019]?t|\s+not)?"
     r"(?:\s+(?:still|now|actually|really|already|just|basically|pretty\s+much))*\s+been)"
     r"(?:\s+(?:no\s+longer|not|never|still|now|currently|even|really|actually|technically|"
     r"officially|already))*\s+(?:at|with)\s+(?:the\s+)?",
