@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from cycgraph_memory.hierarchy.extractors._frames import departed_from
+from cycgraph_memory.hierarchy.extractors._frames import departed_from, switched_product
 from cycgraph_memory.hierarchy.extractors._questions import asks
 from cycgraph_memory.hierarchy.extractors._until import (
     claim_dates,
@@ -52,6 +52,7 @@ __all__ = [
     "stopped_since",
     "stopped_since_of",
     "stretch_of",
+    "switched_product_of",
 ]
 
 Polarity = Literal["asserted", "negated", "ended"]
@@ -605,6 +606,14 @@ def stopped_since_of(sentence: str, source: str, target: str, relation: str) -> 
             return False
         a = pronoun.span()
     return stopped_since(sentence, a, b, relation, lead=8)
+
+
+def switched_product_of(sentence: str, target: str) -> bool:
+    """True when ``target`` (matched as :func:`locate_claim` does) is an end of a switch
+    between two products ("switched to T-Mobile from Verizon", ``_frames.switched_product``):
+    the LLM tier's post-check drops a job claim about it."""
+    b = _find(sentence.lower(), _forms(target))
+    return b is not None and switched_product(sentence, *b)
 
 
 def is_ended_marker(attributes: dict[str, object]) -> bool:

@@ -412,13 +412,15 @@ def frame_relations(
     mentions: list[Mention],
     employer: Callable[[Arg], bool],
     place: Callable[[Arg], bool] | None = None,
+    product: Callable[[Arg], bool] | None = None,
 ) -> list[RawRelation]:
     """The "be at" and move frames of a sentence (:mod:`._frames`) as raw relations.
 
     Their relation is the frame's (``_frames.BE_AT``, ...); the caller reads each with the
     frame's rule (``_frames.FRAME_RELATIONS``). ``employer`` tells an argument that can be
     an employer (a name not typed as a person, place, tool, ...), ``place`` one that is a
-    known place (a move between places).
+    known place (a move between places), ``product`` one that is a known tool or service
+    (a switch between products).
     """
     if asks(sentence):
         return []
@@ -426,6 +428,6 @@ def frame_relations(
     return [
         RawRelation(subject, relation, obj, 0.7)
         for subject, relation, obj in frames(
-            sentence, [(a.start, a.end, a) for a in args], employer, place
+            sentence, [(a.start, a.end, a) for a in args], employer, place, product
         )
     ]

@@ -81,6 +81,7 @@ from cycgraph_memory.hierarchy.extractors._polarity import (
     claim_dates_of,
     locate_claim,
     stopped_since_of,
+    switched_product_of,
 )
 from cycgraph_memory.hierarchy.extractors._sentences import split_sentences
 from cycgraph_memory.hierarchy.extractors._until import resolve_since, resolve_until
@@ -187,6 +188,10 @@ def _is_options(value: object) -> bool:
         and not callable(getattr(value, "complete", None))
     )
 
+
+_JOB_RELATIONS = frozenset({"work_at", "join"})
+"""Relations of a job, which a switch between products never is (the post-check drops
+them there)."""
 
 class LLMExtractor:
     """LLM extraction with timeout, consecutive-failure circuit breaker and fallback.
@@ -537,6 +542,14 @@ class LLMExtractor:
                 and stopped_since_of(sentences[located[1]][0], source_name, target_name, relation)
             ):
                 polarity = "ended"  # "she hasn't worked at Acme since 2022": it stopped then
+            if (
+                relation in _JOB_RELATIONS
+                and located is not None
+                and switched_product_of(sentences[located[1]][0], target_name)
+            ):
+                # "switched to T-Mobile from Verizon": a customer's switch, not a job move.
+                logger.debug("dropping a job claim about a product switch: %r", raw_rel)
+                continue
             if polarity == "negated":
                 self._bump(negated_dropped=1)
                 logger.debug("dropping relationship the text negates: %r", raw_rel)

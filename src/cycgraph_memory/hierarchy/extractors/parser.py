@@ -1063,9 +1063,16 @@ def _frame_edges(
         key = ref(tok)
         return key is not None and state.entities[key].type == "location"
 
+    def product(tok: Any) -> bool:
+        key = ref(tok)
+        if key is None:
+            return False
+        acc = state.entities[key]
+        return acc.type == "tool" or lex.product_name(acc.name)
+
     return [
         RawEdge(subject, relation, obj, 0.7)
-        for subject, relation, obj in frames(sent_text, spans, employer, place)
+        for subject, relation, obj in frames(sent_text, spans, employer, place, product)
     ]
 
 

@@ -79,6 +79,7 @@ from cycgraph_memory.hierarchy.extractors._frames import (
     PLACE_FRAMES,
     place_relation,
 )
+from cycgraph_memory.hierarchy.extractors._lexicon import product_name
 from cycgraph_memory.hierarchy.extractors._polarity import (
     STATIVE_RELATIONS,
     claim_clause,
@@ -428,7 +429,11 @@ class RuleBasedExtractor:
                     acc = result.entities.get(arg.key) if arg.key is not None else None
                     return acc is not None and acc.type == "location"
 
-                framed = frame_relations(sentence, mentions, employer, place)
+                def product(arg: Arg) -> bool:
+                    acc = result.entities.get(arg.key) if arg.key is not None else None
+                    return acc is not None and (acc.type == "tool" or product_name(acc.name))
+
+                framed = frame_relations(sentence, mentions, employer, place, product)
                 # A move frame reads both ends: the pattern's own "moved to" edge of the
                 # same object would store the move's goal as a bare ``move_to``.
                 moved = {raw.object.start for raw in framed if raw.relation in MOVE_FRAMES}
