@@ -187,8 +187,10 @@ _SINCE_YEAR = re.compile(r"\bsince\s+((?:19|20)\d{2})\b", re.IGNORECASE)
 
 
 _NUMBER_WORDS = {
-    w: n for n, w in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve".split()
+    w: n
+    for n, w in enumerate(
+        ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+         "ten", "eleven", "twelve"]
     )
 }
 # A present perfect that lasted: "I've worked at Deezer for four years".

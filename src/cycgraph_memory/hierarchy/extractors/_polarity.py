@@ -558,7 +558,7 @@ def claim_dates_of(
     """``(ended, until, since)`` of a located claim, read as the free tiers read theirs.
 
     For the LLM tier's post-check, on the sentence :func:`locate_claim` found (names
-    matched as there; a claim said with a third-person pronoun is read from the pronoun):
+    matched as there; a claim said with a pronoun is read from the pronoun):
     the origin of a move ends a stative claim ("moved from Initech to Globex"), and the
     dates are those of ``_until.claim_dates`` ("until March", "since 2021", "for three
     years", "since 2021, ...", "last year Dan left Hooli", "in 2019 she joined Initech").
@@ -571,12 +571,12 @@ def claim_dates_of(
     if a is not None and a[1] <= b[0]:
         start, link = a[0], sentence[a[1] : b[0]]
     else:
-        pronoun = None
-        for pronoun in _THIRD_PERSON.finditer(sentence, 0, b[0]):
-            pass  # the pronoun nearest the target
-        if pronoun is None:
-            return ended, None, None
-        start, link = pronoun.start(), sentence[pronoun.end() : b[0]]
+        pronoun = _last_pronoun(sentence, b[0])
+        if pronoun is None:  # as claim_stop reads it: the eight words before the target
+            start = _lead_in(sentence, b[0], 8)
+            link = sentence[start : b[0]]
+        else:
+            start, link = pronoun.start(), sentence[pronoun.end() : b[0]]
     stative = relation in STATIVE_RELATIONS
     moved = stative and departed_from(sentence, *b)
     return claim_dates(
@@ -599,19 +599,31 @@ def stopped_since_of(sentence: str, source: str, target: str, relation: str) -> 
     if b is None:
         return False
     if a is None or not a[1] <= b[0]:
-        pronoun = None
-        for pronoun in _THIRD_PERSON.finditer(sentence, 0, b[0]):
-            pass
+        pronoun = _last_pronoun(sentence, b[0])
         if pronoun is None:
             return False
         a = pronoun.span()
     return stopped_since(sentence, a, b, relation, lead=8)
 
 
+_SUBJECT_PRONOUN = re.compile(r"\b(?:he|she|they|i|we)\b", re.IGNORECASE)
+
+
+def _last_pronoun(sentence: str, end: int) -> re.Match[str] | None:
+    """The subject pronoun nearest before ``end`` (a claim's subject), if any."""
+    found = None
+    for found in _SUBJECT_PRONOUN.finditer(sentence, 0, end):  # noqa: B007 - the last one
+        continue
+    return found
+
+
 def switched_product_of(sentence: str, target: str) -> bool:
-    """True when ``target`` (matched as :func:`locate_claim` does) is an end of a switch
-    between two products ("switched to T-Mobile from Verizon", ``_frames.switched_product``):
-    the LLM tier's post-check drops a job claim about it."""
+    """True when ``target`` is an end of a switch between two products.
+
+    ``target`` is matched as :func:`locate_claim` does; the switch is read by
+    ``_frames.switched_product`` ("switched to T-Mobile from Verizon"): the LLM tier's
+    post-check drops a job claim about it.
+    """
     b = _find(sentence.lower(), _forms(target))
     return b is not None and switched_product(sentence, *b)
 
