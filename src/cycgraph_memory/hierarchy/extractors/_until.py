@@ -21,6 +21,13 @@ faster") or a phrase no date starts ("since he was 5", "since then") gives ``Non
 a time of the day ("since 9am": a schedule) and a claim about the future or a
 possibility ("will work at Acme since ..."). :func:`resolve_since` places it like an
 "until" phrase; a date it cannot place leaves the claim valid from its message.
+
+Around those, :func:`claim_dates` gives every tier one reading of a claim's dates: a
+present-perfect duration (:func:`duration_of`: "has worked at Acme for three years" began
+three years before the message), a "since" date after an ended claim
+(:func:`ended_since_of`: "not at Globex anymore since march" stopped then), and a date
+before the claim (:func:`lead_date_of`: "since 2021, alice has worked at acme", "in 2019
+Carla moved to Berlin", "last year Dan left Hooli").
 """
 
 from __future__ import annotations
