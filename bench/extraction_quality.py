@@ -42,7 +42,9 @@ Reported figures:
 * entity typing accuracy: over detected gold entities, the fraction with the gold type;
 * valid_from: over the hits, the fraction valid from the time of the message that stated
   them or, when that sentence says "since <year>" ("has led Berkshire Hathaway since
-  1965"), from January 1 of that year (the extractors read a "since" date);
+  1965"), from January 1 of that year (the extractors read a "since" date), or, when it
+  says a present perfect lasted "for <n> years / months" ("I've worked at Deezer for four
+  years"), from that long before its message (the extractors read such a duration);
 * negation safety: the fraction of negated / hypothetical / questioned claims NOT asserted
   (``*`` in a negated claim matches any endpoint);
 * episodes/s: median of ``--repeat`` timed passes over the corpus (one episode per
@@ -184,11 +186,43 @@ def _episode(conv: dict[str, Any]) -> Episode:
 _SINCE_YEAR = re.compile(r"\bsince\s+((?:19|20)\d{2})\b", re.IGNORECASE)
 
 
+_NUMBER_WORDS = {
+    w: n
+    for n, w in enumerate(
+        ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+         "ten", "eleven", "twelve"]
+    )
+}
+# A present perfect that lasted: "I've worked at Deezer for four years".
+_PERFECT_FOR = re.compile(
+    r"\b(?:has|have|['\u2019](?:s|ve))\s[^.?!]*?\bfor\s+(?:the\s+(?:last|past)\s+)?"
+    r"(\d{1,2}|" + "|".join(_NUMBER_WORDS) + r")\s+(years?|months?)\b",
+    re.IGNORECASE,
+)
+
+
+def _lasted_since(text: str, said: datetime) -> set[datetime]:
+    """The starts a present perfect "for <n> years / months" in ``text`` gives at ``said``."""
+    out: set[datetime] = set()
+    for count, unit in _PERFECT_FOR.findall(text):
+        n = int(count) if count.isdigit() else _NUMBER_WORDS[count.lower()]
+        months = said.year * 12 + said.month - 1 - (12 * n if unit.lower()[0] == "y" else n)
+        year, month = months // 12, months % 12 + 1
+        with contextlib.suppress(ValueError):
+            out.add(said.replace(year=year, month=month))
+    return out
+
+
 def _since_years(conv: dict[str, Any]) -> dict[tuple[str, str, str], set[datetime]]:
-    """Per gold triple, January 1 of each year its sentence says it held "since" (1965)."""
+    """Per gold triple, the starts its sentence states besides its message's time.
+
+    January 1 of each year it held "since" (1965), and the start a present perfect with a
+    duration gives ("has worked at Deezer for four years").
+    """
     out: dict[tuple[str, str, str], set[datetime]] = {}
-    for s in conv["sentences"]:
+    for i, s in enumerate(conv["sentences"]):
         years = {datetime(int(y), 1, 1, tzinfo=UTC) for y in _SINCE_YEAR.findall(s["text"])}
+        years |= _lasted_since(s["text"], _when(s, i))
         for r in s["relationships"] if years else ():
             out.setdefault((r["source"], r["relation"], r["target"]), set()).update(years)
     return out

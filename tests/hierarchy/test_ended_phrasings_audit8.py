@@ -81,7 +81,11 @@ CASES: list[tuple[str, Edges]] = [
     ("Dave didn't work at Hooli until March.", {}),
     ("I spent no longer than a week at Acme.", {}),
     ("I moved from the couch to the desk.", {}),
-    ("Carol switched from Slack to Discord.", {}),
+    # A switch between two products is no job move; it moves the use (ninth pass, round 2).
+    ("Carol switched from Slack to Discord.", {
+        ("Carol", "use", "Slack"): (True, T, T),
+        ("Carol", "use", "Discord"): (False, T, None),
+    }),
     ("Carol went from Paris to Rome.", {}),
     ("Carol didn't move from Initech to Globex.", {}),
     ("If Carol moved from Initech to Globex, she would be happier.", {}),

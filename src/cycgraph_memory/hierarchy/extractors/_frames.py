@@ -15,6 +15,12 @@
   is no job), or neither is read. The other order, "moved to B from A"
   (:data:`MOVED_INTO`; not "went to B from A", a trip), ends A the same way and reads B
   as the tiers read "moved to" an organisation: ``join``.
+* **a switch between two products** (:data:`USED_FROM` / :data:`USED_TO`): "switched to
+  T-Mobile from Verizon", "we moved from Slack to Discord", "went from Jira to Linear"
+  in either order, when both ends are known tools or services customers switch between
+  (``_lexicon.product_name``, or typed tools): the use of A has ended, the use of B
+  holds (``use``). When only one end is such a product, no move is read at all: a
+  customer's switch is never a job move.
 * **a move between two places** (:data:`PLACE_FROM` / :data:`PLACE_TO`): "moved from
   Boston to Denver", "moved to Denver from Boston", "relocated from A to B", when both
   ends are typed places (known place names; two unknown names are read as
@@ -31,6 +37,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
+from cycgraph_memory.hierarchy.extractors._lexicon import product_name
+
 __all__ = [
     "BE_AT",
     "ENDED_FRAMES",
@@ -42,8 +50,11 @@ __all__ = [
     "PLACE_FROM",
     "PLACE_FRAMES",
     "PLACE_TO",
+    "USED_FROM",
+    "USED_TO",
     "departed_from",
     "frames",
+    "switched_product",
     "place_relation",
 ]
 
@@ -57,6 +68,10 @@ MOVED_TO = "\0moved_to"
 """Frame relation: the subject moved to the object (a job that holds)."""
 MOVED_INTO = "\0moved_into"
 """Frame relation: "moved to B from A", the subject joined B (read as ``join``)."""
+USED_FROM = "\0used_from"
+"""Frame relation: the subject switched away from a product (an ended ``use``)."""
+USED_TO = "\0used_to"
+"""Frame relation: the subject switched to a product (a ``use`` that holds)."""
 PLACE_FROM = "\0place_from"
 """Frame relation: the subject moved away from a place (an ended residence)."""
 PLACE_TO = "\0place_to"
@@ -68,12 +83,16 @@ FRAME_RELATIONS: Mapping[str, str] = {
     MOVED_INTO: "join",
     PLACE_FROM: "live_in",
     PLACE_TO: "live_in",
+    USED_FROM: "use",
+    USED_TO: "use",
 }
 """The frame relations and the relation each is read as (a place frame of an organisation
 is ``locate_in``: :func:`place_relation`)."""
-ENDED_FRAMES = frozenset({MOVED_FROM, PLACE_FROM})
+ENDED_FRAMES = frozenset({MOVED_FROM, PLACE_FROM, USED_FROM})
 """The frame relations that say the relation has ended (the origin of a move)."""
-MOVE_FRAMES = frozenset({MOVED_FROM, MOVED_TO, MOVED_INTO, PLACE_FROM, PLACE_TO})
+MOVE_FRAMES = frozenset(
+    {MOVED_FROM, MOVED_TO, MOVED_INTO, PLACE_FROM, PLACE_TO, USED_FROM, USED_TO}
+)
 """The frames of a move: they replace the tier's own "moved to" / "moved from" reading."""
 PLACE_FRAMES = frozenset({PLACE_FROM, PLACE_TO})
 """The frames of a move between places."""
@@ -81,6 +100,7 @@ PLACE_FRAMES = frozenset({PLACE_FROM, PLACE_TO})
 _BE_LINK = re.compile(
     r"\s*(?:(?:['\u2019](?:s|re|m)|is|are|am|was|were|used\s+to\s+be|isn['\u2019]?t|aren['\u2019]?t|"
     r"wasn['\u2019]?t|weren['\u2019]?t|ain['\u2019]?t)|(?:['\u2019](?:s|ve|d)|has|have|had)"
+    r"(?:n['\u2019]?t|\s+not)?"
     r"(?:\s+(?:still|now|actually|really|already|just|basically|pretty\s+much))*\s+been)"
     r"(?:\s+(?:no\s+longer|not|never|still|now|currently|even|really|actually|technically|"
     r"officially|already))*\s+(?:at|with)\s+(?:the\s+)?",
@@ -122,6 +142,7 @@ def frames(
     spans: Sequence[tuple[int, int, H]],
     employer: Callable[[H], bool],
     place: Callable[[H], bool] | None = None,
+    product: Callable[[H], bool] | None = None,
 ) -> list[tuple[H, str, H]]:
     """The frame claims of a sentence: ``(subject, frame relation, object)`` handles.
 
@@ -132,6 +153,9 @@ def frames(
             of its endpoints to be).
         place: Whether a handle's entity is a known place (a move between places needs
             both of its endpoints to be); ``None`` reads no move between places.
+        product: Whether a handle's entity is a known tool or service (a switch between
+            products needs both of its endpoints to be, and one product end alone reads
+            no move); ``None`` reads no switch between products.
 
     Returns:
         One claim per "be at" frame, two per move (from, then to), in sentence order.
@@ -163,6 +187,11 @@ def frames(
             if _PLACE_VERB.search(gap):
                 out.append((subject, PLACE_FROM, origin))
                 out.append((subject, PLACE_TO, goal))
+        elif product is not None and (product(origin) or product(goal)):
+            # "switched to T-Mobile from Verizon": a customer's switch, never a job move.
+            if product(origin) and product(goal):
+                out.append((subject, USED_FROM, origin))
+                out.append((subject, USED_TO, goal))
         elif employer(origin) and employer(goal):
             out.append((subject, MOVED_FROM, origin))
             out.append((subject, joined, goal))
@@ -193,3 +222,37 @@ def departed_from(sentence: str, start: int, end: int) -> bool:
         return False
     after = _TO_LINK.match(sentence, end)
     return after is not None and sentence[after.end() : after.end() + 1].isupper()
+
+
+_NAME = r"[\w&.+'\u2019-]+(?:\s+[\w&.+'\u2019-]+){0,2}"
+_SWITCH = re.compile(
+    r"\b(?:moved|switched|went|jumped|transferred|hopped|relocated)\s+(?:(?:over|back)\s+)?"
+    r"(?:from|to)\s+(?:the\s+)?(?P<a>" + _NAME + r"?)\s+(?:from|to)\s+(?:the\s+)?(?P<b>"
+    + _NAME + r")",
+    re.IGNORECASE,
+)
+
+
+def switched_product(sentence: str, start: int, end: int) -> bool:
+    """True when the name at ``[start, end)`` is an end of a switch between two products.
+
+    For a claim located in text by its names (the LLM tier's post-check): "switched to
+    T-Mobile from Verizon", "we moved from Slack to Discord" (either order; both ends known
+    tools or services, ``_lexicon.product_name``) is a customer's switch, so a job claim
+    about either end is not what the text says.
+    """
+    for match in _SWITCH.finditer(sentence):
+        a_start, a_end = match.span("a")
+        words = match.group("b").split()
+        # The second end is the longest product name its first words make ("Google Fi").
+        b_len = next(
+            (len(" ".join(words[:n])) for n in range(len(words), 0, -1)
+             if product_name(" ".join(words[:n]))),
+            None,
+        )
+        if b_len is None or not product_name(match.group("a")):
+            continue
+        b_start = match.start("b")
+        if (a_start <= start and end <= a_end) or (b_start <= start and end <= b_start + b_len):
+            return True
+    return False

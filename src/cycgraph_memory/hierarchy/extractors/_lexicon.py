@@ -7,6 +7,8 @@ context (titles, organisation suffixes, relation arguments, prepositions).
 
 from __future__ import annotations
 
+from cycgraph_memory.normalize import normalize_entity_name
+
 
 def _words(text: str) -> frozenset[str]:
     return frozenset(w.strip().lower() for w in text.split() if w.strip())
@@ -222,6 +224,31 @@ KNOWN_TOOLS = _phrases(
     """
 )
 
+# Services a customer switches between ("switched to T-Mobile from Verizon", "we moved from
+# Slack to Discord"): carriers, internet providers, messaging, mail and storage. A switch
+# between two of these (or known tools) is a change of what one uses, never of employer.
+# Not typed by this list (Discord stays an organisation): only the switch frame reads it.
+# Streaming and music companies that are large employers (Spotify, Netflix) are left out.
+KNOWN_PRODUCTS = _phrases(
+    """
+    verizon, t-mobile, tmobile, at&t, att, sprint, comcast, xfinity, spectrum, cox,
+    centurylink, frontier, google fi, mint mobile, cricket wireless, boost mobile, visible,
+    us cellular, metro pcs, metropcs, vodafone, o2, bt, sky, virgin media, telus, rogers,
+    starlink, discord, whatsapp, telegram, signal, skype, microsoft teams, teams, zoom,
+    google meet, gmail, outlook, hotmail, icloud, protonmail, proton mail, dropbox,
+    google drive, onedrive, chrome, firefox, safari, brave, bing, duckduckgo,
+    mattermost, rocket.chat, webex, hangouts, imessage, messenger, wechat, viber,
+    apple music, youtube music, disney+, hbo max, prime video, paramount+
+    """
+)
+
+
+def product_name(name: str) -> bool:
+    """True when ``name`` is a known tool or a service customers switch between."""
+    key = normalize_entity_name(name)
+    return key in _PRODUCT_KEYS or key in KNOWN_TOOLS
+
+
 # Lowercase tokens recognised as tools even when written in lowercase. Excludes names that
 # are also common English words ("react", "go", "rust", "swift", "spark", "express", ...).
 LOWERCASE_TOOLS = _words(
@@ -262,3 +289,5 @@ KNOWN_PLACES = _phrases(
     quebec, bavaria, catalonia, scandinavia, the bay area, bay area
     """
 )
+
+_PRODUCT_KEYS = frozenset(normalize_entity_name(p) for p in KNOWN_PRODUCTS)

@@ -167,21 +167,30 @@ _PRESENT_OR_PAST_AUX = frozenset(
 )
 
 
+_PERFECT_AUX = frozenset(["has", "have", "'s", "'ve", "\u2019s", "\u2019ve"])
+
+
 def stopped(verb: Any) -> bool:
     """A negated clause that says its relation stopped: "doesn't work at Acme anymore".
 
     Only the negation blocks the clause (no modal, condition or "never"), it is the main
     clause or asserted under its head, and "anymore" / "any more" follows the verb before
-    any punctuation. The edges it gives are ended, never asserted; ``claim_polarity``
-    still reads the sentence.
+    any punctuation; or, in the present perfect, "since" follows it or opens the sentence
+    ("hasn't worked at Acme since 2022": ``claim_polarity`` reads it as ended only when a
+    date follows "since"). The edges it gives are ended, never asserted;
+    ``claim_polarity`` still reads the sentence.
     """
     if not _children(verb, "neg") or _blocked(verb, negation=False):
         return False
-    if any(a.lower_ not in _PRESENT_OR_PAST_AUX for a in _children(verb, "aux")):
+    auxes = [a.lower_ for a in _children(verb, "aux")]
+    perfect = any(a in _PERFECT_AUX for a in auxes)
+    if any(a not in _PRESENT_OR_PAST_AUX and a not in _PERFECT_AUX for a in auxes):
         return False  # "won't work there anymore" has not stopped yet
     if not (verb.dep_ == "ROOT" or verb.head is verb or asserted(verb.head)):
         return False
     sent = verb.sent
+    if perfect and sent[0].lower_ == "since":
+        return True  # "since 2022 she hasn't worked at Acme" (claim_polarity reads the date)
     for tok in sent[verb.i - sent.start + 1 :]:
         if tok.is_punct:
             return False
@@ -189,6 +198,8 @@ def stopped(verb: Any) -> bool:
             tok.lower_ == "any" and tok.i + 1 < sent.end and tok.nbor(1).lower_ == "more"
         ):
             return True
+        if perfect and tok.lower_ == "since":
+            return True  # "hasn't worked at Acme since 2022" (claim_polarity reads the date)
     return False
 
 

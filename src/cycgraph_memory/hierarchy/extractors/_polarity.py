@@ -26,15 +26,22 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from cycgraph_memory.hierarchy.extractors._frames import departed_from
+from cycgraph_memory.hierarchy.extractors._frames import departed_from, switched_product
 from cycgraph_memory.hierarchy.extractors._questions import asks
-from cycgraph_memory.hierarchy.extractors._until import since_of, until_of
+from cycgraph_memory.hierarchy.extractors._until import (
+    claim_dates,
+    ended_since_of,
+    lead_date_of,
+    since_of,
+    until_of,
+)
 
 __all__ = [
     "ENDED_ATTRIBUTE",
     "STATIVE_RELATIONS",
     "Polarity",
     "claim_clause",
+    "claim_dates_of",
     "ended_in",
     "claim_polarity",
     "claim_since",
@@ -42,7 +49,10 @@ __all__ = [
     "is_ended_marker",
     "locate_claim",
     "negated_in",
+    "stopped_since",
+    "stopped_since_of",
     "stretch_of",
+    "switched_product_of",
 ]
 
 Polarity = Literal["asserted", "negated", "ended"]
@@ -289,8 +299,51 @@ def claim_polarity(
     # "will instead partner with X" asserts the partnership ("instead of X" does not).
     gap = _INSTEAD.sub(" ", gap)
     if stopped or negated_in(gap) or _LEAD_NEGATED.search(framing) is not None:
+        if not stopped and stopped_since(sentence, source, target, relation, lead=lead):
+            return "ended"  # "she hasn't worked at Acme since 2022": it stopped then
         return "negated"
     return "asserted"
+
+
+# A negated present perfect: "hasn't worked at", "haven't been at", "'s not been at".
+_PERFECT_NOT = re.compile(
+    r"\b(?P<aux>has|have|(?<=\w)['\u2019](?:s|ve))(?P<neg>n['\u2019]?t\b|\s+not\b)",
+    re.IGNORECASE,
+)
+
+
+def stopped_since(
+    sentence: str,
+    source: tuple[int, int],
+    target: tuple[int, int],
+    relation: str,
+    *,
+    lead: int = 3,
+) -> bool:
+    """True for a negated present perfect with a "since" date: the relation stopped then.
+
+    "she hasn't worked at Acme since 2022", "since march Bob hasn't been at Globex": a
+    stative claim whose only denial is one "hasn't" / "haven't" / "has not" between its
+    mentions, that reads as asserted without it (no doubt, condition or second negation:
+    "I doubt she hasn't ...", "hasn't ever not ..."), with a "since" phrase that opens
+    with a date after the later mention or before the first one (``_until``). "hasn't
+    worked at Acme since she left" (no date) stays a denial.
+    """
+    if relation not in STATIVE_RELATIONS:
+        return False
+    (a_start, a_end), (b_start, b_end) = sorted([source, target])
+    found = list(_PERFECT_NOT.finditer(sentence, a_end, b_start))
+    if len(found) != 1:
+        return False
+    neg = found[0].span("neg")
+    blanked = sentence[: neg[0]] + " " * (neg[1] - neg[0]) + sentence[neg[1] :]
+    if claim_polarity(blanked, source, target, relation, lead=lead) != "asserted":
+        return False
+    link = claim_clause(sentence[a_end:b_start])
+    if ended_since_of(sentence, b_end, link) is not None:
+        return True
+    date = lead_date_of(sentence, a_start)
+    return date is not None and date[0] == "since"
 
 
 def _find(sentence_lower: str, names: list[str]) -> tuple[int, int] | None:
@@ -497,6 +550,82 @@ def claim_since(sentence: str, source: str, target: str, relation: str) -> str |
     else:
         link = sentence[_lead_in(sentence, b[0], 8) : b[0]]
     return since_of(sentence, b[1], claim_clause(link))
+
+
+def claim_dates_of(
+    sentence: str, source: str, target: str, relation: str, *, ended: bool
+) -> tuple[bool, str | None, str | None]:
+    """``(ended, until, since)`` of a located claim, read as the free tiers read theirs.
+
+    For the LLM tier's post-check, on the sentence :func:`locate_claim` found (names
+    matched as there; a claim said with a pronoun is read from the pronoun):
+    the origin of a move ends a stative claim ("moved from Initech to Globex"), and the
+    dates are those of ``_until.claim_dates`` ("until March", "since 2021", "for three
+    years", "since 2021, ...", "last year Dan left Hooli", "in 2019 she joined Initech").
+    """
+    low = sentence.lower()
+    b = _find(low, _forms(target))
+    if b is None:
+        return ended, None, None
+    a = _find(low, _forms(source))
+    if a is not None and a[1] <= b[0]:
+        start, link = a[0], sentence[a[1] : b[0]]
+    else:
+        pronoun = _last_pronoun(sentence, b[0])
+        if pronoun is None:  # as claim_stop reads it: the eight words before the target
+            start = _lead_in(sentence, b[0], 8)
+            link = sentence[start : b[0]]
+        else:
+            start, link = pronoun.start(), sentence[pronoun.end() : b[0]]
+    stative = relation in STATIVE_RELATIONS
+    moved = stative and departed_from(sentence, *b)
+    return claim_dates(
+        sentence, start, b[1], claim_clause(link), stative=stative, ended=ended or moved,
+        moved=moved,
+    )
+
+
+def stopped_since_of(sentence: str, source: str, target: str, relation: str) -> bool:
+    """:func:`stopped_since` on a located claim (names matched as :func:`locate_claim`).
+
+    For the LLM tier's post-check: "she hasn't worked at Acme since 2022" is an ending
+    the post-check read as a denial. Not on a question.
+    """
+    if sentence.rstrip().endswith("?") or asks(sentence):
+        return False
+    low = sentence.lower()
+    b = _find(low, _forms(target))
+    a = _find(low, _forms(source))
+    if b is None:
+        return False
+    if a is None or not a[1] <= b[0]:
+        pronoun = _last_pronoun(sentence, b[0])
+        if pronoun is None:
+            return False
+        a = pronoun.span()
+    return stopped_since(sentence, a, b, relation, lead=8)
+
+
+_SUBJECT_PRONOUN = re.compile(r"\b(?:he|she|they|i|we)\b", re.IGNORECASE)
+
+
+def _last_pronoun(sentence: str, end: int) -> re.Match[str] | None:
+    """The subject pronoun nearest before ``end`` (a claim's subject), if any."""
+    found = None
+    for found in _SUBJECT_PRONOUN.finditer(sentence, 0, end):  # noqa: B007 - the last one
+        continue
+    return found
+
+
+def switched_product_of(sentence: str, target: str) -> bool:
+    """True when ``target`` is an end of a switch between two products.
+
+    ``target`` is matched as :func:`locate_claim` does; the switch is read by
+    ``_frames.switched_product`` ("switched to T-Mobile from Verizon"): the LLM tier's
+    post-check drops a job claim about it.
+    """
+    b = _find(sentence.lower(), _forms(target))
+    return b is not None and switched_product(sentence, *b)
 
 
 def is_ended_marker(attributes: dict[str, object]) -> bool:

@@ -167,8 +167,13 @@ _ANYMORE = re.compile(r"[^,;:.!?]*\b(?:anymore|any\s+more)\b", re.IGNORECASE)
 # Only a present or past negation: "won't / can't work there anymore" has not stopped yet.
 _STOP_NEGATIONS = _wordset(
     "not dont doesnt didnt isnt arent wasnt werent aint don't doesn't didn't isn't aren't "
-    "wasn't weren't ain't"
+    "wasn't weren't ain't hasnt havent hasn't haven't"
 )
+# "hasn't worked at Acme since 2022": a negated present perfect with "since" after it (or
+# opening the sentence) says when the relation stopped (``claim_polarity`` needs a date).
+_PERFECT_WORDS = _wordset("has have hasnt havent hasn't haven't 's 've")
+_SINCE_AFTER = re.compile(r"[^,;:.!?]*\bsince\b", re.IGNORECASE)
+_SINCE_FIRST = re.compile(r"\W*(?:ever\s+)?since\b", re.IGNORECASE)
 _MODAL_WORDS = _wordset("will would shall should can could may might must 'd 'll going to")
 
 
@@ -178,11 +183,16 @@ def _negation_word(word: str) -> bool:
 
 def _stopped_after(sentence: str, end: int, pattern: RelationPattern, gap: list[str]) -> bool:
     negations = [w for w in gap if _negation_word(w)]
-    return (
-        pattern.relation in STATIVE_RELATIONS
-        and bool(negations)
-        and not any(w in _MODAL_WORDS for w in gap)
-        and _ANYMORE.match(sentence, end) is not None
+    if (
+        pattern.relation not in STATIVE_RELATIONS
+        or not negations
+        or any(w in _MODAL_WORDS for w in gap)
+    ):
+        return False
+    if _ANYMORE.match(sentence, end) is not None:
+        return True
+    return any(w.replace("\u2019", "'") in _PERFECT_WORDS for w in gap) and (
+        _SINCE_AFTER.match(sentence, end) is not None or _SINCE_FIRST.match(sentence) is not None
     )
 
 
@@ -402,13 +412,15 @@ def frame_relations(
     mentions: list[Mention],
     employer: Callable[[Arg], bool],
     place: Callable[[Arg], bool] | None = None,
+    product: Callable[[Arg], bool] | None = None,
 ) -> list[RawRelation]:
     """The "be at" and move frames of a sentence (:mod:`._frames`) as raw relations.
 
     Their relation is the frame's (``_frames.BE_AT``, ...); the caller reads each with the
     frame's rule (``_frames.FRAME_RELATIONS``). ``employer`` tells an argument that can be
     an employer (a name not typed as a person, place, tool, ...), ``place`` one that is a
-    known place (a move between places).
+    known place (a move between places), ``product`` one that is a known tool or service
+    (a switch between products).
     """
     if asks(sentence):
         return []
@@ -416,6 +428,6 @@ def frame_relations(
     return [
         RawRelation(subject, relation, obj, 0.7)
         for subject, relation, obj in frames(
-            sentence, [(a.start, a.end, a) for a in args], employer, place
+            sentence, [(a.start, a.end, a) for a in args], employer, place, product
         )
     ]

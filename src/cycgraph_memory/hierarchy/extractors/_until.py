@@ -21,14 +21,32 @@ faster") or a phrase no date starts ("since he was 5", "since then") gives ``Non
 a time of the day ("since 9am": a schedule) and a claim about the future or a
 possibility ("will work at Acme since ..."). :func:`resolve_since` places it like an
 "until" phrase; a date it cannot place leaves the claim valid from its message.
+
+Around those, :func:`claim_dates` gives every tier one reading of a claim's dates: a
+present-perfect duration (:func:`duration_of`: "has worked at Acme for three years" began
+three years before the message), a "since" date after an ended claim
+(:func:`ended_since_of`: "not at Globex anymore since march" stopped then), and a date
+before the claim (:func:`lead_date_of`: "since 2021, alice has worked at acme", "in 2019
+Carla moved to Berlin", "last year Dan left Hooli").
 """
 
 from __future__ import annotations
 
+import calendar
 import re
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["coarse_since", "resolve_since", "resolve_until", "since_of", "until_of"]
+__all__ = [
+    "claim_dates",
+    "coarse_since",
+    "duration_of",
+    "ended_since_of",
+    "lead_date_of",
+    "resolve_since",
+    "resolve_until",
+    "since_of",
+    "until_of",
+]
 
 _UNTIL = re.compile(
     r"\s*,?\s*(?:up\s+)?(?:until|till|til|['\u2019]til)\s+(?P<phrase>[^,.;:!?()\n]{1,40}(?:,\s*(?:19|20)\d{2}\b)?)",
@@ -167,6 +185,192 @@ def since_of(sentence: str, end: int, link: str) -> str | None:
     return phrase
 
 
+# A duration after the claim: "has worked at Acme for three years", "'s been at Globex for
+# 6 months now", "for the past two years", "for a couple of years".
+_NUMBERS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+    "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
+    "fifteen": 15, "twenty": 20, "couple": 2,
+}
+_COUNT = (
+    r"(?:about\s+|around\s+|like\s+|roughly\s+)?(?P<count>\d{1,2}|"
+    + "|".join(n for n in _NUMBERS if n != "couple")
+    + r"|(?:a\s+)?couple(?:\s+of)?)\s+(?P<unit>years?|yrs?|months?|mos|weeks?|wks?)\b"
+)
+_DURATION = re.compile(
+    r"\s*,?\s*for\s+(?:the\s+(?:last|past)\s+)?(?P<phrase>" + _COUNT + ")",
+    re.IGNORECASE,
+)
+_DURATION_PHRASE = re.compile(r"^for\s+" + _COUNT, re.IGNORECASE)
+# The present perfect holds now ("has worked", "'s been", "have lived").
+_PERFECT = re.compile(r"\b(?:has|have)\b|['\u2019](?:s|ve)\b", re.IGNORECASE)
+# After an ended claim: "not at Globex anymore since march", "hasn't worked at Acme since 2022".
+_ENDED_SINCE = re.compile(
+    r"\s*,?\s*(?:(?:any\s*more|no\s+(?:longer|more))\s*,?\s*)?(?:(?:ever|all\s+the\s+way\s+back)\s+)?"
+    r"since\s+(?P<phrase>[^,.;:!?()\n]{1,40}(?:,\s*(?:19|20)\d{2}\b)?)",
+    re.IGNORECASE,
+)
+# Chat openers before a date that leads the claim ("so", "oh btw", "yeah").
+_OPENERS = re.compile(
+    r"\W*(?:(?:so|oh|ok|okay|well|yeah|yea|yep|and|but|btw|um|uh|lol|also|fyi|anyway|"
+    r"anyways|actually|fun\s+fact|ngl|tbh)\b[\s,:-]*)*",
+    re.IGNORECASE,
+)
+_LEAD = re.compile(
+    r"(?:(?P<since>(?:ever\s+)?since)|(?:(?:way\s+)?back\s+)?in|(?:way\s+)?back)\s+(?P<phrase>.+)",
+    re.IGNORECASE | re.DOTALL,
+)
+# An ending that happened at a time ("last year Dan left Hooli"), not a state said of it.
+_DEPARTED = re.compile(
+    r"\b(?:left|quit|resigned|retired|stepped\s+down|stopped|sold|moved|switched|"
+    r"relocated|dropped|ditched|fired|laid\s+off)\b",
+    re.IGNORECASE,
+)
+
+
+def duration_of(sentence: str, end: int, link: str) -> str | None:
+    """The duration right after a claim in the present perfect: when it began.
+
+    Args:
+        sentence: The sentence.
+        end: Offset in ``sentence`` just after the claim's later mention (the object).
+        link: The claim's own words (the text linking its mentions), read for tense.
+
+    Returns:
+        ``"for <duration>"`` for a claim in the present perfect ("has worked at Acme for
+        three years", "'s been at Globex for 6 months now", "have lived in Berlin for the
+        past two years": it began that long before the message, see
+        :func:`resolve_since`); ``None`` otherwise: no duration or a vague one ("for a few
+        years", "for ages"), a future, modal or past-perfect claim, and a simple past
+        ("lived in Paris for two years": it says how long it held, not when it stopped,
+        so the tiers read it as any simple past).
+    """
+    match = _DURATION.match(sentence, end)
+    if match is None or _NOT_YET.search(link) or _PERFECT.search(link) is None:
+        return None
+    return "for " + " ".join(match.group("phrase").split())
+
+
+def ended_since_of(sentence: str, end: int, link: str) -> str | None:
+    """The "since" date after an ended claim: when it stopped.
+
+    "Bob's not at Globex anymore since march", "she hasn't worked at Acme since 2022",
+    "no longer works at Acme since last year": the phrase after "since" (an "anymore" /
+    "no longer" between the object and "since" is allowed) when it opens with a date, as
+    :func:`since_of` reads it; ``None`` otherwise, and for a future, modal or past-perfect
+    claim.
+    """
+    match = _ENDED_SINCE.match(sentence, end)
+    if match is None or _NOT_YET.search(link):
+        return None
+    phrase = match.group("phrase").strip()
+    if not phrase or _SCHEDULE.match(phrase) is not None or not _dated(phrase):
+        return None
+    return phrase
+
+
+def lead_date_of(sentence: str, start: int) -> tuple[str, str] | None:
+    """A date said before the claim: ``(kind, phrase)`` or ``None``.
+
+    The words before the claim's first mention (``start``), chat openers aside ("so",
+    "oh btw", "yeah"), must be a date and nothing else: "since 2021, alice has worked at
+    acme" gives ``("since", "2021")``; "in 2019 Carla moved to Berlin", "back in 2019 she
+    joined Initech", "last year Dan left Hooli", "yesterday ..." give ``("at", phrase)``
+    (a time something happened). The phrase must be a whole date form of
+    :func:`resolve_until` ("in Berlin", "back in the day", "since then" are none); a bare
+    date with no "in" / "since" counts only as a relative one ("last year").
+    """
+    prefix = sentence[:start]
+    opened = _OPENERS.match(prefix)
+    rest = prefix[opened.end() if opened else 0 :].strip().rstrip(",").strip()
+    if not rest:
+        return None
+    lead = _LEAD.fullmatch(rest)
+    if lead is not None:
+        phrase, kind = lead.group("phrase").strip(), "since" if lead.group("since") else "at"
+    elif _RELATIVE.fullmatch(rest) is not None or _DAYS.fullmatch(rest) is not None:
+        phrase, kind = rest, "at"
+    else:
+        return None
+    return (kind, phrase) if _whole_date(phrase) else None
+
+
+def _whole_date(phrase: str) -> bool:
+    """True when all of ``phrase`` is one date form (not a date that opens more words)."""
+    for form in _DATE_FORMS:
+        match = form.match(phrase)
+        if match is not None and match.end() == len(phrase):
+            return True
+    return _RELATIVE.fullmatch(phrase) is not None or _DAYS.fullmatch(phrase) is not None
+
+
+def claim_dates(
+    sentence: str,
+    start: int,
+    end: int,
+    link: str,
+    *,
+    stative: bool,
+    ended: bool,
+    moved: bool = False,
+) -> tuple[bool, str | None, str | None]:
+    """``(ended, until, since)`` of a claim: what its sentence says of when it began or ended.
+
+    Shared by every tier, on a claim whose subject comes first.
+
+    Args:
+        sentence: The sentence.
+        start: Offset of the claim's first mention (a date may come before it).
+        end: Offset just after the claim's later mention (the object).
+        link: The claim's own words between its mentions (its clause), read for tense.
+        stative: Whether the relation holds over a period (``work_at``, ``live_in``).
+        ended: Whether the tier already read the claim as ended.
+        moved: Whether the claim is an end of a move ("moved from A to B").
+
+    Returns:
+        ``ended`` (also when an "until" date ends it),
+        ``until`` (the phrase of the instant it stopped: after "until", after "since" on
+        an ended claim, or a leading date of a departure: "last year Dan left Hooli"),
+        ``since`` (the phrase of the instant it began: after "since", a present-perfect
+        duration "for three years", a leading "since 2021, ...", or a leading date of a
+        past event: "in 2019 Carla moved to Berlin"). Resolve both with
+        :func:`resolve_until` / :func:`resolve_since` against the message's time.
+    """
+    until = since = None
+    lead = lead_date_of(sentence, start)
+    if stative:
+        until = until_of(sentence, end, link)
+        if until is None and ended:
+            until = ended_since_of(sentence, end, link)
+        ended = ended or until is not None
+        if not ended and not moved:
+            since = since_of(sentence, end, link)
+            if since is None:
+                since = duration_of(sentence, end, link)  # "has worked at Acme for 3 years"
+            if (
+                since is None
+                and not ended
+                and lead is not None
+                and lead[0] == "since"
+                and not _NOT_YET.search(link)
+            ):
+                since = lead[1]  # "since 2021, alice has worked at acme"
+    if lead is not None and not _NOT_YET.search(link):
+        kind, phrase = lead
+        if ended and until is None and (kind == "since" or moved or _DEPARTED.search(link)):
+            until = phrase  # "last year Dan left Hooli", "since 2022 she hasn't ..."
+        elif (
+            not ended
+            and since is None
+            and kind == "at"
+            and (moved or not stative)
+            and _PAST.search(link) is not None
+            and _PRESENT.search(link) is None
+        ):
+            since = phrase  # "in 2019 Carla moved to Berlin", "back in 2019 she joined"
+    return ended, until, since
+
+
 def _dated(phrase: str) -> bool:
     """True when ``phrase`` opens with a date form :func:`resolve_until` reads."""
     for form in _DATE_FORMS:
@@ -189,9 +393,12 @@ def _dated(phrase: str) -> bool:
 def coarse_since(phrase: str) -> bool:
     """True when a "since" phrase names a month or longer ("march", "2021", "last year").
 
-    A day or a week ("since yesterday", "since last week") fits a visit as well as a job:
-    the "be at" frame reads only a longer stay as employment.
+    A day or a week ("since yesterday", "since last week", "for two weeks") fits a visit
+    as well as a job: the "be at" frame reads only a longer stay as employment.
     """
+    duration = _DURATION_PHRASE.match(phrase)
+    if duration is not None:
+        return not duration.group("unit").lower().startswith("w")
     return _DAYS.match(phrase) is None and not re.match(
         r"^(?:last|this)\s+week\b", phrase, re.IGNORECASE
     ) and not any(
@@ -201,8 +408,33 @@ def coarse_since(phrase: str) -> bool:
 
 
 def resolve_since(phrase: str, said_at: datetime) -> datetime | None:
-    """The instant a "since" phrase names (as :func:`resolve_until`); ``None`` if unknown."""
-    return resolve_until(phrase, said_at)
+    """The instant a "since" phrase names (as :func:`resolve_until`); ``None`` if unknown.
+
+    A duration ("for three years", from :func:`duration_of`) is that long before
+    ``said_at`` (the same day of the month, the last one of a shorter month).
+    """
+    duration = _DURATION_PHRASE.match(phrase)
+    if duration is None:
+        return resolve_until(phrase, said_at)
+    count = duration.group("count").lower()
+    n = int(count) if count.isdigit() else 2 if "couple" in count else _NUMBERS[count]
+    try:
+        found = _before(said_at.astimezone(UTC), n, duration.group("unit").lower()[0])
+    except (OverflowError, ValueError):
+        return None
+    return None if found <= _FIRST_UTC else found
+
+
+def _before(said: datetime, n: int, unit: str) -> datetime:
+    """``said`` minus ``n`` years (``unit`` "y"), months ("m") or weeks ("w")."""
+    if unit == "w":
+        return said - timedelta(weeks=n)
+    months = said.year * 12 + (said.month - 1) - (12 * n if unit == "y" else n)
+    year, month = divmod(months, 12)
+    month += 1
+    return said.replace(
+        year=year, month=month, day=min(said.day, calendar.monthrange(year, month)[1])
+    )
 
 
 def _start_of_day(year: int, month: int, day: int) -> datetime | None:

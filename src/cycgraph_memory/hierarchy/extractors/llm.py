@@ -78,9 +78,10 @@ from cycgraph_memory.hierarchy.extractors._llm_parse import (
 )
 from cycgraph_memory.hierarchy.extractors._polarity import (
     ENDED_ATTRIBUTE,
-    claim_since,
-    claim_stop,
+    claim_dates_of,
     locate_claim,
+    stopped_since_of,
+    switched_product_of,
 )
 from cycgraph_memory.hierarchy.extractors._sentences import split_sentences
 from cycgraph_memory.hierarchy.extractors._until import resolve_since, resolve_until
@@ -187,6 +188,10 @@ def _is_options(value: object) -> bool:
         and not callable(getattr(value, "complete", None))
     )
 
+
+_JOB_RELATIONS = frozenset({"work_at", "join"})
+"""Relations of a job, which a switch between products never is (the post-check drops
+them there)."""
 
 class LLMExtractor:
     """LLM extraction with timeout, consecutive-failure circuit breaker and fallback.
@@ -530,6 +535,21 @@ class LLMExtractor:
             polarity, when = "asserted", episode.started_at
             if located is not None:
                 polarity, when = located[0], said_at[located[1]]
+            source_name, target_name = entities[source_key].name, entities[target_key].name
+            if (
+                polarity == "negated"
+                and located is not None
+                and stopped_since_of(sentences[located[1]][0], source_name, target_name, relation)
+            ):
+                polarity = "ended"  # "she hasn't worked at Acme since 2022": it stopped then
+            if (
+                relation in _JOB_RELATIONS
+                and located is not None
+                and switched_product_of(sentences[located[1]][0], target_name)
+            ):
+                # "switched to T-Mobile from Verizon": a customer's switch, not a job move.
+                logger.debug("dropping a job claim about a product switch: %r", raw_rel)
+                continue
             if polarity == "negated":
                 self._bump(negated_dropped=1)
                 logger.debug("dropping relationship the text negates: %r", raw_rel)
@@ -537,27 +557,17 @@ class LLMExtractor:
             ended, stop = polarity == "ended", when
             if located is not None:
                 # "moved from Initech to Globex" ends the Initech job; "worked at Hooli
-                # until March" ended then (a date the text cannot place: when it was said).
-                moved, until = claim_stop(
-                    sentences[located[1]][0],
-                    entities[source_key].name,
-                    entities[target_key].name,
-                    relation,
+                # until March" ended then (a date the text cannot place: when it was said);
+                # "has worked at Acme since 2021" / "for three years", "in 2019 she
+                # joined Initech" held from then (else from `when`).
+                ended, until, since = claim_dates_of(
+                    sentences[located[1]][0], source_name, target_name, relation, ended=ended
                 )
-                ended = ended or moved
                 if ended and until is not None:
                     stop = resolve_until(until, when) or when
-                if not ended:
-                    # "has worked at Acme since 2021": held from then (else from `when`).
-                    since = claim_since(
-                        sentences[located[1]][0],
-                        entities[source_key].name,
-                        entities[target_key].name,
-                        relation,
-                    )
-                    if since is not None:
-                        start = resolve_since(since, when)
-                        when = min(start, when) if start is not None else when
+                if not ended and since is not None:
+                    start = resolve_since(since, when)
+                    when = min(start, when) if start is not None else when
             relationships[key3] = Relationship(
                 id=mint("relationship", *key3),
                 source_id=entities[source_key].id,

@@ -127,7 +127,7 @@ from cycgraph_memory.hierarchy.extractors._polarity import (
 )
 from cycgraph_memory.hierarchy.extractors._relations import asks, is_question
 from cycgraph_memory.hierarchy.extractors._sentences import cap_sentence_words
-from cycgraph_memory.hierarchy.extractors._until import coarse_since, since_of, until_of
+from cycgraph_memory.hierarchy.extractors._until import claim_dates, coarse_since
 from cycgraph_memory.hierarchy.extractors.rules import _NOT_EMPLOYERS, _ROLE_CUES, _Acc, _Edge
 from cycgraph_memory.normalize import normalize_entity_name
 from cycgraph_memory.records import (
@@ -696,16 +696,20 @@ class ParserExtractor:
                         continue
                     ended = ended or polarity == "ended" or frame in ENDED_FRAMES
                 until = since = None
-                if spans is not None and relation in STATIVE_RELATIONS and spans[0] < spans[1]:
-                    # "worked at Hooli until March": held, and stopped then.
-                    link = claim_clause(sent_text[spans[0][1] : spans[1][0]])
-                    # After the whole name: "Bank of America" is headed by "Bank".
-                    after = _name_end(raw.object, token_keys, sent_start, spans[1][1])
-                    until = until_of(sent_text, after, link)
-                    ended = ended or until is not None
-                    if not ended and frame not in MOVE_FRAMES:
-                        # "has worked at Acme since 2021": held from then.
-                        since = since_of(sent_text, after, link)
+                if spans is not None and spans[0] < spans[1]:
+                    # "worked at Hooli until March" (held, and stopped then), "has worked
+                    # at Acme since 2021" / "for three years" (held from then), "last year
+                    # Dan left Hooli", "in 2019 Carla moved to Berlin". After the whole
+                    # name: "Bank of America" is headed by "Bank".
+                    ended, until, since = claim_dates(
+                        sent_text,
+                        _name_start(raw.subject, token_keys, sent_start, spans[0][0]),
+                        _name_end(raw.object, token_keys, sent_start, spans[1][1]),
+                        claim_clause(sent_text[spans[0][1] : spans[1][0]]),
+                        stative=relation in STATIVE_RELATIONS,
+                        ended=ended,
+                        moved=frame in MOVE_FRAMES,
+                    )
                 if frame == BE_AT and (
                     not (ended or (since is not None and coarse_since(since)))
                     or target_acc.type in _NOT_EMPLOYERS
@@ -1059,9 +1063,16 @@ def _frame_edges(
         key = ref(tok)
         return key is not None and state.entities[key].type == "location"
 
+    def product(tok: Any) -> bool:
+        key = ref(tok)
+        if key is None:
+            return False
+        acc = state.entities[key]
+        return acc.type == "tool" or lex.product_name(acc.name)
+
     return [
         RawEdge(subject, relation, obj, 0.7)
-        for subject, relation, obj in frames(sent_text, spans, employer, place)
+        for subject, relation, obj in frames(sent_text, spans, employer, place, product)
     ]
 
 
@@ -1093,6 +1104,23 @@ def _spans(
     return (subj.idx - base, subj.idx - base + len(subj.text)), (
         obj.idx - base, obj.idx - base + len(obj.text)
     )
+
+
+def _name_start(tok: Any, token_keys: dict[int, str], base: int, start: int) -> int:
+    """The start (in the sentence) of the name ``tok`` stands for: before its earlier tokens.
+
+    ``start`` is the start of ``tok`` itself; the tokens right before it with the same
+    entity key ("Carla" before "Smith") are part of the name.
+    """
+    key = token_keys.get(tok.i)
+    if key is None:
+        return start
+    prev = tok.i - 1
+    doc = tok.doc
+    while prev >= tok.sent.start and token_keys.get(prev) == key:
+        start = doc[prev].idx - base
+        prev -= 1
+    return start
 
 
 def _name_end(tok: Any, token_keys: dict[int, str], base: int, end: int) -> int:

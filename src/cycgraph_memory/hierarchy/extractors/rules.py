@@ -79,6 +79,7 @@ from cycgraph_memory.hierarchy.extractors._frames import (
     PLACE_FRAMES,
     place_relation,
 )
+from cycgraph_memory.hierarchy.extractors._lexicon import product_name
 from cycgraph_memory.hierarchy.extractors._polarity import (
     STATIVE_RELATIONS,
     claim_clause,
@@ -96,7 +97,7 @@ from cycgraph_memory.hierarchy.extractors._relations import (
 )
 from cycgraph_memory.hierarchy.extractors._roles import role_relations
 from cycgraph_memory.hierarchy.extractors._sentences import split_sentences
-from cycgraph_memory.hierarchy.extractors._until import coarse_since, since_of, until_of
+from cycgraph_memory.hierarchy.extractors._until import claim_dates, coarse_since
 from cycgraph_memory.hierarchy.extractors._verbs import (
     BUILTIN_RELATIONS,
     RelationPattern,
@@ -428,7 +429,11 @@ class RuleBasedExtractor:
                     acc = result.entities.get(arg.key) if arg.key is not None else None
                     return acc is not None and acc.type == "location"
 
-                framed = frame_relations(sentence, mentions, employer, place)
+                def product(arg: Arg) -> bool:
+                    acc = result.entities.get(arg.key) if arg.key is not None else None
+                    return acc is not None and (acc.type == "tool" or product_name(acc.name))
+
+                framed = frame_relations(sentence, mentions, employer, place, product)
                 # A move frame reads both ends: the pattern's own "moved to" edge of the
                 # same object would store the move's goal as a bare ``move_to``.
                 moved = {raw.object.start for raw in framed if raw.relation in MOVE_FRAMES}
@@ -470,14 +475,19 @@ class RuleBasedExtractor:
                     continue  # denied, doubted or conditioned: not a relationship
                 ended = polarity == "ended" or frame in ENDED_FRAMES
                 until = since = None
-                if relation in STATIVE_RELATIONS and raw.subject.end <= raw.object.start:
-                    # "worked at Hooli until March": held, and stopped then.
-                    link = claim_clause(sentence[raw.subject.end : raw.object.start])
-                    until = until_of(sentence, raw.object.end, link)
-                    ended = ended or until is not None
-                    if not ended and frame not in MOVE_FRAMES:
-                        # "has worked at Acme since 2021": held from then.
-                        since = since_of(sentence, raw.object.end, link)
+                if raw.subject.end <= raw.object.start:
+                    # "worked at Hooli until March" (held, and stopped then), "has worked
+                    # at Acme since 2021" / "for three years" (held from then), "last year
+                    # Dan left Hooli", "in 2019 Carla moved to Berlin".
+                    ended, until, since = claim_dates(
+                        sentence,
+                        raw.subject.start,
+                        raw.object.end,
+                        claim_clause(sentence[raw.subject.end : raw.object.start]),
+                        stative=relation in STATIVE_RELATIONS,
+                        ended=ended,
+                        moved=frame in MOVE_FRAMES,
+                    )
                 if frame == BE_AT and (
                     not (ended or (since is not None and coarse_since(since)))
                     or result.entities[target].type in _NOT_EMPLOYERS
