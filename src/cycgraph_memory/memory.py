@@ -60,6 +60,7 @@ from cycgraph_memory.errors import (
     SchemaNotReadyError,
 )
 from cycgraph_memory.hierarchy.pipeline import IngestReport, MemoryPipeline, _IngestOptions
+from cycgraph_memory.hierarchy.theme_upkeep import repair_themes
 from cycgraph_memory.inspection import MemoryStats, memory_stats
 from cycgraph_memory.integration import memory_result_to_dicts, memory_writer, render_memory_section
 from cycgraph_memory.lifecycle import PurgeReport, PurgeSelector, purge
@@ -71,6 +72,8 @@ from cycgraph_memory.records import (
     Message,
     RetrievalOptions,
     SemanticFact,
+    Theme,
+    utc_now,
 )
 from cycgraph_memory.retrieval import retrieve_memory
 from cycgraph_memory.textsearch import name_candidates
@@ -678,9 +681,13 @@ class Memory:
                 updated: list[SemanticFact] = [
                     f.model_copy(update={"invalidated_by": FORGOTTEN_BY}) for f in live
                 ]
+                themes: list[Theme] = []
                 if updated:
                     await self.store.put_facts(updated)
+                    # A forgotten fact stops shaping (and being quoted by) its theme.
+                    themes = await repair_themes(self.store, updated, now=utc_now())
             puts = [Put(f, "fact_forgotten") for f in updated]
+            puts += [Put(t, "theme_updated") for t in themes]
             sync_index(self.index, puts)
             sp.set(rows=len(puts))
         _log.info("forgot %d facts for tenant %s", len(puts), self.tenant)

@@ -60,6 +60,7 @@ from cycgraph_memory.consolidation.plan import (
 )
 from cycgraph_memory.contracts import MemoryIndex, MemoryStore
 from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.hierarchy.theme_upkeep import refresh_themes, themes_lock_for
 from cycgraph_memory.observability import span, tenant_of
 from cycgraph_memory.progress import ProgressCallback, report_progress
 from cycgraph_memory.records import (
@@ -68,6 +69,7 @@ from cycgraph_memory.records import (
     ConflictResolutionDetail,
     ConflictResolutionReport,
     SemanticFact,
+    utc_now,
 )
 from cycgraph_memory.temporal import windows_overlap
 
@@ -387,9 +389,18 @@ class ConflictDetector:
         items = instances_of(conflicts, Conflict, "conflicts")
         return await self._plan([(c, *self._decide(c, chosen)) for c in items])
 
+    async def _theme_repairs(self, losers: list[SemanticFact]) -> list[Mutation]:
+        """The themes listing invalidated losers, re-centred and relabelled without them."""
+        themes = await refresh_themes(
+            self.store, losers, now=utc_now(), batch_size=self.batch_size
+        )
+        return [Put(t, "theme_updated") for t in themes]
+
     async def _plan(
         self,
         decisions: list[tuple[Conflict, Literal["keep_a", "keep_b", "skipped"], str]],
+        *,
+        themes: bool = True,
     ) -> MutationPlan[ConflictResolutionReport]:
         for conflict, _, _ in decisions:
             if conflict.fact_a.id == conflict.fact_b.id:  # built without validation
@@ -441,6 +452,13 @@ class ConflictDetector:
             report.details.append(
                 ConflictResolutionDetail(conflict=conflict, action=action, reason=reason)
             )
+        if themes:
+            puts.extend(
+                await self._theme_repairs(
+                    [m.record for m in puts
+                     if isinstance(m, Put) and isinstance(m.record, SemanticFact)]
+                )
+            )
         return MutationPlan(puts, report)
 
     async def _apply(
@@ -448,8 +466,15 @@ class ConflictDetector:
         decisions: list[tuple[Conflict, Literal["keep_a", "keep_b", "skipped"], str]],
     ) -> ConflictResolutionReport:
         async with exclusive_passes(self.store, "conflict-resolution", FACTS_LOCK):
-            plan = await self._plan(decisions)
-            await apply_mutations(self.store, plan.mutations)
+            plan = await self._plan(decisions, themes=False)
+            losers = [
+                m.record for m in plan.mutations
+                if isinstance(m, Put) and isinstance(m.record, SemanticFact)
+            ]
+            # The themes of the losers are planned and written under the themes lock.
+            async with themes_lock_for(self.store, losers):
+                plan.mutations.extend(await self._theme_repairs(losers))
+                await apply_mutations(self.store, plan.mutations)
         sync_index(self.index, plan.mutations)
         report = plan.report
         assert report is not None

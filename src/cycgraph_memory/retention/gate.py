@@ -43,6 +43,7 @@ from cycgraph_memory.contracts import (
     SupportsGateInputs,
 )
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
+from cycgraph_memory.hierarchy.theme_upkeep import repair_themes
 from cycgraph_memory.records import (
     MAX_TAG_LENGTH,
     QUARANTINE_TAG,
@@ -785,6 +786,9 @@ async def evaluate_retention(
         changed = [f for f in (_applied(d, rules) for d in decisions) if f is not None]
         if changed:
             await store.put_facts(changed)
+            # An evicted lesson stops shaping (and being quoted by) the themes listing it.
+            evicted = [f for f in changed if f.invalidated_by is not None]
+            await repair_themes(store, evicted, now=(clock or utc_now)())
         if decisions and hasattr(ledger, "append_gate_audit"):
             when = (clock or utc_now)()
             policy_json = rules.model_dump(mode="json")
