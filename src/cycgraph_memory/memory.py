@@ -657,7 +657,8 @@ class Memory:
         """Soft-delete facts: they stop being served but stay stored and auditable.
 
         Each live fact gets ``invalidated_by = "forgotten"`` (:data:`FORGOTTEN_BY`), in one
-        unit of work. ``erase=True`` is refused with
+        unit of work. Their themes are re-centred and relabelled without them (soft-deleted
+        when no live fact is left), under the ``themes`` lock. ``erase=True`` is refused with
         :class:`~cycgraph_memory.errors.ErasureNotAvailableError` (nothing changes): hard
         erasure goes by sources, with :meth:`erase`.
 

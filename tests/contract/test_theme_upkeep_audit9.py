@@ -126,7 +126,7 @@ async def test_consolidation_keeps_quarantined_facts_out_of_a_re_centred_theme(
 async def test_consolidation_repairs_a_theme_quoting_a_fact_quarantined_later(
     store: Any, index: Any
 ) -> None:
-    theme, facts = await seed(store, index, a_tags=(QUARANTINE_TAG,))
+    theme, _facts = await seed(store, index, a_tags=(QUARANTINE_TAG,))
     consolidator = MemoryConsolidator(store, index)
     report = await consolidator.consolidate()
     assert report.themes_cleaned_up == 1 and report.facts_decayed == 0

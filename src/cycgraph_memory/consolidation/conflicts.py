@@ -28,7 +28,9 @@ backends decide alike), and a cosine within ``SIM_TOLERANCE`` (1e-6) below
 In a conflict ``fact_a`` is the older fact (``(valid_from, id)`` order), ``fact_b`` the newer.
 Detection is read-only unless ``auto_resolve_supersession=True``. Quarantined facts are
 never compared, and a resolution never invalidates a fact for (or invalidates) a fact
-quarantined in the store, even one quarantined after detection.
+quarantined in the store, even one quarantined after detection. A resolution also
+re-centres and relabels the themes of the facts it invalidates (``theme_updated``
+mutations of the plan; written under the ``themes`` lock), so none keeps quoting a loser.
 """
 
 from __future__ import annotations

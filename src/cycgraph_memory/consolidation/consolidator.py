@@ -37,9 +37,13 @@ are pruned (ties: older ``valid_from``, then smaller id) with ``invalidated_by =
 **Episodes.** Over ``max_episodes``, the oldest (``(started_at, id)``) are invalidated (or
 deleted).
 
-**Themes.** A theme listing removed facts gets its ``fact_ids`` updated and its embedding
-recomputed as the normalised mean of its remaining live facts' unit embeddings (``None``
-when none has one); a theme left with no live fact (only facts invalidated earlier, e.g.
+**Themes.** A theme listing removed facts gets its ``fact_ids`` updated, and its
+embedding, label and description taken again from its remaining servable facts, live and
+not quarantined (``hierarchy.theme_upkeep.recentre_theme``: the normalised mean of their
+unit embeddings, ``None`` when none has one; the label quotes the one nearest it). A live
+theme that a quarantined fact names is repaired the same way (a fact quarantined after it
+joined a theme stops shaping it); a theme is written only when that changes it. A theme
+left with no live fact (only facts invalidated earlier, e.g.
 by a conflict resolution, or none) is invalidated (or deleted). In hard mode,
 themes already soft-deleted and episodes stop citing the deleted facts too (an episode
 cites a merged fact's keeper instead), and a fact invalidated in favour of a deleted fact

@@ -36,7 +36,8 @@ What is derived from what (the rules the planner applies):
   selector does not match) and relabelled. A theme that lost facts or was re-attributed
   is re-centred (the normalised mean of its surviving live facts' unit embeddings, as
   consolidation and ``reembed`` compute it; ``None`` without one) and relabelled from its
-  surviving facts (labels and descriptions quote fact text, so nothing erased is kept).
+  surviving facts (labels and descriptions quote fact text, so nothing erased is kept);
+  quarantined facts stay listed but shape neither (``hierarchy.theme_upkeep.recentre_theme``).
 * A surviving (soft-deleted) fact or relationship whose ``invalidated_by`` names an erased
   one (the keeper of a merge, the winner of a conflict) stays invalidated, with
   ``invalidated_by = ERASED_BY``: no row keeps the erased id.

@@ -12,7 +12,10 @@ One pass (:func:`evaluate_retention`) runs as one exclusive unit of work on the 
    soft-delete with ``invalidated_by = "eval-gate:harmful"`` or ``"eval-gate:no_lift"``
    (one ``put_facts``). A candidate that stopped being an active, unquarantined candidate
    since step 1 (a writer quarantined, invalidated or promoted it meanwhile) is held with
-   the reason ``changed_during_pass`` instead of being overwritten;
+   the reason ``changed_during_pass`` instead of being overwritten. The themes of the
+   evicted lessons are re-centred and relabelled without them
+   (``hierarchy.theme_upkeep.repair_themes``, under the ``themes`` lock, taken only when
+   an evicted lesson names a theme);
 4. append one audit entry per decision when the ledger keeps a gate audit log.
 
 Everything lands or nothing does, and two concurrent passes end in the state of one.
