@@ -60,7 +60,7 @@ from cycgraph_memory.errors import (
     SchemaNotReadyError,
 )
 from cycgraph_memory.hierarchy.pipeline import IngestReport, MemoryPipeline, _IngestOptions
-from cycgraph_memory.hierarchy.theme_upkeep import repair_themes
+from cycgraph_memory.hierarchy.theme_upkeep import refresh_themes, themes_lock_for
 from cycgraph_memory.inspection import MemoryStats, memory_stats
 from cycgraph_memory.integration import memory_result_to_dicts, memory_writer, render_memory_section
 from cycgraph_memory.lifecycle import PurgeReport, PurgeSelector, purge
@@ -679,14 +679,23 @@ class Memory:
             async with exclusive_passes(self.store, "forget", FACTS_LOCK):
                 found = await self.store.get_facts(ids)
                 live = [found[i] for i in ids if i in found and found[i].invalidated_by is None]
-                updated: list[SemanticFact] = [
-                    f.model_copy(update={"invalidated_by": FORGOTTEN_BY}) for f in live
-                ]
-                themes: list[Theme] = []
-                if updated:
-                    await self.store.put_facts(updated)
-                    # A forgotten fact stops shaping (and being quoted by) its theme.
-                    themes = await repair_themes(self.store, updated, now=utc_now())
+                # A forgotten fact stops shaping (and being quoted by) its theme: the themes
+                # lock is taken before any write (an ingest holding it may rewrite these
+                # rows), and the facts are read again under it (their theme may have moved).
+                async with themes_lock_for(self.store, live) as themed:
+                    if themed:
+                        found = await self.store.get_facts(ids)
+                        live = [found[i] for i in ids
+                                if i in found and found[i].invalidated_by is None]
+                    updated: list[SemanticFact] = [
+                        f.model_copy(update={"invalidated_by": FORGOTTEN_BY}) for f in live
+                    ]
+                    themes: list[Theme] = []
+                    if updated:
+                        await self.store.put_facts(updated)
+                        themes = await refresh_themes(self.store, updated, now=utc_now())
+                        if themes:
+                            await self.store.put_themes(themes)
             puts = [Put(f, "fact_forgotten") for f in updated]
             puts += [Put(t, "theme_updated") for t in themes]
             sync_index(self.index, puts)

@@ -454,14 +454,10 @@ class ConflictDetector:
             report.details.append(
                 ConflictResolutionDetail(conflict=conflict, action=action, reason=reason)
             )
+        plan = MutationPlan(puts, report)
         if themes:
-            puts.extend(
-                await self._theme_repairs(
-                    [m.record for m in puts
-                     if isinstance(m, Put) and isinstance(m.record, SemanticFact)]
-                )
-            )
-        return MutationPlan(puts, report)
+            puts.extend(await self._theme_repairs(_facts_of(plan)))
+        return plan
 
     async def _apply(
         self,
@@ -469,16 +465,24 @@ class ConflictDetector:
     ) -> ConflictResolutionReport:
         async with exclusive_passes(self.store, "conflict-resolution", FACTS_LOCK):
             plan = await self._plan(decisions, themes=False)
-            losers = [
-                m.record for m in plan.mutations
-                if isinstance(m, Put) and isinstance(m.record, SemanticFact)
-            ]
-            # The themes of the losers are planned and written under the themes lock.
-            async with themes_lock_for(self.store, losers):
-                plan.mutations.extend(await self._theme_repairs(losers))
+            # The themes of the losers are planned and written under the themes lock, taken
+            # before any write (an ingest holding it may rewrite the losers' rows); the
+            # plan is made again under it (an ingest may have moved a loser's theme).
+            async with themes_lock_for(self.store, _facts_of(plan)) as themed:
+                if themed:
+                    plan = await self._plan(decisions, themes=False)
+                plan.mutations.extend(await self._theme_repairs(_facts_of(plan)))
                 await apply_mutations(self.store, plan.mutations)
         sync_index(self.index, plan.mutations)
         report = plan.report
         assert report is not None
         _log.info("conflict resolution: %d resolved, %d skipped", report.resolved, report.skipped)
         return report
+
+
+def _facts_of(plan: MutationPlan[ConflictResolutionReport]) -> list[SemanticFact]:
+    """The facts a resolution plan writes (the invalidated losers)."""
+    return [
+        m.record for m in plan.mutations
+        if isinstance(m, Put) and isinstance(m.record, SemanticFact)
+    ]

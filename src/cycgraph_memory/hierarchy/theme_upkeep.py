@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import datetime
 
 import numpy as np
@@ -41,7 +40,6 @@ __all__ = [
     "UNTITLED_THEME",
     "recentre_theme",
     "refresh_themes",
-    "repair_themes",
     "servable",
     "theme_changed",
     "themes_lock_for",
@@ -154,8 +152,8 @@ async def refresh_themes(
     (:func:`recentre_theme`; membership is kept, so a query including invalidated records
     still reaches them), or soft-deleted (``invalidated_at = now``) when none of its
     members is live any more. Only themes that change are returned. Call it in the
-    writer's unit of work, holding the ``themes`` lock (ingest's
-    ``THEMES_LOCK``), and write what it returns.
+    writer's unit of work, inside :func:`themes_lock_for` (ingest's ``THEMES_LOCK``), and
+    write what it returns.
 
     Args:
         store: The store the facts belong to.
@@ -190,38 +188,21 @@ async def refresh_themes(
     return out
 
 
-def themes_lock_for(
+@contextlib.asynccontextmanager
+async def themes_lock_for(
     store: MemoryStore, facts: Iterable[SemanticFact]
-) -> AbstractAsyncContextManager[None]:
-    """The ``themes`` lock when one of ``facts`` names a theme, else a no-op.
+) -> AsyncIterator[bool]:
+    """Hold the ``themes`` lock when one of ``facts`` names a theme; yield whether it does.
 
-    For a pass inside its own unit of work (holding ``FACTS_LOCK``): ``THEMES_LOCK`` comes
-    last in the lock order, so taking it late cannot deadlock, and a pass whose facts
-    belong to no theme never waits for an ingest.
+    For a pass inside its own unit of work (holding ``FACTS_LOCK``, having only *read* the
+    facts): ``THEMES_LOCK`` comes last in the lock order, so taking it late cannot form a
+    cycle of passes, and a pass whose facts belong to no theme never waits for an ingest.
+    Take it before writing or row-locking the facts (an ingest holding it may rewrite
+    them: waiting for it while holding their rows would deadlock), and read the facts
+    again under it when it was taken (an ingest may have moved them to another theme).
     """
     if any(f.theme_id is not None for f in facts):
-        return exclusive_pass(store, THEMES_LOCK)
-    return contextlib.nullcontext()
-
-
-async def repair_themes(
-    store: MemoryStore,
-    facts: Sequence[SemanticFact],
-    *,
-    now: datetime,
-    batch_size: int = 1000,
-) -> list[Theme]:
-    """Repair and write the themes of a writer's changed ``facts`` (see :func:`refresh_themes`).
-
-    Holds the ``themes`` lock while it reads and writes them (:func:`themes_lock_for`), so
-    no ingest assigns facts to a theme between the read and the write. Call it inside the
-    writer's unit of work, before or after writing ``facts``.
-
-    Returns:
-        The themes written.
-    """
-    async with themes_lock_for(store, facts):
-        themes = await refresh_themes(store, facts, now=now, batch_size=batch_size)
-        if themes:
-            await store.put_themes(themes)
-    return themes
+        async with exclusive_pass(store, THEMES_LOCK):
+            yield True
+    else:
+        yield False
