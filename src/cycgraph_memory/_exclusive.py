@@ -9,7 +9,7 @@ from typing import cast
 
 from cycgraph_memory.contracts import MemoryStore, SupportsExclusive
 
-__all__ = ["FACTS_LOCK", "PASS_LOCK_ORDER", "exclusive_pass", "exclusive_passes"]
+__all__ = ["FACTS_LOCK", "PASS_LOCK_ORDER", "THEMES_LOCK", "exclusive_pass", "exclusive_passes"]
 
 FACTS_LOCK = "facts"
 """Lock held by every pass that writes back existing facts it read.
@@ -19,6 +19,13 @@ gate and purge read facts and write whole records back; holding this lock beside
 own, none of them commits between another one's read and its write (a lesson the gate
 quarantines while consolidation runs is not un-quarantined by consolidation's write)."""
 
+THEMES_LOCK = "themes"
+"""Lock held by every writer of themes: ingest while it assigns and writes themes,
+consolidation, purge, and the passes that repair the themes of the facts they invalidate
+(the gate, conflict resolution, ``Memory.forget``). It comes last in
+:data:`PASS_LOCK_ORDER`, so a pass holding others may take it late, only when it has a
+theme to repair."""
+
 PASS_LOCK_ORDER: tuple[str, ...] = (
     "purge",
     "consolidation",
@@ -27,7 +34,7 @@ PASS_LOCK_ORDER: tuple[str, ...] = (
     "forget",
     "retention-gate",
     FACTS_LOCK,
-    "themes",
+    THEMES_LOCK,
 )
 """The one order in which a pass takes several locks (:func:`exclusive_passes`): two
 passes needing the same locks take them in the same order, so they never deadlock."""

@@ -60,6 +60,7 @@ from cycgraph_memory.errors import (
     SchemaNotReadyError,
 )
 from cycgraph_memory.hierarchy.pipeline import IngestReport, MemoryPipeline, _IngestOptions
+from cycgraph_memory.hierarchy.theme_upkeep import refresh_themes, themes_lock_for
 from cycgraph_memory.inspection import MemoryStats, memory_stats
 from cycgraph_memory.integration import memory_result_to_dicts, memory_writer, render_memory_section
 from cycgraph_memory.lifecycle import PurgeReport, PurgeSelector, purge
@@ -71,6 +72,8 @@ from cycgraph_memory.records import (
     Message,
     RetrievalOptions,
     SemanticFact,
+    Theme,
+    utc_now,
 )
 from cycgraph_memory.retrieval import retrieve_memory
 from cycgraph_memory.textsearch import name_candidates
@@ -654,7 +657,8 @@ class Memory:
         """Soft-delete facts: they stop being served but stay stored and auditable.
 
         Each live fact gets ``invalidated_by = "forgotten"`` (:data:`FORGOTTEN_BY`), in one
-        unit of work. ``erase=True`` is refused with
+        unit of work. Their themes are re-centred and relabelled without them (soft-deleted
+        when no live fact is left), under the ``themes`` lock. ``erase=True`` is refused with
         :class:`~cycgraph_memory.errors.ErasureNotAvailableError` (nothing changes): hard
         erasure goes by sources, with :meth:`erase`.
 
@@ -675,12 +679,25 @@ class Memory:
             async with exclusive_passes(self.store, "forget", FACTS_LOCK):
                 found = await self.store.get_facts(ids)
                 live = [found[i] for i in ids if i in found and found[i].invalidated_by is None]
-                updated: list[SemanticFact] = [
-                    f.model_copy(update={"invalidated_by": FORGOTTEN_BY}) for f in live
-                ]
-                if updated:
-                    await self.store.put_facts(updated)
+                # A forgotten fact stops shaping (and being quoted by) its theme: the themes
+                # lock is taken before any write (an ingest holding it may rewrite these
+                # rows), and the facts are read again under it (their theme may have moved).
+                async with themes_lock_for(self.store, live) as themed:
+                    if themed:
+                        found = await self.store.get_facts(ids)
+                        live = [found[i] for i in ids
+                                if i in found and found[i].invalidated_by is None]
+                    updated: list[SemanticFact] = [
+                        f.model_copy(update={"invalidated_by": FORGOTTEN_BY}) for f in live
+                    ]
+                    themes: list[Theme] = []
+                    if updated:
+                        await self.store.put_facts(updated)
+                        themes = await refresh_themes(self.store, updated, now=utc_now())
+                        if themes:
+                            await self.store.put_themes(themes)
             puts = [Put(f, "fact_forgotten") for f in updated]
+            puts += [Put(t, "theme_updated") for t in themes]
             sync_index(self.index, puts)
             sp.set(rows=len(puts))
         _log.info("forgot %d facts for tenant %s", len(puts), self.tenant)

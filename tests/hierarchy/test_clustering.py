@@ -468,13 +468,13 @@ def test_without_grounding(text: str, expected: str) -> None:
 def test_purge_relabels_a_theme_as_the_clusterer_labels_it() -> None:
     """Purge's re-centred theme uses the clusterer's label and description rules."""
     from cycgraph_memory.hierarchy.clustering import theme_description, theme_label
-    from cycgraph_memory.lifecycle.purge import _recentre
+    from cycgraph_memory.hierarchy.theme_upkeep import recentre_theme
 
     members = [
         fact("Maya Lopez on 2026-11-30: The billing service depends on PostgreSQL", [1.0, 0.0]),
         fact("Maya Lopez on 2026-11-30: The billing service caches in Redis", [0.9, 0.1]),
     ]
-    kept = _recentre(theme("old label", [1.0, 0.0]), members)
+    kept = recentre_theme(theme("old label", [1.0, 0.0]), members)
     assert kept.label == theme_label(members[0].content)
     assert kept.label == "The billing service depends on PostgreSQL"
     assert kept.description == theme_description([f.content for f in members], 2)

@@ -73,8 +73,10 @@ async def test_forget_committed_during_an_ingest_theme_merge_stays_forgotten(
 ) -> None:
     """Ingest re-points the facts of a merged-away theme and writes them back whole
     (``_remap_merged`` then ``put_facts``) while holding only ``THEMES_LOCK``. ``forget``
-    holds ``"forget"`` and ``FACTS_LOCK``, so it can commit between that read and that
-    write: the forgotten fact must not come back live.
+    holds ``"forget"`` and ``FACTS_LOCK``; since it also repairs the themes of the facts
+    it forgets (audit 9), it takes ``THEMES_LOCK`` before writing a fact that names a
+    theme, so it waits for the ingest to commit, then reads the fact again: the fact is
+    forgotten, keeps the theme the ingest moved it to, and that theme stops quoting it.
     """
     from cycgraph_memory.postgres import (
         PostgresMemoryIndex,
@@ -107,13 +109,17 @@ async def test_forget_committed_during_an_ingest_theme_merge_stays_forgotten(
             embedder=HashingEmbeddingProvider(dimensions=DIM),
         )
         forgotten: list[Any] = []
+        pending: list[asyncio.Task[Any]] = []
+        waited: list[bool] = []
 
         async def forget_now() -> None:
             # Another client, its own engine and a fresh context: not the ingest's unit.
             task = asyncio.create_task(
                 forgetter.forget([fact.id]), context=contextvars.Context()
             )
-            forgotten.append(await asyncio.wait_for(task, timeout=10))
+            await asyncio.sleep(0.5)
+            waited.append(not task.done())  # blocked on the themes lock the ingest holds
+            pending.append(task)
 
         store.hook = forget_now
         pipeline = MemoryPipeline(
@@ -127,13 +133,19 @@ async def test_forget_committed_during_an_ingest_theme_merge_stays_forgotten(
         await pipeline.ingest(messages[:4])
 
         assert store.hook is None, "the ingest did not merge the old theme away"
+        forgotten.append(await asyncio.wait_for(pending[0], timeout=10))
+        assert waited == [True], "forget wrote the fact while the ingest held THEMES_LOCK"
         assert forgotten and forgotten[0].forgotten == [fact.id], "forget did not run"
         after = await other.get_fact(fact.id)
         assert after is not None
         assert after.invalidated_by == FORGOTTEN_BY, (
-            "a fact forgotten (committed) during an ingest's theme merge came back live: "
+            "a fact forgotten during an ingest's theme merge came back live: "
             f"invalidated_by={after.invalidated_by!r}, theme_id={after.theme_id}"
         )
+        assert after.theme_id not in (None, theme.id), "forget undid the ingest's remap"
+        merged = await other.get_theme(after.theme_id)
+        assert merged is not None and merged.invalidated_at is None
+        assert merged.label not in ("merged", "the deploy needs a cache flush")
     finally:
         await other.clear()
         await ingest_engine.dispose()

@@ -28,7 +28,9 @@ backends decide alike), and a cosine within ``SIM_TOLERANCE`` (1e-6) below
 In a conflict ``fact_a`` is the older fact (``(valid_from, id)`` order), ``fact_b`` the newer.
 Detection is read-only unless ``auto_resolve_supersession=True``. Quarantined facts are
 never compared, and a resolution never invalidates a fact for (or invalidates) a fact
-quarantined in the store, even one quarantined after detection.
+quarantined in the store, even one quarantined after detection. A resolution also
+re-centres and relabels the themes of the facts it invalidates (``theme_updated``
+mutations of the plan; written under the ``themes`` lock), so none keeps quoting a loser.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from cycgraph_memory.consolidation.plan import (
 )
 from cycgraph_memory.contracts import MemoryIndex, MemoryStore
 from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory.hierarchy.theme_upkeep import refresh_themes, themes_lock_for
 from cycgraph_memory.observability import span, tenant_of
 from cycgraph_memory.progress import ProgressCallback, report_progress
 from cycgraph_memory.records import (
@@ -68,6 +71,7 @@ from cycgraph_memory.records import (
     ConflictResolutionDetail,
     ConflictResolutionReport,
     SemanticFact,
+    utc_now,
 )
 from cycgraph_memory.temporal import windows_overlap
 
@@ -387,9 +391,18 @@ class ConflictDetector:
         items = instances_of(conflicts, Conflict, "conflicts")
         return await self._plan([(c, *self._decide(c, chosen)) for c in items])
 
+    async def _theme_repairs(self, losers: list[SemanticFact]) -> list[Mutation]:
+        """The themes listing invalidated losers, re-centred and relabelled without them."""
+        themes = await refresh_themes(
+            self.store, losers, now=utc_now(), batch_size=self.batch_size
+        )
+        return [Put(t, "theme_updated") for t in themes]
+
     async def _plan(
         self,
         decisions: list[tuple[Conflict, Literal["keep_a", "keep_b", "skipped"], str]],
+        *,
+        themes: bool = True,
     ) -> MutationPlan[ConflictResolutionReport]:
         for conflict, _, _ in decisions:
             if conflict.fact_a.id == conflict.fact_b.id:  # built without validation
@@ -441,17 +454,35 @@ class ConflictDetector:
             report.details.append(
                 ConflictResolutionDetail(conflict=conflict, action=action, reason=reason)
             )
-        return MutationPlan(puts, report)
+        plan = MutationPlan(puts, report)
+        if themes:
+            puts.extend(await self._theme_repairs(_facts_of(plan)))
+        return plan
 
     async def _apply(
         self,
         decisions: list[tuple[Conflict, Literal["keep_a", "keep_b", "skipped"], str]],
     ) -> ConflictResolutionReport:
         async with exclusive_passes(self.store, "conflict-resolution", FACTS_LOCK):
-            plan = await self._plan(decisions)
-            await apply_mutations(self.store, plan.mutations)
+            plan = await self._plan(decisions, themes=False)
+            # The themes of the losers are planned and written under the themes lock, taken
+            # before any write (an ingest holding it may rewrite the losers' rows); the
+            # plan is made again under it (an ingest may have moved a loser's theme).
+            async with themes_lock_for(self.store, _facts_of(plan)) as themed:
+                if themed:
+                    plan = await self._plan(decisions, themes=False)
+                plan.mutations.extend(await self._theme_repairs(_facts_of(plan)))
+                await apply_mutations(self.store, plan.mutations)
         sync_index(self.index, plan.mutations)
         report = plan.report
         assert report is not None
         _log.info("conflict resolution: %d resolved, %d skipped", report.resolved, report.skipped)
         return report
+
+
+def _facts_of(plan: MutationPlan[ConflictResolutionReport]) -> list[SemanticFact]:
+    """The facts a resolution plan writes (the invalidated losers)."""
+    return [
+        m.record for m in plan.mutations
+        if isinstance(m, Put) and isinstance(m.record, SemanticFact)
+    ]

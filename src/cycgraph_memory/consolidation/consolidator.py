@@ -37,9 +37,13 @@ are pruned (ties: older ``valid_from``, then smaller id) with ``invalidated_by =
 **Episodes.** Over ``max_episodes``, the oldest (``(started_at, id)``) are invalidated (or
 deleted).
 
-**Themes.** A theme listing removed facts gets its ``fact_ids`` updated and its embedding
-recomputed as the normalised mean of its remaining live facts' unit embeddings (``None``
-when none has one); a theme left with no live fact (only facts invalidated earlier, e.g.
+**Themes.** A theme listing removed facts gets its ``fact_ids`` updated, and its
+embedding, label and description taken again from its remaining servable facts, live and
+not quarantined (``hierarchy.theme_upkeep.recentre_theme``: the normalised mean of their
+unit embeddings, ``None`` when none has one; the label quotes the one nearest it). A live
+theme that a quarantined fact names is repaired the same way (a fact quarantined after it
+joined a theme stops shaping it); a theme is written only when that changes it. A theme
+left with no live fact (only facts invalidated earlier, e.g.
 by a conflict resolution, or none) is invalidated (or deleted). In hard mode,
 themes already soft-deleted and episodes stop citing the deleted facts too (an episode
 cites a merged fact's keeper instead), and a fact invalidated in favour of a deleted fact
@@ -88,6 +92,7 @@ from cycgraph_memory.consolidation.plan import (
 )
 from cycgraph_memory.contracts import MemoryIndex, MemoryStore
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
+from cycgraph_memory.hierarchy.theme_upkeep import recentre_theme, theme_changed
 from cycgraph_memory.lifecycle.models import ERASED_BY
 from cycgraph_memory.observability import span, tenant_of
 from cycgraph_memory.progress import ProgressCallback, report_progress
@@ -649,6 +654,18 @@ class MemoryConsolidator:
             )
         return excess
 
+    async def _quarantined_themes(self) -> set[uuid.UUID]:
+        """Ids of the themes named by a quarantined fact's ``theme_id``.
+
+        A fact tagged ``quarantined`` after it joined a theme must stop shaping it (its
+        centroid, label and description): the pass repairs those themes too. Only the
+        quarantined facts are read.
+        """
+        ids: set[uuid.UUID] = set()
+        async for page in scan(self.store, "facts", self.batch_size, tags=[QUARANTINE_TAG]):
+            ids.update(f.theme_id for f in page if f.theme_id is not None)
+        return ids
+
     async def _cascade_themes(
         self,
         removed: set[uuid.UUID],
@@ -656,8 +673,14 @@ class MemoryConsolidator:
         mutations: list[Mutation],
         now: datetime,
     ) -> tuple[int, int]:
-        """Plan theme updates for removed facts; return (cleaned up, removed) counts."""
-        if not removed:
+        """Plan theme updates for removed facts; return (cleaned up, removed) counts.
+
+        A live theme that lists a removed fact, or that a quarantined fact names, is
+        re-centred and relabelled from its servable members (``recentre_theme``); it is
+        written only when that changes it, so a second pass plans nothing.
+        """
+        quarantined = await self._quarantined_themes()
+        if not removed and not quarantined:
             return 0, 0
         cleaned = 0
         gone = 0
@@ -670,18 +693,21 @@ class MemoryConsolidator:
                 limit=self.batch_size, offset=offset, include_invalidated=hard
             )
             for theme in page:
-                if removed.isdisjoint(theme.fact_ids):
+                lists_removed = not removed.isdisjoint(theme.fact_ids)
+                if not lists_removed and theme.id not in quarantined:
                     continue
                 left = [f for f in theme.fact_ids if f not in removed]
                 if theme.invalidated_at is not None:
+                    if not lists_removed:
+                        continue
                     if left:
                         mutations.append(Put(theme.model_copy(update={"fact_ids": left}),
                                              "theme_updated"))
                     else:
                         mutations.append(Delete("theme", theme.id, "theme_removed"))
                     continue
-                embedding, any_live = await self._centroid(left)
-                if not any_live:
+                members = await self._members(left, merged)
+                if not any(f.invalidated_by is None for f in members):
                     # Invalidated (or missing) facts do not remain: the theme serves nothing.
                     gone += 1
                     if self.delete_mode == "hard":
@@ -692,15 +718,26 @@ class MemoryConsolidator:
                                 "theme_removed")
                         )
                     continue
-                cleaned += 1
-                mutations.append(
-                    Put(theme.model_copy(update={"fact_ids": left, "embedding": embedding}),
-                        "theme_updated")
+                repaired = recentre_theme(theme, members).model_copy(
+                    update={"fact_ids": left}
                 )
+                if not theme_changed(theme, repaired):
+                    continue
+                cleaned += 1
+                mutations.append(Put(repaired, "theme_updated"))
             if len(page) < self.batch_size:
                 break
             offset += self.batch_size
         return cleaned, gone
+
+    async def _members(
+        self, fact_ids: list[uuid.UUID], merged: Mapping[uuid.UUID, SemanticFact]
+    ) -> list[SemanticFact]:
+        """The stored facts among ``fact_ids`` (in that order), merged keepers as planned."""
+        found: dict[uuid.UUID, SemanticFact] = {}
+        for start in range(0, len(fact_ids), self.batch_size):
+            found.update(await self.store.get_facts(fact_ids[start : start + self.batch_size]))
+        return [merged.get(fid, found[fid]) for fid in fact_ids if fid in found]
 
     async def _cascade_episodes(
         self,
@@ -770,29 +807,3 @@ class MemoryConsolidator:
                 for f in page
                 if f.invalidated_by is not None and f.invalidated_by in forward
             )
-
-    async def _centroid(self, fact_ids: list[uuid.UUID]) -> tuple[list[float] | None, bool]:
-        """Centroid of the live facts among ``fact_ids``, and whether any is live.
-
-        The centroid is the normalised mean of their unit embeddings (None without any).
-        """
-        total: NDArray[np.float64] | None = None
-        any_live = False
-        for start in range(0, len(fact_ids), self.batch_size):
-            found = await self.store.get_facts(fact_ids[start : start + self.batch_size])
-            live = [f for f in found.values() if f.invalidated_by is None]
-            any_live = any_live or bool(live)
-            rows = [f.embedding for f in live if f.embedding is not None]
-            if not rows:
-                continue
-            block = np.asarray(rows, dtype=np.float64)
-            norms = np.linalg.norm(block, axis=1, keepdims=True)
-            norms[norms == 0] = 1.0
-            part = (block / norms).sum(axis=0)
-            total = part if total is None else total + part
-        if total is None:
-            return None, any_live
-        norm = float(np.linalg.norm(total))
-        if norm == 0.0:
-            return None, any_live
-        return [float(x) for x in total / norm], any_live

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from cycgraph_memory._exclusive import exclusive_passes
+from cycgraph_memory._exclusive import THEMES_LOCK, exclusive_passes
 from cycgraph_memory._validate import (
     check_bool,
     keyword_options,
@@ -97,8 +97,6 @@ DEFAULT_RULE_MAX_FACTS = 1000
 """The pipeline's default ``RuleBasedExtractor(max_facts=...)``: effectively no cap (episodes
 are bounded by the segmenter, and fillers are dropped after extraction instead)."""
 
-THEMES_LOCK = "themes"
-"""Name of the per-tenant exclusive lock an ingest holds while it assigns and writes themes."""
 
 ENTITY_RESOLUTION_LOCK = "entity-resolution"
 """The entity-resolution pass's lock, also held by an ingest's write phase.

@@ -36,7 +36,8 @@ What is derived from what (the rules the planner applies):
   selector does not match) and relabelled. A theme that lost facts or was re-attributed
   is re-centred (the normalised mean of its surviving live facts' unit embeddings, as
   consolidation and ``reembed`` compute it; ``None`` without one) and relabelled from its
-  surviving facts (labels and descriptions quote fact text, so nothing erased is kept).
+  surviving facts (labels and descriptions quote fact text, so nothing erased is kept);
+  quarantined facts stay listed but shape neither (``hierarchy.theme_upkeep.recentre_theme``).
 * A surviving (soft-deleted) fact or relationship whose ``invalidated_by`` names an erased
   one (the keeper of a merge, the winner of a conflict) stays invalidated, with
   ``invalidated_by = ERASED_BY``: no row keeps the erased id.
@@ -53,14 +54,11 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
-from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_passes
+from cycgraph_memory._exclusive import FACTS_LOCK, THEMES_LOCK, exclusive_passes
 from cycgraph_memory._validate import check_bool
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
-from cycgraph_memory.hierarchy.clustering import theme_description, theme_label
-from cycgraph_memory.hierarchy.pipeline import THEMES_LOCK
 from cycgraph_memory.hierarchy.segmenters import truncate_topic
+from cycgraph_memory.hierarchy.theme_upkeep import recentre_theme
 from cycgraph_memory.lifecycle.models import (
     ERASED_BY,
     ErasureEntry,
@@ -108,51 +106,6 @@ def _without_erased_text(
 
 def _fact_sources(fact: SemanticFact) -> list[uuid.UUID]:
     return list(fact.source_message_ids) or list(fact.source_episode_ids)
-
-
-LABEL_TIE_TOLERANCE = 1e-6
-"""Members this close to the nearest one are tied for the label (the first one wins)."""
-
-
-def _recentre(theme: Theme, members: list[SemanticFact]) -> Theme:
-    """The theme with the surviving members' centroid, label and description.
-
-    The centroid is taken over the live members (as consolidation and ``reembed`` do);
-    the label quotes the live member nearest to it (the first in the theme's order among
-    those within ``LABEL_TIE_TOLERANCE`` of the nearest; any member when none is live), label
-    and description made as the clusterer makes them (``theme_label``,
-    ``theme_description``: no grounding prefix).
-    """
-    live = [f for f in members if f.invalidated_by is None]
-    with_vec = [f for f in live if f.embedding]
-    embedding: list[float] | None = None
-    label = ""
-    if with_vec:
-        vectors = [np.asarray(f.embedding, dtype=np.float64) for f in with_vec]
-        norms = [float(np.linalg.norm(v)) for v in vectors]
-        units = [v / n if n > 0.0 else v for v, n in zip(vectors, norms, strict=True)]
-        total = np.sum(units, axis=0)
-        norm = float(np.linalg.norm(total))
-        if norm > 0.0:
-            centre = total / norm
-            embedding = [float(x) for x in centre]
-            scores = [float(np.dot(u, centre)) for u in units]
-            # Two members are equally near a centroid (always so with two): rounding,
-            # float32 on Postgres and float64 in memory, must not pick the label.
-            best = max(scores) - LABEL_TIE_TOLERANCE
-            label = theme_label(next(f for f, s in zip(with_vec, scores, strict=True)
-                                     if s >= best).content)
-    if not label and (live or members):
-        label = theme_label((live or members)[0].content)
-    description = theme_description([f.content for f in members], len(members))
-    return theme.model_copy(
-        update={
-            "fact_ids": [f.id for f in members],
-            "embedding": embedding,
-            "label": label or "Untitled theme",
-            "description": description,
-        }
-    )
 
 
 def plan_purge(selector: PurgeSelector, candidates: PurgeCandidates) -> PurgePlan:
@@ -226,7 +179,7 @@ def plan_purge(selector: PurgeSelector, candidates: PurgeCandidates) -> PurgePla
             live = [f for f in members if f.invalidated_by is None]
             if t.invalidated_at is None and live:
                 put_themes.append(
-                    _recentre(t, members).model_copy(
+                    recentre_theme(t, members).model_copy(
                         update={"provenance": live[0].provenance}
                     )
                 )
@@ -238,7 +191,7 @@ def plan_purge(selector: PurgeSelector, candidates: PurgeCandidates) -> PurgePla
         if not kept:
             del_themes.add(t.id)
             continue
-        put_themes.append(_recentre(t, members))
+        put_themes.append(recentre_theme(t, members))
     # surviving facts rewritten
     erased_facts = {str(i) for i in del_facts}
     put_facts: list[SemanticFact] = []

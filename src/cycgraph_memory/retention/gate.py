@@ -12,7 +12,10 @@ One pass (:func:`evaluate_retention`) runs as one exclusive unit of work on the 
    soft-delete with ``invalidated_by = "eval-gate:harmful"`` or ``"eval-gate:no_lift"``
    (one ``put_facts``). A candidate that stopped being an active, unquarantined candidate
    since step 1 (a writer quarantined, invalidated or promoted it meanwhile) is held with
-   the reason ``changed_during_pass`` instead of being overwritten;
+   the reason ``changed_during_pass`` instead of being overwritten. The themes of the
+   evicted lessons are re-centred and relabelled without them
+   (``hierarchy.theme_upkeep.refresh_themes``, under the ``themes`` lock, taken before the
+   re-read and only when a lesson to evict names a theme);
 4. append one audit entry per decision when the ledger keeps a gate audit log.
 
 Everything lands or nothing does, and two concurrent passes end in the state of one.
@@ -43,6 +46,7 @@ from cycgraph_memory.contracts import (
     SupportsGateInputs,
 )
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
+from cycgraph_memory.hierarchy.theme_upkeep import refresh_themes, themes_lock_for
 from cycgraph_memory.records import (
     MAX_TAG_LENGTH,
     QUARANTINE_TAG,
@@ -781,12 +785,20 @@ async def evaluate_retention(
                 RetentionReport, promoted=[], evicted=[], held=[], pass_id=this_pass
             )
         stats, baseline = await _read_inputs(ledger, [f.id for f in candidates])
-        decisions = await _on_current_records(
-            store, _plan_retention(candidates, stats, baseline, rules), rules
-        )
-        changed = [f for f in (_applied(d, rules) for d in decisions) if f is not None]
-        if changed:
-            await store.put_facts(changed)
+        planned = _plan_retention(candidates, stats, baseline, rules)
+        # An evicted lesson stops shaping (and being quoted by) the themes listing it. The
+        # themes lock is taken before the re-read locks the rows (an ingest holding it may
+        # rewrite them), and only when an evicted lesson names a theme.
+        evicting = [d.fact for d in planned if d.verdict == "evicted"]
+        async with themes_lock_for(store, evicting):
+            decisions = await _on_current_records(store, planned, rules)
+            changed = [f for f in (_applied(d, rules) for d in decisions) if f is not None]
+            if changed:
+                await store.put_facts(changed)
+                evicted = [f for f in changed if f.invalidated_by is not None]
+                themes = await refresh_themes(store, evicted, now=(clock or utc_now)())
+                if themes:
+                    await store.put_themes(themes)
         if decisions and hasattr(ledger, "append_gate_audit"):
             when = (clock or utc_now)()
             policy_json = rules.model_dump(mode="json")
