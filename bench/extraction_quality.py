@@ -44,7 +44,9 @@ Reported figures:
   them or, when that sentence says "since <year>" ("has led Berkshire Hathaway since
   1965"), from January 1 of that year (the extractors read a "since" date), or, when it
   says a present perfect lasted "for <n> years / months" ("I've worked at Deezer for four
-  years"), from that long before its message (the extractors read such a duration);
+  years"), from that long before its message (the extractors read such a duration), or,
+  when it dates a past event ("founded Lumen Labs in 2021", "joined Anthropic in March",
+  "acquired Tally Systems last year"), from that date (the extractors read it);
 * negation safety: the fraction of negated / hypothetical / questioned claims NOT asserted
   (``*`` in a negated claim matches any endpoint);
 * episodes/s: median of ``--repeat`` timed passes over the corpus (one episode per
@@ -213,16 +215,60 @@ def _lasted_since(text: str, said: datetime) -> set[datetime]:
     return out
 
 
+_MONTH_NAMES = [
+    "january", "february", "march", "april", "may", "june", "july", "august", "september",
+    "october", "november", "december",
+]
+# The date of a past event said with it: "founded Lumen Labs in 2021", "created it back in
+# 2018", "joined Anthropic in March", "acquired Tally Systems last year".
+_EVENT_YEAR = re.compile(r"\b(?:back\s+)?in\s+((?:19|20)\d{2})\b", re.IGNORECASE)
+_EVENT_MONTH = re.compile(
+    r"\b(?:back\s+)?in\s+(" + "|".join(_MONTH_NAMES) + r")(?:\s+((?:19|20)\d{2}))?\b",
+    re.IGNORECASE,
+)
+_EVENT_LAST = re.compile(r"\blast\s+(year|month|week)\b|\b(yesterday)\b", re.IGNORECASE)
+
+
+def _event_dates(text: str, said: datetime) -> set[datetime]:
+    """The instants a past event's date in ``text`` names, said at ``said`` (none later).
+
+    A year is its January 1; a month without a year its latest start by ``said``; "last
+    year" / "last month" / "last week" the first day (a Monday for a week) of the one
+    before ``said``'s; "yesterday" the start of the day before.
+    """
+    out = {datetime(int(y), 1, 1, tzinfo=UTC) for y in _EVENT_YEAR.findall(text)}
+    for month, year in _EVENT_MONTH.findall(text):
+        m = _MONTH_NAMES.index(month.lower()) + 1
+        start = datetime(int(year) if year else said.year, m, 1, tzinfo=UTC)
+        if not year and start > said:
+            start = start.replace(year=said.year - 1)
+        out.add(start)
+    today = datetime(said.year, said.month, said.day, tzinfo=UTC)
+    for unit, yesterday in _EVENT_LAST.findall(text):
+        if yesterday:
+            out.add(today - timedelta(days=1))
+        elif unit.lower() == "year":
+            out.add(datetime(said.year - 1, 1, 1, tzinfo=UTC))
+        elif unit.lower() == "week":
+            out.add(today - timedelta(days=today.weekday() + 7))
+        else:
+            months = said.year * 12 + said.month - 2
+            out.add(datetime(months // 12, months % 12 + 1, 1, tzinfo=UTC))
+    return {d for d in out if d <= said}
+
+
 def _since_years(conv: dict[str, Any]) -> dict[tuple[str, str, str], set[datetime]]:
     """Per gold triple, the starts its sentence states besides its message's time.
 
-    January 1 of each year it held "since" (1965), and the start a present perfect with a
-    duration gives ("has worked at Deezer for four years").
+    January 1 of each year it held "since" (1965), the start a present perfect with a
+    duration gives ("has worked at Deezer for four years"), and the date of a past event
+    said with it ("founded Lumen Labs in 2021", "joined Anthropic in March").
     """
     out: dict[tuple[str, str, str], set[datetime]] = {}
     for i, s in enumerate(conv["sentences"]):
         years = {datetime(int(y), 1, 1, tzinfo=UTC) for y in _SINCE_YEAR.findall(s["text"])}
         years |= _lasted_since(s["text"], _when(s, i))
+        years |= _event_dates(s["text"], _when(s, i))
         for r in s["relationships"] if years else ():
             out.setdefault((r["source"], r["relation"], r["target"]), set()).update(years)
     return out
@@ -463,7 +509,7 @@ def report(tally: Tally, label: str) -> None:
         )
     if tally.valid_checked:
         print(
-            f"valid_from = time of the message that stated it (or its 'since <year>'): "
+            f"valid_from = time of the message that stated it (or the date its sentence states): "
             f"{_ratio(tally.valid_ok, tally.valid_checked):.2f} "
             f"({tally.valid_ok}/{tally.valid_checked})"
         )

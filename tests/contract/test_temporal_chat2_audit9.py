@@ -184,3 +184,67 @@ async def test_a_switch_between_tools_ends_the_old_use(
         "Discord"
     }
 
+
+
+# ---------------------------------------------------------------- a date after the object
+
+
+@pytest.mark.parametrize(
+    ("text", "person", "relation", "target", "start"),
+    [
+        ("Alice Smith joined Acme Corp in 2021 after four years at Globex", "Alice Smith",
+         "join", "Acme Corp", _d(2021)),
+        ("Carla moved to Berlin in 2019", "Carla", "move_to", "Berlin", _d(2019)),
+        ("ok so Carla joined Initech back in march lol", "Carla", "join", "Initech",
+         _d(2026, 3)),
+        ("Carla joined Initech last week", "Carla", "join", "Initech", _d(2026, 12, 7)),
+    ],
+)
+async def test_a_date_after_a_past_event_is_when_it_happened(
+    store: Any, index: Any, tier: str, text: str, person: str, relation: str, target: str,
+    start: datetime,
+) -> None:
+    await _ingest(store, index, tier, [(T1, text, [(person, relation, target)])])
+    subject, edges = await _edges(store, person)
+    edge = edges[(relation, target)]
+    assert (edge.valid_from, edge.valid_until) == (start, None)
+    assert await _held_at(store, index, subject, {relation}, start + timedelta(days=1)) == {
+        target
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "relation", "target"),
+    [
+        ("Carla joined Initech in Berlin", "join", "Initech"),  # a place, no date
+        ("Carla worked at Initech in 2019", "work_at", "Initech"),  # a past state
+        ("Carla works at Initech in 2019 terms", "work_at", "Initech"),  # present
+        ("Carla joined Initech in 2027", "join", "Initech"),  # after the message
+    ],
+)
+async def test_what_follows_the_object_but_dates_no_event_keeps_the_message_time(
+    store: Any, index: Any, tier: str, text: str, relation: str, target: str
+) -> None:
+    await _ingest(store, index, tier, [(T1, text, [("Carla", relation, target)])])
+    _, edges = await _edges(store, "Carla")
+    if (relation, target) in edges:
+        assert edges[(relation, target)].valid_from == T1
+
+
+@pytest.mark.parametrize(
+    ("later", "stop"),
+    [
+        ("Dan left Hooli last year", _d(2025)),
+        ("Dan quit Hooli in March lol", _d(2026, 3)),
+    ],
+)
+async def test_a_date_after_a_departure_is_when_it_stopped(
+    store: Any, index: Any, tier: str, later: str, stop: datetime
+) -> None:
+    await _ingest(store, index, tier, [
+        (T0, "Dan works at Hooli.", [("Dan", "work_at", "Hooli")]),
+        (T1, later, [("Dan", "work_at", "Hooli")]),
+    ])
+    subject, edges = await _edges(store, "Dan")
+    assert edges[("work_at", "Hooli")].valid_until == stop
+    assert await _held_at(store, index, subject, JOB, stop + timedelta(days=1)) == set()

@@ -76,20 +76,25 @@ async def test_an_if_sentence_does_not_block_the_next_sentence(extractor: Any) -
 
 @TIERS
 @pytest.mark.parametrize(
-    "text",
+    ("text", "stop"),
     [
-        "Kevin left Initech",
-        "not anymore, Kevin left Initech in march",
-        "Kevin quit Initech last week",
-        "Kevin resigned from Initech",
+        ("Kevin left Initech", T0 + timedelta(minutes=1)),
+        # A departure dated after its object ended then (the 1st of March, the Monday of
+        # last week), not when it was said (ninth audit pass); both are before the job
+        # was stated (T0, a Monday morning), so it closes at its own start.
+        ("not anymore, Kevin left Initech in march", T0),
+        ("Kevin quit Initech last week", T0),
+        ("Kevin resigned from Initech", T0 + timedelta(minutes=1)),
     ],
 )
-async def test_a_departure_ends_the_job_stated_earlier(extractor: Any, text: str) -> None:
+async def test_a_departure_ends_the_job_stated_earlier(
+    extractor: Any, text: str, stop: datetime
+) -> None:
     edges = await _edges(
         extractor, ("Jordan", "Kevin works at Initech."), ("Maya", text)
     )
     edge = edges[("Kevin", "work_at", "Initech")]
-    assert edge.valid_until == T0 + timedelta(minutes=1)
+    assert edge.valid_until == stop
 
 
 @TIERS
@@ -183,7 +188,7 @@ async def test_a_later_departure_closes_the_stored_edge_at_ingest(
         [
             Message(
                 role="user",
-                content="Kevin left Initech last week",
+                content="Kevin left Initech yesterday",
                 timestamp=later,
                 metadata={"name": "Maya"},
             )
@@ -195,7 +200,9 @@ async def test_a_later_departure_closes_the_stored_edge_at_ingest(
     jobs = await store.get_relationships_for_entity(
         kevin.id, RelationshipFilter(relation_type="work_at", include_invalidated=True)
     )
-    assert [(r.valid_from, r.valid_until) for r in jobs] == [(T0, later)]
+    # Closed when he left (the start of yesterday), not when it was said.
+    yesterday = datetime(later.year, later.month, later.day, tzinfo=UTC) - timedelta(days=1)
+    assert [(r.valid_from, r.valid_until) for r in jobs] == [(T0, yesterday)]
 
 
 @TIERS

@@ -347,3 +347,22 @@ def test_random_chat_fragments_never_fail_nor_date_out_of_order(seed: int) -> No
                 assert r.valid_from <= SAID, (extractor, r)
                 assert r.valid_until is None or r.valid_from <= r.valid_until <= SAID, r
     assert echo.stats.fallbacks == 0  # the post-check, not its fallback, read the claims
+
+
+def test_trail_and_clause_dates() -> None:
+    from cycgraph_memory.hierarchy.extractors._until import clause_date_of, trail_date_of
+
+    def after(sentence: str, word: str) -> str | None:
+        return trail_date_of(sentence, sentence.index(word) + len(word))
+
+    assert after("Alice joined Acme in 2021 after a while", "Acme") == "2021 after a while"
+    assert after("bob moved to Lisbon back in march lol", "Lisbon") == "march lol"
+    assert after("Dan left Hooli last year", "Hooli") == "last year"
+    assert after("Dan left Hooli yesterday", "Hooli") == "yesterday"
+    assert after("Carla joined Initech in Berlin", "Initech") is None
+    assert after("Carla joined Initech in may be", "Initech") is None
+    assert after("Carla joined Initech Labs", "Initech") is None  # no "in": relative only
+    assert after("Carla joined Initech", "Initech") is None
+    sentence = "we moved from Boston to Denver in 2019, then to Austin in 2022"
+    assert clause_date_of(sentence, sentence.index("Boston") + 6) == "2019"
+    assert clause_date_of("moved from Boston to Denver, in 2019", 16) is None  # next clause

@@ -38,6 +38,7 @@ from datetime import UTC, datetime, timedelta
 
 __all__ = [
     "claim_dates",
+    "clause_date_of",
     "coarse_since",
     "duration_of",
     "ended_since_of",
@@ -45,6 +46,7 @@ __all__ = [
     "resolve_since",
     "resolve_until",
     "since_of",
+    "trail_date_of",
     "until_of",
 ]
 
@@ -295,6 +297,53 @@ def lead_date_of(sentence: str, start: int) -> tuple[str, str] | None:
     return (kind, phrase) if _whole_date(phrase) else None
 
 
+# A date right after the object of a past event: "joined Acme Corp in 2021", "moved to
+# Lisbon back in march", "left Hooli last year", "joined Globex on March 3rd".
+_TRAIL = re.compile(
+    r"\s*,?\s*(?P<lead>(?:way\s+)?back\s+in\s+|in\s+|on\s+)?"
+    r"(?P<phrase>[^,.;:!?()\n]{1,40})",
+    re.IGNORECASE,
+)
+
+
+def trail_date_of(sentence: str, end: int) -> str | None:
+    """A date said right after a claim's object: the phrase, or ``None``.
+
+    "Alice joined Acme Corp in 2021 after four years at Globex" gives ``"2021 after four
+    years at Globex"`` (:func:`resolve_until` reads the date that opens it); "moved to
+    Lisbon back in march", "joined Globex on March 3rd", "left Hooli last year",
+    "... yesterday" give theirs. After "in" / "on" the phrase must open with a date
+    ("in Berlin", "in may be" are none); without either, only a relative date counts
+    ("last year", "yesterday"), so "joined Acme 2 days ago" or a name is never read as one.
+    """
+    match = _TRAIL.match(sentence, end)
+    if match is None:
+        return None
+    phrase = match.group("phrase").strip()
+    if match.group("lead"):
+        return phrase if _dated(phrase) else None
+    return phrase if _RELATIVE.match(phrase) or _DAYS.match(phrase) else None
+
+
+_CLAUSE_END = re.compile(r"[,.;:!?\n]")
+_WORD = re.compile(r"\s+(?=\w)")
+
+
+def clause_date_of(sentence: str, end: int) -> str | None:
+    """The first date said later in the clause after ``end`` (:func:`trail_date_of` rules).
+
+    For the end a move leaves: in "we moved from Boston to Denver in 2019" the date
+    follows the other end's name, not Boston's, and dates both.
+    """
+    stop_at = _CLAUSE_END.search(sentence, end)
+    clause = sentence[: stop_at.start() if stop_at else len(sentence)]
+    for word in _WORD.finditer(clause, end):
+        phrase = trail_date_of(clause, word.start())
+        if phrase is not None:
+            return phrase
+    return None
+
+
 def _whole_date(phrase: str) -> bool:
     """True when all of ``phrase`` is one date form (not a date that opens more words)."""
     for form in _DATE_FORMS:
@@ -332,8 +381,10 @@ def claim_dates(
         ``until`` (the phrase of the instant it stopped: after "until", after "since" on
         an ended claim, or a leading date of a departure: "last year Dan left Hooli"),
         ``since`` (the phrase of the instant it began: after "since", a present-perfect
-        duration "for three years", a leading "since 2021, ...", or a leading date of a
-        past event: "in 2019 Carla moved to Berlin"). Resolve both with
+        duration "for three years", a leading "since 2021, ...", or the date of a past
+        event said before or right after it: "in 2019 Carla moved to Berlin", "Alice
+        joined Acme in 2021"; a departure dated after its object, "Dan left Hooli last
+        year", is an ``until``). Resolve both with
         :func:`resolve_until` / :func:`resolve_since` against the message's time.
     """
     until = since = None
@@ -368,6 +419,24 @@ def claim_dates(
             and _PRESENT.search(link) is None
         ):
             since = phrase  # "in 2019 Carla moved to Berlin", "back in 2019 she joined"
+    elif lead is None and not _NOT_YET.search(link):
+        trail = trail_date_of(sentence, end)
+        if trail is None and moved:
+            # "moved from Boston to Denver in 2019", "moved to Globex from Initech last
+            # month": the date after the move's other end dates both of its ends.
+            trail = clause_date_of(sentence, end)
+        if trail is None:
+            pass
+        elif ended and until is None and (moved or _DEPARTED.search(link)):
+            until = trail  # "Dan left Hooli last year", "quit Acme in March"
+        elif (
+            not ended
+            and since is None
+            and (moved or not stative)
+            and _PAST.search(link) is not None
+            and _PRESENT.search(link) is None
+        ):
+            since = trail  # "Alice joined Acme in 2021", "moved to Lisbon in 2019"
     return ended, until, since
 
 
