@@ -25,16 +25,32 @@ possibility ("will work at Acme since ..."). :func:`resolve_since` places it lik
 Around those, :func:`claim_dates` gives every tier one reading of a claim's dates: a
 present-perfect duration (:func:`duration_of`: "has worked at Acme for three years" began
 three years before the message), a "since" date after an ended claim
-(:func:`ended_since_of`: "not at Globex anymore since march" stopped then), and a date
+(:func:`ended_since_of`: "not at Globex anymore since march" stopped then), a date
 before the claim (:func:`lead_date_of`: "since 2021, alice has worked at acme", "in 2019
-Carla moved to Berlin", "last year Dan left Hooli").
+Carla moved to Berlin", "last year Dan left Hooli"), and a date right after the object of
+a past event or a departure (:func:`trail_date_of`: "joined Acme in 2021", "left Hooli
+last year"; after a move's other end, :func:`clause_date_of`: "moved from Boston to
+Denver in 2019").
+
+The date phrases themselves, and the instants they name, are ``_dates``'
+(:func:`resolve_until`, :func:`resolve_since` and :func:`coarse_since` are re-exported
+here for the tiers).
 """
 
 from __future__ import annotations
 
-import calendar
 import re
-from datetime import UTC, datetime, timedelta
+
+from cycgraph_memory.hierarchy.extractors._dates import (
+    COUNT,
+    DAYS,
+    RELATIVE,
+    coarse_since,
+    dated,
+    resolve_since,
+    resolve_until,
+    whole_date,
+)
 
 __all__ = [
     "claim_dates",
@@ -95,38 +111,6 @@ _NOT_YET = re.compile(
     re.IGNORECASE,
 )
 
-_MONTHS = {
-    name: number
-    for number, names in enumerate(
-        [
-            ("january", "jan"),
-            ("february", "feb"),
-            ("march", "mar"),
-            ("april", "apr"),
-            ("may",),
-            ("june", "jun"),
-            ("july", "jul"),
-            ("august", "aug"),
-            ("september", "sep", "sept"),
-            ("october", "oct"),
-            ("november", "nov"),
-            ("december", "dec"),
-        ],
-        start=1,
-    )
-    for name in names
-}
-_MONTH = r"(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")"
-_DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
-_YEAR = r"(?P<year>(?:19|20)\d{2})"
-_PART = r"(?:early\s+|late\s+|mid-?\s*)?"
-_DATE_FORMS = [
-    re.compile(rf"^{_PART}{_MONTH}\.?(?:\s+{_DAY})?(?:,?\s+{_YEAR})?\b", re.I),
-    re.compile(rf"^(?:the\s+)?{_DAY}\s+(?:of\s+)?{_MONTH}\.?(?:,?\s+{_YEAR})?\b", re.I),
-    re.compile(rf"^{_PART}{_YEAR}\b", re.I),
-]
-_RELATIVE = re.compile(r"^(?P<which>last|this)\s+(?P<unit>year|month|week)\b", re.I)
-_DAYS = re.compile(r"^(?P<word>yesterday|today)\b", re.I)
 
 
 def until_of(sentence: str, end: int, link: str) -> str | None:
@@ -147,7 +131,7 @@ def until_of(sentence: str, end: int, link: str) -> str | None:
     if match is None:
         # A period: "worked at Hooli from 2019 until 2021", "since 2019 till 2021".
         match = _PERIOD.match(sentence, end)
-        if match is None or not _dated(match.group("start")):
+        if match is None or not dated(match.group("start")):
             return None
     phrase = match.group("phrase").strip()
     if not phrase or _SCHEDULE.match(phrase) is not None:
@@ -179,31 +163,20 @@ def since_of(sentence: str, end: int, link: str) -> str | None:
     phrase = match.group("phrase").strip()
     if not phrase or _SCHEDULE.match(phrase) is not None or _NOT_YET.search(link):
         return None
-    if not _dated(phrase):
+    if not dated(phrase):
         return None
     period = _PERIOD.match(sentence, end)
-    if period is not None and _dated(period.group("start")):
+    if period is not None and dated(period.group("start")):
         return None  # "since 2019 to 2021" over a present claim: no start of what holds
     return phrase
 
 
 # A duration after the claim: "has worked at Acme for three years", "'s been at Globex for
 # 6 months now", "for the past two years", "for a couple of years".
-_NUMBERS = {
-    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-    "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
-    "fifteen": 15, "twenty": 20, "couple": 2,
-}
-_COUNT = (
-    r"(?:about\s+|around\s+|like\s+|roughly\s+)?(?P<count>\d{1,2}|"
-    + "|".join(n for n in _NUMBERS if n != "couple")
-    + r"|(?:a\s+)?couple(?:\s+of)?)\s+(?P<unit>years?|yrs?|months?|mos|weeks?|wks?)\b"
-)
 _DURATION = re.compile(
-    r"\s*,?\s*for\s+(?:the\s+(?:last|past)\s+)?(?P<phrase>" + _COUNT + ")",
+    r"\s*,?\s*for\s+(?:the\s+(?:last|past)\s+)?(?P<phrase>" + COUNT + ")",
     re.IGNORECASE,
 )
-_DURATION_PHRASE = re.compile(r"^for\s+" + _COUNT, re.IGNORECASE)
 # The present perfect holds now ("has worked", "'s been", "have lived").
 _PERFECT = re.compile(r"\b(?:has|have)\b|['\u2019](?:s|ve)\b", re.IGNORECASE)
 # After an ended claim: "not at Globex anymore since march", "hasn't worked at Acme since 2022".
@@ -266,7 +239,7 @@ def ended_since_of(sentence: str, end: int, link: str) -> str | None:
     if match is None or _NOT_YET.search(link):
         return None
     phrase = match.group("phrase").strip()
-    if not phrase or _SCHEDULE.match(phrase) is not None or not _dated(phrase):
+    if not phrase or _SCHEDULE.match(phrase) is not None or not dated(phrase):
         return None
     return phrase
 
@@ -290,11 +263,11 @@ def lead_date_of(sentence: str, start: int) -> tuple[str, str] | None:
     lead = _LEAD.fullmatch(rest)
     if lead is not None:
         phrase, kind = lead.group("phrase").strip(), "since" if lead.group("since") else "at"
-    elif _RELATIVE.fullmatch(rest) is not None or _DAYS.fullmatch(rest) is not None:
+    elif RELATIVE.fullmatch(rest) is not None or DAYS.fullmatch(rest) is not None:
         phrase, kind = rest, "at"
     else:
         return None
-    return (kind, phrase) if _whole_date(phrase) else None
+    return (kind, phrase) if whole_date(phrase) else None
 
 
 # A date right after the object of a past event: "joined Acme Corp in 2021", "moved to
@@ -321,8 +294,8 @@ def trail_date_of(sentence: str, end: int) -> str | None:
         return None
     phrase = match.group("phrase").strip()
     if match.group("lead"):
-        return phrase if _dated(phrase) else None
-    return phrase if _RELATIVE.match(phrase) or _DAYS.match(phrase) else None
+        return phrase if dated(phrase) else None
+    return phrase if RELATIVE.match(phrase) or DAYS.match(phrase) else None
 
 
 _CLAUSE_END = re.compile(r"[,.;:!?\n]")
@@ -343,14 +316,6 @@ def clause_date_of(sentence: str, end: int) -> str | None:
             return phrase
     return None
 
-
-def _whole_date(phrase: str) -> bool:
-    """True when all of ``phrase`` is one date form (not a date that opens more words)."""
-    for form in _DATE_FORMS:
-        match = form.match(phrase)
-        if match is not None and match.end() == len(phrase):
-            return True
-    return _RELATIVE.fullmatch(phrase) is not None or _DAYS.fullmatch(phrase) is not None
 
 
 def claim_dates(
@@ -439,128 +404,3 @@ def claim_dates(
             since = trail  # "Alice joined Acme in 2021", "moved to Lisbon in 2019"
     return ended, until, since
 
-
-def _dated(phrase: str) -> bool:
-    """True when ``phrase`` opens with a date form :func:`resolve_until` reads."""
-    for form in _DATE_FORMS:
-        match = form.match(phrase)
-        if match is None:
-            continue
-        groups = match.groupdict()
-        month = groups.get("month")
-        # "since may be" (the modal), not "since May" / "since may 2021".
-        return not (
-            month is not None
-            and month.lower() == "may"
-            and not groups.get("day")
-            and not groups.get("year")
-            and phrase[match.end() :].strip()
-        )
-    return _RELATIVE.match(phrase) is not None or _DAYS.match(phrase) is not None
-
-
-def coarse_since(phrase: str) -> bool:
-    """True when a "since" phrase names a month or longer ("march", "2021", "last year").
-
-    A day or a week ("since yesterday", "since last week", "for two weeks") fits a visit
-    as well as a job: the "be at" frame reads only a longer stay as employment.
-    """
-    duration = _DURATION_PHRASE.match(phrase)
-    if duration is not None:
-        return not duration.group("unit").lower().startswith("w")
-    return _DAYS.match(phrase) is None and not re.match(
-        r"^(?:last|this)\s+week\b", phrase, re.IGNORECASE
-    ) and not any(
-        (m := form.match(phrase)) is not None and m.groupdict().get("day")
-        for form in _DATE_FORMS
-    )
-
-
-def resolve_since(phrase: str, said_at: datetime) -> datetime | None:
-    """The instant a "since" phrase names (as :func:`resolve_until`); ``None`` if unknown.
-
-    A duration ("for three years", from :func:`duration_of`) is that long before
-    ``said_at`` (the same day of the month, the last one of a shorter month).
-    """
-    duration = _DURATION_PHRASE.match(phrase)
-    if duration is None:
-        return resolve_until(phrase, said_at)
-    count = duration.group("count").lower()
-    n = int(count) if count.isdigit() else 2 if "couple" in count else _NUMBERS[count]
-    try:
-        found = _before(said_at.astimezone(UTC), n, duration.group("unit").lower()[0])
-    except (OverflowError, ValueError):
-        return None
-    return None if found <= _FIRST_UTC else found
-
-
-def _before(said: datetime, n: int, unit: str) -> datetime:
-    """``said`` minus ``n`` years (``unit`` "y"), months ("m") or weeks ("w")."""
-    if unit == "w":
-        return said - timedelta(weeks=n)
-    months = said.year * 12 + (said.month - 1) - (12 * n if unit == "y" else n)
-    year, month = divmod(months, 12)
-    month += 1
-    return said.replace(
-        year=year, month=month, day=min(said.day, calendar.monthrange(year, month)[1])
-    )
-
-
-def _start_of_day(year: int, month: int, day: int) -> datetime | None:
-    try:
-        return datetime(year, month, day, tzinfo=UTC)
-    except ValueError:
-        return None  # "until February 31"
-
-
-def resolve_until(phrase: str, said_at: datetime) -> datetime | None:
-    """The instant an "until" phrase names, no later than ``said_at``; ``None`` if unknown.
-
-    A month without a year is its latest occurrence that has begun by ``said_at``; a
-    named period resolves to its first instant (UTC). An instant no record can hold (before
-    year 1, or ``datetime.min`` itself, which Postgres stores as ``-infinity``) is unknown:
-    "until last month" said in January of year 1 is read as without a date.
-    """
-    try:
-        found = _resolve(phrase, said_at.astimezone(UTC))
-    except (OverflowError, ValueError):  # a period before year 1
-        return None
-    return None if found is None or found <= _FIRST_UTC else found
-
-
-_FIRST_UTC = datetime.min.replace(tzinfo=UTC)
-
-
-def _resolve(phrase: str, said: datetime) -> datetime | None:
-    for form in _DATE_FORMS:
-        match = form.match(phrase)
-        if match is None:
-            continue
-        groups = match.groupdict()
-        month = _MONTHS[groups["month"].lower()] if groups.get("month") else 1
-        day = int(groups["day"]) if groups.get("day") else 1
-        if groups.get("year"):
-            found = _start_of_day(int(groups["year"]), month, day)
-        else:
-            found = _start_of_day(said.year, month, day)
-            if found is not None and found > said:
-                found = _start_of_day(said.year - 1, month, day)
-        return found if found is not None and found <= said else None
-    today = datetime(said.year, said.month, said.day, tzinfo=UTC)
-    relative = _RELATIVE.match(phrase)
-    if relative is not None:
-        back = relative.group("which").lower() == "last"
-        unit = relative.group("unit").lower()
-        if unit == "year":
-            return datetime(said.year - back, 1, 1, tzinfo=UTC)
-        if unit == "month":
-            year, month = (said.year, said.month - 1) if back else (said.year, said.month)
-            if month == 0:
-                year, month = year - 1, 12
-            return datetime(year, month, 1, tzinfo=UTC)
-        monday = today - timedelta(days=today.weekday())
-        return monday - timedelta(days=7) if back else monday
-    days = _DAYS.match(phrase)
-    if days is not None:
-        return today - timedelta(days=1) if days.group("word").lower() == "yesterday" else today
-    return None
