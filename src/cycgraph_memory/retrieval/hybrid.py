@@ -57,6 +57,7 @@ from cycgraph_memory.records import (
 )
 from cycgraph_memory.retrieval.fusion import rrf_fuse
 from cycgraph_memory.retrieval.pipeline import (
+    MAX_SEARCH_FETCH,
     FactScope,
     cut,
     entity_is_live,
@@ -85,10 +86,6 @@ GRAPH_COUNT_CAP = 1000
 """Facts counted per named entity when weighing it (the count stops there)."""
 GRAPH_TYPED_MATCH_FETCH = 100
 """Named entities read when the query has ``entity_types`` (filtered, then limited)."""
-
-
-MAX_TEXT_FACTS = 1000
-"""Largest text search of the fact signal (``text_candidates`` and its widening)."""
 
 
 def supports_text_search(index: object) -> bool:
@@ -262,7 +259,7 @@ async def hybrid_candidates(
         facts_by_id.update((f.id, f) for f, _ in ranked)
     if use_text:
         assert q.text is not None
-        depth = opts.text_candidates or min(MAX_TEXT_FACTS, 4 * q.limit)
+        depth = opts.text_candidates or min(MAX_SEARCH_FETCH, 4 * q.limit)
         fetch = depth
         while True:
             hits = await text_index.text_search_facts(
@@ -273,18 +270,13 @@ async def hybrid_candidates(
                 exclude_tags=sorted(scope.exclude_tags) or None,
             )
             admitted = [(h.item, h.score) for h in hits if scope.admits(h.item)]
-            # The temporal filters apply after the search: a default-sized search whose
-            # hits they mostly drop is widened (4 times per round, up to MAX_TEXT_FACTS)
-            # until ``depth`` hits pass or the index has no more.
-            if (
-                not scope.temporal
-                or opts.text_candidates is not None
-                or len(hits) < fetch
-                or fetch >= MAX_TEXT_FACTS
-                or len(admitted) >= depth
-            ):
+            wider = scope.widened(
+                fetch, returned=len(hits), passed=len(admitted), wanted=depth,
+                fixed=opts.text_candidates is not None,
+            )
+            if wider is None:
                 break
-            fetch = min(MAX_TEXT_FACTS, 4 * fetch)
+            fetch = wider
         admitted = admitted[:depth]
         fact_signals["text"] = [(f.id, s) for f, s in admitted]
         for fact, _ in admitted:

@@ -37,6 +37,7 @@ from cycgraph_memory.records import (
 from cycgraph_memory.temporal import is_changed_since, is_valid_at
 
 __all__ = [
+    "MAX_SEARCH_FETCH",
     "SIMILARITY_FLOOR_TOLERANCE",
     "FactScope",
     "by_citation",
@@ -54,6 +55,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+MAX_SEARCH_FETCH = 1000
+"""Largest default-sized search of a retrieval signal (its widening included)."""
 
 SIMILARITY_FLOOR_TOLERANCE = 1e-9
 """How far below ``min_similarity`` a float64 cosine may fall and still be kept.
@@ -126,6 +130,28 @@ class FactScope:
     def apply(self, facts: Iterable[SemanticFact]) -> list[SemanticFact]:
         """Keep the admitted facts, in input order."""
         return [f for f in facts if self.admits(f)]
+
+    def widened(
+        self, fetch: int, *, returned: int, wanted: int, fixed: bool,
+        passed: int | None = None, candidates: Sequence[SemanticFact] = (),
+    ) -> int | None:
+        """The next size of a search whose hits this scope's temporal filters drop.
+
+        The temporal filters apply after a search: a default-sized one (not ``fixed`` by
+        the caller) that came back full (``returned == fetch``) with fewer than
+        ``wanted`` hits passing (``passed``, or else the admitted ``candidates``, counted
+        only then) is widened 4 times, up to :data:`MAX_SEARCH_FETCH`, so a valid fact is
+        never lost behind better-matching expired ones. ``None``: the search stands.
+        """
+        if (
+            not self.temporal
+            or fixed
+            or returned < fetch
+            or fetch >= MAX_SEARCH_FETCH
+            or (len(self.apply(candidates)) if passed is None else passed) >= wanted
+        ):
+            return None
+        return min(MAX_SEARCH_FETCH, 4 * fetch)
 
 
 def merge_unique(*lists: Iterable[T], key: str = "id") -> list[T]:

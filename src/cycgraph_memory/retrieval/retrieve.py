@@ -63,6 +63,7 @@ from cycgraph_memory.retrieval.hybrid import (
     supports_text_search,
 )
 from cycgraph_memory.retrieval.pipeline import (
+    MAX_SEARCH_FETCH,
     FactScope,
     by_citation,
     cut,
@@ -290,10 +291,10 @@ async def _vector_ranking(
     vector = q.embedding
     scope = FactScope.for_query(q)
     native = getattr(index, "hierarchical_candidates", None) if opts.native_paths else None
-    fetch = opts.direct_fact_candidates or min(MAX_DIRECT_FACTS, 2 * q.limit)
+    fetch = opts.direct_fact_candidates or min(MAX_SEARCH_FETCH, 2 * q.limit)
     # The temporal filters apply after the direct search: when they drop so many of its
     # hits that fewer than the facts wanted pass, a default-sized search is widened
-    # (4 times per round, up to MAX_DIRECT_FACTS) until enough pass or it is exhausted,
+    # (4 times per round, up to MAX_SEARCH_FETCH) until enough pass or it is exhausted,
     # so a valid fact is never lost behind better-matching expired ones. Enough: as many
     # as the first search would bring without the filters, at most the facts kept.
     wanted = min(fetch, q.limit if depth is None else max(depth, q.limit))
@@ -319,15 +320,13 @@ async def _vector_ranking(
             themes = rank_themes(found_themes, vector, q.min_similarity)
         else:
             themes, direct, theme_facts = await _candidates(store, index, q, opts, scope, fetch)
-        if (
-            not scope.temporal
-            or opts.direct_fact_candidates is not None
-            or len(direct) < fetch
-            or fetch >= MAX_DIRECT_FACTS
-            or len(scope.apply(direct)) >= wanted
-        ):
+        wider = scope.widened(
+            fetch, returned=len(direct), candidates=direct,
+            wanted=wanted, fixed=opts.direct_fact_candidates is not None,
+        )
+        if wider is None:
             break
-        fetch = min(MAX_DIRECT_FACTS, 4 * fetch)
+        fetch = wider
     # One similarity ranking over every candidate, then the cut.
     candidates = scope.apply(merge_unique(direct, theme_facts))
     # Optional index capability: the candidates' vectors as arrays (a prefetching index
@@ -336,10 +335,6 @@ async def _vector_ranking(
     embeddings = vectors(candidates) if vectors is not None else None
     ranked = rank_by_similarity(candidates, vector, q.min_similarity, embeddings)
     return ranked, themes
-
-
-MAX_DIRECT_FACTS = 1000
-"""Largest direct similarity search of the hierarchical path (a ``SearchOptions.limit``)."""
 
 
 def vector_depth(q: MemoryQuery, opts: RetrievalOptions) -> int:

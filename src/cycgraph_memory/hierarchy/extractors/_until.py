@@ -112,7 +112,6 @@ _NOT_YET = re.compile(
 )
 
 
-
 def until_of(sentence: str, end: int, link: str) -> str | None:
     """The "until" phrase right after a claim's later mention, when it ends the claim.
 
