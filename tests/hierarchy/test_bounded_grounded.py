@@ -18,6 +18,7 @@ from cycgraph_memory.hierarchy.grounding import (
     is_filler,
     resolve_first_person,
     speaker_of,
+    third_person,
 )
 from cycgraph_memory.hierarchy.pipeline import MemoryPipeline
 from cycgraph_memory.hierarchy.segmenters import SimpleEpisodeSegmenter, topic_cuts
@@ -126,9 +127,37 @@ def test_speaker_and_pronouns() -> None:
     assert speaker_of(msg("x", 0, metadata={"speaker": "Sol"})) == "Sol"
     assert speaker_of(msg("x", 0, role="assistant")) == "assistant"
     assert resolve_first_person("i think my dog likes me, I'm sure", "Maya") == (
-        "Maya think Maya's dog likes Maya, Maya is sure"
+        "Maya thinks Maya's dog likes Maya, Maya is sure"
     )
     assert resolve_first_person("iPhone and Iris stay", "Maya") == "iPhone and Iris stay"
+
+
+@pytest.mark.parametrize(("said", "stored"), [
+    ("I prefer vegetarian restaurants", "Maya prefers vegetarian restaurants"),
+    ("i really really like tea", "Maya really really likes tea"),
+    ("I don't eat meat", "Maya doesn't eat meat"),
+    ("I have two kids and I go running", "Maya has two kids and Maya goes running"),
+    ("I study law, I watch TV, I play guitar",
+     "Maya studies law, Maya watches TV, Maya plays guitar"),
+    ("If I ever move to Paris", "If Maya ever moves to Paris"),
+    ("I LOVE IT", "Maya LOVES IT"),
+    # Not a present-tense verb of the list, or an inverted subject: as written.
+    ("do I need a visa? can I go?", "do Maya need a visa? can Maya go?"),
+    ("I went to Paris, I quit Globex, I used to live there",
+     "Maya went to Paris, Maya quit Globex, Maya used to live there"),
+    ("I will go, I'd like, I, for one, like it",
+     "Maya will go, Maya would like, Maya, for one, like it"),
+    ("Iris likes it", "Iris likes it"),
+])
+def test_a_present_verb_after_i_agrees_with_the_speaker(said: str, stored: str) -> None:
+    assert resolve_first_person(said, "Maya") == stored
+
+
+def test_third_person_forms() -> None:
+    assert [third_person(v) for v in ("prefer", "miss", "teach", "fix", "go", "study", "play",
+                                      "have", "Don't", "LIKE")] == [
+        "prefers", "misses", "teaches", "fixes", "goes", "studies", "plays", "has",
+        "Doesn't", "LIKES"]
 
 
 def test_fillers_and_informativeness() -> None:

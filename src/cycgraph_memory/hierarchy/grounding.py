@@ -14,8 +14,9 @@ extractor returns for an episode (pure functions, no I/O):
   people addressed are removed.
 * :func:`contextualize` prefixes the fact with who said it and when (``"Maya on
   2024-01-08: ..."``) and resolves first-person pronouns to that speaker ("I", "my", "me",
-  "I'm", ... -> "Maya", "Maya's", "Maya is", ...). The speaker is the message metadata's
-  ``name`` (else ``speaker``, whitespace collapsed), else the role.
+  "I'm", ... -> "Maya", "Maya's", "Maya is", ...), a common present-tense verb right
+  after "I" agreeing with it ("I prefer" -> "Maya prefers"). The speaker is the message
+  metadata's ``name`` (else ``speaker``, whitespace collapsed), else the role.
 * :func:`informativeness` ranks sentences when a cap is applied: the number of distinct
   content words (stop and filler words removed).
 """
@@ -39,6 +40,7 @@ __all__ = [
     "is_filler",
     "resolve_first_person",
     "speaker_of",
+    "third_person",
     "without_grounding",
 ]
 
@@ -57,11 +59,70 @@ FILLER_WORDS = frozenset(_FILLER_TEXT.split())
 """Words that carry no memory on their own (greetings, thanks, sign-offs, fillers)."""
 
 _SPACES = re.compile(r"\s+")
+
+_IRREGULAR_THIRD_PERSON = {
+    "have": "has", "do": "does", "go": "goes", "don't": "doesn't", "dont": "doesn't",
+    "haven't": "hasn't", "havent": "hasn't",
+}
+_PRESENT_VERBS_TEXT = """
+    like love adore hate dislike prefer want need live work think know feel enjoy play use
+    eat drink own believe mean guess hope wish plan teach study speak miss get make take
+    see watch write cook visit drive ride walk run swim travel try remember forget
+    understand agree care mind suppose bake paint draw sing dance volunteer collect
+    support manage lead rent commute train practice practise attend struggle suffer stay
+    keep spend move go have do don't dont haven't havent
+"""
+_PRESENT_VERBS = frozenset(_PRESENT_VERBS_TEXT.split())
+"""Verbs that, right after the subject "I", are in the present tense (so "I prefer" ->
+"Maya prefers"): common chat verbs whose base form is never also their past ("quit",
+"read", "put" are left out, and any verb not listed stays as written)."""
+_ADVERBS_TEXT = """
+    really also just still never ever always usually often sometimes actually totally
+    definitely kinda sorta mostly only even currently honestly absolutely seriously
+    genuinely rarely mainly probably literally truly generally normally
+"""
+_ADVERBS = frozenset(_ADVERBS_TEXT.split())
+_AUXILIARIES_TEXT = """
+    do does did can could will would should shall may might must am was were have has had
+    don't didn't can't cannot won't wouldn't shouldn't couldn't
+"""
+_AUXILIARIES = frozenset(_AUXILIARIES_TEXT.split())
+"""A subject "I" right after one of these is inverted ("do I need"): its verb is bare."""
+
+
+def _alternation(words: frozenset[str]) -> str:
+    return "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
+
+
 _FIRST_PERSON = re.compile(
     r"\b(?P<is>I'm|I am|im)\b|\b(?P<has>I've|ive)\b|\b(?P<will>I'll)\b|\b(?P<would>I'd)\b"
-    r"|\b(?P<pos>my|mine)\b|\b(?P<obj>me|myself)\b|(?<![\w'])(?P<subj>[Ii])(?![\w'])",
+    r"|\b(?P<pos>my|mine)\b|\b(?P<obj>me|myself)\b|(?<![\w'])(?P<subj>[Ii])(?![\w'])"
+    rf"(?P<pred>(?P<adverbs>(?:\s+(?:{_alternation(_ADVERBS)})){{0,2}})"
+    rf"\s+(?P<verb>{_alternation(_PRESENT_VERBS)})(?![\w']))?",
     re.IGNORECASE,
 )
+_LAST_WORD = re.compile(r"([\w']+)\W*$")
+
+
+def third_person(verb: str) -> str:
+    """``verb`` (present tense, as said after "I") as said after "she": "prefer" -> "prefers".
+
+    Irregular forms from a table ("have" -> "has", "don't" -> "doesn't"); otherwise "-es"
+    after a sibilant or "o", "-ies" after a consonant and "y", else "-s". An all-capitals
+    verb stays in capitals.
+    """
+    lower = verb.lower()
+    out = _IRREGULAR_THIRD_PERSON.get(lower)
+    if out is None:
+        if lower.endswith(("s", "sh", "ch", "x", "z", "o")):
+            out = lower + "es"
+        elif lower.endswith("y") and len(lower) > 1 and lower[-2] not in "aeiou":
+            out = lower[:-1] + "ies"
+        else:
+            out = lower + "s"
+    if verb.isupper() and len(verb) > 1:
+        return out.upper()
+    return verb[0] + out[1:] if verb[:1].isupper() else out
 _TEMPLATES = {
     "is": "{s} is",
     "has": "{s} has",
@@ -108,9 +169,27 @@ def is_filler(sentence: str, names: Sequence[str] = ()) -> bool:
     return len(words) < MIN_CONTENT_WORDS
 
 
+def _inverted(match: re.Match[str]) -> bool:
+    """Whether the subject "I" of ``match`` follows an auxiliary ("do I need", "can I")."""
+    before = _LAST_WORD.search(match.string, 0, match.start())
+    return before is not None and before.group(1).lower() in _AUXILIARIES
+
+
 def resolve_first_person(text: str, speaker: str) -> str:
-    """Replace first-person pronouns in ``text`` by ``speaker`` ("my" -> "Maya's")."""
+    """Replace first-person pronouns in ``text`` by ``speaker`` ("my" -> "Maya's").
+
+    A present-tense verb right after the subject "I" (one of a list of common verbs,
+    after at most two adverbs) agrees with the speaker: "I really prefer tea" -> "Maya
+    really prefers tea", "I don't" -> "Maya doesn't"; not in a question ("do I need"), and
+    a verb not in the list (or in the past) stays as written.
+    """
     def replace(match: re.Match[str]) -> str:
+        if match.group("subj") is not None:
+            pred, adverbs, verb = match.group("pred", "adverbs", "verb")
+            if verb is None or _inverted(match):
+                return speaker + (pred or "")
+            gap = pred[len(adverbs):len(pred) - len(verb)]  # the space before the verb
+            return f"{speaker}{adverbs}{gap}{third_person(verb)}"
         group = match.lastgroup
         assert group is not None
         return _TEMPLATES[group].format(s=speaker)
