@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from cycgraph_memory import retrieve_memory
+from cycgraph_memory import QUARANTINE_TAG, MemoryConsolidator, retrieve_memory
 
-from .factories import EMBED_DIM, make_entity, make_episode, make_fact, make_theme
+from .factories import EMBED_DIM, at, make_entity, make_episode, make_fact, make_theme, unit
 
 # Float32-exact vectors whose single-precision unit rows are not exactly of length 1.
 SELF_VECTORS = [
@@ -48,3 +48,42 @@ async def test_bug_a_stored_vector_scores_exactly_one_against_itself(
     result = await retrieve_memory(store, index, {"embedding": vector, "min_similarity": 1.0})
     assert [f.id for f in result.facts] == [fact.id]
     assert [t.id for t in result.themes] == [theme.id]
+
+
+# --------------------------------------------------------------------------- ConsolidationReport
+
+
+async def test_bug_themes_cleaned_up_counts_themes_whose_fact_ids_changed(
+    store: Any, index: Any
+) -> None:
+    # The spec: themesCleanedUp = "Themes whose fact_ids were updated". Before, a theme
+    # only relabelled because one of its facts is quarantined (fact_ids unchanged) was
+    # counted too, so a pass that removed nothing reported themes_cleaned_up == 1.
+    relabelled = make_theme(label="poisoned advice", embedding=unit(1))
+    trimmed = make_theme(label="tea", embedding=unit(2))
+    good = make_fact(content="good advice", embedding=unit(0), theme_id=relabelled.id)
+    poisoned = make_fact(content="poisoned advice", embedding=unit(1),
+                         theme_id=relabelled.id, tags=[QUARANTINE_TAG])
+    older = make_fact(content="Alice likes tea", embedding=unit(2), theme_id=trimmed.id,
+                      valid_from=at(days=-1))
+    newer = make_fact(content="Alice likes tea a lot", embedding=unit(2),
+                      theme_id=trimmed.id)
+    await store.put_themes([relabelled, trimmed])
+    await store.put_facts([good, poisoned, older, newer])
+    relabelled = relabelled.model_copy(update={"fact_ids": [good.id, poisoned.id]})
+    trimmed = trimmed.model_copy(update={"fact_ids": [older.id, newer.id]})
+    await store.put_themes([relabelled, trimmed])
+    await index.rebuild(store)
+
+    report = await MemoryConsolidator(store, index, debug=True).consolidate()
+
+    assert (report.facts_deduped, report.themes_cleaned_up, report.themes_removed) == (1, 1, 0)
+    assert report.total_reclaimed == 1
+    updated = sorted(str(m.id) for m in report.mutation_log or [] if m.type == "theme_updated")
+    assert updated == sorted([str(relabelled.id), str(trimmed.id)])  # both written
+    stored = await store.get_themes([relabelled.id, trimmed.id])
+    assert stored[relabelled.id].fact_ids == [good.id, poisoned.id]
+    assert stored[relabelled.id].label == "good advice"
+    assert stored[trimmed.id].fact_ids == [newer.id]
+    again = await MemoryConsolidator(store, index).consolidate()
+    assert again.themes_cleaned_up == again.total_reclaimed == 0
