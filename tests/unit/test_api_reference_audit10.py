@@ -16,7 +16,9 @@ from cycgraph_memory import cosine_similarity
 # ------------------------------------------------------------------ cosineSimilarity
 
 
-@pytest.mark.parametrize("vector", [[1.0, 1.0, 1.0], [1.0, 1.0], [0.1, 0.1, 0.1], [0.6, 0.8, 0.0, 1.0]])
+@pytest.mark.parametrize(
+    "vector", [[1.0, 1.0, 1.0], [1.0, 1.0], [0.1, 0.1, 0.1], [0.6, 0.8, 0.0, 1.0]]
+)
 def test_bug_a_vector_is_exactly_as_similar_to_itself_as_possible(vector: list[float]) -> None:
     # Before: cosine_similarity([1, 1, 1], [1, 1, 1]) == 1.0000000000000002 (its negation
     # -1.0000000000000002), outside the range of a cosine; [1, 1] gave 0.9999999999999998.
