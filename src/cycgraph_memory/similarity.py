@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -15,6 +16,12 @@ __all__ = ["cosine_similarity"]
 def cosine_similarity(a: Sequence[float], b: Sequence[float]) -> float:
     """Cosine similarity of two equal-length vectors; 0.0 when either has zero magnitude.
 
+    The result always lies in [-1, 1], and a vector's similarity with itself is exactly
+    1.0. Each vector is first divided by its largest absolute component (the cosine does
+    not change), so finite vectors of any magnitude are compared as their directions: a
+    norm that would overflow (components near 1e160) or underflow (near 1e-170) in the
+    plain formula gives neither NaN nor a false 0.0.
+
     Raises:
         InvalidTypeError: A vector is not a sequence of real numbers (``None``, a string,
             nested lists).
@@ -25,11 +32,17 @@ def cosine_similarity(a: Sequence[float], b: Sequence[float]) -> float:
     vb = _vector(b, "b")
     if va.shape != vb.shape:
         raise InvalidInputError(f"vectors differ in length: {va.shape[0]} != {vb.shape[0]}")
-    na = float(np.linalg.norm(va))
-    nb = float(np.linalg.norm(vb))
-    if na == 0.0 or nb == 0.0:
+    scale_a = float(np.max(np.abs(va))) if va.size else 0.0
+    scale_b = float(np.max(np.abs(vb))) if vb.size else 0.0
+    if scale_a == 0.0 or scale_b == 0.0:
         return 0.0
-    return float(np.dot(va, vb) / (na * nb))
+    ua = va / scale_a
+    ub = vb / scale_b
+    # One dot routine for all three sums: for equal vectors the cross product equals both
+    # squared norms bit for bit, and sqrt(x * x) == x, so the result is exactly 1.0.
+    cross = float(np.dot(ua, ub))
+    norms = math.sqrt(float(np.dot(ua, ua)) * float(np.dot(ub, ub)))
+    return min(1.0, max(-1.0, cross / norms))
 
 
 def _vector(value: object, name: str) -> NDArray[np.float64]:

@@ -677,7 +677,9 @@ class MemoryConsolidator:
 
         A live theme that lists a removed fact, or that a quarantined fact names, is
         re-centred and relabelled from its servable members (``recentre_theme``); it is
-        written only when that changes it, so a second pass plans nothing.
+        written only when that changes it, so a second pass plans nothing. "Cleaned up"
+        counts the themes whose ``fact_ids`` change (the spec's ``themesCleanedUp``), not
+        those only relabelled around a quarantined member.
         """
         quarantined = await self._quarantined_themes()
         if not removed and not quarantined:
@@ -723,7 +725,10 @@ class MemoryConsolidator:
                 )
                 if not theme_changed(theme, repaired):
                     continue
-                cleaned += 1
+                if lists_removed:
+                    # The spec's themesCleanedUp: themes whose fact_ids were updated. A
+                    # theme only relabelled (a quarantined member) is written, not counted.
+                    cleaned += 1
                 mutations.append(Put(repaired, "theme_updated"))
             if len(page) < self.batch_size:
                 break

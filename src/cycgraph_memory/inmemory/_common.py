@@ -139,24 +139,35 @@ RESCORE_SLACK = 1e-5
 Well above the error of a single-precision product of unit vectors (about 1e-7)."""
 
 
-def row_scores(rows: NDArray[np.float32], query: NDArray[np.float32]) -> NDArray[np.float32]:
-    """Cosines of ``rows`` with ``query``, each row reduced on its own.
+def row_scores(rows: NDArray[np.float32], query: NDArray[np.float32]) -> NDArray[np.float64]:
+    """Cosines of ``rows`` with ``query``, each row reduced on its own, in double precision.
 
     A BLAS matrix-vector product rounds a row differently by its position in the matrix
     (a different SIMD path for the last rows), so identical vectors stored twice scored
     apart and their order followed the insertion order instead of the documented "ties by
     id". Here every row is multiplied and summed the same way, in double precision: the
-    same vector always gets the same score.
+    same vector always gets the same score. The single-precision unit rows are not exactly
+    of length 1, so the dot product is divided by both lengths (as pgvector divides by
+    the norms): a vector scores exactly 1.0 against itself, as it does on pgvector,
+    instead of 0.99999994.
     """
-    exact = np.einsum("ij,j->i", rows.astype(np.float64), query.astype(np.float64))
-    return exact.astype(np.float32)  # type: ignore[no-any-return]
+    wide = rows.astype(np.float64)
+    q = query.astype(np.float64)
+    dots = np.einsum("ij,j->i", wide, q)
+    row_sq = np.einsum("ij,ij->i", wide, wide)
+    q_sq = float(np.dot(q, q))
+    norms = np.sqrt(row_sq * q_sq)
+    out = np.zeros_like(dots)
+    np.divide(dots, norms, out=out, where=norms > 0.0)
+    return np.clip(out, -1.0, 1.0)  # type: ignore[no-any-return]
 
 
 SCORE_FLOOR_TOLERANCE = 1e-6
-"""How far below ``min_similarity`` a single-precision score may fall and still be kept.
+"""How far below ``min_similarity`` an in-memory score may fall and still be kept.
 
-The in-memory index scores in single precision (accurate to about 1e-7): a vector at
-exactly the threshold (cosine 0.5, or 0 for an orthogonal one) can score 0.49999997 or
--1e-9 here while pgvector, which divides in double precision, gives exactly 0.5 or 0.
+The in-memory index scores the single-precision unit vectors it holds (their rounding
+moves a cosine by about 1e-7): a vector at exactly the threshold (cosine 0.5, or 0 for
+an orthogonal one) can score 0.49999997 or -1e-9 here while pgvector, which divides in
+double precision, gives exactly 0.5 or 0.
 Comparing with this margin keeps such results on both backends.
 """

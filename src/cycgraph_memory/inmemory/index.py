@@ -6,9 +6,11 @@ selection (``np.argpartition``) and a sort of those k only. Filters (soft delete
 tags) are applied *before* the top-k by masking scores to ``-inf``, so ``limit`` results
 come back whenever that many records pass the filters.
 
-Scores are cosine similarities computed in float32 (accurate to about 1e-6); float32
-halves the memory traffic of the scan, which dominates search time, and matches the
-precision of pgvector's ``vector`` type. The scan is O(n) per query: past
+The scan is a float32 matrix product (accurate to about 1e-6); float32 halves the memory
+traffic of the scan, which dominates search time, and matches the precision of
+pgvector's ``vector`` type. Its best candidates are then scored again in double
+precision, divided by both vectors' lengths as pgvector does, so a vector scores exactly
+1.0 against itself. The scan is O(n) per query: past
 :data:`IN_MEMORY_INDEX_WARN_THRESHOLD` entries a one-shot :class:`InMemoryIndexScaleWarning`
 suggests the pgvector backend.
 """
