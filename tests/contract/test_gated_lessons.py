@@ -58,6 +58,23 @@ async def test_unused_candidate_slots_go_back_to_verified(store: Any) -> None:
     assert [f.id for f in none] == [verified[4].id, verified[3].id, verified[2].id]
 
 
+async def test_more_candidate_slots_than_facts_give_the_budget_to_candidates(
+    store: Any,
+) -> None:
+    # The spec: verified lessons fill max_facts - candidate_slots (none here) and candidates
+    # the rest. Before: max_facts=1 with the default candidate_slots=2 raised.
+    verified = [lesson(d, "verified") for d in range(3)]
+    cands = [lesson(10 + d, "candidate") for d in range(3)]
+    await store.put_facts([*verified, *cands])
+    got = await retrieve_gated_lessons(store, tags=["lesson"], max_facts=1)
+    assert [f.id for f in got] == [cands[2].id]
+    got = await retrieve_gated_lessons(store, tags=["lesson"], max_facts=2, candidate_slots=5)
+    assert [f.id for f in got] == [cands[2].id, cands[1].id]
+    # No candidate to fill them: the slots go back to verified lessons, as always.
+    only_verified = await retrieve_gated_lessons(store, tags=["verified"], max_facts=1)
+    assert [f.id for f in only_verified] == [verified[2].id]
+
+
 async def test_quarantined_and_invalidated_never_appear(store: Any) -> None:
     ok = lesson(1, "verified")
     tainted = lesson(2, "verified", QUARANTINE_TAG)
@@ -138,7 +155,6 @@ async def test_uses_one_batched_stats_call(store: Any) -> None:
         {"tags": "lesson"},
         {"tags": ["lesson"], "max_facts": 0},
         {"tags": ["lesson"], "candidate_slots": -1},
-        {"tags": ["lesson"], "max_facts": 2, "candidate_slots": 3},
         {"tags": ["lesson"], "rest_after_trials": 3},  # needs a ledger
         {"tags": ["lesson"], "candidate_tag": ""},
     ],

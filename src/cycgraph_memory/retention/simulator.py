@@ -95,22 +95,13 @@ class SimulatedLesson(_Options):
 class SimulationRetrieval(_Options):
     """Retrieval settings passed to ``retrieve_gated_lessons`` (spec defaults).
 
-    ``candidate_slots`` may not exceed ``max_facts`` (``retrieve_gated_lessons``' rule),
-    checked here so a bad config is refused before anything is simulated or written.
+    ``candidate_slots`` above ``max_facts`` reserve the whole budget for candidates, as in
+    ``retrieve_gated_lessons``.
     """
 
     max_facts: Count = Field(default=10, ge=1)
     candidate_slots: Count = Field(default=2, ge=0)
     rest_after_trials: Count | None = Field(default=None, ge=1)
-
-    @model_validator(mode="after")
-    def _slots_fit(self) -> SimulationRetrieval:
-        if self.candidate_slots > self.max_facts:
-            raise ValueError(
-                f"candidate_slots ({self.candidate_slots}) must not exceed max_facts "
-                f"({self.max_facts})"
-            )
-        return self
 
 
 class GateSimulationConfig(_Options):

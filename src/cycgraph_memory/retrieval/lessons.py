@@ -115,7 +115,9 @@ async def retrieve_gated_lessons(
 
     * Verified lessons fill ``max_facts - candidate_slots`` places, newest first
       (``valid_from`` descending, then id). Candidate slots left unused go back to verified
-      lessons.
+      lessons. More ``candidate_slots`` than ``max_facts`` (``max_facts=1`` with the
+      default 2) reserve the whole budget for candidates: never more than ``max_facts``
+      lessons come back.
     * With a ``ledger`` candidates are chosen in-progress-first: most trials first (those
       keep their slots until the gate rules on them), then oldest ``valid_from``, then id;
       fresh candidates enter only when a slot is free. Their stats are read with one
@@ -132,8 +134,8 @@ async def retrieve_gated_lessons(
         tags: Scope tags (any-of), e.g. ``["lesson", "graph:research-v1"]``; required.
         candidate_tag: Tag marking on-trial lessons.
         max_facts: Total lessons to return (>= 1).
-        candidate_slots: Places reserved for candidates (0 to ``max_facts``). ``0`` starves
-            the gate: candidates then never accrue trials.
+        candidate_slots: Places reserved for candidates (>= 0; at most ``max_facts`` are
+            used). ``0`` starves the gate: candidates then never accrue trials.
         ledger: Outcome ledger enabling in-progress-first candidate selection.
         rest_after_trials: Bench candidates once they have this many trials (>= 1).
 
@@ -176,10 +178,7 @@ async def retrieve_gated_lessons(
         raise InvalidInputError("candidate_tag must be a non-empty string")
     _check_int("max_facts", max_facts, 1)
     _check_int("candidate_slots", candidate_slots, 0)
-    if candidate_slots > max_facts:
-        raise InvalidInputError(
-            f"candidate_slots ({candidate_slots}) must not exceed max_facts ({max_facts})"
-        )
+    candidate_slots = min(candidate_slots, max_facts)  # the spec: candidates fill the rest
     if rest_after_trials is not None:
         _check_int("rest_after_trials", rest_after_trials, 1)
         if ledger is None:
