@@ -112,6 +112,7 @@ _NEGATED = re.compile(
     r"might|may|could|would|should|if|whether|unless|wish(?:es|ed)?|"
     r"hop(?:e|es|ed|ing)\s+to|plan(?:s|ned|ning)?\s+to|consider(?:s|ed|ing)?|"
     r"rumou?r(?:s|ed)?|reportedly|allegedly|supposedly|maybe|perhaps|probably|almost|nearly|"
+    r"i\s+bet|betcha|"
     r"linked\s+with|didnt|dont|doesnt|isnt|wasnt|wont|"
     r"cant|havent|hasnt|arent|werent|aint)\b|n['\u2019]t\b",
     re.IGNORECASE,
@@ -523,7 +524,9 @@ def locate_claim(
     ``sentences`` are ``(text, speaker)`` pairs in order. A sentence supports the claim when
     it is not a question (one ending in "?", or a chat question without it: :func:`asks`)
     and names the target and either names the source, is said by the
-    source (first person), or holds a third-person pronoun. Names match whole words,
+    source (first person), or holds a third-person pronoun; a target inside a quotation
+    (with the source, or with no source named) is someone else's words and supports
+    nothing. Names match whole words,
     case-insensitively, by the full name, else its last or first word ("Ruiz" for "Carmen
     Ruiz"). The stretch read is the gap between the mentions with the eight words before the
     first and the phrase after the second (up to punctuation): "voted against a proposal
@@ -546,6 +549,11 @@ def locate_claim(
         if sentence.rstrip().endswith("?") or asks(sentence):
             continue  # asked, with or without its "?" ("does alice still work at acme")
         a = _find(low, source_forms)
+        quoted = quotations(sentence)
+        if any(start <= b[0] and b[1] <= end for start, end in quoted) and (
+            a is None or quoted_claim(sentence, a, b)
+        ):
+            continue  # someone else's words: 'Kai texted me "I quit Deloitte"'
         if a is not None and not (a[1] <= b[0] or b[1] <= a[0]):
             continue  # "Marlow" of "Marlow Dairy" is not the source "Marlow family"
         core: str | None = None
@@ -561,6 +569,15 @@ def locate_claim(
             sentence[: b[0]]
         ):
             start = _lead_in(sentence, b[0], 8)
+            pronoun = _last_pronoun(sentence, b[0])
+            if (
+                pronoun is not None
+                and pronoun.start() < start
+                and _CLAUSE_BREAK.search(sentence, pronoun.end(), b[0]) is None
+            ):
+                # The claim's subject further back in its clause: "I almost moved to Berlin
+                # last year for a job at Zalando" reads from "I".
+                start = pronoun.start()
             head = sentence[start : b[0]]
             gap = head[head.rfind(",") + 1 :]
             stretch = head + " " + _follow(sentence, b[1], 4)
@@ -675,6 +692,7 @@ def stopped_since_of(sentence: str, source: str, target: str, relation: str) -> 
     return stopped_since(sentence, a, b, relation, lead=8)
 
 
+_CLAUSE_BREAK = re.compile(r"[,;:]")
 _SUBJECT_PRONOUN = re.compile(r"\b(?:he|she|they|i|we)\b", re.IGNORECASE)
 
 
