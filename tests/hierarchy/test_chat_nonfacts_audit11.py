@@ -213,7 +213,9 @@ def test_a_month_ago_from_the_31st_is_the_last_day_of_the_shorter_month() -> Non
             "negated",
         ),
         ("I'm probably moving to Glasgow in the spring", "Dan", "Glasgow", "move_to", "negated"),
+        ("if i ever get a dog i'm naming it Waffles", "Dan", "Waffles", "own", "negated"),
         # Controls: a name in quotes on its own, a subject further back with no hedge.
+        ("we adopted a dog named Waffles", "Dan", "Waffles", "own", "asserted"),
         ('Nadia works at "Stripe" now', "Nadia", "Stripe", "work_at", "asserted"),
         (
             "I finally took a really good job last year at Zalando",

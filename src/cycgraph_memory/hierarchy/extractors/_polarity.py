@@ -526,7 +526,8 @@ def locate_claim(
     and names the target and either names the source, is said by the
     source (first person), or holds a third-person pronoun; a target inside a quotation
     (with the source, or with no source named) is someone else's words and supports
-    nothing. Names match whole words,
+    nothing, and a sentence that opens with a condition ("if i ever get a dog i'm naming
+    it Waffles") negates the claim, as on the free tiers. Names match whole words,
     case-insensitively, by the full name, else its last or first word ("Ruiz" for "Carmen
     Ruiz"). The stretch read is the gap between the mentions with the eight words before the
     first and the phrase after the second (up to punctuation): "voted against a proposal
@@ -554,6 +555,10 @@ def locate_claim(
             a is None or quoted_claim(sentence, a, b)
         ):
             continue  # someone else's words: 'Kai texted me "I quit Deloitte"'
+        opening = sentence[: min(b[0], a[0]) if a is not None else b[0]]
+        if ";" not in opening and _CONDITIONAL_OPENING.match(opening) is not None:
+            # As on the free tiers: "if i ever get a dog i'm naming it Waffles".
+            return "negated", index
         if a is not None and not (a[1] <= b[0] or b[1] <= a[0]):
             continue  # "Marlow" of "Marlow Dairy" is not the source "Marlow family"
         core: str | None = None
