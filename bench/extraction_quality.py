@@ -18,6 +18,11 @@ business and technical passages (negations, appositive roles, short forms, typin
 and 8 timestamped chat transcripts annotated with speaker relations; ``closed`` lists
 relations the text says have ended. Figures are reported per part (prose, conversation).
 
+``extraction_corpus_v4.json`` (eleventh audit, frozen before that audit's extractor
+changes): 12 timestamped chat and email threads, 60 messages, written the way people write
+(lowercase, emoji, quotes of others, hedges, sarcasm, hypotheticals, plans, past states);
+its relative dates ("3 years ago") are read as starts by the ``valid_from`` check.
+
 Scoring rules added with v3: an ended relation stored closed (``valid_until`` set) is
 neither a hit nor a false positive, stored open it is a negation failure; a closed relation
 does not violate a negated present-tense claim; a wildcard negated claim is not violated by
@@ -81,6 +86,7 @@ CORPUS = Path(__file__).parent / "data" / "extraction_corpus.json"
 HELDOUT = Path(__file__).parent / "data" / "extraction_corpus_heldout.json"
 V2 = Path(__file__).parent / "data" / "extraction_corpus_v2.json"
 V3 = Path(__file__).parent / "data" / "extraction_corpus_v3.json"
+V4 = Path(__file__).parent / "data" / "extraction_corpus_v4.json"
 
 
 class OverAssertingProvider:
@@ -227,6 +233,26 @@ _EVENT_MONTH = re.compile(
     re.IGNORECASE,
 )
 _EVENT_LAST = re.compile(r"\blast\s+(year|month|week)\b|\b(yesterday)\b", re.IGNORECASE)
+# A count before "ago" (corpus v4): "3 years ago I moved to Denver", "two weeks ago".
+_EVENT_AGO = re.compile(
+    r"\b(\d{1,2}|an?|" + "|".join(_NUMBER_WORDS) + r")\s+(years?|months?|weeks?|days?)\s+ago\b",
+    re.IGNORECASE,
+)
+
+
+def _ago(count: str, unit: str, said: datetime) -> datetime | None:
+    """``said`` less ``count`` ``unit``s (a month or year keeps the day, clamped)."""
+    word = count.lower()
+    n = 1 if word in ("a", "an") else int(word) if word.isdigit() else _NUMBER_WORDS[word]
+    u = unit.lower()[0]
+    if u in "wd":
+        return said - timedelta(weeks=n) if u == "w" else said - timedelta(days=n)
+    months = said.year * 12 + said.month - 1 - (12 * n if u == "y" else n)
+    year, month = months // 12, months % 12 + 1
+    for day in range(said.day, 0, -1):
+        with contextlib.suppress(ValueError):
+            return said.replace(year=year, month=month, day=day)
+    return None
 
 
 def _event_dates(text: str, said: datetime) -> set[datetime]:
@@ -234,7 +260,8 @@ def _event_dates(text: str, said: datetime) -> set[datetime]:
 
     A year is its January 1; a month without a year its latest start by ``said``; "last
     year" / "last month" / "last week" the first day (a Monday for a week) of the one
-    before ``said``'s; "yesterday" the start of the day before.
+    before ``said``'s; "yesterday" the start of the day before; "<n> years / months / weeks
+    / days ago" that long before ``said`` (corpus v4).
     """
     out = {datetime(int(y), 1, 1, tzinfo=UTC) for y in _EVENT_YEAR.findall(text)}
     for month, year in _EVENT_MONTH.findall(text):
@@ -254,6 +281,10 @@ def _event_dates(text: str, said: datetime) -> set[datetime]:
         else:
             months = said.year * 12 + said.month - 2
             out.add(datetime(months // 12, months % 12 + 1, 1, tzinfo=UTC))
+    for count, unit in _EVENT_AGO.findall(text):
+        when = _ago(count, unit, said)
+        if when is not None:
+            out.add(when)
     return {d for d in out if d <= said}
 
 
@@ -544,7 +575,7 @@ def main() -> None:
     if args.long_sentence:
         long_sentence(args.repeat)
         return
-    paths: list[Path] = args.corpus or [CORPUS, HELDOUT, V2, V3]
+    paths: list[Path] = args.corpus or [CORPUS, HELDOUT, V2, V3, V4]
     tiers: list[str] = args.tier or ["rule"]
     corpora = [(p, json.loads(p.read_text(encoding="utf-8"))) for p in paths]
     runs = [False] if args.no_ablation else [False, True]

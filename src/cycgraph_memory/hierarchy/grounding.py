@@ -15,7 +15,8 @@ extractor returns for an episode (pure functions, no I/O):
 * :func:`contextualize` prefixes the fact with who said it and when (``"Maya on
   2024-01-08: ..."``) and resolves first-person pronouns to that speaker ("I", "my", "me",
   "I'm", ... -> "Maya", "Maya's", "Maya is", ...), a common present-tense verb right
-  after "I" agreeing with it ("I prefer" -> "Maya prefers"). The speaker is the message
+  after "I" agreeing with it ("I prefer" -> "Maya prefers"); words inside double
+  quotation marks are someone else's and stay as written. The speaker is the message
   metadata's ``name`` (else ``speaker``, whitespace collapsed), else the role.
 * :func:`informativeness` ranks sentences when a cap is applied: the number of distinct
   content words (stop and filler words removed).
@@ -28,6 +29,7 @@ import uuid
 from collections.abc import Sequence
 
 from cycgraph_memory.hierarchy.extractors._conversation import speaker_name
+from cycgraph_memory.hierarchy.extractors._polarity import quotations
 from cycgraph_memory.records import Episode, Message, SemanticFact
 from cycgraph_memory.textsearch import STOP_WORDS, tokenize
 
@@ -181,9 +183,15 @@ def resolve_first_person(text: str, speaker: str) -> str:
     A present-tense verb right after the subject "I" (one of a list of common verbs,
     after at most two adverbs) agrees with the speaker: "I really prefer tea" -> "Maya
     really prefers tea", "I don't" -> "Maya doesn't"; not in a question ("do I need"), and
-    a verb not in the list (or in the past) stays as written.
+    a verb not in the list (or in the past) stays as written. Inside double quotation
+    marks the words are quoted, not the speaker's, and stay as written: 'she said "I quit
+    my job"' is not about the speaker.
     """
+    quoted = quotations(text)
+
     def replace(match: re.Match[str]) -> str:
+        if any(start <= match.start() < end for start, end in quoted):
+            return match.group(0)  # someone else's "I": 'she said "I quit my job"'
         if match.group("subj") is not None:
             pred, adverbs, verb = match.group("pred", "adverbs", "verb")
             if verb is None or _inverted(match):

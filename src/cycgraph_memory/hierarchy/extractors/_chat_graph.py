@@ -18,8 +18,11 @@ nothing):
   going to X?" from the other speaker; a trip "flying to Porto ... for her cousin's
   wedding" also gives visit.
 
-A negated, doubted or asked sentence yields nothing. Every edge is valid from the time of
-the message that states it (the tiers build the records).
+A negated, doubted or asked sentence yields nothing, except a tie: "my girlfriend Tayo"
+holds whatever the clause says of her ("I might bring my girlfriend Tayo if ..."), and only
+a denial right before it ("not my sister") drops it. Nothing inside a quotation is the
+speaker's ('he said "my sister lives in Leeds"'). Every edge is valid from the time of the
+message that states it (the tiers build the records).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cycgraph_memory.hierarchy.extractors._conversation import Turn
-from cycgraph_memory.hierarchy.extractors._polarity import negated_in
+from cycgraph_memory.hierarchy.extractors._polarity import negated_in, quotations
 
 __all__ = ["ChatEdge", "chat_edges"]
 
@@ -320,8 +323,11 @@ def chat_edges(
             and _YES_RE.search(sentence)
         ):
             out.append(ChatEdge(speaker, "person", "attend", previous[1], "event", index))
+        quoted = quotations(sentence)
         for match in _TIE_RE.finditer(sentence):
-            if _negated(sentence, match):
+            # "my girlfriend Tayo" holds whatever the clause does with her ("I might bring
+            # my girlfriend Tayo if ..."): only a denial of the tie itself counts.
+            if _tie_denied(sentence, match) or _inside(quoted, match):
                 continue
             tie = match.group(1).lower()
             relation = _TIES[tie]
@@ -340,7 +346,7 @@ def chat_edges(
                 name = name[:1].upper() + name[1:]
             out.append(ChatEdge(speaker, "person", relation, name, "person", index))
         for match in _ADOPT_RE.finditer(sentence):
-            if _negated(sentence, match):
+            if _negated(sentence, match) or _inside(quoted, match):
                 continue
             if match.group(2):
                 out.append(
@@ -349,6 +355,8 @@ def chat_edges(
             else:
                 pending_pet[turn_index] = index
         for match in _OUR_PET_RE.finditer(sentence):
+            if _inside(quoted, match):
+                continue
             out.append(ChatEdge(speaker, "person", "own", match.group(2), "animal", index))
         named = _PET_NAME_RE.search(sentence)
         if named is not None and turn_index in pending_pet:
@@ -356,13 +364,13 @@ def chat_edges(
             del pending_pet[turn_index]
         for pattern in (_ATTEND_RE, _SIGNED_RE):
             for match in pattern.finditer(sentence):
-                if _negated(sentence, match):
+                if _negated(sentence, match) or _inside(quoted, match):
                     continue
                 event = _event_name(match.group(1))
                 if event.lower() not in {"it", "that", "this"}:
                     out.append(ChatEdge(speaker, "person", "attend", event, "event", index))
         for match in _TRIP_RE.finditer(sentence):
-            if _negated(sentence, match):
+            if _negated(sentence, match) or _inside(quoted, match):
                 continue
             out.append(ChatEdge(speaker, "person", "visit", match.group(1), "location", index))
             if match.group(2):
@@ -376,6 +384,19 @@ def _negated(sentence: str, match: re.Match[str]) -> bool:
     head = sentence[: match.start()]
     cut = max(head.rfind(ch) for ch in ",.;!:")
     return negated_in(sentence[cut + 1 : match.end()])
+
+
+_TIE_DENIAL = re.compile(r"(?:\b(?:not|never|no)|n['\u2019]t)\s*$", re.IGNORECASE)
+
+
+def _tie_denied(sentence: str, match: re.Match[str]) -> bool:
+    """A denial of the tie itself, right before "my <tie>": "she's not my sister"."""
+    return _TIE_DENIAL.search(sentence, 0, match.start()) is not None
+
+
+def _inside(quoted: list[tuple[int, int]], match: re.Match[str]) -> bool:
+    """True when ``match`` starts inside a quotation: someone else's "my" or "we"."""
+    return any(start <= match.start() < end for start, end in quoted)
 
 
 def _cap(name: str) -> str:

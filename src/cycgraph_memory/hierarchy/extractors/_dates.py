@@ -2,11 +2,12 @@
 
 Shared by the readings of ``_until`` (every tier): :func:`dated` / :func:`whole_date` tell
 whether a phrase opens with (or is) a date form: a month ("march", "May 3, 2024"), a year
-("2021", "early 2019"), a relative period ("last year", "this month"), a day ("yesterday");
+("2021", "early 2019"), a relative period ("last year", "this month"), a day ("yesterday"),
+a count back from the message ("3 years ago", "two weeks ago");
 :func:`resolve_until` / :func:`resolve_since` place it against the time of the message
 that said it (the start of the period it names, never later than the message; a duration
-"for three years" that long before it), and :func:`coarse_since` tells a month or longer
-from a day or a week.
+"for three years" or a count "3 years ago" that long before it), and :func:`coarse_since`
+tells a month or longer from a day or a week.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 __all__ = [
+    "AGO",
     "COUNT",
     "DAYS",
     "RELATIVE",
@@ -74,6 +76,15 @@ COUNT = (
 """A count of years, months or weeks ("three years", "6 months", "a couple of weeks"), as a
 pattern (groups ``count`` and ``unit``) for a duration after "for"."""
 _DURATION_PHRASE = re.compile(r"^for\s+" + COUNT, re.IGNORECASE)
+AGO = re.compile(
+    r"^(?:about\s+|around\s+|like\s+|roughly\s+)?(?P<count>\d{1,2}|"
+    + "|".join(n for n in _NUMBERS if n != "couple")
+    + r"|(?:a\s+)?couple(?:\s+of)?)\s+(?P<unit>years?|yrs?|months?|mos|weeks?|wks?|days?)"
+    r"\s+ago\b",
+    re.IGNORECASE,
+)
+"""A count of years, months, weeks or days back from the message that opens a phrase: "3
+years ago", "two weeks ago", "a couple of months ago" (not a vague "a few years ago")."""
 
 
 def whole_date(phrase: str) -> bool:
@@ -82,7 +93,11 @@ def whole_date(phrase: str) -> bool:
         match = form.match(phrase)
         if match is not None and match.end() == len(phrase):
             return True
-    return RELATIVE.fullmatch(phrase) is not None or DAYS.fullmatch(phrase) is not None
+    return (
+        RELATIVE.fullmatch(phrase) is not None
+        or DAYS.fullmatch(phrase) is not None
+        or AGO.fullmatch(phrase) is not None
+    )
 
 
 def dated(phrase: str) -> bool:
@@ -101,7 +116,11 @@ def dated(phrase: str) -> bool:
             and not groups.get("year")
             and phrase[match.end() :].strip()
         )
-    return RELATIVE.match(phrase) is not None or DAYS.match(phrase) is not None
+    return (
+        RELATIVE.match(phrase) is not None
+        or DAYS.match(phrase) is not None
+        or AGO.match(phrase) is not None
+    )
 
 
 def coarse_since(phrase: str) -> bool:
@@ -113,6 +132,9 @@ def coarse_since(phrase: str) -> bool:
     duration = _DURATION_PHRASE.match(phrase)
     if duration is not None:
         return not duration.group("unit").lower().startswith("w")
+    ago = AGO.match(phrase)
+    if ago is not None:
+        return ago.group("unit").lower()[0] in "ym"
     return DAYS.match(phrase) is None and not re.match(
         r"^(?:last|this)\s+week\b", phrase, re.IGNORECASE
     ) and not any(
@@ -130,8 +152,7 @@ def resolve_since(phrase: str, said_at: datetime) -> datetime | None:
     duration = _DURATION_PHRASE.match(phrase)
     if duration is None:
         return resolve_until(phrase, said_at)
-    count = duration.group("count").lower()
-    n = int(count) if count.isdigit() else 2 if "couple" in count else _NUMBERS[count]
+    n = _count(duration.group("count"))
     try:
         found = _before(said_at.astimezone(UTC), n, duration.group("unit").lower()[0])
     except (OverflowError, ValueError):
@@ -139,10 +160,18 @@ def resolve_since(phrase: str, said_at: datetime) -> datetime | None:
     return None if found <= _FIRST_UTC else found
 
 
+def _count(word: str) -> int:
+    """The number a count of :data:`COUNT` / :data:`AGO` names ("3", "three", "a couple")."""
+    count = word.lower()
+    return int(count) if count.isdigit() else 2 if "couple" in count else _NUMBERS[count]
+
+
 def _before(said: datetime, n: int, unit: str) -> datetime:
-    """``said`` minus ``n`` years (``unit`` "y"), months ("m") or weeks ("w")."""
+    """``said`` minus ``n`` years (``unit`` "y"), months ("m"), weeks ("w") or days ("d")."""
     if unit == "w":
         return said - timedelta(weeks=n)
+    if unit == "d":
+        return said - timedelta(days=n)
     months = said.year * 12 + (said.month - 1) - (12 * n if unit == "y" else n)
     year, month = divmod(months, 12)
     month += 1
@@ -208,4 +237,8 @@ def _resolve(phrase: str, said: datetime) -> datetime | None:
     days = DAYS.match(phrase)
     if days is not None:
         return today - timedelta(days=1) if days.group("word").lower() == "yesterday" else today
+    ago = AGO.match(phrase)
+    if ago is not None:
+        # "3 years ago": that long before the message (the same day of the month).
+        return _before(said, _count(ago.group("count")), ago.group("unit").lower()[0])
     return None

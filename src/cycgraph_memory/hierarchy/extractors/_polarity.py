@@ -32,6 +32,7 @@ from cycgraph_memory.hierarchy.extractors._until import (
     claim_dates,
     ended_since_of,
     lead_date_of,
+    simple_past,
     since_of,
     until_of,
 )
@@ -49,6 +50,8 @@ __all__ = [
     "is_ended_marker",
     "locate_claim",
     "negated_in",
+    "quotations",
+    "quoted_claim",
     "stopped_since",
     "stopped_since_of",
     "stretch_of",
@@ -108,7 +111,9 @@ _NEGATED = re.compile(
     r"den(?:y|ied|ies|ying)|refus(?:e|ed|es|ing)|reject(?:ed|s)?|against|"
     r"might|may|could|would|should|if|whether|unless|wish(?:es|ed)?|"
     r"hop(?:e|es|ed|ing)\s+to|plan(?:s|ned|ning)?\s+to|consider(?:s|ed|ing)?|"
-    r"rumou?r(?:s|ed)?|reportedly|allegedly|supposedly|maybe|perhaps|linked\s+with|didnt|dont|doesnt|isnt|wasnt|wont|"
+    r"rumou?r(?:s|ed)?|reportedly|allegedly|supposedly|maybe|perhaps|probably|almost|nearly|"
+    r"i\s+bet|betcha|"
+    r"linked\s+with|didnt|dont|doesnt|isnt|wasnt|wont|"
     r"cant|havent|hasnt|arent|werent|aint)\b|n['\u2019]t\b",
     re.IGNORECASE,
 )
@@ -217,7 +222,7 @@ def negated_in(stretch: str) -> bool:
 _LEAD_NEGATED = re.compile(
     r"\b(?:not|never|no|nobody|none|neither|nor|if|whether|unless|false|untrue|"
     r"den(?:y|ied|ies|ying)|doubt(?:s|ed|ing)?|rumou?r(?:s|ed)?|reportedly|allegedly|"
-    r"supposedly|maybe|perhaps|"
+    r"supposedly|maybe|perhaps|probably|i\s+bet|i['\u2019]?d\s+bet|betcha|"
     r"wish(?:es|ed)?|assuming|supposing|suppose|imagine)\b|n['\u2019]t\b",
     re.IGNORECASE,
 )
@@ -247,6 +252,48 @@ _AFTER_STOPPED = re.compile(
 )
 
 
+# Quotation marks: straight, curly and low-9 double quotes (single quotes are apostrophes
+# too often: "Kai's", "don't").
+_QUOTE_MARK = re.compile(r'["\u201c\u201d\u201e]')
+
+
+def quotations(sentence: str) -> list[tuple[int, int]]:
+    """The spans of ``sentence`` inside double quotation marks.
+
+    Marks pair up in order; a curly closing mark with no opening one closes a quote that
+    began with the sentence, and an opening mark left unpaired (the quote runs past the
+    sentence: "she said "I quit. I'm done."") opens one that runs to its end.
+    """
+    spans: list[tuple[int, int]] = []
+    opened: int | None = None
+    for mark in _QUOTE_MARK.finditer(sentence):
+        char = mark.group()
+        if opened is None:
+            if char == "\u201d":
+                spans.append((0, mark.start()))
+            else:
+                opened = mark.end()
+        elif char in "\u201c\u201e":
+            opened = mark.end()  # a new opening mark: the earlier one was stray
+        else:
+            spans.append((opened, mark.start()))
+            opened = None
+    if opened is not None:
+        spans.append((opened, len(sentence)))
+    return spans
+
+
+def quoted_claim(sentence: str, source: tuple[int, int], target: tuple[int, int]) -> bool:
+    """True when both mentions of a claim are inside one quotation of ``sentence``.
+
+    The words are someone else's ("my sister said "I quit Acme"", "Kai texted me "I'm
+    moving to Austin""): their "I" is not the speaker, and what they say is reported, not
+    stated. A name in quotes on its own ("works at "the Shed"") is no quotation of a claim.
+    """
+    (a_start, _), (_, b_end) = sorted([source, target])
+    return any(start <= a_start and b_end <= end for start, end in quotations(sentence))
+
+
 def claim_polarity(
     sentence: str,
     source: tuple[int, int],
@@ -265,9 +312,16 @@ def claim_polarity(
     that she", "if X ..."; back to the previous comma, at most ``lead`` words), the
     sentence opens with a condition ("if I joined Acme I'd move to Denver", "assuming X
     joins Acme, she'll report to Kevin"; not past a ``;``), or the words after the later
-    mention stop a relation that cannot end ("no more"). A tier whose mentions are head
-    words ("Smith" of "Alice Smith") reads a longer lead.
+    mention stop a relation that cannot end ("no more"), or both mentions are inside one
+    quotation (someone else's words: 'Kai texted me "I quit Deloitte"'). A tier whose
+    mentions are head words ("Smith" of "Alice Smith") reads a longer lead.
+
+    A stative claim in the simple past in a sentence set in the speaker's childhood or
+    school years ("when i was a kid we lived in Manila", "growing up she lived in Lagos",
+    "as a kid I owned a parrot") is ended: it held then and no longer does.
     """
+    if quoted_claim(sentence, source, target):
+        return "negated"  # someone else's words: 'she said "I quit Acme"'
     (a_start, a_end), (b_start, b_end) = sorted([source, target])
     stretch = stretch_of(sentence, source, target)
     after = _follow(sentence, b_end, 4)
@@ -302,7 +356,23 @@ def claim_polarity(
         if not stopped and stopped_since(sentence, source, target, relation, lead=lead):
             return "ended"  # "she hasn't worked at Acme since 2022": it stopped then
         return "negated"
+    if (
+        relation in STATIVE_RELATIONS
+        and _CHILDHOOD.search(sentence) is not None
+        and simple_past(gap[cut:])
+    ):
+        return "ended"  # "when i was a kid we lived in Manila": a past state, over
     return "asserted"
+
+
+# A past the speaker has grown out of: what held then, in the simple past, has ended.
+_CHILDHOOD = re.compile(
+    r"\b(?:when|while)\s+(?:i|we|he|she|they)\s+(?:was|were)\s+(?:a\s+)?(?:kids?|child|"
+    r"children|little|young|younger|small|teens?|teenagers?|baby|toddler|in\s+(?:high\s+"
+    r"school|school|college|uni|university|grad\s+school))\b|\bas\s+(?:a\s+)?(?:kids?|"
+    r"child|children|teens?|teenagers?)\b|\bgrowing\s+up\b",
+    re.IGNORECASE,
+)
 
 
 # A negated present perfect: "hasn't worked at", "haven't been at", "'s not been at".
@@ -454,7 +524,10 @@ def locate_claim(
     ``sentences`` are ``(text, speaker)`` pairs in order. A sentence supports the claim when
     it is not a question (one ending in "?", or a chat question without it: :func:`asks`)
     and names the target and either names the source, is said by the
-    source (first person), or holds a third-person pronoun. Names match whole words,
+    source (first person), or holds a third-person pronoun; a target inside a quotation
+    (with the source, or with no source named) is someone else's words and supports
+    nothing, and a sentence that opens with a condition ("if i ever get a dog i'm naming
+    it Waffles") negates the claim, as on the free tiers. Names match whole words,
     case-insensitively, by the full name, else its last or first word ("Ruiz" for "Carmen
     Ruiz"). The stretch read is the gap between the mentions with the eight words before the
     first and the phrase after the second (up to punctuation): "voted against a proposal
@@ -477,6 +550,15 @@ def locate_claim(
         if sentence.rstrip().endswith("?") or asks(sentence):
             continue  # asked, with or without its "?" ("does alice still work at acme")
         a = _find(low, source_forms)
+        quoted = quotations(sentence)
+        if any(start <= b[0] and b[1] <= end for start, end in quoted) and (
+            a is None or quoted_claim(sentence, a, b)
+        ):
+            continue  # someone else's words: 'Kai texted me "I quit Deloitte"'
+        opening = sentence[: min(b[0], a[0]) if a is not None else b[0]]
+        if ";" not in opening and _CONDITIONAL_OPENING.match(opening) is not None:
+            # As on the free tiers: "if i ever get a dog i'm naming it Waffles".
+            return "negated", index
         if a is not None and not (a[1] <= b[0] or b[1] <= a[0]):
             continue  # "Marlow" of "Marlow Dairy" is not the source "Marlow family"
         core: str | None = None
@@ -492,6 +574,15 @@ def locate_claim(
             sentence[: b[0]]
         ):
             start = _lead_in(sentence, b[0], 8)
+            pronoun = _last_pronoun(sentence, b[0])
+            if (
+                pronoun is not None
+                and pronoun.start() < start
+                and _CLAUSE_BREAK.search(sentence, pronoun.end(), b[0]) is None
+            ):
+                # The claim's subject further back in its clause: "I almost moved to Berlin
+                # last year for a job at Zalando" reads from "I".
+                start = pronoun.start()
             head = sentence[start : b[0]]
             gap = head[head.rfind(",") + 1 :]
             stretch = head + " " + _follow(sentence, b[1], 4)
@@ -606,6 +697,7 @@ def stopped_since_of(sentence: str, source: str, target: str, relation: str) -> 
     return stopped_since(sentence, a, b, relation, lead=8)
 
 
+_CLAUSE_BREAK = re.compile(r"[,;:]")
 _SUBJECT_PRONOUN = re.compile(r"\b(?:he|she|they|i|we)\b", re.IGNORECASE)
 
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 import re
 
 from cycgraph_memory.hierarchy.extractors._dates import (
+    AGO,
     COUNT,
     DAYS,
     RELATIVE,
@@ -61,6 +62,7 @@ __all__ = [
     "lead_date_of",
     "resolve_since",
     "resolve_until",
+    "simple_past",
     "since_of",
     "trail_date_of",
     "until_of",
@@ -75,10 +77,11 @@ _PERIOD = re.compile(
     r"['\u2019]til|to|through|thru)\s+|-|\u2013)\s*(?P<phrase>[^,.;:!?()\n]{1,40}(?:,\s*(?:19|20)\d{2}\b)?)",
     re.IGNORECASE,
 )
-# A time of the day (or a stretch of it) is a schedule, not the end of a relation.
+# A time of the day (or a stretch of it) is a schedule, not the end of a relation ("2
+# years ago" is a date).
 _SCHEDULE = re.compile(
     r"^(?:about\s+|around\s+|like\s+)?(?:\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m|p\.m|o['\u2019]clock)?"
-    r"(?!\d)|noon|midnight|tonight|tomorrow|later|now|lunch|dinner|breakfast|"
+    r"(?!\d)(?!\s*(?:years?|yrs?|months?|mos|weeks?|wks?|days?)\b)|noon|midnight|tonight|tomorrow|later|now|lunch|dinner|breakfast|"
     r"the\s+(?:evening|afternoon|morning|weekend|end\s+of\s+(?:the|my|his|her|their)\s+"
     r"(?:day|shift|week))|(?:this|tomorrow)\s+(?:evening|afternoon|morning|weekend))\b",
     re.IGNORECASE,
@@ -97,6 +100,13 @@ _PRESENT = re.compile(
     r"supervises|belongs)\b",
     re.IGNORECASE,
 )
+
+
+
+def simple_past(link: str) -> bool:
+    """True when a claim's own words are past and not present ("lived in", not "lives")."""
+    return _PAST.search(link) is not None and _PRESENT.search(link) is None
+
 
 _SINCE = re.compile(
     r"\s*,?\s*(?:(?:ever|all\s+the\s+way\s+back)\s+)?since\s+"
@@ -191,7 +201,7 @@ _OPENERS = re.compile(
     re.IGNORECASE,
 )
 _LEAD = re.compile(
-    r"(?:(?P<since>(?:ever\s+)?since)|(?:(?:way\s+)?back\s+)?in|(?:way\s+)?back)\s+(?P<phrase>.+)",
+    r"(?:(?P<since>(?:ever\s+)?since)|(?P<until>(?:up\s+)?(?:until|till|til|['\u2019]til))|(?:(?:way\s+)?back\s+)?in|(?:way\s+)?back)\s+(?P<phrase>.+)",
     re.IGNORECASE | re.DOTALL,
 )
 # An ending that happened at a time ("last year Dan left Hooli"), not a state said of it.
@@ -249,10 +259,13 @@ def lead_date_of(sentence: str, start: int) -> tuple[str, str] | None:
     The words before the claim's first mention (``start``), chat openers aside ("so",
     "oh btw", "yeah"), must be a date and nothing else: "since 2021, alice has worked at
     acme" gives ``("since", "2021")``; "in 2019 Carla moved to Berlin", "back in 2019 she
-    joined Initech", "last year Dan left Hooli", "yesterday ..." give ``("at", phrase)``
-    (a time something happened). The phrase must be a whole date form of
-    :func:`resolve_until` ("in Berlin", "back in the day", "since then" are none); a bare
-    date with no "in" / "since" counts only as a relative one ("last year").
+    joined Initech", "last year Dan left Hooli", "3 years ago I moved to Denver",
+    "yesterday ..." give ``("at", phrase)`` (a time something happened); "until 2 years
+    ago I worked at Acme", "till 2020, ..." give ``("until", phrase)`` (when a past state
+    stopped, read by :func:`claim_dates` on a past claim only). The phrase must be a whole
+    date form of :func:`resolve_until` ("in Berlin", "back in the day", "since then" are
+    none); a bare date with no "in" / "since" / "until" counts only as a relative one ("last
+    year", "3 years ago").
     """
     prefix = sentence[:start]
     opened = _OPENERS.match(prefix)
@@ -261,8 +274,13 @@ def lead_date_of(sentence: str, start: int) -> tuple[str, str] | None:
         return None
     lead = _LEAD.fullmatch(rest)
     if lead is not None:
-        phrase, kind = lead.group("phrase").strip(), "since" if lead.group("since") else "at"
-    elif RELATIVE.fullmatch(rest) is not None or DAYS.fullmatch(rest) is not None:
+        phrase = lead.group("phrase").strip()
+        kind = "since" if lead.group("since") else "until" if lead.group("until") else "at"
+    elif (
+        RELATIVE.fullmatch(rest) is not None
+        or DAYS.fullmatch(rest) is not None
+        or AGO.fullmatch(rest) is not None
+    ):
         phrase, kind = rest, "at"
     else:
         return None
@@ -286,7 +304,7 @@ def trail_date_of(sentence: str, end: int) -> str | None:
     Lisbon back in march", "joined Globex on March 3rd", "left Hooli last year",
     "... yesterday" give theirs. After "in" / "on" the phrase must open with a date
     ("in Berlin", "in may be" are none); without either, only a relative date counts
-    ("last year", "yesterday"), so "joined Acme 2 days ago" or a name is never read as one.
+    ("last year", "yesterday", "2 days ago"), so a name is never read as one.
     """
     match = _TRAIL.match(sentence, end)
     if match is None:
@@ -294,7 +312,7 @@ def trail_date_of(sentence: str, end: int) -> str | None:
     phrase = match.group("phrase").strip()
     if match.group("lead"):
         return phrase if dated(phrase) else None
-    return phrase if RELATIVE.match(phrase) or DAYS.match(phrase) else None
+    return phrase if RELATIVE.match(phrase) or DAYS.match(phrase) or AGO.match(phrase) else None
 
 
 _CLAUSE_END = re.compile(r"[,.;:!?\n]")
@@ -343,7 +361,8 @@ def claim_dates(
     Returns:
         ``ended`` (also when an "until" date ends it),
         ``until`` (the phrase of the instant it stopped: after "until", after "since" on
-        an ended claim, or a leading date of a departure: "last year Dan left Hooli"),
+        an ended claim, a leading "until" before a past state: "until 2 years ago i
+        worked at Acme", or a leading date of a departure: "last year Dan left Hooli"),
         ``since`` (the phrase of the instant it began: after "since", a present-perfect
         duration "for three years", a leading "since 2021, ...", or the date of a past
         event said before or right after it: "in 2019 Carla moved to Berlin", "Alice
@@ -355,6 +374,15 @@ def claim_dates(
     lead = lead_date_of(sentence, start)
     if stative:
         until = until_of(sentence, end, link)
+        if (
+            until is None
+            and lead is not None
+            and lead[0] == "until"
+            and _PAST.search(link) is not None
+            and _PRESENT.search(link) is None
+            and not _NOT_YET.search(link)
+        ):
+            until = lead[1]  # "until 2 years ago i worked at Acme", "till 2020, she lived in"
         if until is None and ended:
             until = ended_since_of(sentence, end, link)
         ended = ended or until is not None
