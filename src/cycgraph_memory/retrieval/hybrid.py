@@ -265,7 +265,7 @@ async def hybrid_candidates(
         assert vector is not None
         ranked, themes = vector
         fact_signals["vector"] = [(f.id, s) for f, s in ranked]
-        facts_by_id.update((f.id, f) for f, _ in ranked)
+        facts_by_id.update({f.id: f for f, _ in ranked})
     if use_text:
         assert q.text is not None
         depth = opts.text_candidates or min(MAX_SEARCH_FETCH, 4 * q.limit)

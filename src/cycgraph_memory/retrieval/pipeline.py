@@ -284,7 +284,7 @@ def cut(items: Sequence[T], limit: int) -> list[T]:
 
 def ordered_ids(groups: Iterable[Iterable[uuid.UUID]]) -> list[uuid.UUID]:
     """Flatten id lists keeping first occurrences (rank order of the citing records)."""
-    return list(dict.fromkeys(i for group in groups for i in group))
+    return list(dict.fromkeys(itertools.chain.from_iterable(groups)))
 
 
 def entity_is_live(entity: Entity) -> bool:
