@@ -255,3 +255,16 @@ async def test_a_constant_with_a_bind_processor_stays_a_parameter(
         assert compiled is not None and len(compiled.names) == 1
         row = (await driver_sql.execute(session, stmt, {})).one()
     assert row.yes is True
+
+
+async def test_a_string_constant_with_a_backslash_stays_a_parameter(
+    pg_sessionmaker: Any,
+) -> None:
+    # Written into the text it would depend on standard_conforming_strings: sent instead.
+    stmt = select(type_coerce(literal("C:\\dir\\x"), NullType()).label("path"))
+    async with pg_sessionmaker() as session:
+        conn = await session.connection()
+        compiled = driver_sql.compile_for_driver(stmt, conn.dialect)
+        assert compiled is not None and len(compiled.names) == 1
+        row = (await driver_sql.execute(session, stmt, {})).one()
+    assert row.path == "C:\\dir\\x"

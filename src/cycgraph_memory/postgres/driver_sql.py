@@ -10,6 +10,9 @@ CPU per call. The statements of this package are built once per shape and kept
 * compile it once per dialect: its SQL text, the positional order of its binds, each
   bind's processor (what SQLAlchemy would apply, e.g. a pgvector value to its text
   form), the values of binds that carry one;
+* the statement's constants (anonymous binds such as ``literal(0)`` or the keys of a
+  ``jsonb_build_object``, rendered with a cast) written into that text as literals under
+  their cast, so that only the call's own values travel as parameters;
 * per call, only the positional values, sent with ``Connection.exec_driver_sql`` on the
   session's connection (same transaction, same prepared-statement cache, and the
   engine's ``before_cursor_execute`` / ``after_cursor_execute`` events fire as for any
@@ -181,7 +184,9 @@ def _constant(value: Any) -> str | None:
         text = _FLOAT_TEXT.get(text, text)
     elif isinstance(value, str):
         text = str.__str__(value)  # a plain str (quoted_name: the name as given)
-        if "\x00" in text or "__[" in text:
+        # NUL cannot be in SQL text; a backslash would be an escape were
+        # standard_conforming_strings off; "__[" is the literal-bind placeholder's prefix.
+        if "\x00" in text or "\\" in text or "__[" in text:
             return None
     else:
         return None
@@ -219,7 +224,7 @@ def _inline_constants(
         casts = _CASTS[type(b.value) if type(b.value) in (int, float) else str]
         uses = [m.end() for m in re.finditer(rf"\${position}(?!\d)", sql)]
         if uses and all(
-            any(re.match(rf"::{c}(?![\w(])", sql[end:]) for c in casts) for end in uses
+            any(re.match(rf"::{c}(?![\w(\[])", sql[end:]) for c in casts) for end in uses
         ):
             inline[position] = literal
     if not inline:
