@@ -16,9 +16,17 @@ _PUNCT = re.compile(r"[^\w\s]|_", re.UNICODE)
 _SPACE = re.compile(r"\s+")
 
 
+_PLAIN = re.compile(r"[a-z0-9]+(?: [a-z0-9]+)*")
+_ARTICLES = ("the ", "a ", "an ")
+
+
 @lru_cache(maxsize=65_536)
 def _normalized(name: str) -> str:
     text = unicodedata.normalize("NFKC", name).casefold()
+    if _PLAIN.fullmatch(text) and not text.startswith(_ARTICLES):
+        # Lowercase ASCII words single-spaced, no leading article: every step below
+        # leaves it as it is (the common case of a question's word n-grams).
+        return text
     while True:
         before = text
         text = _SPACE.sub(" ", text).strip()

@@ -190,3 +190,81 @@ async def test_the_engine_events_see_the_statement(
     finally:
         event.remove(pg_engine.sync_engine, "before_cursor_execute", before)
     assert any("LIMIT 1" in s and "<=>" in s for s in seen)
+
+
+async def test_constants_are_written_into_the_text_with_the_same_values(
+    pg_store: Any, pg_sessionmaker: Any, pg_tenant: str
+) -> None:
+    # Anonymous binds (constants of the expression) carry the same value on every call:
+    # they are written into the SQL under their cast, and only the named binds travel.
+    f = FACTS
+    constants = (
+        literal(7, Integer()).label("seven"),
+        literal(2**40).label("big"),
+        literal(0.1).label("tenth"),
+        literal(1e-300).label("tiny"),
+        literal(float("nan")).label("nan"),
+        literal(float("-inf")).label("minus_inf"),
+        literal("it's $1 __x").label("quoted"),
+    )
+    stmt = (
+        select(f.c.content, *(type_coerce(c, NullType()).label(c.name) for c in constants))
+        .where(f.c.tenant_id == bindparam("tenant", type_=Text()))
+        .order_by(f.c.content)
+    )
+    await _facts(pg_store, 2)
+    async with pg_sessionmaker() as session:
+        conn = await session.connection()
+        compiled = driver_sql.compile_for_driver(stmt, conn.dialect)
+        assert compiled is not None
+        assert compiled.names == ("tenant",)  # the only value sent per call
+        assert "$1" in compiled.text and "$2" not in compiled.text
+        fast = (await driver_sql.execute(session, stmt, {"tenant": pg_tenant})).all()
+        slow = (await session.execute(stmt, {"tenant": pg_tenant})).all()
+    assert len(fast) == 2
+    for a, b in zip(fast, slow, strict=True):
+        assert a.content == b.content
+        assert (a.seven, a.big, a.tenth, a.tiny) == (7, 2**40, 0.1, 1e-300)
+        assert (a.seven, a.big, a.tenth, a.tiny) == (b.seven, b.big, b.tenth, b.tiny)
+        assert a.nan != a.nan and b.nan != b.nan
+        assert a.minus_inf == b.minus_inf == float("-inf")
+        assert a.quoted == b.quoted == "it's $1 __x"
+
+
+async def test_a_named_bind_with_a_value_stays_a_parameter(
+    pg_store: Any, pg_sessionmaker: Any, pg_tenant: str
+) -> None:
+    # ``skip`` has a value of its own but a name a caller can give: it is not inlined.
+    stmt = _ranked()
+    async with pg_sessionmaker() as session:
+        conn = await session.connection()
+        compiled = driver_sql.compile_for_driver(stmt, conn.dialect)
+    assert compiled is not None
+    assert set(compiled.names) == {"tenant", "skip", "q"}
+    assert "'7'::INTEGER" in compiled.text and "never this" not in compiled.text
+
+
+async def test_a_constant_with_a_bind_processor_stays_a_parameter(
+    pg_sessionmaker: Any,
+) -> None:
+    # A Boolean bind has a processor (it checks the value): sent as a parameter as before.
+    stmt = select(literal(True).label("yes"))
+    async with pg_sessionmaker() as session:
+        conn = await session.connection()
+        compiled = driver_sql.compile_for_driver(stmt, conn.dialect)
+        assert compiled is not None and len(compiled.names) == 1
+        row = (await driver_sql.execute(session, stmt, {})).one()
+    assert row.yes is True
+
+
+async def test_a_string_constant_with_a_backslash_stays_a_parameter(
+    pg_sessionmaker: Any,
+) -> None:
+    # Written into the text it would depend on standard_conforming_strings: sent instead.
+    stmt = select(type_coerce(literal("C:\\dir\\x"), NullType()).label("path"))
+    async with pg_sessionmaker() as session:
+        conn = await session.connection()
+        compiled = driver_sql.compile_for_driver(stmt, conn.dialect)
+        assert compiled is not None and len(compiled.names) == 1
+        row = (await driver_sql.execute(session, stmt, {})).one()
+    assert row.path == "C:\\dir\\x"

@@ -10,6 +10,9 @@ CPU per call. The statements of this package are built once per shape and kept
 * compile it once per dialect: its SQL text, the positional order of its binds, each
   bind's processor (what SQLAlchemy would apply, e.g. a pgvector value to its text
   form), the values of binds that carry one;
+* the statement's constants (anonymous binds such as ``literal(0)`` or the keys of a
+  ``jsonb_build_object``, rendered with a cast) written into that text as literals under
+  their cast, so that only the call's own values travel as parameters;
 * per call, only the positional values, sent with ``Connection.exec_driver_sql`` on the
   session's connection (same transaction, same prepared-statement cache, and the
   engine's ``before_cursor_execute`` / ``after_cursor_execute`` events fire as for any
@@ -37,7 +40,7 @@ from typing import Any
 
 from sqlalchemy.engine import Result
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.sql.elements import TextClause
+from sqlalchemy.sql.elements import TextClause, _anonymous_label
 from sqlalchemy.sql.selectable import TextualSelect
 
 __all__ = ["DRIVER_VALUE_FINAL", "DriverStatement", "compile_for_driver", "execute"]
@@ -157,7 +160,88 @@ def _build(stmt: Any, dialect: Any) -> DriverStatement | None:
     defaults = {
         name: b.effective_value for name, b in binds.items() if not b.required
     }
-    return DriverStatement(compiled.string, names, processors, defaults, literals)
+    sql, names, processors = _inline_constants(compiled.string, names, processors, binds)
+    return DriverStatement(sql, names, processors, defaults, literals)
+
+
+_CASTS: dict[type, tuple[str, ...]] = {
+    int: ("INTEGER", "BIGINT", "SMALLINT", "FLOAT", "DOUBLE PRECISION", "REAL"),
+    float: ("FLOAT", "DOUBLE PRECISION", "REAL"),
+    str: ("VARCHAR", "TEXT"),
+}
+"""Casts after ``$n`` under which a constant of each type is inlined (as a quoted literal)."""
+
+_FLOAT_TEXT = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def _constant(value: Any) -> str | None:
+    """``value`` as the text of a SQL string literal, or ``None`` when it is not inlined."""
+    kind = type(value)
+    if kind is int:  # not bool (a Boolean bind has a processor: it stays a parameter)
+        text = str(value)
+    elif kind is float:
+        text = repr(value)
+        text = _FLOAT_TEXT.get(text, text)
+    elif isinstance(value, str):
+        text = str.__str__(value)  # a plain str (quoted_name: the name as given)
+        # NUL cannot be in SQL text; a backslash would be an escape were
+        # standard_conforming_strings off; "__[" is the literal-bind placeholder's prefix.
+        if "\x00" in text or "\\" in text or "__[" in text:
+            return None
+    else:
+        return None
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _inline_constants(
+    sql: str,
+    names: tuple[str, ...],
+    processors: tuple[Callable[[Any], Any] | None, ...],
+    binds: Mapping[str, Any],
+) -> tuple[str, tuple[str, ...], tuple[Callable[[Any], Any] | None, ...]]:
+    """The constants of ``sql`` written into its text; the other binds renumbered.
+
+    An anonymous bind (a constant of the expression: ``literal(0)``, the keys of a
+    ``jsonb_build_object``, the constants of the BM25 formula) has no name a caller can
+    give: its value is the same on every call. Sent as a parameter it costs client CPU on
+    every call (ordered here, encoded by the driver; the hybrid statement had 179
+    parameters, 170 of them constants), so each one that SQLAlchemy renders with an
+    explicit cast (``$7::VARCHAR``) is written as a string literal under that cast
+    (``'facts'::VARCHAR``): the type's input function gives the value the parameter had
+    (a float's ``repr`` reads back as the same double). Binds with a processor, without a
+    cast or with a value of another type stay parameters.
+    """
+    inline: dict[int, str] = {}
+    for position, (name, process) in enumerate(zip(names, processors, strict=True), 1):
+        b = binds[name]
+        if process is not None or not isinstance(b.key, _anonymous_label) or b.required:
+            continue
+        if b.callable is not None:
+            continue
+        literal = _constant(b.value)
+        if literal is None:
+            continue
+        casts = _CASTS[type(b.value) if type(b.value) in (int, float) else str]
+        uses = [m.end() for m in re.finditer(rf"\${position}(?!\d)", sql)]
+        if uses and all(
+            any(re.match(rf"::{c}(?![\w(\[])", sql[end:]) for c in casts) for end in uses
+        ):
+            inline[position] = literal
+    if not inline:
+        return sql, names, processors
+    kept = [p for p in range(1, len(names) + 1) if p not in inline]
+    renumbered = {old: new for new, old in enumerate(kept, 1)}
+
+    def replace(match: re.Match[str]) -> str:
+        position = int(match.group(1))
+        found = inline.get(position)
+        return found if found is not None else f"${renumbered[position]}"
+
+    return (
+        re.sub(r"\$(\d+)", replace, sql),
+        tuple(names[p - 1] for p in kept),
+        tuple(processors[p - 1] for p in kept),
+    )
 
 
 async def execute(session: AsyncSession, stmt: Any, params: Mapping[str, Any]) -> Result[Any]:

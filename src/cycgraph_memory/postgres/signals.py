@@ -27,6 +27,8 @@ import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
+from itertools import chain
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -112,6 +114,7 @@ _COLUMNS = (
     "last_accessed_at", "tags", "source_message_ids", "doc",
 )
 _I = {name: i for i, name in enumerate(_COLUMNS)}
+_POS = itemgetter(1)  # a row's ``pos`` (a sort key without a Python call per row)
 
 
 def _p(name: str, type_: Any) -> Any:
@@ -542,28 +545,42 @@ def _vec(raw: bytes | None) -> list[float] | None:
     return values
 
 
-def _fact(row: Sequence[Any], *, vector: bool = True, lean: bool = False) -> SemanticFact:
-    # lean: embedding and provenance left unset (None) for complete_facts to set.
-    # The id columns are uuid / uuid[] typed: the driver's values (uuid.UUID instances)
-    # are kept, and so are its lists: a row builds one record (_Answers.lean builds one
-    # per fact id) and nothing else reads them.
-    return trusted(
-        SemanticFact,
-        id=row[3],
-        content=row[6],
-        source_episode_ids=row[7] or [],
-        entity_ids=row[8] or [],
-        theme_id=row[9],
-        embedding=_vec(row[5]) if vector and not lean else None,
-        provenance=None if lean else _provenance(row[10]),
-        valid_from=row[11],
-        valid_until=row[12],
-        invalidated_by=row[13],
-        access_count=row[14],
-        last_accessed_at=row[15],
-        tags=row[16] or [],
-        source_message_ids=row[17] or [],
-    )
+_new = object.__new__
+_set = object.__setattr__
+_FACT_FIELDS = frozenset(SemanticFact.model_fields)
+
+
+def _lean_fact(row: Sequence[Any]) -> SemanticFact:
+    """A fact of a row with ``embedding`` and ``provenance`` unset (None), see ``lean``.
+
+    What ``trusted(SemanticFact, ...)`` builds (every field given), with the instance
+    state set here directly: a hybrid call builds ~110 of these, and the keyword
+    arguments of ``trusted`` cost a dict and a call of their own per fact.
+    The id columns are uuid / uuid[] typed: the driver's values (uuid.UUID instances)
+    are kept, and so are its lists: a row builds one record (_Answers.lean builds one
+    per fact id) and nothing else reads them.
+    """
+    fact = _new(SemanticFact)
+    _set(fact, "__dict__", {
+        "id": row[3],
+        "content": row[6],
+        "source_episode_ids": row[7] or [],
+        "entity_ids": row[8] or [],
+        "theme_id": row[9],
+        "embedding": None,
+        "provenance": None,
+        "valid_from": row[11],
+        "valid_until": row[12],
+        "invalidated_by": row[13],
+        "access_count": row[14],
+        "last_accessed_at": row[15],
+        "tags": row[16] or [],
+        "source_message_ids": row[17] or [],
+    })
+    _set(fact, "__pydantic_fields_set__", set(_FACT_FIELDS))
+    _set(fact, "__pydantic_extra__", None)
+    _set(fact, "__pydantic_private__", None)
+    return fact
 
 
 def _provenance(value: str) -> Any:
@@ -579,7 +596,7 @@ def _theme(row: Sequence[Any]) -> Theme:
     doc = row[18]
     return trusted(
         Theme,
-        id=convert._uuid(row[3]),
+        id=row[3],  # a uuid column: the driver's uuid.UUID
         label=doc["label"],
         description=doc["description"],
         fact_ids=convert._uuids(row[8]),  # the uuid[] column ``entity_ids`` of the row
@@ -596,7 +613,7 @@ def _entity(row: Sequence[Any]) -> Any:
     sup = doc["superseded_by"]
     return trusted(
         Entity,
-        id=convert._uuid(row[3]),
+        id=row[3],  # a uuid column: the driver's uuid.UUID
         name=doc["name"],
         entity_type=doc["entity_type"],
         attributes=doc["attributes"],
@@ -613,7 +630,7 @@ def _message(row: Sequence[Any]) -> Message:
     doc = row[18]
     return trusted(
         Message,
-        id=convert._uuid(row[3]),
+        id=row[3],  # a uuid column: the driver's uuid.UUID
         role=doc["role"],
         content=doc["content"],
         timestamp=convert._ts(doc["timestamp"]),
@@ -626,7 +643,7 @@ def _episode(row: Sequence[Any]) -> Episode:
     """An episode from its row (see ``_episode_values``), as ``search_episodes`` builds it."""
     return trusted(
         Episode,
-        id=convert._uuid(row[3]),
+        id=row[3],  # a uuid column: the driver's uuid.UUID
         topic=row[6],
         messages=[convert.message_from_row(m) for m in row[18] or ()],
         started_at=row[11],
@@ -653,7 +670,7 @@ def _ranked_ok(rows: list[Sequence[Any]], limit: int, fetch: int) -> list[Sequen
         d = r[4]
         if d is None or math.isnan(d):
             return None
-        keyed.append((float(d), convert._uuid(r[3]), r))
+        keyed.append((float(d), r[3], r))  # ``id``: a uuid column (a uuid.UUID)
     keyed.sort(key=lambda x: (x[0], x[1]))
     if len(keyed) >= fetch and keyed[limit - 1][0] == keyed[-1][0]:
         return None
@@ -683,8 +700,17 @@ def _freeze(v: Any) -> Any:
     return v
 
 
-def _key(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
-    return _freeze(args), _freeze(dict(kwargs))
+def _same(planned: Any, given: Any) -> bool:
+    """Whether two calls' arguments are the same (as :func:`_freeze` would compare them).
+
+    ``==`` first (the caller passes the planned values, often the same objects: a list
+    compare in C), the frozen forms when it fails (a tuple for a list, another mapping
+    type); arguments that cannot be compared are not the same.
+    """
+    try:
+        return bool(planned == given) or _freeze(planned) == _freeze(given)
+    except (TypeError, ValueError):
+        return False
 
 
 class _Answers:
@@ -700,7 +726,10 @@ class _Answers:
     """
 
     def __init__(self) -> None:
-        self.calls: dict[tuple[str, Any], Callable[[_Answers], Any]] = {}
+        # The planned call of each method: its arguments and its answer.
+        self.calls: dict[
+            str, tuple[tuple[Any, ...], dict[str, Any], Callable[[_Answers], Any]]
+        ] = {}
         self.subset: dict[str, Callable[[_Answers, tuple[Any, ...], Mapping[str, Any]], Any]] = {}
         # Facts handed out without their vector and provenance (still to set), by object
         # id, with the vector's bytes and the provenance document: see
@@ -721,17 +750,24 @@ class _Answers:
         """
         fact = self.built.get(row[3])
         if fact is None:
-            fact = self.built[row[3]] = _fact(row, lean=True)
+            fact = self.built[row[3]] = _lean_fact(row)
             self.pending[id(fact)] = (fact, row[5], row[10])
         return fact
 
     def put(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any],
             answer: Callable[[_Answers], Any]) -> None:
-        self.calls[(name, _key(args, kwargs))] = answer
+        """Plan the answer of ``name(*args, **kwargs)`` (one planned call per method)."""
+        self.calls[name] = (args, dict(kwargs), answer)
 
     def take(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
-        answer = self.calls.pop((name, _key(args, kwargs)), None)
-        return _MISSING if answer is None else answer(self)
+        """The planned answer when ``name`` is called with its planned arguments (once)."""
+        planned = self.calls.get(name)
+        if planned is None or not (
+            _same(planned[0], args) and _same(planned[1], dict(kwargs))
+        ):
+            return _MISSING
+        del self.calls[name]
+        return planned[2](self)
 
 
 _MISSING = object()
@@ -817,15 +853,22 @@ class SignalPrefetch(PostgresIndexMixin):
         params: dict[str, Any],
         efs: list[int],
         shape: dict[str, Any],
+        checked: tuple[object, list[float]] | None = None,
     ) -> SearchOptions | None:
         """Plan a message or episode kNN branch; ``None`` when it cannot share the statement.
 
         It shares the statement's query vector, ``min_similarity`` and ``hnsw.ef_search``
         with the other kNN branches; a planned call that differs in any of them (or has no
-        ``min_similarity``) is left to the real method.
+        ``min_similarity``) is left to the real method. ``checked``: a vector object
+        already checked by ``_query_vector`` and its result (reused when the planned call
+        passes that same object: a hybrid call plans three kNN branches with the query's
+        one vector).
         """
         opts = coerce_options(SearchOptions, None, dict(planned[1]))
-        q = self._query_vector(planned[0], dim, method)
+        if checked is not None and planned[0] is checked[0]:
+            q = checked[1]  # the same vector object, checked for an earlier branch
+        else:
+            q = self._query_vector(planned[0], dim, method)
         ef = min(1000, max(opts.ef_search or self.ef_search, opts.limit + 1))
         if ("q" in params and params["q"] != q) or (
             "min_similarity" in params and params["min_similarity"] != opts.min_similarity
@@ -896,6 +939,7 @@ class SignalPrefetch(PostgresIndexMixin):
         efs: list[int] = []
         h_kw: dict[str, Any] = {}
         cut = False
+        checked: tuple[object, list[float]] | None = None
         if hierarchical is not None:
             h_kw = dict(hierarchical[1])
             base = {
@@ -907,6 +951,7 @@ class SignalPrefetch(PostgresIndexMixin):
                 hierarchical = None
         if hierarchical is not None:
             query = self._query_vector(hierarchical[0], dim, "hierarchical_candidates")
+            checked = (hierarchical[0], query)
             params["q"] = query
             params["min_similarity"] = h_kw["min_similarity"]
             tags, exclude = h_kw["tags"], h_kw["exclude_tags"]
@@ -977,7 +1022,7 @@ class SignalPrefetch(PostgresIndexMixin):
         mk_opts: SearchOptions | None = None
         if messages_knn is not None:
             mk_opts = self._plan_knn(messages_knn, dim, "search_messages", "message_fetch",
-                                     "messages_knn", params, efs, shape)
+                                     "messages_knn", params, efs, shape, checked)
         mt_opts: SearchOptions | None = None
         if messages_text is not None:
             mt_opts = coerce_options(SearchOptions, None, dict(messages_text[1]))
@@ -991,7 +1036,7 @@ class SignalPrefetch(PostgresIndexMixin):
         ek_opts: SearchOptions | None = None
         if episodes_knn is not None:
             ek_opts = self._plan_knn(episodes_knn, dim, "search_episodes", "episode_fetch",
-                                     "episodes_knn", params, efs, shape)
+                                     "episodes_knn", params, efs, shape, checked)
         et_opts: SearchOptions | None = None
         if episodes_text is not None:
             et_opts = coerce_options(SearchOptions, None, dict(episodes_text[1]))
@@ -1032,7 +1077,7 @@ class SignalPrefetch(PostgresIndexMixin):
         if hierarchical is not None:
             self._answer_hierarchical(answers, hierarchical[0], h_kw, by_kind, cut=cut)
         if text_facts is not None and t_opts is not None:
-            hits = sorted(by_kind.get(TEXT_FACT, []), key=lambda r: r[1])
+            hits = sorted(by_kind.get(TEXT_FACT, []), key=_POS)
             answers.put("text_search_facts", (text_facts[0],), text_facts[1], lambda a: [
                 trusted(ScoredResult, item=a.lean(r), score=float(r[4])) for r in hits
             ] if terms else [])
@@ -1046,7 +1091,7 @@ class SignalPrefetch(PostgresIndexMixin):
                     ScoredResult(item=_message(r), score=1.0 - float(r[4])) for r in kept
                 ])
         if messages_text is not None and mt_opts is not None:
-            m_hits = sorted(by_kind.get(MESSAGE_TEXT, []), key=lambda r: r[1])
+            m_hits = sorted(by_kind.get(MESSAGE_TEXT, []), key=_POS)
             answers.put("text_search_messages", (messages_text[0],), messages_text[1],
                         lambda _: [ScoredResult(item=_message(r), score=float(r[4]))
                                  for r in m_hits])
@@ -1057,7 +1102,7 @@ class SignalPrefetch(PostgresIndexMixin):
                     ScoredResult(item=_episode(r), score=1.0 - float(r[4])) for r in e_kept
                 ])
         if episodes_text is not None and et_opts is not None:
-            e_hits = sorted(by_kind.get(EPISODE_TEXT, []), key=lambda r: r[1])
+            e_hits = sorted(by_kind.get(EPISODE_TEXT, []), key=_POS)
             answers.put("text_search_episodes", (episodes_text[0],), episodes_text[1],
                         lambda _: [ScoredResult(item=_episode(r), score=float(r[4]))
                                  for r in e_hits])
@@ -1084,15 +1129,17 @@ class SignalPrefetch(PostgresIndexMixin):
         def answer(a: _Answers) -> tuple[list[Theme], list[SemanticFact], list[SemanticFact]]:
             lean = a.lean
             themes = [_theme(r) for r in themes_rows]
-            wanted = list(dict.fromkeys(i for th in themes for i in th.fact_ids[:per_theme]))
+            wanted = list(dict.fromkeys(chain.from_iterable(
+                th.fact_ids[:per_theme] for th in themes
+            )))
             direct = [lean(r) for r in direct_rows]
             direct_ids = {d.id for d in direct}
-            by_id = {convert._uuid(r[3]): r for r in theme_rows}
+            by_id = {r[3]: r for r in theme_rows}  # ``id``: a uuid column
             if cut:
                 # As hierarchical_candidates: direct rows beyond the final direct list
                 # are theme facts when a theme lists them.
                 for r in all_direct:
-                    by_id.setdefault(convert._uuid(r[3]), r)
+                    by_id.setdefault(r[3], r)
             return themes, direct, [
                 lean(by_id[i]) for i in wanted if i in by_id and i not in direct_ids
             ]
@@ -1104,10 +1151,10 @@ class SignalPrefetch(PostgresIndexMixin):
         n_kw: Mapping[str, Any], cap: int | None, entity_facts: Mapping[str, Any] | None,
         g_opts: EntityFactsFilter | None, by_kind: Mapping[int, list[Sequence[Any]]],
     ) -> None:
-        rows = sorted(by_kind.get(ENTITY, []), key=lambda r: (r[1], convert._uuid(r[3])))
+        rows = sorted(by_kind.get(ENTITY, []), key=itemgetter(1, 3))  # (pos, id)
         answers.put("match_entity_names", (entity_names[0],), entity_names[1],
                     lambda _: [_entity(r) for r in rows])
-        known = {convert._uuid(r[3]): r for r in rows}
+        known = {r[3]: r for r in rows}
         if cap is not None:
 
             def counts(_: _Answers, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
@@ -1126,15 +1173,15 @@ class SignalPrefetch(PostgresIndexMixin):
             return
         facts_of: dict[uuid.UUID, list[Sequence[Any]]] = {}
         for r in by_kind.get(GRAPH_FACT, []):
-            facts_of.setdefault(convert._uuid(r[2]), []).append(r)
+            facts_of.setdefault(r[2], []).append(r)  # ``eid``: a uuid column
         for listed in facts_of.values():
-            listed.sort(key=lambda r: r[1])
+            listed.sort(key=_POS)
         planned = dict(entity_facts)
 
         def facts(a: _Answers, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
             if len(args) != 1 or kwargs != planned:
                 return _MISSING
-            ids = [convert._uuid(i) if isinstance(i, uuid.UUID) else i for i in args[0]]
+            ids = list(args[0])
             if not all(isinstance(i, uuid.UUID) and i in known for i in ids):
                 return _MISSING
             wanted = list(dict.fromkeys(ids))

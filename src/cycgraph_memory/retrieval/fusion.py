@@ -66,14 +66,17 @@ def rrf_fuse(
         for item_id, score in ranked:
             hit = hits.get(item_id)
             if hit is None:
-                hit = hits[item_id] = FusedHit(id=item_id)
+                # The fields given (not the dataclass's default factories: two calls
+                # fewer per candidate, ~100 candidates in a hybrid call).
+                hit = hits[item_id] = FusedHit(item_id, 0.0, {}, {})
             if name in hit.ranks:
                 continue
             rank += 1
             hit.ranks[name] = rank
             hit.scores[name] = score
             hit.fused += weight / (k + rank)
-    return sorted(
-        hits.values(),
-        key=lambda h: (-h.fused, -max(h.scores.values(), default=0.0), h.id.int),
-    )
+    # Keys built in one pass (no key function called per hit); ids are distinct, so the
+    # hits themselves are never compared.
+    keyed = [(-h.fused, -max(h.scores.values(), default=0.0), h.id.int, h) for h in hits.values()]
+    keyed.sort()
+    return [h for *_, h in keyed]

@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from typing import Any, Literal
 
 from cycgraph_memory.contracts import MemoryIndex, MemoryStore
@@ -86,6 +87,10 @@ GRAPH_COUNT_CAP = 1000
 """Facts counted per named entity when weighing it (the count stops there)."""
 GRAPH_TYPED_MATCH_FETCH = 100
 """Named entities read when the query has ``entity_types`` (filtered, then limited)."""
+
+
+_ID_INT = attrgetter("id.int")
+_VALID_FROM = attrgetter("valid_from")
 
 
 def supports_text_search(index: object) -> bool:
@@ -178,10 +183,14 @@ async def _graph_signals(
         weight = opts.graph_weight * specificity[entity.id]
         if not facts or weight <= 0.0:
             continue
-        newest_first = sorted(facts, key=lambda f: f.id.int)
-        newest_first.sort(key=lambda f: f.valid_from, reverse=True)
+        newest_first = sorted(facts, key=_ID_INT)
+        newest_first.sort(key=_VALID_FROM, reverse=True)
         name = f"graph:{number}"
-        lists[name] = sorted(newest_first, key=lambda f: best.get(f.id, far))
+        # Stable sort by the best rank (positions sorted by a list's __getitem__: no
+        # Python call per fact).
+        best_rank = [best.get(f.id, far) for f in newest_first]
+        order = sorted(range(len(best_rank)), key=best_rank.__getitem__)
+        lists[name] = [newest_first[i] for i in order]
         weights[name] = weight
     return lists, weights
 
@@ -256,7 +265,7 @@ async def hybrid_candidates(
         assert vector is not None
         ranked, themes = vector
         fact_signals["vector"] = [(f.id, s) for f, s in ranked]
-        facts_by_id.update((f.id, f) for f, _ in ranked)
+        facts_by_id.update({f.id: f for f, _ in ranked})
     if use_text:
         assert q.text is not None
         depth = opts.text_candidates or min(MAX_SEARCH_FETCH, 4 * q.limit)

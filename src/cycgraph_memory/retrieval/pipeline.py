@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from operator import attrgetter
 from typing import Any, TypeVar
 
 import numpy as np
@@ -129,7 +130,16 @@ class FactScope:
 
     def apply(self, facts: Iterable[SemanticFact]) -> list[SemanticFact]:
         """Keep the admitted facts, in input order."""
-        return [f for f in facts if self.admits(f)]
+        if self.temporal:
+            return [f for f in facts if self.admits(f)]
+        # admits() without its temporal conditions, inline (no call per fact).
+        live, tags, exclude = not self.include_invalidated, self.tags, self.exclude_tags
+        return [
+            f for f in facts
+            if not (live and f.invalidated_by is not None)
+            and not (tags and tags.isdisjoint(f.tags))
+            and not (exclude and not exclude.isdisjoint(f.tags))
+        ]
 
     def widened(
         self, fetch: int, *, returned: int, wanted: int, fixed: bool,
@@ -156,15 +166,12 @@ class FactScope:
 
 def merge_unique(*lists: Iterable[T], key: str = "id") -> list[T]:
     """Concatenate lists keeping the first occurrence of each id."""
-    seen: set[object] = set()
-    out: list[T] = []
+    first: dict[object, T] = {}
+    get = attrgetter(key)
     for items in lists:
         for item in items:
-            k = getattr(item, key)
-            if k not in seen:
-                seen.add(k)
-                out.append(item)
-    return out
+            first.setdefault(get(item), item)  # a dict keeps its keys' first-seen order
+    return list(first.values())
 
 
 def cosine_scores(
@@ -213,8 +220,15 @@ def _cosines(
     dots = np.einsum("ij,j->i", m, q)
     with np.errstate(invalid="ignore", divide="ignore"):
         sims = np.where(norms > 0.0, dots / (norms * qn), 0.0)
-    for i, s in zip(rows, sims.tolist(), strict=True):
-        scores[i] = min(1.0, max(-1.0, float(s)))
+    # Clipped to [-1, 1] in one pass; NaN (no finite vector gives one) to -1.0, as
+    # min(1.0, max(-1.0, nan)) does.
+    clipped = np.clip(sims, -1.0, 1.0)
+    clipped[np.isnan(clipped)] = -1.0
+    values: list[float] = clipped.tolist()
+    if len(rows) == len(scores):  # every row scored (rows is 0..n-1, in order)
+        return values
+    for i, s in zip(rows, values, strict=True):
+        scores[i] = s
     return scores
 
 
@@ -235,10 +249,17 @@ def rank_by_similarity(
     if embeddings is None:
         embeddings = [f.embedding for f in facts]
     scores = cosine_scores(embeddings, query)
-    passes = _floor_test(min_similarity)
-    kept = [(f, s) for f, s in zip(facts, scores, strict=True) if passes(s)]
-    kept.sort(key=lambda fs: (-fs[1], fs[0].id.int))
-    return kept
+    floor = min_similarity - SIMILARITY_FLOOR_TOLERANCE  # as _floor_test, inline
+    positive = min_similarity > 0.0
+    # Sort keys built in one pass; the position breaks exact ties as the stable sort by
+    # (score, id) did (a fact listed twice), so records are never compared.
+    keyed = [
+        (-s, f.id.int, i, f, s)
+        for i, (f, s) in enumerate(zip(facts, scores, strict=True))
+        if s >= floor and (s > 0.0 or not positive)
+    ]
+    keyed.sort()
+    return [(f, s) for _, _, _, f, s in keyed]
 
 
 def rank_themes(
@@ -263,7 +284,7 @@ def cut(items: Sequence[T], limit: int) -> list[T]:
 
 def ordered_ids(groups: Iterable[Iterable[uuid.UUID]]) -> list[uuid.UUID]:
     """Flatten id lists keeping first occurrences (rank order of the citing records)."""
-    return list(dict.fromkeys(i for group in groups for i in group))
+    return list(dict.fromkeys(itertools.chain.from_iterable(groups)))
 
 
 def entity_is_live(entity: Entity) -> bool:
