@@ -20,6 +20,9 @@ block itself must also say it, in its first line, which must be a ``#`` comment)
   and is skipped (naming the extra) otherwise.
 
 A ```bash block without a ``not-run`` marker must consist of ``cycgraph-memory`` commands.
+The not-run bash blocks are still checked for drift: every ``pip install`` extra exists in
+pyproject.toml, and every ``python bench/<script>.py`` command parses (``--help`` appended;
+every flag it uses is one the script has).
 Blocks fenced ``text``, ``sql`` or without a language are not code a reader runs as is.
 """
 
@@ -171,6 +174,39 @@ def _marker_problems(blocks: list[Block]) -> list[str]:
 
 def test_markers_are_visible_and_explained() -> None:
     assert _marker_problems(_all_blocks()) == []
+
+
+def _bash_commands(block: Block) -> list[list[str]]:
+    joined = block.code.replace("\\\n", " ")
+    return [shlex.split(ln, comments=True) for ln in joined.splitlines() if ln.strip()]
+
+
+def test_commands_that_are_not_run_name_real_extras_and_bench_flags() -> None:
+    """The not-run bash blocks still name extras that exist and flags the benches accept."""
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    section = pyproject.split("[project.optional-dependencies]")[1].split("\n[")[0]
+    extras = set(re.findall(r"^([a-z0-9-]+) = \[", section, re.M))
+    benches: list[list[str]] = []
+    installs = 0
+    for block in _all_blocks():
+        if block.kind != "bash":
+            continue
+        for argv in _bash_commands(block):
+            words = [w for w in argv if "=" not in w or w.startswith("-")]  # drop VAR=value
+            if len(words) >= 2 and words[0].endswith("python") and words[1].startswith("bench/"):
+                benches.append(words[1:])
+            if words and words[0].endswith("pip") and "install" in words:
+                for spec in re.findall(r"\[([a-z0-9,-]+)\]", " ".join(words)):
+                    installs += 1
+                    assert set(spec.split(",")) <= extras, f"{block.page}:{block.line}: {spec}"
+    assert installs >= 10 and len(benches) >= 8, (installs, benches)
+    for script, *args in benches:
+        assert (ROOT / script).is_file(), script
+        out = subprocess.run([sys.executable, script, *args, "--help"], capture_output=True,
+                             text=True, cwd=ROOT, timeout=120, check=False)
+        assert out.returncode == 0, f"{script} {' '.join(args)}: {out.stderr}"
+        for flag in (a.split("=")[0] for a in args if a.startswith("--")):
+            assert flag in out.stdout, f"{script} has no {flag}"
 
 
 _SAMPLE = """\
