@@ -224,10 +224,11 @@ class PurgeReport(BaseModel):
         selector_kinds: Criteria of the selector (``entity_ids``, ``message_ids``,
             ``provenance``, ``tenant``).
         entities / relationships / episodes / messages / facts / themes: Hard-deleted.
-        entities_updated / relationships_updated / episodes_updated / facts_updated /
-            themes_updated: Surviving records rewritten without the purged references
-            (themes re-centred and relabelled from their surviving facts; an
-            ``invalidated_by`` naming an erased record becomes :data:`ERASED_BY`).
+        entities_updated / relationships_updated / episodes_updated: Surviving records
+            rewritten without the purged references (an ``invalidated_by`` naming an
+            erased record becomes :data:`ERASED_BY`).
+        facts_updated / themes_updated: The same for facts and themes (themes re-centred
+            and relabelled from their surviving facts).
         embeddings: Vectors erased with their records (also gone from every index).
         text_search_entries: Full-text entries erased (facts, messages, episodes).
         idempotency_keys: ``put_facts_once`` keys that recorded a deleted fact.
