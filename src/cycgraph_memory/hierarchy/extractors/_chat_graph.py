@@ -110,6 +110,15 @@ _TIE_RE = re.compile(
     r"\b(?:\s*,?\s+([A-Za-z][a-z'\u2019-]+(?:\s+[A-Z][a-z'\u2019-]+)?))?",
     re.IGNORECASE,
 )
+# Right after an unnamed "my <tie>": a present job or a past event that starts one, and a
+# capitalised organisation ("my dad got a job at Qantas", "my mom works at the NHS" no: a
+# lowercase "the" stops it). A modal, negation or past state ("worked at") matches nothing.
+_RELATIVE_JOB_RE = re.compile(
+    r"\s+(?:just\s+|recently\s+|finally\s+)?"
+    r"(?:works\s+at|works\s+for|is\s+working\s+at|got\s+a\s+job\s+at|"
+    r"got\s+promoted\s+at|was\s+promoted\s+at)\s+"
+    r"([A-Z][\w&'\u2019-]*(?:\s+[A-Z][\w&'\u2019-]*){0,3})"
+)
 _PETS = [
     "dog",
     "puppy",
@@ -342,7 +351,14 @@ def chat_edges(
                 if tie not in _UNIQUE_TIES:
                     continue
                 name = f"{speaker}'s {tie}"
-            elif name[:1].islower():
+                out.append(ChatEdge(speaker, "person", relation, name, "person", index))
+                # "my dad got a job at Qantas": the relative's job, never the speaker's.
+                job = _RELATIVE_JOB_RE.match(sentence, match.end(1))
+                if job is not None and not _negated(sentence, job):
+                    org = job.group(1)
+                    out.append(ChatEdge(name, "person", "work_at", org, "organization", index))
+                continue
+            if name[:1].islower():
                 name = name[:1].upper() + name[1:]
             out.append(ChatEdge(speaker, "person", relation, name, "person", index))
         for match in _ADOPT_RE.finditer(sentence):

@@ -373,6 +373,15 @@ def match_relations(
             ended_words = {"no", "longer", "used", "to"}
             if not _subject_gap_ok([w for w in gap if w not in ended_words] if ended else gap):
                 subject = None
+            elif (
+                gap == [","]
+                and previous is not None
+                and previous[0].end <= subject.start
+                and subject.end <= previous[1]
+            ):
+                # "Tom moved to Leeds, joined Arup": the previous claim's object before a
+                # bare comma is no subject; the clause shares the previous claim's subject.
+                subject = None
             elif _negated(gap) and not ended:
                 continue
         if subject is None and previous is not None:
