@@ -11,6 +11,9 @@ nothing):
   report_to. Without a name only a one-of-a-kind tie (mother, father, husband, wife,
   partner) becomes a node, named "<Speaker>'s <tie>"; a lowercase name counts when the
   episode also writes it capitalised ("my coworker dani" ... "Dani sounds nice");
+* **a relative's job** (work_at from the relative's node, typed ``organization``): "my
+  dad got a job at Qantas", "my mom works at Qantas Airways" (an unnamed one-of-a-kind
+  tie, then a capitalised name; never the speaker's job);
 * **pets** (own, the pet typed ``animal``): "we adopted a greyhound named Biscuit",
   "our dog Rufus", "... a rabbit. his name is Toast";
 * **events** (attend, typed ``event``): "I'm running the Lisbon half marathon", "signed up
