@@ -417,7 +417,8 @@ class RuleBasedExtractor:
                 + [(p.start, f"\0{p.pronoun}") for p in find_pronouns(sentence)]
             )
             speaker, addressee = result.speakers[result.turn_of[index]]
-            found = match_relations(sentence, mentions, self._patterns, self._triggers)
+            named = speaker is not None and turns[result.turn_of[index]].named
+            found = match_relations(sentence, mentions, self._patterns, self._triggers, chat=named)
             if not asks(sentence):
                 found += role_relations(sentence, mentions)
 
