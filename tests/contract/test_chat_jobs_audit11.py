@@ -108,3 +108,15 @@ async def test_negated_and_hedged_jobs_store_none(
     edges = await _stored(store, index, tier, text)
     assert not any(r in {"work_at", "join"} for _, r, _ in edges)
     assert set(edges) <= {("Lu", "child_of", "Lu's dad")}
+
+
+async def test_a_dropped_subject_after_a_comma_is_the_speaker(
+    store: Any, index: Any, tier: str
+) -> None:
+    # Before the fix the rule tier stored nothing here ("in may" read as the modal, no
+    # subject for either clause) and the parser tier only the move.
+    edges = await _stored(store, index, tier, "moved to Leeds in may, started at Arup in june")
+    assert set(edges) == {("Lu", "move_to", "Leeds"), ("Lu", "join", "Arup")}
+    # Both open. Dates are not asserted: the shared-subject clause's "in june" is not read
+    # (docs/extraction.md, known limits).
+    assert all(r.valid_until is None for r in edges.values())
