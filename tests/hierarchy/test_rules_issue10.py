@@ -213,9 +213,9 @@ def _words_examined(monkeypatch: pytest.MonkeyPatch, text: str) -> list[int]:
         seen.append(len(sentence.split()))
         return real_detect(sentence, **kwargs)
 
-    def match(sentence: str, *args: Any) -> Any:
+    def match(sentence: str, *args: Any, **kwargs: Any) -> Any:
         assert len(sentence.split()) <= MAX_SENTENCE_WORDS
-        return real_match(sentence, *args)
+        return real_match(sentence, *args, **kwargs)
 
     monkeypatch.setattr(rules, "detect_mentions", detect)
     monkeypatch.setattr(rules, "match_relations", match)

@@ -11,6 +11,9 @@ nothing):
   report_to. Without a name only a one-of-a-kind tie (mother, father, husband, wife,
   partner) becomes a node, named "<Speaker>'s <tie>"; a lowercase name counts when the
   episode also writes it capitalised ("my coworker dani" ... "Dani sounds nice");
+* **a relative's job** (work_at from the relative's node, typed ``organization``): "my
+  dad got a job at Qantas", "my mom works at Qantas Airways" (an unnamed one-of-a-kind
+  tie, then a capitalised name; never the speaker's job);
 * **pets** (own, the pet typed ``animal``): "we adopted a greyhound named Biscuit",
   "our dog Rufus", "... a rabbit. his name is Toast";
 * **events** (attend, typed ``event``): "I'm running the Lisbon half marathon", "signed up
@@ -109,6 +112,15 @@ _TIE_RE = re.compile(
     r"eldest|dear|late)\s+)?(" + "|".join(sorted(map(re.escape, _TIES), key=len)[::-1]) + r")"
     r"\b(?:\s*,?\s+([A-Za-z][a-z'\u2019-]+(?:\s+[A-Z][a-z'\u2019-]+)?))?",
     re.IGNORECASE,
+)
+# Right after an unnamed "my <tie>": a present job or a past event that starts one, and a
+# capitalised organisation ("my dad got a job at Qantas", "my mom works at the NHS" no: a
+# lowercase "the" stops it). A modal, negation or past state ("worked at") matches nothing.
+_RELATIVE_JOB_RE = re.compile(
+    r"\s+(?:just\s+|recently\s+|finally\s+)?"
+    r"(?:works\s+at|works\s+for|is\s+working\s+at|got\s+a\s+job\s+at|"
+    r"got\s+promoted\s+at|was\s+promoted\s+at)\s+"
+    r"([A-Z][\w&'\u2019-]*(?:\s+[A-Z][\w&'\u2019-]*){0,3})"
 )
 _PETS = [
     "dog",
@@ -342,7 +354,14 @@ def chat_edges(
                 if tie not in _UNIQUE_TIES:
                     continue
                 name = f"{speaker}'s {tie}"
-            elif name[:1].islower():
+                out.append(ChatEdge(speaker, "person", relation, name, "person", index))
+                # "my dad got a job at Qantas": the relative's job, never the speaker's.
+                job = _RELATIVE_JOB_RE.match(sentence, match.end(1))
+                if job is not None and not _negated(sentence, job):
+                    org = job.group(1)
+                    out.append(ChatEdge(name, "person", "work_at", org, "organization", index))
+                continue
+            if name[:1].islower():
                 name = name[:1].upper() + name[1:]
             out.append(ChatEdge(speaker, "person", relation, name, "person", index))
         for match in _ADOPT_RE.finditer(sentence):

@@ -298,11 +298,23 @@ def _verb_edges(verb: Any, chat: bool) -> Iterator[tuple[Any, str, Any, float]]:
         chat
         and not _subjects(verb)
         and not _is_passive(verb)
-        and (verb.dep_ == "ROOT" and verb.tag_ in {"VBG", "VBD", "VBN"})
+        and verb.tag_ in {"VBG", "VBD", "VBN"}
+        and (verb.dep_ == "ROOT" or (verb.dep_ == "conj" and _subjectless_root(verb.head)))
     ):
-        # A subjectless chat clause: the speaker is the subject.
+        # A subjectless chat clause: the speaker is the subject ("moved to Leeds in may,
+        # started at Arup in june": the second clause too).
         for _, relation, o, confidence in _verb_edges_raw(verb, implicit=True):
             yield SPEAKER, relation, o, confidence - 0.1
+
+
+def _subjectless_root(verb: Any) -> bool:
+    """The sentence's root verb, with no subject of its own ("quit Shopify, joined ...")."""
+    return bool(
+        verb.dep_ == "ROOT"
+        and verb.pos_ == "VERB"
+        and not _subjects(verb)
+        and not _is_passive(verb)
+    )
 
 
 def _verb_edges_raw(verb: Any, implicit: bool = False) -> Iterator[tuple[Any, str, Any, float]]:
@@ -346,6 +358,8 @@ def _verb_edges_raw(verb: Any, implicit: bool = False) -> Iterator[tuple[Any, st
     if not table:
         return
     passive = _is_passive(verb)
+    if lemma in tab.PASSIVE_ONLY and not passive:
+        return
     for prep, relation in table.items():
         if prep == "":
             if passive:
@@ -371,6 +385,7 @@ def _verb_edges_raw(verb: Any, implicit: bool = False) -> Iterator[tuple[Any, st
             confidence = 0.8
         if relation == "move_to":
             objects = [_place_in(o, verb) for o in objects]
+        objects = [_called(o) for o in objects]
         for s in subjects:
             for o in objects:
                 yield s, relation, o, confidence
@@ -380,6 +395,18 @@ def _verb_edges_raw(verb: Any, implicit: bool = False) -> Iterator[tuple[Any, st
             for partner in _pobjs(verb, "with"):
                 for o in objects:
                     yield partner, _COMITATIVE + relation, o, confidence - 0.1
+
+
+def _called(obj: Any) -> Any:
+    """The name of "a tiny studio called Pixelfern" / "a startup named Lumen" (else ``obj``)."""
+    if obj.pos_ != "NOUN":
+        return obj
+    for acl in _children(obj, "acl"):
+        if acl.lemma_.lower() in {"call", "name"} and acl.tag_ == "VBN":
+            for name in _children(acl, "oprd", "dobj", "attr"):
+                if name.pos_ == "PROPN":
+                    return name
+    return obj
 
 
 def _place_in(obj: Any, verb: Any) -> Any:
@@ -602,6 +629,16 @@ def _role_edges(
             if ref(org) is not None:
                 yield person, "work_at", org, 0.6
                 break
+    # "Aisha Bello is head of data science at Monzo": a role said with a present "is"
+    # holds at its "at" organisation (``work_at`` whatever the role: she heads a unit).
+    head = person.head
+    if person.dep_ == "nsubj" and head.lemma_ == "be" and head.tag_ == "VBZ" and asserted(head):
+        for attr in _children(head, "attr"):
+            if attr.lower_ in tab.ROLE_RELATIONS or attr.lemma_.lower() in tab.ROLE_RELATIONS:
+                for org in _role_of_at(attr)[1]:
+                    if ref(org) is not None:
+                        yield person, "work_at", org, 0.6
+                        break
     # "Chef Rosa Delgado, formerly of Copper Kettle" / "Priya at Stripe"
     for child in _children(person, "prep"):
         if child.lower_ in {"of", "at"}:

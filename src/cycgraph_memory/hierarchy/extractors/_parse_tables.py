@@ -17,6 +17,8 @@ def _words(text: str) -> frozenset[str]:
 VERB_RELATIONS: dict[str, dict[str, str]] = {
     "work": {"at": "work_at", "for": "work_at", "with": "collaborate_with", "on": "work_on"},
     "spend": {"at": "work_at"},
+    # "got promoted at Airbnb" (passive only: ``PASSIVE_ONLY``).
+    "promote": {"at": "work_at"},
     "employ": {"": "hire"},
     "depend": {"on": "depend_on"},
     "rely": {"on": "depend_on"},
@@ -91,6 +93,10 @@ VERB_RELATIONS: dict[str, dict[str, str]] = {
     "supervise": {"": "manage"},
     "oversee": {"": "manage"},
 }
+
+# Lemmas read only in the passive: "Noor got promoted at Airbnb" says where Noor works,
+# "Airbnb promoted Noor at its Dublin office" says nothing of Airbnb's job.
+PASSIVE_ONLY = _words("promote")
 
 # Verb lemma + "as" complement: "named X as its chief" (appoint), "joins as".
 AS_RELATIONS: dict[str, str] = {"name": "appoint"}

@@ -106,10 +106,16 @@ _ENDED = re.compile(
     r"\bstop(?:s|ped|ping)?\s+\w+ing\b(?=[^;:]*$)",
     re.IGNORECASE,
 )
+# "may" is the month after a preposition or a date word, or before a day ("moved to Leeds
+# in may, started at Arup": no modal); everywhere else it doubts the claim.
+_MODAL_MAY = (
+    r"(?<!\bin\s)(?<!\bof\s)(?<!\bby\s)(?<!\bsince\s)(?<!\buntil\s)(?<!\blast\s)"
+    r"(?<!\bnext\s)(?<!\bearly\s)(?<!\blate\s)(?<!\bmid\s)(?<!\bmid-)may(?!\s+\d)"
+)
 _NEGATED = re.compile(
     r"\b(?:not|never|no|nobody|neither|nor|without|instead|contrary|rather\s+than|"
     r"den(?:y|ied|ies|ying)|refus(?:e|ed|es|ing)|reject(?:ed|s)?|against|"
-    r"might|may|could|would|should|if|whether|unless|wish(?:es|ed)?|"
+    r"might|" + _MODAL_MAY + r"|could|would|should|if|whether|unless|wish(?:es|ed)?|"
     r"hop(?:e|es|ed|ing)\s+to|plan(?:s|ned|ning)?\s+to|consider(?:s|ed|ing)?|"
     r"rumou?r(?:s|ed)?|reportedly|allegedly|supposedly|maybe|perhaps|probably|almost|nearly|"
     r"i\s+bet|betcha|"

@@ -217,6 +217,14 @@ def _object_gap_ok(words: list[str]) -> bool:
     return True
 
 
+# What may precede a subjectless chat claim: nothing, or discourse words ("yeah", "so").
+_CHAT_OPENER = re.compile(
+    r"\W*(?:(?:yeah|yep|yes|so|and|just|finally|also|then|lol|haha|ok|okay|oh|btw|well|"
+    r"recently|actually|anyway|update)\W+)*$",
+    re.IGNORECASE,
+)
+
+
 _CLAUSE_OPEN = re.compile(r",\s*(?:who|which)\b[^,]*$", re.IGNORECASE)
 
 
@@ -331,10 +339,15 @@ def match_relations(
     mentions: list[Mention],
     patterns: list[RelationPattern],
     index: dict[str, tuple[int, ...]] | None = None,
+    *,
+    chat: bool = False,
 ) -> list[RawRelation]:
     """Match relations in one sentence (see the module docstring for the rules).
 
-    ``index`` is ``trigger_index(patterns)``, computed once by the caller.
+    ``index`` is ``trigger_index(patterns)``, computed once by the caller. ``chat``: the
+    sentence comes from a named speaker, and a past-tense claim that opens it with no
+    subject ("moved to Leeds in may", "yeah joined Pixelfern last week") is the speaker's
+    (an ``i`` pronoun argument at the verb).
     """
     if asks(sentence):
         return []
@@ -373,6 +386,15 @@ def match_relations(
             ended_words = {"no", "longer", "used", "to"}
             if not _subject_gap_ok([w for w in gap if w not in ended_words] if ended else gap):
                 subject = None
+            elif (
+                gap == [","]
+                and previous is not None
+                and previous[0].end <= subject.start
+                and subject.end <= previous[1]
+            ):
+                # "Tom moved to Leeds, joined Arup": the previous claim's object before a
+                # bare comma is no subject; the clause shares the previous claim's subject.
+                subject = None
             elif _negated(gap) and not ended:
                 continue
         if subject is None and previous is not None:
@@ -380,6 +402,16 @@ def match_relations(
             if _CONNECT_PREV.search(bridge) and not _negated(_words(bridge)):
                 subject = previous[0]
                 confidence -= 0.05
+        if (
+            subject is None
+            and chat
+            and previous is None
+            and not passive
+            and (verb in pattern.participles or (pattern.fixed and verb.startswith("got ")))
+            and _CHAT_OPENER.match(sentence, 0, match.start()) is not None
+        ):
+            subject = Arg(match.start(), match.start(), None, "i")
+            confidence -= 0.1
         if subject is None:
             continue
 

@@ -6,6 +6,8 @@ Three shapes, all between entity mentions of one sentence:
   engineer Tomasz Wolski" -> work_at;
 * ``PERSON, [formerly|previously] of|at ORG``: "Chef Rosa Delgado, formerly of Copper
   Kettle" -> work_at;
+* ``PERSON is [a|the] ... ROLE [of ...] at ORG``: "Aisha Bello is head of data science at
+  Monzo" -> work_at;
 * ``its|their ROLE PERSON``: "its co-founder Sam Whitfield" -> found, with "its" resolved
   like the pronoun "it" (the latest organisation, tool or concept).
 
@@ -28,6 +30,14 @@ _ORG_ROLE = re.compile(rf"^\s+(?:former\s+|ex-)?({_ROLES})\s+$", re.IGNORECASE)
 _FORMERLY_OF = re.compile(
     r"^\s*,\s*(?:(?:formerly|previously|once|now|currently)\s+)?(?:of|at)\s+$", re.IGNORECASE
 )
+# "Aisha Bello is head of data science at Monzo", "Tom is a senior engineer at Monzo": a
+# role said with a present "is" holds at its "at" organisation (``work_at``, whatever the
+# role: she heads a unit, not Monzo). Only "is": "was head of ..." is a past state, and a
+# negation or a condition is read by the claim's polarity as for any relation.
+_IS_ROLE_AT = re.compile(
+    rf"^\s+(?:is|\u2019s|'s)\s+(?:(?:a|an|the)\s+)?(?:[a-z-]+\s+){{0,3}}?(?i:{_ROLES})"
+    r"(?:\s+of\s+(?:[a-z&-]+\s+){0,3}?[a-z&-]+)?\s+at\s+$"
+)
 _POSSESSIVE_ROLE = re.compile(rf"\b(its|their)\s+(?:former\s+|new\s+)?({_ROLES})\s+$", re.I)
 _CONFIDENCE = 0.6
 
@@ -49,7 +59,7 @@ def role_relations(sentence: str, mentions: list[Mention]) -> list[RawRelation]:
                     _CONFIDENCE,
                 )
             )
-        elif _FORMERLY_OF.match(gap):
+        elif _FORMERLY_OF.match(gap) or _IS_ROLE_AT.match(gap):
             out.append(
                 RawRelation(
                     Arg(left.start, left.end, left.key),

@@ -130,6 +130,11 @@ BUILTIN_RELATIONS: dict[str, tuple[str, ...]] = {
         "work for",
         "=employed at",
         "=employed by",
+        # A past event that says the job: "got a job at Qantas", "got promoted at Airbnb"
+        # (only the past: "might get a job at", "didn't get promoted at" match nothing).
+        "=got a job at",
+        "=got promoted at",
+        "=was promoted at",
         # Departures: the polarity reads "left" / "quit" / "resigned" as ENDED, so these
         # only ever close a job ("Kevin left Initech"); see rules.DEPARTURE_VERBS.
         "=left",
@@ -149,7 +154,7 @@ BUILTIN_RELATIONS: dict[str, tuple[str, ...]] = {
     "part_of": ("=part of", "=a subsidiary of", "=a division of", "belong to"),
     "create": ("create", "invent"),
     "acquire": ("acquire", "buy", "purchase", "take over"),
-    "join": ("join",),
+    "join": ("join", "start at"),
     "build": ("build",),
     "maintain": ("maintain",),
     "develop": ("develop",),

@@ -417,7 +417,8 @@ class RuleBasedExtractor:
                 + [(p.start, f"\0{p.pronoun}") for p in find_pronouns(sentence)]
             )
             speaker, addressee = result.speakers[result.turn_of[index]]
-            found = match_relations(sentence, mentions, self._patterns, self._triggers)
+            named = speaker is not None and turns[result.turn_of[index]].named
+            found = match_relations(sentence, mentions, self._patterns, self._triggers, chat=named)
             if not asks(sentence):
                 found += role_relations(sentence, mentions)
 
@@ -462,6 +463,12 @@ class RuleBasedExtractor:
                     relation = FRAME_RELATIONS[frame]
                 else:
                     relation = _refine(raw.relation, result.entities[target])
+                if (
+                    relation == "join"
+                    and _STARTED_AT.search(sentence, 0, raw.object.start) is not None
+                    and _SCHOOL.search(result.entities[target].name) is not None
+                ):
+                    continue  # "Lily starts at Greenfield Elementary": a pupil, no job
                 confidence = raw.confidence
                 if raw.subject.pronoun or raw.object.pronoun:
                     confidence -= 0.1
@@ -724,6 +731,16 @@ class RuleBasedExtractor:
                 )
             )
         return facts
+
+
+# "start at X" is a join ("I start at Monzo on monday"), except at a school, where the
+# one who starts is as often a pupil ("my daughter Lily starts at Greenfield Elementary").
+_STARTED_AT = re.compile(r"\bstart(?:s|ed|ing)?\s+at\s+(?:the\s+)?$", re.IGNORECASE)
+_SCHOOL = re.compile(
+    r"\b(?:elementary|primary|school|high|academy|kindergarten|nursery|preschool|college|"
+    r"university)\b",
+    re.IGNORECASE,
+)
 
 
 def _refine(relation: str, target: _Acc) -> str:
