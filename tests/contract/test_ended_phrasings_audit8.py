@@ -32,11 +32,11 @@ from cycgraph_memory import (
 )
 
 from .factories import EMBED_DIM
+from .tiers import tier_extractor
 
 T0 = datetime(2022, 6, 1, 9, 0, tzinfo=UTC)  # the earlier session: the job is stored open
 T1 = datetime(2026, 12, 15, 9, 0, tzinfo=UTC)  # the later message
 
-_PARSER: list[Any] = []
 
 # What a model replies for each message: (source, relation, target) triples. The post-check
 # reads the text to decide whether each holds, ended or is denied.
@@ -66,17 +66,9 @@ class _ScriptedModel:
 
 
 def _extractor(tier: str) -> Any:
-    if tier == "rule":
-        return RuleBasedExtractor()
-    if tier == "llm":
-        return LLMExtractor(_ScriptedModel(), fallback=RuleBasedExtractor())
-    from cycgraph_memory.hierarchy.extractors.parser import ParserExtractor, parser_available
-
-    if not parser_available():  # pragma: no cover - the parser extra is absent
-        pytest.skip("the parser extra is not installed")
-    if not _PARSER:
-        _PARSER.append(ParserExtractor())  # one loaded pipeline for the whole module
-    return _PARSER[0]
+    return tier_extractor(
+        tier, llm=lambda: LLMExtractor(_ScriptedModel(), fallback=RuleBasedExtractor())
+    )
 
 
 @pytest.fixture(params=["rule", "parser", "llm"])
