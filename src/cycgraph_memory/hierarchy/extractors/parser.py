@@ -696,14 +696,19 @@ class ParserExtractor:
                         continue
                     ended = ended or polarity == "ended" or frame in ENDED_FRAMES
                 until = since = None
-                if spans is not None and spans[0] < spans[1]:
+                dated = spans if spans is not None else _speaker_spans(sent_start, raw)
+                if dated is not None and dated[0] < dated[1]:
                     # "worked at Hooli until March" (held, and stopped then), "has worked
                     # at Acme since 2021" / "for three years" (held from then), "last year
-                    # Dan left Hooli", "in 2019 Carla moved to Berlin". After the whole
-                    # name: "Bank of America" is headed by "Bank".
+                    # Dan left Hooli", "in 2019 Carla moved to Berlin", "yeah quit Shopify
+                    # in december" (the speaker's, from the verb). After the whole name:
+                    # "Bank of America" is headed by "Bank".
+                    spans = dated
                     ended, until, since = claim_dates(
                         sent_text,
-                        _name_start(raw.subject, token_keys, sent_start, spans[0][0]),
+                        spans[0][0]
+                        if raw.subject is SPEAKER
+                        else _name_start(raw.subject, token_keys, sent_start, spans[0][0]),
                         _name_end(raw.object, token_keys, sent_start, spans[1][1]),
                         claim_clause(sent_text[spans[0][1] : spans[1][0]]),
                         stative=relation in STATIVE_RELATIONS,
@@ -1106,6 +1111,24 @@ def _spans(
     )
 
 
+def _speaker_spans(base: int, raw: Any) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """For a subjectless chat claim of the speaker, an empty subject span at its verb.
+
+    "yeah quit Shopify in december": the claim's words run from "quit" to "Shopify" (its
+    dates are read there as for a named subject); ``None`` for any other edge.
+    """
+    obj = raw.object
+    if raw.subject is not SPEAKER or not hasattr(obj, "idx"):
+        return None
+    verb = obj.head
+    while verb.pos_ not in {"VERB", "AUX"} and verb.head is not verb:
+        verb = verb.head
+    if verb.pos_ not in {"VERB", "AUX"} or verb.i > obj.i:
+        return None
+    at = verb.idx - base
+    return (at, at), (obj.idx - base, obj.idx - base + len(obj.text))
+
+
 def _name_start(tok: Any, token_keys: dict[int, str], base: int, start: int) -> int:
     """The start (in the sentence) of the name ``tok`` stands for: before its earlier tokens.
 
@@ -1244,6 +1267,33 @@ def _suffix_stops(doc: Any) -> set[int]:
     }
 
 
+# Chat's discourse fillers before a sentence's subject ("btw my wife Noor just got
+# promoted at Airbnb", "ok so Tom joined Arup"): spaCy's small model can take one for the
+# verb or the subject ("btw" as an ``advcl`` whose subject is "wife").
+_FILLERS = frozenset(
+    {"btw", "lol", "lmao", "ngl", "tbh", "omg", "fyi", "imo", "anyway", "anyways", "ok", "okay"}
+)
+_FILLER_TAILS = frozenset({"so"})  # "ok so ..."
+
+
+def _filler_openers(doc: Any) -> set[int]:
+    """Token indexes that open a sentence after a run of fillers at its start (and the fillers').
+
+    Only when a word follows the run directly ("btw my wife", not "btw, my wife" nor a
+    lone "lol"); the fillers become a sentence of their own and the rest parses as one.
+    """
+    out: set[int] = set()
+    for sent in doc.sents:
+        if sent[0].lower_ not in _FILLERS:
+            continue
+        end = sent.start + 1
+        while end < sent.end and doc[end].lower_ in _FILLERS | _FILLER_TAILS:
+            end += 1
+        if end < sent.end - 1 and doc[end].is_alpha:
+            out |= {sent.start, end}
+    return out
+
+
 def _split_suffix_stops(
     nlp: Any, table: AttributeTable | None, docs: Iterable[Any]
 ) -> Iterator[Any]:
@@ -1251,28 +1301,34 @@ def _split_suffix_stops(
 
     The parser already put a sentence boundary after the suffix; the new parse reads
     "Corp" and "." as two tokens, as it does at the end of a text (same text, same
-    character offsets). Other tokens keep the tokenizer's text and norms.
+    character offsets). Other tokens keep the tokenizer's text and norms. A doc with a
+    sentence that opens with fillers (``_filler_openers``) is parsed again with a sentence
+    boundary after them: the sentence after them has its own parse ("btw" is no subject).
     """
     from spacy.tokens import Doc
 
     for doc in docs:
         stops = _suffix_stops(doc)
-        if not stops:
+        openers = _filler_openers(doc)
+        if not stops and not openers:
             yield doc
             continue
         words: list[str] = []
         spaces: list[bool] = []
         norms: list[str | None] = []
+        starts: list[bool | int | None] = []  # True: a sentence starts here; None: unset
         for tok in nlp.make_doc(doc.text):
             if tok.i in stops and tok.text.endswith("."):
                 words += [tok.text[:-1], "."]
                 spaces += [False, bool(tok.whitespace_)]
                 norms += [None, None]
+                starts += [None, None]
             else:
                 words.append(tok.text)
                 spaces.append(bool(tok.whitespace_))
                 norms.append(tok.norm_)
-        split = Doc(nlp.vocab, words=words, spaces=spaces)
+                starts.append(True if tok.i in openers else None)
+        split = Doc(nlp.vocab, words=words, spaces=spaces, sent_starts=starts)
         if split.text != doc.text:  # pragma: no cover - the tokenizer rebuilt another text
             yield doc
             continue
