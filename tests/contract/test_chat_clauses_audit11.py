@@ -6,7 +6,9 @@ clause; before, the move was dropped); "yeah quit Shopify in december, joined a 
 called Pixelfern" closes the speaker's stored Shopify job on December 1 (the message's
 December before it) and stores the join (before: nothing on the rule tier, no ending on
 the parser tier); "btw my wife Noor just got promoted at Airbnb" stores Noor's job on the
-parser tier too; "Tom is CEO of Monzo" stores ``lead`` (before: nothing). Negated and
+parser tier too; "Raj left Shopify, he works at Google now" closes Raj's job and stores
+his Google job (before: nothing on the parser tier); "Tom is CEO of Monzo" stores
+``lead`` (before: nothing). Negated and
 hedged forms store none of these. Rule and parser tiers.
 """
 
@@ -93,6 +95,24 @@ async def test_a_subjectless_departure_is_the_speakers(store: Any, index: Any, t
     job, join = edges[("Lu", "work_at", "Shopify")], edges[("Lu", "join", "Pixelfern")]
     assert (job.valid_from, job.valid_until) == (EARLIER, DECEMBER)
     assert (join.valid_from, join.valid_until) == (T, None)
+
+
+async def test_a_pronoun_after_a_named_departure_is_that_person(
+    store: Any, index: Any, tier: str
+) -> None:
+    # Before the fix the parser tier stored nothing here (spaCy's small model tags a
+    # sentence-opening "Raj" as an adverb) and ended the speaker's job on "Raj left Shopify".
+    edges = await _stored(
+        store,
+        index,
+        tier,
+        (EARLIER, "Raj works at Shopify."),
+        (T, "Raj left Shopify, he works at Google now"),
+    )
+    assert set(edges) == {("Raj", "work_at", "Shopify"), ("Raj", "work_at", "Google")}
+    old, new = edges[("Raj", "work_at", "Shopify")], edges[("Raj", "work_at", "Google")]
+    assert (old.valid_from, old.valid_until) == (EARLIER, T)
+    assert (new.valid_from, new.valid_until) == (T, None)
 
 
 @pytest.mark.parametrize(
