@@ -58,8 +58,7 @@ CASES: list[tuple[str, Edges, Edges]] = [
     (
         "btw my wife Noor just got promoted at Airbnb",
         {("Dan", "spouse_of", "Noor"): False, ("Noor", "work_at", "Airbnb"): False},
-        # spaCy's small model parses "btw" as the passive subject: no job on that tier.
-        {("Dan", "spouse_of", "Noor"): False},
+        SAME,  # the parser tier parses the sentence after its filler apart (clauses pass)
     ),
     ("I didn't get promoted at Airbnb", {}, SAME),
     ("Noor never got promoted at Airbnb", {}, SAME),
@@ -145,8 +144,9 @@ CASES: list[tuple[str, Edges, Edges]] = [
     ("was great seeing you at Arup", {}, SAME),
     (
         "yeah quit Shopify in december, joined a tiny studio called Pixelfern last week",
-        {},  # the rule tier reads a subjectless claim only where it opens the sentence
-        {("Dan", "join", "Pixelfern"): False},
+        # A departure opening the sentence is the speaker's too (clauses pass).
+        {("Dan", "work_at", "Shopify"): True, ("Dan", "join", "Pixelfern"): False},
+        SAME,
     ),
     (
         "I moved to Leeds in may, might start at Arup in june",
@@ -154,7 +154,12 @@ CASES: list[tuple[str, Edges, Edges]] = [
         SAME,
     ),
     ("I moved to Leeds in may, never started at Arup", {("Dan", "move_to", "Leeds"): False}, SAME),
-    ("didn't move to Leeds, started at Arup in june", {}, SAME),
+    (
+        "didn't move to Leeds, started at Arup in june",
+        {},  # the rule tier shares no subject after a negated claim
+        # The "do" negation stays in its clause on the parser tier (clauses pass).
+        {("Dan", "join", "Arup"): False},
+    ),
     ("soooo I start at Monzo on monday", {("Dan", "join", "Monzo"): False}, SAME),
     ("Tom might start at Arup", {}, SAME),
     ("Tom didn't start at Arup", {}, SAME),

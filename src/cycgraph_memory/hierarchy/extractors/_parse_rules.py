@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cycgraph_memory.hierarchy.extractors import _parse_tables as tab
+from cycgraph_memory.hierarchy.extractors._lexicon import FIRST_NAMES
 from cycgraph_memory.hierarchy.extractors._parse_names import verb_like_conjunct
 
 __all__ = [
@@ -226,9 +227,31 @@ def asserted(verb: Any) -> bool:
             # ``acl`` and stays under the verb above it).
             return True
         own_subject = bool(_children(tok, *_SUBJ, "nsubjpass"))
-        strict = strict and (tok.dep_ == "xcomp" or (tok.dep_ == "conj" and not own_subject))
+        strict = strict and (
+            tok.dep_ == "xcomp"
+            or (tok.dep_ == "conj" and not own_subject and not _comma_splice(tok))
+        )
         tok = tok.head
     return True
+
+
+def _comma_splice(verb: Any) -> bool:
+    """A past-tense conjunct after a bare comma, of a verb negated with "do".
+
+    "i don't live in Ottawa anymore, moved to Montreal": "moved" cannot share the "do" of
+    the negated clause (a bare conjunct can: "didn't quit, sell or move"), so the
+    negation stays in its own clause.
+    """
+    head = verb.head
+    return bool(
+        verb.tag_ == "VBD"
+        and verb.i > 0
+        and verb.doc[verb.i - 1].lower_ == ","
+        and not _children(verb, "cc")
+        and not _children(head, "cc")
+        and _children(head, "neg")
+        and any(a.lemma_.lower() == "do" for a in _children(head, "aux"))
+    )
 
 
 def _subjects(verb: Any) -> list[Any]:
@@ -298,13 +321,41 @@ def _verb_edges(verb: Any, chat: bool) -> Iterator[tuple[Any, str, Any, float]]:
         chat
         and not _subjects(verb)
         and not _is_passive(verb)
-        and verb.tag_ in {"VBG", "VBD", "VBN"}
+        and (verb.tag_ in {"VBG", "VBD", "VBN"} or _bare_quit(verb))
         and (verb.dep_ == "ROOT" or (verb.dep_ == "conj" and _subjectless_root(verb.head)))
+        and not _missed_name_before(verb)
     ):
         # A subjectless chat clause: the speaker is the subject ("moved to Leeds in may,
         # started at Arup in june": the second clause too).
         for _, relation, o, confidence in _verb_edges_raw(verb, implicit=True):
             yield SPEAKER, relation, o, confidence - 0.1
+
+
+def _missed_name_before(verb: Any) -> bool:
+    """A known first name before ``verb`` in its sentence that the tagger did not read as one.
+
+    spaCy's small model tags a first word such as "Raj" as an adverb ("Raj left Shopify"):
+    the clause has a subject the parse lost, and it is not the speaker's.
+    """
+    sent = verb.sent
+    return any(
+        t.is_title and t.lower_ in FIRST_NAMES and t.pos_ != "PROPN"
+        for t in verb.doc[sent.start : verb.i]
+    )
+
+
+def _bare_quit(verb: Any) -> bool:
+    """A sentence-opening "quit" the tagger reads as an imperative.
+
+    "yeah quit Shopify in december" is chat's past tense ("quit" has one form): the
+    ending is the speaker's.
+    """
+    before = verb.doc[verb.sent.start : verb.i]
+    return bool(
+        verb.lower_ == "quit"
+        and verb.dep_ == "ROOT"
+        and all(t.pos_ in {"INTJ", "ADV", "CCONJ", "PUNCT"} for t in before)
+    )
 
 
 def _subjectless_root(verb: Any) -> bool:
@@ -632,9 +683,15 @@ def _role_edges(
     # "Aisha Bello is head of data science at Monzo": a role said with a present "is"
     # holds at its "at" organisation (``work_at`` whatever the role: she heads a unit).
     head = person.head
+    # "Tom is CEO of Monzo", "Tom is the founder of Monzo": the role's relation to its "of"
+    # organisation, as in an apposition ("Tom, CEO of Monzo,").
     if person.dep_ == "nsubj" and head.lemma_ == "be" and head.tag_ == "VBZ" and asserted(head):
         for attr in _children(head, "attr"):
             if attr.lower_ in tab.ROLE_RELATIONS or attr.lemma_.lower() in tab.ROLE_RELATIONS:
+                for org in _role_of_at(attr)[0]:
+                    if org.pos_ == "PROPN" and ref(org) is not None:
+                        yield person, _role_relation(attr), org, 0.6
+                        break
                 for org in _role_of_at(attr)[1]:
                     if ref(org) is not None:
                         yield person, "work_at", org, 0.6

@@ -162,14 +162,37 @@ _NEW_CLAUSE = re.compile(
 )
 
 
+# A comma splice after a "do" negation: "i don't live in Ottawa anymore, moved to
+# Montreal", "didn't move to Leeds, started at Arup". A past form after the comma cannot
+# share the "do" of the negated clause (a bare verb can: "didn't quit, sell or move"), so
+# it opens a clause of its own.
+_DO_NOT = re.compile(
+    r"\b(?:do|does|did)(?:n['\u2019]?t\b|\s+not\b)|\b(?:dont|doesnt|didnt)\b", re.IGNORECASE
+)
+_COMMA_PAST = re.compile(
+    r",\s*(?:(?:then|now|just|also|so|and\s+then)\s+)?"
+    r"(?:[a-z]+ed|left|got|took|went|became|began|found|made)\b"
+)
+
+
 def _new_clause(gap: str) -> int:
     """Offset in ``gap`` where the clause of the later mention starts (0: the same clause).
 
-    The last coordination of ``gap`` that opens a new finite clause (``_NEW_CLAUSE``).
+    The last coordination of ``gap`` that opens a new finite clause (``_NEW_CLAUSE``), or
+    the last comma before a past-tense verb after a "do" negation (``_COMMA_PAST``).
     """
     start = 0
     for match in _NEW_CLAUSE.finditer(gap):
         start = match.start()
+    return max(start, _comma_splice(gap))
+
+
+def _comma_splice(gap: str) -> int:
+    """Offset of the last comma in ``gap`` before a past verb after a "do" negation (or 0)."""
+    start = 0
+    for match in _COMMA_PAST.finditer(gap):
+        if _DO_NOT.search(gap, 0, match.start()) is not None:
+            start = match.start()
     return start
 
 
@@ -351,7 +374,12 @@ def claim_polarity(
         if _LEAD_NEGATED.search(framing) is not None or _UNREAL.search(gap[cut:]) is not None:
             return "negated"
         return "ended"
-    if cut:
+    splice = _comma_splice(gap)
+    if splice and splice >= cut:
+        # "i don't live in Ottawa anymore, moved to Montreal": the negation of the clause
+        # before the comma is not said of the move.
+        gap = gap[splice:]
+    elif cut:
         # "no longer works at Acme and now works at Globex": the ending said in the earlier
         # clause is no denial of the later one (its negations still count: "didn't quit
         # Acme and joined Globex" stays unasserted).

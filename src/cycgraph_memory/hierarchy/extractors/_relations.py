@@ -225,6 +225,12 @@ _CHAT_OPENER = re.compile(
 )
 
 
+# Fixed phrases that are past events a subjectless chat claim may open with: a job got or
+# a promotion ("got a job at", "got promoted at") and a departure ("yeah quit Shopify in
+# december", "left Acme last week"; "quit" has one form, read as the past there).
+_CHAT_PAST_FIXED = frozenset({"got a job at", "got promoted at", "left", "quit", "resigned from"})
+
+
 _CLAUSE_OPEN = re.compile(r",\s*(?:who|which)\b[^,]*$", re.IGNORECASE)
 
 
@@ -407,7 +413,7 @@ def match_relations(
             and chat
             and previous is None
             and not passive
-            and (verb in pattern.participles or (pattern.fixed and verb.startswith("got ")))
+            and (verb in pattern.participles or (pattern.fixed and verb in _CHAT_PAST_FIXED))
             and _CHAT_OPENER.match(sentence, 0, match.start()) is not None
         ):
             subject = Arg(match.start(), match.start(), None, "i")

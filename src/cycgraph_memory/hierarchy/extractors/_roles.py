@@ -1,6 +1,6 @@
 """Private role-noun relations for the rule tier (relations carried by nouns).
 
-Three shapes, all between entity mentions of one sentence:
+The shapes, all between entity mentions of one sentence:
 
 * ``ORG [former] ROLE PERSON``: "Northgate manager Ian Carver" -> manage, "former Oracle
   engineer Tomasz Wolski" -> work_at;
@@ -8,6 +8,8 @@ Three shapes, all between entity mentions of one sentence:
   Kettle" -> work_at;
 * ``PERSON is [a|the] ... ROLE [of ...] at ORG``: "Aisha Bello is head of data science at
   Monzo" -> work_at;
+* ``PERSON is [a|the] ROLE of ORG``: "Tom is CEO of Monzo" -> lead, "Tom is the founder of
+  Monzo" -> found (the role's relation, as in an apposition);
 * ``its|their ROLE PERSON``: "its co-founder Sam Whitfield" -> found, with "its" resolved
   like the pronoun "it" (the latest organisation, tool or concept).
 
@@ -38,6 +40,12 @@ _IS_ROLE_AT = re.compile(
     rf"^\s+(?:is|\u2019s|'s)\s+(?:(?:a|an|the)\s+)?(?:[a-z-]+\s+){{0,3}}?(?i:{_ROLES})"
     r"(?:\s+of\s+(?:[a-z&-]+\s+){0,3}?[a-z&-]+)?\s+at\s+$"
 )
+# "Tom is CEO of Monzo", "Tom is the founder of Monzo": a role said with a present "is"
+# right before "of" and the organisation has the role's relation (``lead``, ``found``), as
+# the parser tier reads an apposition ("Tom, CEO of Monzo,").
+_IS_ROLE_OF = re.compile(
+    rf"^\s+(?:is|\u2019s|'s)\s+(?:(?:a|an|the)\s+)?(?:(chief)\s+)?(?i:({_ROLES}))\s+of\s+$"
+)
 _POSSESSIVE_ROLE = re.compile(rf"\b(its|their)\s+(?:former\s+|new\s+)?({_ROLES})\s+$", re.I)
 _CONFIDENCE = 0.6
 
@@ -56,6 +64,19 @@ def role_relations(sentence: str, mentions: list[Mention]) -> list[RawRelation]:
                     Arg(right.start, right.end, right.key),
                     relation,
                     Arg(left.start, left.end, left.key),
+                    _CONFIDENCE,
+                )
+            )
+        elif (role_of := _IS_ROLE_OF.match(gap)) is not None:
+            word = role_of.group(2).lower()
+            out.append(
+                RawRelation(
+                    Arg(left.start, left.end, left.key),
+                    # "a Visa executive" works there; a chief executive leads.
+                    "work_at"
+                    if word == "executive" and role_of.group(1) is None
+                    else ROLE_RELATIONS[word],
+                    Arg(right.start, right.end, right.key),
                     _CONFIDENCE,
                 )
             )

@@ -696,14 +696,19 @@ class ParserExtractor:
                         continue
                     ended = ended or polarity == "ended" or frame in ENDED_FRAMES
                 until = since = None
-                if spans is not None and spans[0] < spans[1]:
+                dated = spans if spans is not None else _speaker_spans(sent_start, raw)
+                if dated is not None and dated[0] < dated[1]:
                     # "worked at Hooli until March" (held, and stopped then), "has worked
                     # at Acme since 2021" / "for three years" (held from then), "last year
-                    # Dan left Hooli", "in 2019 Carla moved to Berlin". After the whole
-                    # name: "Bank of America" is headed by "Bank".
+                    # Dan left Hooli", "in 2019 Carla moved to Berlin", "yeah quit Shopify
+                    # in december" (the speaker's, from the verb). After the whole name:
+                    # "Bank of America" is headed by "Bank".
+                    spans = dated
                     ended, until, since = claim_dates(
                         sent_text,
-                        _name_start(raw.subject, token_keys, sent_start, spans[0][0]),
+                        spans[0][0]
+                        if raw.subject is SPEAKER
+                        else _name_start(raw.subject, token_keys, sent_start, spans[0][0]),
                         _name_end(raw.object, token_keys, sent_start, spans[1][1]),
                         claim_clause(sent_text[spans[0][1] : spans[1][0]]),
                         stative=relation in STATIVE_RELATIONS,
@@ -1106,6 +1111,24 @@ def _spans(
     )
 
 
+def _speaker_spans(base: int, raw: Any) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """For a subjectless chat claim of the speaker, an empty subject span at its verb.
+
+    "yeah quit Shopify in december": the claim's words run from "quit" to "Shopify" (its
+    dates are read there as for a named subject); ``None`` for any other edge.
+    """
+    obj = raw.object
+    if raw.subject is not SPEAKER or not hasattr(obj, "idx"):
+        return None
+    verb = obj.head
+    while verb.pos_ not in {"VERB", "AUX"} and verb.head is not verb:
+        verb = verb.head
+    if verb.pos_ not in {"VERB", "AUX"} or verb.i > obj.i:
+        return None
+    at = verb.idx - base
+    return (at, at), (obj.idx - base, obj.idx - base + len(obj.text))
+
+
 def _name_start(tok: Any, token_keys: dict[int, str], base: int, start: int) -> int:
     """The start (in the sentence) of the name ``tok`` stands for: before its earlier tokens.
 
@@ -1244,6 +1267,61 @@ def _suffix_stops(doc: Any) -> set[int]:
     }
 
 
+# Chat's discourse fillers before a sentence's subject ("btw my wife Noor just got
+# promoted at Airbnb", "ok so Tom joined Arup"): spaCy's small model can take one for the
+# verb or the subject ("btw" as an ``advcl`` whose subject is "wife").
+_FILLERS = frozenset(
+    {"btw", "lol", "lmao", "ngl", "tbh", "omg", "fyi", "imo", "anyway", "anyways", "ok", "okay"}
+)
+_FILLER_TAILS = frozenset({"so"})  # "ok so ..."
+
+
+# A first name spaCy's small model reads as a name at the start of a sentence.
+_NAME_NORM = "tom"
+
+
+def _missed_names(doc: Any) -> set[int]:
+    """Character offsets of known first names that open a sentence, not tagged ``PROPN``.
+
+    The small model tags a sentence-opening "Raj" as an adverb ("Raj left Shopify, he
+    works at Google now": no subject, "left" a modifier of "Shopify").
+    """
+    return {
+        sent[0].idx
+        for sent in doc.sents
+        if sent[0].is_title and sent[0].lower_ in lex.FIRST_NAMES and sent[0].pos_ != "PROPN"
+    }
+
+
+def _filler_openers(doc: Any) -> set[int]:
+    """Token indexes that open a sentence after a run of fillers at its start (and the fillers').
+
+    Only when a word follows the run directly ("btw my wife", not "btw, my wife" nor a
+    lone "lol") and the parse took a filler for something else than a filler (a subject,
+    a verb, part of a name: "btw" as an ``advcl`` in "btw my wife Noor just got promoted
+    at Airbnb"); the fillers become a sentence of their own and the rest parses as one.
+    """
+    out: set[int] = set()
+    for sent in doc.sents:
+        if sent[0].lower_ not in _FILLERS:
+            continue
+        end = sent.start + 1
+        while end < sent.end and doc[end].lower_ in _FILLERS | _FILLER_TAILS:
+            end += 1
+        if (
+            end < sent.end - 1
+            and doc[end].is_alpha
+            and any(t.dep_ not in _FILLER_DEPS for t in doc[sent.start : end])
+        ):
+            out |= {sent.start, end}
+    return out
+
+
+# How a filler hangs off the parse when it is read as one ("anyway I work at Canva": an
+# ``intj``): no second parse then (one costs as much as the first).
+_FILLER_DEPS = frozenset({"intj", "advmod", "npadvmod", "discourse", "ROOT", "cc", "punct"})
+
+
 def _split_suffix_stops(
     nlp: Any, table: AttributeTable | None, docs: Iterable[Any]
 ) -> Iterator[Any]:
@@ -1251,35 +1329,79 @@ def _split_suffix_stops(
 
     The parser already put a sentence boundary after the suffix; the new parse reads
     "Corp" and "." as two tokens, as it does at the end of a text (same text, same
-    character offsets). Other tokens keep the tokenizer's text and norms.
+    character offsets). Other tokens keep the tokenizer's text and norms. A doc with a
+    sentence that opens with fillers (``_filler_openers``) is parsed again with a sentence
+    boundary after them: the sentence after them has its own parse ("btw" is no subject).
+    A doc with a sentence that opens with a known first name the tagger did not read as a
+    name (``_missed_names``) is parsed again with that token's norm, a model feature, set
+    to a first name the model reads as one; its own norm is put back after the parse.
     """
+    pending: list[tuple[Any, tuple[Any, list[tuple[int, str]]] | None]] = []
+    for doc in docs:
+        pending.append((doc, _prepared(nlp, doc)))
+        if len(pending) >= _REPARSE_CHUNK:
+            yield from _reparsed(nlp, table, pending)
+            pending = []
+    yield from _reparsed(nlp, table, pending)
+
+
+# Docs read per ``nlp.pipe`` call of the second parse (one call has a fixed cost).
+_REPARSE_CHUNK = 64
+
+
+def _reparsed(
+    nlp: Any,
+    table: AttributeTable | None,
+    pending: list[tuple[Any, tuple[Any, list[tuple[int, str]]] | None]],
+) -> Iterator[Any]:
+    """Each doc of ``pending``, or its second parse; the second parses in one call."""
+    splits = [prepared[0] for _, prepared in pending if prepared is not None]
+    parsed = iter(list(pipe_docs(nlp, table, splits, max(1, len(splits)))) if splits else [])
+    for doc, prepared in pending:
+        if prepared is None:
+            yield doc
+            continue
+        again = next(parsed)
+        for i, norm in prepared[1]:
+            again[i].norm_ = norm  # the name's own norm, after the parse that read the hint
+        yield again
+
+
+def _prepared(nlp: Any, doc: Any) -> tuple[Any, list[tuple[int, str]]] | None:
+    """The doc to parse again for ``doc`` (and the norms to put back), or ``None``."""
     from spacy.tokens import Doc
 
-    for doc in docs:
-        stops = _suffix_stops(doc)
-        if not stops:
-            yield doc
-            continue
-        words: list[str] = []
-        spaces: list[bool] = []
-        norms: list[str | None] = []
-        for tok in nlp.make_doc(doc.text):
-            if tok.i in stops and tok.text.endswith("."):
-                words += [tok.text[:-1], "."]
-                spaces += [False, bool(tok.whitespace_)]
-                norms += [None, None]
-            else:
-                words.append(tok.text)
-                spaces.append(bool(tok.whitespace_))
-                norms.append(tok.norm_)
-        split = Doc(nlp.vocab, words=words, spaces=spaces)
-        if split.text != doc.text:  # pragma: no cover - the tokenizer rebuilt another text
-            yield doc
-            continue
-        for tok, norm in zip(split, norms, strict=True):
-            if norm is not None:
-                tok.norm_ = norm
-        yield next(iter(pipe_docs(nlp, table, [split], 1)))
+    stops = _suffix_stops(doc)
+    openers = _filler_openers(doc)
+    names = _missed_names(doc)
+    if not stops and not openers and not names:
+        return None
+    words: list[str] = []
+    spaces: list[bool] = []
+    norms: list[str | None] = []
+    starts: list[bool | int | None] = []  # True: a sentence starts here; None: unset
+    for tok in nlp.make_doc(doc.text):
+        if tok.i in stops and tok.text.endswith("."):
+            words += [tok.text[:-1], "."]
+            spaces += [False, bool(tok.whitespace_)]
+            norms += [None, None]
+            starts += [None, None]
+        else:
+            words.append(tok.text)
+            spaces.append(bool(tok.whitespace_))
+            norms.append(tok.norm_)
+            starts.append(True if tok.i in openers else None)
+    split = Doc(nlp.vocab, words=words, spaces=spaces, sent_starts=starts)
+    if split.text != doc.text:  # pragma: no cover - the tokenizer rebuilt another text
+        return None
+    hinted: list[tuple[int, str]] = []
+    for tok, norm in zip(split, norms, strict=True):
+        if norm is not None:
+            tok.norm_ = norm
+        if tok.idx in names:
+            hinted.append((tok.i, tok.norm_))
+            tok.norm_ = _NAME_NORM
+    return split, hinted
 
 
 def parse_texts(turns: Sequence[Turn]) -> list[str]:
