@@ -19,27 +19,18 @@ from typing import Any
 
 import pytest
 
-from cycgraph_memory import HashingEmbeddingProvider, MemoryPipeline, Message, RuleBasedExtractor
+from cycgraph_memory import HashingEmbeddingProvider, MemoryPipeline, Message
 
 from .factories import EMBED_DIM
+from .tiers import tier_extractor
 
 EARLIER = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 T = datetime(2026, 6, 15, 20, 0, tzinfo=UTC)
 DECEMBER = datetime(2025, 12, 1, tzinfo=UTC)
 
-_PARSER: list[Any] = []
-
 
 def _extractor(tier: str) -> Any:
-    if tier == "rule":
-        return RuleBasedExtractor()
-    from cycgraph_memory.hierarchy.extractors.parser import ParserExtractor, parser_available
-
-    if not parser_available():  # pragma: no cover - the parser extra is absent
-        pytest.skip("the parser extra is not installed")
-    if not _PARSER:
-        _PARSER.append(ParserExtractor())  # one loaded pipeline for the whole module
-    return _PARSER[0]
+    return tier_extractor(tier)
 
 
 @pytest.fixture(params=["rule", "parser"])

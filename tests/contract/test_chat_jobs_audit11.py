@@ -22,6 +22,7 @@ from .tiers import tier_extractor
 
 T = datetime(2026, 12, 7, 9, 0, tzinfo=UTC)
 
+
 def _extractor(tier: str) -> Any:
     return tier_extractor(tier)
 

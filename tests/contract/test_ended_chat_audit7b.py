@@ -27,6 +27,7 @@ from .tiers import tier_extractor
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 T1 = datetime(2026, 12, 15, 9, 0, tzinfo=UTC)
 
+
 def _extractor(tier: str) -> Any:
     return tier_extractor(tier)
 
