@@ -19,10 +19,7 @@ from typing import Any
 
 import pytest
 
-from cycgraph_memory import HashingEmbeddingProvider, MemoryPipeline, Message
-
-from .factories import EMBED_DIM
-from .tiers import tier_extractor
+from .tiers import ingest_said, tier_extractor
 
 EARLIER = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 T = datetime(2026, 6, 15, 20, 0, tzinfo=UTC)
@@ -42,22 +39,7 @@ async def _stored(
     store: Any, index: Any, tier: str, *said: tuple[datetime, str]
 ) -> dict[tuple[str, str, str], Any]:
     """Ingest each (time, text) said by Lu; every stored edge as (source, relation, target)."""
-    pipeline = MemoryPipeline(
-        store,
-        index=index,
-        extractor=_extractor(tier),
-        embedder=HashingEmbeddingProvider(dimensions=EMBED_DIM),
-    )
-    for at, text in said:
-        await pipeline.ingest(
-            [Message(role="user", content=text, timestamp=at, metadata={"name": "Lu"})]
-        )
-    entities = {e.id: e.name for e in await store.find_entities()}
-    return {
-        (entities[r.source_id], r.relation_type, entities[r.target_id]): r
-        for e in entities
-        for r in await store.get_relationships_for_entity(e, direction="outgoing")
-    }
+    return await ingest_said(store, index, _extractor(tier), said, "Lu")
 
 
 async def test_a_negation_stays_in_its_clause(store: Any, index: Any, tier: str) -> None:

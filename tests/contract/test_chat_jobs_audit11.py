@@ -15,10 +15,7 @@ from typing import Any
 
 import pytest
 
-from cycgraph_memory import HashingEmbeddingProvider, MemoryPipeline, Message
-
-from .factories import EMBED_DIM
-from .tiers import tier_extractor
+from .tiers import ingest_said, tier_extractor
 
 T = datetime(2026, 12, 7, 9, 0, tzinfo=UTC)
 
@@ -34,21 +31,7 @@ def tier(request: pytest.FixtureRequest) -> str:
 
 async def _stored(store: Any, index: Any, tier: str, text: str) -> dict[tuple[str, str, str], Any]:
     """Ingest ``text`` said by Lu at T; every stored edge as (source, relation, target)."""
-    pipeline = MemoryPipeline(
-        store,
-        index=index,
-        extractor=_extractor(tier),
-        embedder=HashingEmbeddingProvider(dimensions=EMBED_DIM),
-    )
-    await pipeline.ingest(
-        [Message(role="user", content=text, timestamp=T, metadata={"name": "Lu"})]
-    )
-    entities = {e.id: e.name for e in await store.find_entities()}
-    return {
-        (entities[r.source_id], r.relation_type, entities[r.target_id]): r
-        for e in entities
-        for r in await store.get_relationships_for_entity(e, direction="outgoing")
-    }
+    return await ingest_said(store, index, _extractor(tier), [(T, text)], "Lu")
 
 
 async def test_a_relatives_job_is_stored_on_the_relative(store: Any, index: Any, tier: str) -> None:

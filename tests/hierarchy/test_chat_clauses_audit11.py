@@ -16,9 +16,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cycgraph_memory.records import Episode, Message, Provenance
-
-from ._tiers import extractor_tiers
+from ._tiers import extractor_tiers, said_by
 
 T = datetime(2026, 6, 15, 20, 0, tzinfo=UTC)
 NOW = "2026-06-15"
@@ -29,22 +27,9 @@ SAME: Edges = {("same", "as", "rule"): (False, "")}  # the parser tier's expecta
 
 async def _edges(extractor: object, text: str) -> Edges:
     """(source, relation, target) -> (ended marker, valid_from day), for one message Dan says."""
-    message = Message(role="user", content=text, timestamp=T, metadata={"name": "Dan"})
-    episode = Episode(
-        topic="chat",
-        messages=[message],
-        started_at=T,
-        ended_at=T,
-        provenance=Provenance(source="system"),
-    )
-    result = await extractor.extract(episode)  # type: ignore[attr-defined]
-    names = {e.id: e.name for e in result.entities}
     return {
-        (names[r.source_id], r.relation_type, names[r.target_id]): (
-            r.attributes.get("ended") is True,
-            r.valid_from.date().isoformat(),
-        )
-        for r in result.relationships
+        key: (r.attributes.get("ended") is True, r.valid_from.date().isoformat())
+        for key, r in await said_by(extractor, text, T)
     }
 
 

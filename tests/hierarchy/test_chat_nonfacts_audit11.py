@@ -20,9 +20,8 @@ import pytest
 from cycgraph_memory.hierarchy.extractors._dates import resolve_since, resolve_until
 from cycgraph_memory.hierarchy.extractors._polarity import locate_claim, quotations, quoted_claim
 from cycgraph_memory.hierarchy.grounding import resolve_first_person
-from cycgraph_memory.records import Episode, Message, Provenance
 
-from ._tiers import extractor_tiers
+from ._tiers import extractor_tiers, said_by
 
 T = datetime(2026, 6, 15, 20, 0, tzinfo=UTC)
 
@@ -31,23 +30,9 @@ Edges = dict[tuple[str, str, str], tuple[bool, datetime, datetime | None]]
 
 async def _edges(extractor: object, text: str) -> Edges:
     """(source, relation, target) -> (ended marker, valid_from, valid_until); Dan says it."""
-    message = Message(role="user", content=text, timestamp=T, metadata={"name": "Dan"})
-    episode = Episode(
-        topic="chat",
-        messages=[message],
-        started_at=T,
-        ended_at=T,
-        provenance=Provenance(source="system"),
-    )
-    result = await extractor.extract(episode)  # type: ignore[attr-defined]
-    names = {e.id: e.name for e in result.entities}
     return {
-        (names[r.source_id], r.relation_type, names[r.target_id]): (
-            r.attributes.get("ended") is True,
-            r.valid_from,
-            r.valid_until,
-        )
-        for r in result.relationships
+        key: (r.attributes.get("ended") is True, r.valid_from, r.valid_until)
+        for key, r in await said_by(extractor, text, T)
     }
 
 
