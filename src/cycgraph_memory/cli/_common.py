@@ -155,10 +155,16 @@ def emit_json(state: Settings, payload: Any) -> None:
         return str(value)
 
     def dumps(ensure_ascii: bool) -> str:
-        return json.dumps(
-            _finite(payload), default=default, indent=2, ensure_ascii=ensure_ascii,
-            allow_nan=False,
-        ) + "\n"
+        return (
+            json.dumps(
+                _finite(payload),
+                default=default,
+                indent=2,
+                ensure_ascii=ensure_ascii,
+                allow_nan=False,
+            )
+            + "\n"
+        )
 
     try:
         sys.stdout.write(dumps(ensure_ascii=False))

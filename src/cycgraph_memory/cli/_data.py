@@ -190,8 +190,12 @@ def _search_payload(result: MemoryResult, prompt: str) -> dict[str, Any]:
             for f in result.facts
         ],
         "messages": [
-            {"id": str(m.id), "role": m.role, "content": m.content,
-             "timestamp": m.timestamp.isoformat()}
+            {
+                "id": str(m.id),
+                "role": m.role,
+                "content": m.content,
+                "timestamp": m.timestamp.isoformat(),
+            }
             for m in result.messages
         ],
         "themes": [{"id": str(t.id), "label": t.label} for t in result.themes],
@@ -255,8 +259,11 @@ def _show_search(state: Settings, payload: dict[str, Any]) -> None:
         console.print(table("themes", ["theme"], [[t["label"]] for t in payload["themes"]]))
     if payload["entities"]:
         console.print(
-            table("entities", ["entity", "type"],
-                  [[e["name"], e["type"]] for e in payload["entities"]])
+            table(
+                "entities",
+                ["entity", "type"],
+                [[e["name"], e["type"]] for e in payload["entities"]],
+            )
         )
     if payload["relationships"]:
         console.print(
@@ -290,7 +297,12 @@ def search_cmd(
     async def work() -> Any:
         async with await open_memory(state) as memory:
             return await memory.search(
-                text, mode=mode, limit=limit, tags=tags, entity=entity, max_hops=hops  # type: ignore[arg-type]
+                text,
+                mode=mode,  # type: ignore[arg-type]
+                limit=limit,
+                tags=tags,
+                entity=entity,
+                max_hops=hops,
             )
 
     found = run(work)

@@ -45,10 +45,18 @@ def _show_status(ctx: typer.Context, payload: dict[str, Any]) -> None:
         emit_json(state, payload)
         return
     state.console.print(
-        table(None, ["current", "head", "up to date", "embedding dim"], [
-            [payload["current"] or "(none)", payload["head"], payload["up_to_date"],
-             payload["embedding_dim"]]
-        ])
+        table(
+            None,
+            ["current", "head", "up to date", "embedding dim"],
+            [
+                [
+                    payload["current"] or "(none)",
+                    payload["head"],
+                    payload["up_to_date"],
+                    payload["embedding_dim"],
+                ]
+            ],
+        )
     )
 
 
@@ -87,7 +95,8 @@ def downgrade_cmd(
     """
     if not yes:
         what = (
-            "every table and record" if revision == "base"
+            "every table and record"
+            if revision == "base"
             else "the tables and columns of every later revision, with their data"
         )
         fail(f"downgrading to {revision} drops {what}; add --yes to confirm")
@@ -164,8 +173,10 @@ def embedded_uri(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
 
 
 def _index_rows(found: Any) -> list[dict[str, Any]]:
-    return [{"tenant": d.tenant_id, "table": d.table, "index": d.index_name,
-             "valid": d.valid} for d in found]
+    return [
+        {"tenant": d.tenant_id, "table": d.table, "index": d.index_name, "valid": d.valid}
+        for d in found
+    ]
 
 
 async def _with_engine(dsn: str, work: Callable[[Any], Awaitable[T]]) -> T:
@@ -193,15 +204,17 @@ def vector_indexes_list(ctx: typer.Context, json_output: bool = JSON_OPTION) -> 
     if state.json:
         emit_json(state, rows)
         return
-    state.console.print(table(None, ["tenant", "table", "index", "valid"],
-                              [list(r.values()) for r in rows]))
+    state.console.print(
+        table(None, ["tenant", "table", "index", "valid"], [list(r.values()) for r in rows])
+    )
 
 
 @vector_indexes_app.command("dedicate")
 def vector_indexes_dedicate(
     ctx: typer.Context,
     min_documents: int | None = typer.Option(
-        None, "--min-documents",
+        None,
+        "--min-documents",
         help="Every tenant with at least this many facts (instead of --tenant's one).",
     ),
     json_output: bool = JSON_OPTION,

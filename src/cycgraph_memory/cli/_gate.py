@@ -174,9 +174,7 @@ def operating_characteristics_svg(rows: list[OperatingCharacteristicsRow]) -> st
                 f'<text x="{pad - 6}" y="{y_of(tick) + 4}" text-anchor="end">{tick:.1f}</text>'
             )
         for n in runs:
-            out.append(
-                f'<text x="{x_of(n)}" y="{y_of(0) + 16}" text-anchor="middle">{n}</text>'
-            )
+            out.append(f'<text x="{x_of(n)}" y="{y_of(0) + 16}" text-anchor="middle">{n}</text>')
         out.append(
             f'<text x="{(width - 120) / 2}" y="{top + panel_h - 8}" text-anchor="middle">'
             "runs</text>"
@@ -254,20 +252,38 @@ def simulate_cmd(
     if state.json:
         emit_json(
             state,
-            {"rows": [r.model_dump(mode="json") for r in rows],
-             "chart": None if chart is None else str(chart)},
+            {
+                "rows": [r.model_dump(mode="json") for r in rows],
+                "chart": None if chart is None else str(chart),
+            },
         )
         return
     state.console.print(
         table(
             "gate operating characteristics",
-            ["noise", "effect", "runs", "promote", "evict", "harmful", "no lift", "held",
-             "mean decision run"],
             [
-                [r.noise_sd, f"{r.effect:+g}", r.runs, f"{r.promote_rate:.2f}",
-                 f"{r.evict_rate:.2f}", f"{r.harmful_evict_rate:.2f}", f"{r.no_lift_rate:.2f}",
-                 f"{r.held_rate:.2f}",
-                 "-" if r.mean_decision_run is None else f"{r.mean_decision_run:.1f}"]
+                "noise",
+                "effect",
+                "runs",
+                "promote",
+                "evict",
+                "harmful",
+                "no lift",
+                "held",
+                "mean decision run",
+            ],
+            [
+                [
+                    r.noise_sd,
+                    f"{r.effect:+g}",
+                    r.runs,
+                    f"{r.promote_rate:.2f}",
+                    f"{r.evict_rate:.2f}",
+                    f"{r.harmful_evict_rate:.2f}",
+                    f"{r.no_lift_rate:.2f}",
+                    f"{r.held_rate:.2f}",
+                    "-" if r.mean_decision_run is None else f"{r.mean_decision_run:.1f}",
+                ]
                 for r in rows
             ],
         )

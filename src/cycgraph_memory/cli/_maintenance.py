@@ -54,13 +54,23 @@ def mutation_rows(mutations: Sequence[Mutation]) -> list[dict[str, Any]]:
     for m in mutations:
         if isinstance(m, Put):
             rows.append(
-                {"action": "put", "kind": m.kind, "id": str(m.id), "reason": m.reason,
-                 "record": _describe(m.record)}
+                {
+                    "action": "put",
+                    "kind": m.kind,
+                    "id": str(m.id),
+                    "reason": m.reason,
+                    "record": _describe(m.record),
+                }
             )
         else:
             rows.append(
-                {"action": "delete", "kind": m.kind, "id": str(m.id), "reason": m.reason,
-                 "record": ""}
+                {
+                    "action": "delete",
+                    "kind": m.kind,
+                    "id": str(m.id),
+                    "reason": m.reason,
+                    "record": "",
+                }
             )
     return rows
 
@@ -77,8 +87,9 @@ def _show_plan(
         emit_json(state, payload)
         return
     console = state.console
-    console.print(table(f"{title}{' (dry run)' if dry_run else ''}", ["", "count"],
-                        list(report_json.items())))
+    console.print(
+        table(f"{title}{' (dry run)' if dry_run else ''}", ["", "count"], list(report_json.items()))
+    )
     if not dry_run:
         return
     if rows:
@@ -107,7 +118,9 @@ def resolve_entities_cmd(
 
         async with await open_memory(state) as memory:
             resolver = EntityResolver(
-                memory.store, index=memory.index, delete_mode=delete_mode  # type: ignore[arg-type]
+                memory.store,
+                index=memory.index,
+                delete_mode=delete_mode,  # type: ignore[arg-type]
             )
             with progress_bar(state, "resolving entities") as progress:
                 if dry_run:
@@ -172,8 +185,10 @@ def _show_conflicts(state: Settings, rows: list[dict[str, Any]]) -> None:
         table(
             f"{len(rows)} conflicts",
             ["type", "confidence", "fact a", "fact b"],
-            [[r["type"], r["confidence"], r["fact_a"]["content"], r["fact_b"]["content"]]
-             for r in rows],
+            [
+                [r["type"], r["confidence"], r["fact_a"]["content"], r["fact_b"]["content"]]
+                for r in rows
+            ],
         )
     )
 
@@ -233,8 +248,13 @@ def resolve_cmd(
                 "resolved": report.resolved,
                 "skipped": report.skipped,
                 "details": [
-                    {"action": d.action, "reason": d.reason, "type": d.conflict.type,
-                     "fact_a": str(d.conflict.fact_a.id), "fact_b": str(d.conflict.fact_b.id)}
+                    {
+                        "action": d.action,
+                        "reason": d.reason,
+                        "type": d.conflict.type,
+                        "fact_a": str(d.conflict.fact_a.id),
+                        "fact_b": str(d.conflict.fact_b.id),
+                    }
                     for d in report.details
                 ],
                 **({"mutations": mutation_rows(mutations)} if dry_run else {}),
@@ -247,7 +267,9 @@ def resolve_cmd(
             table(
                 "decisions",
                 ["action", "reason", "fact a", "fact b"],
-                [[d.action, d.reason, d.conflict.fact_a.content, d.conflict.fact_b.content]
-                 for d in report.details],
+                [
+                    [d.action, d.reason, d.conflict.fact_a.content, d.conflict.fact_b.content]
+                    for d in report.details
+                ],
             )
         )
