@@ -169,7 +169,7 @@ def test_db_vector_indexes_dedicate_list_drop(cli: Callable[..., Any], tenant: s
     assert _json(cli("db", "vector-indexes", "list", "--json")) == []
     assert cli("db", "vector-indexes", "drop").stdout.startswith("no dedicated index")
     _one_line_error(
-        cli("db", "vector-indexes", "dedicate", "--min-documents", "0"), 1, "min_documents"
+        cli("db", "vector-indexes", "dedicate", "--min-documents", "0"), 1, "--min-documents"
     )
 
 
@@ -367,7 +367,7 @@ def test_consolidate_dry_run_changes_nothing(
     assert applied["report"]["total_reclaimed"] == plan["report"]["total_reclaimed"]
     assert _snapshot(cli_dsn, tenant) != before
     assert _json(cli("consolidate", "--dry-run", "--max-facts", "1", "--json"))["mutations"] == []
-    _one_line_error(cli("consolidate", "--delete-mode", "never"), 1, "delete_mode")
+    _one_line_error(cli("consolidate", "--delete-mode", "never"), 1, "--delete-mode")
 
 
 def _conflicting_facts(dsn: str, tenant: str) -> None:
@@ -443,7 +443,7 @@ def test_gate_evaluate_and_audit(cli: Callable[..., Any], cli_dsn: str, tenant: 
     assert table.exit_code == 0 and "promoted" in table.stdout
     assert _json(cli("gate", "audit", "--offset", "1", "--json"))["entries"] == []
     assert _json(cli("gate", "audit", "--fact-id", str(uuid.uuid4()), "--json"))["entries"] == []
-    _one_line_error(cli("gate", "evaluate", "--decision-rule", "vibes"), 1, "decision_rule")
+    _one_line_error(cli("gate", "evaluate", "--decision-rule", "vibes"), 1, "--decision-rule")
     _one_line_error(cli("gate", "audit", "--pass-id", "not-a-uuid"), 1, "not-a-uuid")
 
 

@@ -97,6 +97,8 @@ def _read_messages(source: str) -> list[dict[str, Any]]:
             text = sys.stdin.read() if raw is None else raw.read().decode("utf-8")
         else:
             path = Path(source)
+            if path.is_dir():
+                fail(f"{source} is a directory: give a JSON Lines file (or - for stdin)")
             if not path.is_file():
                 fail(f"no such file: {source}")
             text = path.read_text(encoding="utf-8")
@@ -151,7 +153,7 @@ def ingest_cmd(
             with progress_bar(state, "ingesting") as progress:
                 return await memory.add(messages, tags=tags, run_id=run_id, progress=progress)
 
-    report = run(work)
+    report = run(work, {"tags": "--tag", "run_id": "--run-id"})
     payload = {
         "messages_ingested": report.messages_ingested,
         "messages_skipped": report.messages_skipped,
@@ -289,8 +291,12 @@ def search_cmd(
 ) -> None:
     """Search memory: facts with their score breakdown, turns, themes and the subgraph."""
     state = settings(ctx, json_output)
+    if text is not None and not text.strip():
+        text = None  # `search ""` (an unset shell variable) asks nothing: not a question
     if text is None and not tags and entity is None:
         fail("give a question, --tag or --entity")
+    if entity is not None and not entity.strip():
+        fail("--entity needs an entity name, got an empty one")
     if mode is not None and mode not in ("vector", "text", "hybrid"):
         fail(f"--mode must be vector, text or hybrid, got {mode!r}")
 
@@ -305,7 +311,7 @@ def search_cmd(
                 max_hops=hops,
             )
 
-    found = run(work)
+    found = run(work, {"limit": "--limit", "max_hops": "--hops", "tags": "--tag"})
     payload = _search_payload(found.result, found.prompt)
     if state.json:
         emit_json(state, payload)

@@ -9,6 +9,7 @@ import typer
 
 from cycgraph_memory.cli._common import (
     JSON_OPTION,
+    Settings,
     emit_json,
     fail,
     resolve_dsn,
@@ -28,6 +29,18 @@ vector_indexes_app = typer.Typer(
     help="Dedicated vector indexes: a tenant's own HNSW graphs.", no_args_is_help=True
 )
 db_app.add_typer(vector_indexes_app, name="vector-indexes")
+
+
+def _postgres_dsn(state: Settings) -> str:
+    """The DSN of a ``db`` command: a Postgres database (``memory://`` has no schema)."""
+    from cycgraph_memory.memory import IN_MEMORY_DSN
+
+    if state.dsn == IN_MEMORY_DSN:
+        fail(
+            f"the db commands work on a Postgres database; --dsn {IN_MEMORY_DSN} has no "
+            "schema, server or indexes (give a postgresql:// URL)"
+        )
+    return resolve_dsn(state)
 
 
 def _status_payload(current: str | None, head: str, dim: int | None) -> dict[str, Any]:
@@ -70,15 +83,35 @@ def upgrade_cmd(
     json_output: bool = JSON_OPTION,
 ) -> None:
     """Upgrade the schema (alembic upgrade)."""
-    dsn = resolve_dsn(settings(ctx, json_output))
+    dsn = _postgres_dsn(settings(ctx, json_output))
 
     async def work() -> tuple[str | None, str, int | None]:
+        from cycgraph_memory.errors import EmbeddingDimensionMismatchError
         from cycgraph_memory.postgres.migrate import schema_status, upgrade
 
-        await upgrade(dsn, embedding_dim=embedding_dim, revision=revision)
+        try:
+            await upgrade(dsn, embedding_dim=embedding_dim, revision=revision)
+        except EmbeddingDimensionMismatchError as exc:
+            # The library's hint speaks Alembic (`-x embedding_dim=...`): say it with
+            # this command's own options.
+            recorded, wanted = exc.expected, exc.actual
+            raise EmbeddingDimensionMismatchError(
+                recorded,
+                wanted,
+                f"--embedding-dim {wanted} asked for, but this database was created with "
+                f"{recorded}",
+                hint=(
+                    "An upgrade never changes the width of existing vector columns. Keep "
+                    f"{recorded} (leave --embedding-dim out), or recreate the schema with "
+                    "the new width, which deletes every stored record: `cycgraph-memory db "
+                    "downgrade base --yes` then `cycgraph-memory db upgrade --embedding-dim "
+                    f"{wanted}` (re-embed your data afterwards), or migrate into a new "
+                    "database"
+                ),
+            ) from None
         return await schema_status(dsn)
 
-    _show_status(ctx, _status_payload(*run(work)))
+    _show_status(ctx, _status_payload(*run(work, {"embedding_dim": "--embedding-dim"})))
 
 
 @db_app.command("downgrade")
@@ -100,7 +133,7 @@ def downgrade_cmd(
             else "the tables and columns of every later revision, with their data"
         )
         fail(f"downgrading to {revision} drops {what}; add --yes to confirm")
-    dsn = resolve_dsn(settings(ctx, json_output))
+    dsn = _postgres_dsn(settings(ctx, json_output))
 
     async def work() -> tuple[str | None, str, int | None]:
         from cycgraph_memory.postgres.migrate import downgrade, schema_status
@@ -114,7 +147,7 @@ def downgrade_cmd(
 @db_app.command("current")
 def current_cmd(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
     """Show the schema's revision, the library's head and the embedding width."""
-    dsn = resolve_dsn(settings(ctx, json_output))
+    dsn = _postgres_dsn(settings(ctx, json_output))
 
     async def work() -> tuple[str | None, str, int | None]:
         from cycgraph_memory.postgres.migrate import schema_status
@@ -193,7 +226,7 @@ async def _with_engine(dsn: str, work: Callable[[Any], Awaitable[T]]) -> T:
 def vector_indexes_list(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
     """List every dedicated vector index (tenant, table, index, valid)."""
     state = settings(ctx, json_output)
-    dsn = resolve_dsn(state)
+    dsn = _postgres_dsn(state)
 
     async def work(engine: Any) -> list[dict[str, Any]]:
         from cycgraph_memory.postgres.tenant_indexes import list_dedicated_vector_indexes
@@ -224,7 +257,7 @@ def vector_indexes_dedicate(
     CREATE INDEX CONCURRENTLY: writes go on meanwhile; needs the tables' owner.
     """
     state = settings(ctx, json_output)
-    dsn = resolve_dsn(state)
+    dsn = _postgres_dsn(state)
 
     async def work(engine: Any) -> dict[str, list[str]]:
         from cycgraph_memory.postgres.tenant_indexes import (
@@ -237,7 +270,7 @@ def vector_indexes_dedicate(
         built = await dedicate_vector_indexes(engine, state.tenant)
         return {state.tenant: built} if built else {}
 
-    built = run(lambda: _with_engine(dsn, work))
+    built = run(lambda: _with_engine(dsn, work), {"min_documents": "--min-documents"})
     if state.json:
         emit_json(state, {"built": built})
         return
@@ -251,7 +284,7 @@ def vector_indexes_dedicate(
 def vector_indexes_drop(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
     """Drop --tenant's dedicated vector indexes (its searches use the shared ones)."""
     state = settings(ctx, json_output)
-    dsn = resolve_dsn(state)
+    dsn = _postgres_dsn(state)
 
     async def work(engine: Any) -> list[str]:
         from cycgraph_memory.postgres.tenant_indexes import drop_dedicated_vector_indexes

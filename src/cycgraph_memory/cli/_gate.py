@@ -59,7 +59,14 @@ def evaluate_cmd(
             assert memory.ledger is not None
             return await evaluate_retention(memory.store, memory.ledger, policy)
 
-    report = run(work)
+    report = run(
+        work,
+        {
+            "min_trials": "--min-trials",
+            "decision_rule": "--decision-rule",
+            "candidate_tag": "--candidate-tag",
+        },
+    )
     if state.json:
         emit_json(state, report.model_dump(mode="json"))
         return
@@ -89,7 +96,7 @@ def audit_cmd(
                 fail("this ledger keeps no gate audit log")
             return await lister(pass_id=pass_id, fact_id=fact_id, limit=limit, offset=offset)
 
-    entries = run(work)
+    entries = run(work, {"limit": "--limit", "offset": "--offset"})
     if state.json:
         emit_json(state, {"entries": [e.model_dump(mode="json") for e in entries]})
         return
@@ -243,7 +250,16 @@ def simulate_cmd(
         with progress_bar(state, "simulating") as progress:
             return await gate_operating_characteristics(config, progress=progress)
 
-    rows = run(work)
+    rows = run(
+        work,
+        {
+            "effects": "--effects",
+            "run_counts": "--runs",
+            "noise_sds": "--noise",
+            "replicates": "--replicates",
+            "seed": "--seed",
+        },
+    )
     if chart is not None:
         try:
             chart.write_text(operating_characteristics_svg(rows), encoding="utf-8")

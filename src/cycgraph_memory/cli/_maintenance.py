@@ -80,6 +80,9 @@ def _show_plan(
 ) -> None:
     rows = mutation_rows(mutations)
     report_json = report.model_dump(mode="json", exclude={"mutation_log"}) if report else {}
+    # The table holds the report's counts; a conflict resolution's decisions (`details`)
+    # get a table of their own.
+    counts = [(k, v) for k, v in report_json.items() if k != "details"]
     if state.json:
         payload: dict[str, Any] = {"dry_run": dry_run, "report": report_json}
         if dry_run:
@@ -87,9 +90,7 @@ def _show_plan(
         emit_json(state, payload)
         return
     console = state.console
-    console.print(
-        table(f"{title}{' (dry run)' if dry_run else ''}", ["", "count"], list(report_json.items()))
-    )
+    console.print(table(f"{title}{' (dry run)' if dry_run else ''}", ["", "count"], counts))
     if not dry_run:
         return
     if rows:
@@ -128,7 +129,7 @@ def resolve_entities_cmd(
                     return plan.report, plan.mutations
                 return await resolver.resolve(progress=progress), []
 
-    report, mutations = run(work)
+    report, mutations = run(work, {"delete_mode": "--delete-mode"})
     _show_plan(state, "entity resolution", report, mutations, dry_run)
 
 
@@ -164,7 +165,16 @@ def consolidate_cmd(
                     return plan.report, plan.mutations
                 return await consolidator.consolidate(progress=progress), []
 
-    report, mutations = run(work)
+    report, mutations = run(
+        work,
+        {
+            "max_facts": "--max-facts",
+            "max_episodes": "--max-episodes",
+            "dedup_threshold": "--dedup-threshold",
+            "decay_half_life_days": "--half-life-days",
+            "delete_mode": "--delete-mode",
+        },
+    )
     _show_plan(state, "consolidation", report, mutations, dry_run)
 
 
@@ -238,7 +248,6 @@ def resolve_cmd(
             return await detector.auto_resolve_all(conflicts, policy), []  # type: ignore[arg-type]
 
     report, mutations = run(work)
-    summary = report.model_copy(update={"details": []}) if report is not None else None
     if state.json:
         emit_json(
             state,
@@ -261,7 +270,7 @@ def resolve_cmd(
             },
         )
         return
-    _show_plan(state, f"conflict resolution ({policy})", summary, mutations, dry_run)
+    _show_plan(state, f"conflict resolution ({policy})", report, mutations, dry_run)
     if report.details:
         state.console.print(
             table(

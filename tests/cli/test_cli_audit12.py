@@ -1,0 +1,232 @@
+"""CLI audit 12: a new user's walk through docs/cli.md, and the mistakes a new user makes.
+
+* An error named the library's keyword argument instead of the option the user typed:
+  ``search --hops 9`` said ``invalid max_hops``, ``consolidate --half-life-days 0`` said
+  ``decay_half_life_days must be ...``, ``gate simulate --noise -1`` said
+  ``invalid noise_sds.0``.
+* ``search ""`` (an unset shell variable) printed "nothing found" and exited 0, and
+  ``search --entity ""`` said ``entity  not found``.
+* ``--dsn memory://`` with a ``db`` command was refused as an "unsupported DSN driver
+  'memory'"; ``ingest DIR`` said ``no such file``.
+* ``conflicts resolve`` showed its decisions as a ``details  []`` row of the count table.
+* ``db upgrade --embedding-dim N`` on a database of another width answered with Alembic's
+  options (``-x embedding_dim``), which this command does not have.
+* The embedded server's default data directory (``.cycgraph-memory/``) was not ignored
+  by git, so ``cycgraph-memory db embedded start`` in a checkout left an untracked tree.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from typer.testing import CliRunner
+
+from cycgraph_memory.cli import app
+from cycgraph_memory.cli._common import Settings
+from cycgraph_memory.memory import DEFAULT_DATA_DIR
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _error_line(result: Any, code: int = 1) -> str:
+    """The one ``error:`` line of a refused command (no traceback, the exit code)."""
+    assert result.exit_code == code, result.output
+    assert isinstance(result.exception, SystemExit), result.exception
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert result.stdout == ""
+    return lines[0]
+
+
+def _memory(*args: str) -> Any:
+    return CliRunner().invoke(app, ["--dsn", "memory://", *args])
+
+
+# ----------------------------------------------------------------------------- flag names
+
+
+@pytest.mark.parametrize(
+    ("args", "flag", "library_name"),
+    [
+        (["search", "billing", "--hops", "9"], "--hops", "max_hops"),
+        (["search", "billing", "--limit", "0"], "--limit", "invalid limit"),
+        (["search", "billing", "--limit", "101"], "--limit", "invalid limit"),
+        (["consolidate", "--half-life-days", "0"], "--half-life-days", "decay_half_life_days"),
+        (["consolidate", "--max-facts", "-1"], "--max-facts", "max_facts"),
+        (["consolidate", "--max-episodes", "-1"], "--max-episodes", "max_episodes"),
+        (["consolidate", "--dedup-threshold", "3"], "--dedup-threshold", "dedup_threshold"),
+        (["consolidate", "--delete-mode", "purge"], "--delete-mode", "delete_mode"),
+        (["resolve-entities", "--delete-mode", "purge"], "--delete-mode", "delete_mode"),
+        (["gate", "evaluate", "--min-trials", "0"], "--min-trials", "min_trials"),
+        (["gate", "evaluate", "--decision-rule", "vibes"], "--decision-rule", "decision_rule"),
+        (["gate", "audit", "--limit", "0"], "--limit", "error: limit"),
+        (["gate", "audit", "--offset", "-1"], "--offset", "error: offset"),
+        (["gate", "simulate", "--replicates", "0"], "--replicates", "invalid replicates"),
+        (["gate", "simulate", "--noise", "-1"], "--noise (value 1)", "noise_sds"),
+        (["gate", "simulate", "--runs", "20,0"], "--runs (value 2)", "run_counts"),
+        (["gate", "simulate", "--effects", "0.1,2"], "--effects (value 2)", "effects.1"),
+        (["ingest", "-", "--tag", ""], "--tag", "invalid tags"),
+    ],
+)
+def test_an_out_of_range_option_is_named_by_its_flag(
+    args: list[str], flag: str, library_name: str
+) -> None:
+    stdin = '{"role": "user", "content": "Alice Smith owns billing."}\n'
+    result = CliRunner().invoke(app, ["--dsn", "memory://", *args], input=stdin)
+    line = _error_line(result)
+    assert flag in line, line
+    assert library_name not in line, line
+
+
+# ----------------------------------------------------------------------------- empty input
+
+
+@pytest.mark.parametrize("question", ["", "   ", "\t"])
+def test_a_blank_question_is_no_question(question: str) -> None:
+    line = _error_line(_memory("search", question))
+    assert line == "error: give a question, --tag or --entity"
+
+
+def test_a_blank_question_beside_a_tag_is_a_tag_listing() -> None:
+    result = _memory("search", " ", "--tag", "team-notes", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["facts"] == []
+
+
+@pytest.mark.parametrize("name", ["", "  "])
+def test_a_blank_entity_name_is_refused_as_such(name: str) -> None:
+    line = _error_line(_memory("search", "--entity", name))
+    assert line == "error: --entity needs an entity name, got an empty one"
+
+
+def test_ingest_of_a_directory_says_it_is_one(tmp_path: Path) -> None:
+    line = _error_line(_memory("ingest", str(tmp_path)))
+    assert line == f"error: {tmp_path} is a directory: give a JSON Lines file (or - for stdin)"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["db", "upgrade"],
+        ["db", "current"],
+        ["db", "downgrade", "base", "--yes"],
+        ["db", "vector-indexes", "list"],
+        ["db", "vector-indexes", "dedicate"],
+        ["db", "vector-indexes", "drop"],
+    ],
+)
+def test_the_db_commands_refuse_the_in_memory_store_saying_why(args: list[str]) -> None:
+    line = _error_line(_memory(*args))
+    assert "the db commands work on a Postgres database" in line, line
+    assert "unsupported DSN driver" not in line
+
+
+def test_the_default_data_dir_is_ignored_by_git() -> None:
+    """``db embedded start`` (and ``Memory.open(None)``) in a checkout make no untracked tree."""
+    assert Settings().data_dir == DEFAULT_DATA_DIR
+    ignored = (ROOT / ".gitignore").read_text(encoding="utf-8").split()
+    assert f"{DEFAULT_DATA_DIR.parts[0]}/" in ignored
+
+
+# ----------------------------------------------------------------------------- Postgres
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def audit_dsn(pg_databases: Any) -> str:
+    from cycgraph_memory.postgres import upgrade
+
+    dsn = str(await pg_databases.create("audit12_cli"))
+    await upgrade(dsn, embedding_dim=8)
+    return dsn
+
+
+@pytest.fixture
+def cli(audit_dsn: str) -> Callable[..., Any]:
+    tenant = f"a12_{secrets.token_hex(5)}"
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | None = None) -> Any:
+        return runner.invoke(
+            app,
+            ["--dsn", audit_dsn, "--tenant", tenant, *args],
+            input=input,
+            env={"COLUMNS": "400"},
+        )
+
+    return invoke
+
+
+CONFLICTING = [
+    {
+        "role": "user",
+        "content": "Dave Lee uses Postgres for the ledger.",
+        "timestamp": "2026-01-05T09:00:00Z",
+    },
+    {
+        "role": "user",
+        "content": "Dave Lee does not use Postgres for the ledger.",
+        "timestamp": "2026-01-06T09:00:00Z",
+    },
+]
+
+
+@pytest.mark.postgres
+def test_conflict_resolution_counts_hold_counts_only(cli: Callable[..., Any]) -> None:
+    """The decisions have their own table; the count table held ``details  []`` too."""
+    lines = "".join(json.dumps(m) + "\n" for m in CONFLICTING)
+    assert cli("ingest", "-", input=lines).exit_code == 0
+    before = cli("stats", "--json").stdout
+    shown = cli("conflicts", "resolve", "--policy", "negation-invalidates-positive", "--dry-run")
+    assert shown.exit_code == 0, shown.output
+    counts = shown.stdout.split("mutations would be applied")[0]
+    rows = [
+        [c.strip() for c in line.split("│")[1:-1]]
+        for line in counts.splitlines()
+        if line.startswith("│")
+    ]
+    assert rows == [["resolved", "1"], ["skipped", "0"]]
+    assert "decisions" in shown.stdout and "negation kept" in shown.stdout
+    assert cli("stats", "--json").stdout == before  # a dry run
+
+
+@pytest.mark.postgres
+def test_a_width_mismatch_is_explained_with_this_commands_options(
+    cli: Callable[..., Any],
+) -> None:
+    before = json.loads(cli("db", "current", "--json").stdout)
+    line = _error_line(cli("db", "upgrade", "--embedding-dim", "16"))
+    assert "--embedding-dim 16 asked for, but this database was created with 8" in line
+    assert "leave --embedding-dim out" in line
+    assert (
+        "`cycgraph-memory db downgrade base --yes` then `cycgraph-memory db upgrade "
+        "--embedding-dim 16`" in line
+    )
+    assert "-x embedding_dim" not in line and "alembic" not in line
+    assert json.loads(cli("db", "current", "--json").stdout) == before
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("args", "flag", "library_name"),
+    [
+        (["db", "upgrade", "--embedding-dim", "0"], "--embedding-dim", "embedding_dim"),
+        (
+            ["db", "vector-indexes", "dedicate", "--min-documents", "0"],
+            "--min-documents",
+            "min_documents",
+        ),
+    ],
+)
+def test_db_options_are_named_by_their_flags(
+    cli: Callable[..., Any], args: list[str], flag: str, library_name: str
+) -> None:
+    before = cli("db", "vector-indexes", "list", "--json").stdout
+    line = _error_line(cli(*args))
+    assert flag in line and library_name not in line, line
+    assert cli("db", "vector-indexes", "list", "--json").stdout == before
