@@ -13,6 +13,8 @@
   options (``-x embedding_dim``), which this command does not have.
 * The embedded server's default data directory (``.cycgraph-memory/``) was not ignored
   by git, so ``cycgraph-memory db embedded start`` in a checkout left an untracked tree.
+* ``stats`` showed index sizes without a unit: bytes on disk on Postgres (of indexes every
+  tenant shares, under a tenant's title) and a vector count in memory, in one "size" column.
 * A missing extra ended in a traceback: the ``cli`` one for the console script (installed
   with the package, extras or not: ``pip install -e '.[postgres]'`` then
   ``cycgraph-memory db upgrade``), the ``embedded`` one for ``db embedded ...``; without a
@@ -190,6 +192,25 @@ def test_the_embedded_commands_without_the_extra_are_one_error_line(
     assert not data_dir.exists()
 
 
+def _rows(text: str, title: str) -> list[list[str]]:
+    """The body rows of the table titled ``title`` in Rich's output."""
+    rows: list[list[str]] = []
+    lines = text.splitlines()
+    start = lines.index(title)
+    for line in lines[start + 1 :]:
+        if line.startswith("└"):
+            break
+        if line.startswith("│"):
+            rows.append([c.strip() for c in line.split("│")[1:-1]])
+    return rows
+
+
+def test_stats_in_memory_counts_vectors() -> None:
+    result = CliRunner().invoke(app, ["--dsn", "memory://", "stats"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert _rows(result.stdout, "index") == [["vectors", "0 vectors"]]
+
+
 def test_the_default_data_dir_is_ignored_by_git() -> None:
     """``db embedded start`` (and ``Memory.open(None)``) in a checkout make no untracked tree."""
     assert Settings().data_dir == DEFAULT_DATA_DIR
@@ -256,6 +277,16 @@ def test_conflict_resolution_counts_hold_counts_only(cli: Callable[..., Any]) ->
     assert rows == [["resolved", "1"], ["skipped", "0"]]
     assert "decisions" in shown.stdout and "negation kept" in shown.stdout
     assert cli("stats", "--json").stdout == before  # a dry run
+
+
+@pytest.mark.postgres
+def test_stats_on_postgres_says_index_sizes_are_shared_bytes(cli: Callable[..., Any]) -> None:
+    shown = cli("stats")
+    assert shown.exit_code == 0, shown.output
+    rows = _rows(shown.stdout, "indexes (on disk, shared by every tenant)")
+    sizes = json.loads(cli("stats", "--json").stdout)["index"]
+    assert rows and {name for name, _ in rows} == set(sizes)
+    assert all(size == f"{sizes[name]:,} bytes" for name, size in rows)
 
 
 @pytest.mark.postgres

@@ -58,7 +58,15 @@ def _show_stats(state: Settings, stats: MemoryStats) -> None:
         themes = [[t.label, t.facts] for t in stats.themes]
         console.print(table("themes", ["theme", "facts"], themes))
     if stats.index:
-        console.print(table("index", ["index", "size"], list(stats.index.items())))
+        # In memory the index reports the vectors it holds; on Postgres the bytes on disk
+        # of indexes every tenant of the database shares: the unit and title say which.
+        in_memory = "vectors" in stats.index
+        sizes = [
+            [k, f"{v:,} vectors" if k == "vectors" else f"{v:,} bytes"]
+            for k, v in stats.index.items()
+        ]
+        title = "index" if in_memory else "indexes (on disk, shared by every tenant)"
+        console.print(table(title, ["index", "size"], sizes))
     console.print(f"ledger runs: {stats.ledger_runs}", markup=False)
     console.print(f"pending lesson candidates: {stats.pending_candidates}", markup=False)
 
