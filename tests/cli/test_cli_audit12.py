@@ -18,6 +18,8 @@
   directory "until ``stop``".
 * ``db embedded start`` with a ``--data-dir`` that is a file or a directory holding other
   files ended in a ``CalledProcessError`` traceback (and the embedded package's log).
+* ``gate audit`` showed 8 characters of each pass id, which ``--pass-id`` refused as a
+  "malformed id" (it takes the whole id).
 * ``stats`` showed index sizes without a unit: bytes on disk on Postgres (of indexes every
   tenant shares, under a tenant's title) and a vector count in memory, in one "size" column.
 * A missing extra ended in a traceback: the ``cli`` one for the console script (installed
@@ -29,6 +31,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import subprocess
@@ -41,6 +44,7 @@ import pytest
 import pytest_asyncio
 from typer.testing import CliRunner
 
+from cycgraph_memory import Memory, RunOutcome
 from cycgraph_memory.cli import app
 from cycgraph_memory.cli._common import Settings
 from cycgraph_memory.memory import DEFAULT_DATA_DIR
@@ -248,6 +252,7 @@ def cli(audit_dsn: str) -> Callable[..., Any]:
             env={"COLUMNS": "400"},
         )
 
+    invoke.tenant = tenant  # type: ignore[attr-defined]
     return invoke
 
 
@@ -394,3 +399,37 @@ def test_an_unusable_data_dir_is_one_error_line(
     assert line.startswith(f"error: could not start the embedded server in {data_dir}: initdb")
     assert why in line
     assert sorted((str(p), p.stat().st_size) for p in [data_dir, *data_dir.rglob("*")]) == before
+
+
+@pytest.mark.postgres
+def test_gate_audit_shows_the_pass_id_its_filter_takes(
+    cli: Callable[..., Any], audit_dsn: str
+) -> None:
+    async def seed() -> None:
+        async with await Memory.open(audit_dsn, tenant=cli.tenant) as memory:  # type: ignore[attr-defined]
+            fact_id = await memory.remember("Always check the cache first.", tags=["candidate"])
+            assert memory.ledger is not None
+            for i in range(30):
+                await memory.ledger.record_outcome(
+                    RunOutcome(
+                        run_id=f"run-{i}",
+                        score=0.8 if i % 2 else 0.5,
+                        fact_ids=[fact_id] if i % 2 else [],
+                    )
+                )
+
+    asyncio.run(seed())
+    evaluated = cli("gate", "evaluate", "--json")
+    assert evaluated.exit_code == 0, evaluated.output
+    pass_id = json.loads(evaluated.stdout)["pass_id"]
+    shown = cli("gate", "audit")
+    assert shown.exit_code == 0, shown.output
+    [row] = [r for r in _rows(shown.stdout, "1 audit entries") if r]
+    assert row[1] == pass_id  # the whole id, as --pass-id takes it
+    picked = cli("gate", "audit", "--pass-id", row[1], "--json")
+    assert picked.exit_code == 0, picked.output
+    assert [e["pass_id"] for e in json.loads(picked.stdout)["entries"]] == [pass_id]
+    line = _error_line(cli("gate", "audit", "--pass-id", pass_id[:8]))
+    assert line == (
+        f"error: --pass-id must be a whole id (a UUID, as the table shows it), got '{pass_id[:8]}'"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
@@ -88,6 +89,12 @@ def audit_cmd(
 ) -> None:
     """Show the gate's append-only audit log (oldest first)."""
     state = settings(ctx, json_output)
+    for flag, value in (("--pass-id", pass_id), ("--fact-id", fact_id)):
+        if value is not None:
+            try:
+                uuid.UUID(value)
+            except ValueError:
+                fail(f"{flag} must be a whole id (a UUID, as the table shows it), got {value!r}")
 
     async def work() -> Any:
         async with await open_memory(state) as memory:
@@ -107,7 +114,7 @@ def audit_cmd(
             [
                 [
                     e.decided_at.isoformat(timespec="seconds"),
-                    str(e.pass_id)[:8],
+                    str(e.pass_id),  # whole: what --pass-id takes
                     str(e.fact_id),
                     e.verdict,
                     e.reason or "",
