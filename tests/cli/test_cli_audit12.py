@@ -20,6 +20,7 @@
   files ended in a ``CalledProcessError`` traceback (and the embedded package's log).
 * ``gate audit`` showed 8 characters of each pass id, which ``--pass-id`` refused as a
   "malformed id" (it takes the whole id).
+* ``export graph -o -`` wrote a file named ``-`` (``ingest -`` reads stdin).
 * ``stats`` showed index sizes without a unit: bytes on disk on Postgres (of indexes every
   tenant shares, under a tenant's title) and a vector count in memory, in one "size" column.
 * A missing extra ended in a traceback: the ``cli`` one for the console script (installed
@@ -218,6 +219,18 @@ def test_stats_in_memory_counts_vectors() -> None:
     result = CliRunner().invoke(app, ["--dsn", "memory://", "stats"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert _rows(result.stdout, "index") == [["vectors", "0 vectors"]]
+
+
+@pytest.mark.parametrize("fmt", ["json", "graphml", "mermaid"])
+def test_export_to_dash_is_stdout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    plain = _memory("export", "graph", "-f", fmt)
+    dashed = _memory("export", "graph", "-f", fmt, "-o", "-")
+    assert dashed.exit_code == 0, dashed.output
+    assert dashed.stdout == plain.stdout and plain.stdout.strip()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_default_data_dir_is_ignored_by_git() -> None:

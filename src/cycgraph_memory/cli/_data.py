@@ -334,7 +334,9 @@ def search_cmd(
 def export_graph_cmd(
     ctx: typer.Context,
     fmt: str = typer.Option("json", "--format", "-f", help="json, graphml or mermaid."),
-    output: Path | None = typer.Option(None, "--output", "-o", help="Write to this file."),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Write to this file (- = stdout, as without it)."
+    ),
     include_invalidated: bool = typer.Option(
         False, "--include-invalidated", help="Also export soft-deleted records."
     ),
@@ -357,6 +359,8 @@ def export_graph_cmd(
     graph = run(work)
     text = render_graph(graph, fmt)
     counts = {"entities": len(graph.entities), "relationships": len(graph.relationships)}
+    if output is not None and str(output) == "-":
+        output = None  # `-o -`: stdout, as `ingest -` reads stdin (not a file named "-")
     if output is None:
         if state.json and fmt != "json":
             # --json promises one JSON document on stdout: GraphML / Mermaid come wrapped.
