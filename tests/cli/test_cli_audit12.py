@@ -21,6 +21,8 @@
 * ``gate audit`` showed 8 characters of each pass id, which ``--pass-id`` refused as a
   "malformed id" (it takes the whole id).
 * ``export graph -o -`` wrote a file named ``-`` (``ingest -`` reads stdin).
+* A mistyped ``--tenant`` read as an empty answer ("nothing found", a table of zeros):
+  ``stats`` and ``search`` now say when the tenant holds no records at all.
 * ``stats`` showed index sizes without a unit: bytes on disk on Postgres (of indexes every
   tenant shares, under a tenant's title) and a vector count in memory, in one "size" column.
 * A missing extra ended in a traceback: the ``cli`` one for the console script (installed
@@ -233,6 +235,19 @@ def test_export_to_dash_is_stdout(
     assert list(tmp_path.iterdir()) == []
 
 
+NOTE = "tenant default holds no records (a new tenant, or check --tenant / CYCGRAPH_MEMORY_TENANT)"
+
+
+def test_an_empty_tenant_is_said_to_be_empty() -> None:
+    stats = _memory("stats")
+    assert stats.exit_code == 0, stats.output
+    assert stats.stdout.splitlines()[-1] == NOTE
+    found = _memory("search", "who owns billing?")
+    assert found.exit_code == 0, found.output
+    assert found.stdout == f"nothing found: {NOTE}\n"
+    assert json.loads(_memory("search", "billing", "--json").stdout)["facts"] == []
+
+
 def test_the_default_data_dir_is_ignored_by_git() -> None:
     """``db embedded start`` (and ``Memory.open(None)``) in a checkout make no untracked tree."""
     assert Settings().data_dir == DEFAULT_DATA_DIR
@@ -300,6 +315,18 @@ def test_conflict_resolution_counts_hold_counts_only(cli: Callable[..., Any]) ->
     assert rows == [["resolved", "1"], ["skipped", "0"]]
     assert "decisions" in shown.stdout and "negation kept" in shown.stdout
     assert cli("stats", "--json").stdout == before  # a dry run
+
+
+@pytest.mark.postgres
+def test_nothing_found_in_a_tenant_that_holds_records_is_just_that(
+    cli: Callable[..., Any],
+) -> None:
+    lines = "".join(json.dumps(m) + "\n" for m in CONFLICTING)
+    assert cli("ingest", "-", input=lines).exit_code == 0
+    found = cli("search", "--tag", "no-such-tag")
+    assert found.exit_code == 0, found.output
+    assert found.stdout == "nothing found\n"
+    assert "holds no records" not in cli("stats").stdout
 
 
 @pytest.mark.postgres

@@ -43,6 +43,21 @@ def register(app: typer.Typer) -> None:
 # ----------------------------------------------------------------------------- stats
 
 
+def _holds_nothing(stats: MemoryStats) -> bool:
+    """No record of any kind (live or not) and no ledger run: a new tenant, or a typo."""
+    counts = stats.records.values()
+    return stats.ledger_runs == 0 and all(
+        c.live + c.invalidated + c.quarantined == 0 for c in counts
+    )
+
+
+def _empty_tenant_note(state: Settings) -> str:
+    return (
+        f"tenant {state.tenant} holds no records (a new tenant, or check --tenant / "
+        "CYCGRAPH_MEMORY_TENANT)"
+    )
+
+
 def _show_stats(state: Settings, stats: MemoryStats) -> None:
     console = state.console
     console.print(
@@ -69,6 +84,8 @@ def _show_stats(state: Settings, stats: MemoryStats) -> None:
         console.print(table(title, ["index", "size"], sizes))
     console.print(f"ledger runs: {stats.ledger_runs}", markup=False)
     console.print(f"pending lesson candidates: {stats.pending_candidates}", markup=False)
+    if _holds_nothing(stats):
+        console.print(_empty_tenant_note(state), markup=False)
 
 
 def stats_cmd(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
@@ -235,10 +252,11 @@ def _pair(score: dict[str, Any], signal: str) -> str:
     return f"{_fmt(score.get(signal + '_rank'))} / {_fmt(score.get(signal + '_score'))}"
 
 
-def _show_search(state: Settings, payload: dict[str, Any]) -> None:
+def _show_search(state: Settings, payload: dict[str, Any], empty_tenant: bool) -> None:
     console = state.console
     if not payload["facts"] and not payload["entities"]:
-        console.print("nothing found", markup=False)
+        note = f": {_empty_tenant_note(state)}" if empty_tenant else ""
+        console.print(f"nothing found{note}", markup=False)
         return
     console.print(
         table(
@@ -308,9 +326,9 @@ def search_cmd(
     if mode is not None and mode not in ("vector", "text", "hybrid"):
         fail(f"--mode must be vector, text or hybrid, got {mode!r}")
 
-    async def work() -> Any:
+    async def work() -> tuple[Any, bool]:
         async with await open_memory(state) as memory:
-            return await memory.search(
+            found = await memory.search(
                 text,
                 mode=mode,  # type: ignore[arg-type]
                 limit=limit,
@@ -318,13 +336,18 @@ def search_cmd(
                 entity=entity,
                 max_hops=hops,
             )
+            # "nothing found" in a tenant that holds nothing says so: a mistyped --tenant
+            # reads as an empty answer otherwise.
+            nothing = not found.result.facts and not found.result.entities
+            empty = nothing and not state.json and _holds_nothing(await memory.stats())
+            return found, empty
 
-    found = run(work, {"limit": "--limit", "max_hops": "--hops", "tags": "--tag"})
+    found, empty_tenant = run(work, {"limit": "--limit", "max_hops": "--hops", "tags": "--tag"})
     payload = _search_payload(found.result, found.prompt)
     if state.json:
         emit_json(state, payload)
     else:
-        _show_search(state, payload)
+        _show_search(state, payload, empty_tenant)
 
 
 # ----------------------------------------------------------------------------- export
