@@ -20,6 +20,8 @@
   files ended in a ``CalledProcessError`` traceback (and the embedded package's log).
 * ``gate audit`` showed 8 characters of each pass id, which ``--pass-id`` refused as a
   "malformed id" (it takes the whole id).
+* ``ingest`` refused a file starting with a UTF-8 byte-order mark (Notepad, Excel):
+  "line 1: not JSON (Unexpected UTF-8 BOM ...)".
 * ``export graph -o -`` wrote a file named ``-`` (``ingest -`` reads stdin).
 * A mistyped ``--tenant`` read as an empty answer ("nothing found", a table of zeros):
   ``stats`` and ``search`` now say when the tenant holds no records at all.
@@ -246,6 +248,23 @@ def test_an_empty_tenant_is_said_to_be_empty() -> None:
     assert found.exit_code == 0, found.output
     assert found.stdout == f"nothing found: {NOTE}\n"
     assert json.loads(_memory("search", "billing", "--json").stdout)["facts"] == []
+
+
+def test_ingest_ignores_a_utf8_byte_order_mark(tmp_path: Path) -> None:
+    line = json.dumps({"role": "user", "content": "Max Roe owns the VPN."}) + "\n"
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + line.encode("utf-8"))
+    for args, stdin in (([str(path)], None), (["-"], "\ufeff" + line)):
+        result = CliRunner().invoke(
+            app, ["--dsn", "memory://", "ingest", *args, "--json"], input=stdin
+        )
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["messages_ingested"] == 1
+    # Only a leading mark: one inside a line is still what it is (here: not JSON).
+    bad = CliRunner().invoke(
+        app, ["--dsn", "memory://", "ingest", "-"], input=line + "\ufeff" + line
+    )
+    assert _error_line(bad).startswith("error: line 2: not JSON")
 
 
 def test_the_default_data_dir_is_ignored_by_git() -> None:

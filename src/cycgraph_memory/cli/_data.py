@@ -131,6 +131,8 @@ def _read_messages(source: str) -> list[dict[str, Any]]:
         fail(f"{source}: not UTF-8 text (byte {exc.start}: {exc.reason})")
     except OSError as exc:
         fail(f"{source}: cannot read ({exc.strerror or exc})")
+    # A UTF-8 byte-order mark (what Notepad and Excel write first) is no part of line 1.
+    text = text.removeprefix("\ufeff")
     messages: list[dict[str, Any]] = []
     # Lines end at "\n" only (JSON Lines): str.splitlines() would also split inside a JSON
     # string at U+2028, U+2029 or U+0085, which JSON writes raw (ensure_ascii=False). A
