@@ -22,6 +22,9 @@
   "malformed id" (it takes the whole id).
 * ``ingest`` refused a file starting with a UTF-8 byte-order mark (Notepad, Excel):
   "line 1: not JSON (Unexpected UTF-8 BOM ...)".
+* A JSON file (an array of messages, or one message pretty-printed) given to ``ingest``
+  was refused as "line 1: not JSON (Expecting value)" or "got list", without saying the
+  file must be JSON Lines.
 * ``export graph -o -`` wrote a file named ``-`` (``ingest -`` reads stdin).
 * A mistyped ``--tenant`` read as an empty answer ("nothing found", a table of zeros):
   ``stats`` and ``search`` now say when the tenant holds no records at all.
@@ -265,6 +268,39 @@ def test_ingest_ignores_a_utf8_byte_order_mark(tmp_path: Path) -> None:
         app, ["--dsn", "memory://", "ingest", "-"], input=line + "\ufeff" + line
     )
     assert _error_line(bad).startswith("error: line 2: not JSON")
+
+
+ONE_PER_LINE = "write one message object per line (from an array: jq -c '.[]' FILE)"
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        '[\n  {"role": "user", "content": "a"}\n]\n',
+        '{\n  "role": "user",\n  "content": "a"\n}\n',
+    ],
+)
+def test_ingest_of_a_json_document_says_it_is_not_json_lines(tmp_path: Path, document: str) -> None:
+    path = tmp_path / "messages.json"
+    path.write_text(document, encoding="utf-8")
+    line = _error_line(_memory("ingest", str(path)))
+    assert line == f"error: {path} is one JSON document, not JSON Lines: {ONE_PER_LINE}"
+    piped = CliRunner().invoke(app, ["--dsn", "memory://", "ingest", "-"], input=document)
+    assert _error_line(piped) == (
+        f"error: stdin is one JSON document, not JSON Lines: {ONE_PER_LINE}"
+    )
+
+
+def test_ingest_of_an_array_line_says_one_message_per_line() -> None:
+    lines = '{"role": "user", "content": "a"}\n[{"role": "user", "content": "b"}]\n'
+    result = CliRunner().invoke(app, ["--dsn", "memory://", "ingest", "-"], input=lines)
+    assert _error_line(result) == f"error: line 2: a JSON array, not a message: {ONE_PER_LINE}"
+
+
+def test_a_broken_line_is_still_named_by_its_number() -> None:
+    lines = '{"role": "user", "content": "a"}\n{"role": \n'
+    result = CliRunner().invoke(app, ["--dsn", "memory://", "ingest", "-"], input=lines)
+    assert _error_line(result) == "error: line 2: not JSON (Expecting value)"
 
 
 def test_the_default_data_dir_is_ignored_by_git() -> None:

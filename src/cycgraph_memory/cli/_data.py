@@ -107,6 +107,17 @@ def stats_cmd(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
 # ----------------------------------------------------------------------------- ingest
 
 
+_ONE_PER_LINE = "write one message object per line (from an array: jq -c '.[]' FILE)"
+
+
+def _one_json_document(text: str) -> bool:
+    """Whether ``text`` is one (pretty-printed) JSON array or object, not JSON Lines."""
+    try:
+        return isinstance(json.loads(text), list | dict)
+    except (json.JSONDecodeError, RecursionError):
+        return False
+
+
 def _read_messages(source: str) -> list[dict[str, Any]]:
     from pydantic import ValidationError
 
@@ -143,9 +154,14 @@ def _read_messages(source: str) -> list[dict[str, Any]]:
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
+            if number == 1 and _one_json_document(text):
+                name = "stdin" if source == "-" else source
+                fail(f"{name} is one JSON document, not JSON Lines: {_ONE_PER_LINE}")
             fail(f"line {number}: not JSON ({exc.msg})")
         except RecursionError:
             fail(f"line {number}: JSON nested too deeply")
+        if isinstance(value, list):
+            fail(f"line {number}: a JSON array, not a message: {_ONE_PER_LINE}")
         if not isinstance(value, dict):
             fail(f"line {number}: expected a JSON object (a message), got {type(value).__name__}")
         try:
