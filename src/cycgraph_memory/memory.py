@@ -145,8 +145,7 @@ def _ids(values: Iterable[uuid.UUID | str] | uuid.UUID | str) -> list[uuid.UUID]
         values = [values]
     if isinstance(values, bytes | bytearray) or not isinstance(values, Iterable):
         raise InvalidTypeError(
-            f"expected fact ids (a UUID, a string or a list of them), got "
-            f"{type(values).__name__}"
+            f"expected fact ids (a UUID, a string or a list of them), got {type(values).__name__}"
         )
     out: list[uuid.UUID] = []
     for value in values:
@@ -164,12 +163,13 @@ def _check_pipeline_options(options: Mapping[str, Any] | None) -> None:
     if options is None:
         return
     if not isinstance(options, Mapping):
-        raise InvalidTypeError(
-            f"pipeline_options must be a mapping, got {type(options).__name__}"
-        )
+        raise InvalidTypeError(f"pipeline_options must be a mapping, got {type(options).__name__}")
     # The facade passes the store, the index and the embedder itself.
     known = set(inspect.signature(MemoryPipeline).parameters) - {
-        "store", "options", "index", "embedder"
+        "store",
+        "options",
+        "index",
+        "embedder",
     }
     unknown = sorted(str(k) for k in options if k not in known)
     if unknown:
@@ -224,9 +224,9 @@ class Memory:
         self.pipeline = pipeline or MemoryPipeline(store, embedder=embedder, index=index)
         # Validated now (a wrong key is refused here, not at the first search).
         self.retrieval_options: RetrievalOptions | None = (
-            None if retrieval_options is None else coerce_options(
-                RetrievalOptions, retrieval_options, {}
-            )
+            None
+            if retrieval_options is None
+            else coerce_options(RetrievalOptions, retrieval_options, {})
         )
         self.tenant = tenant
         self._on_close = on_close
@@ -253,7 +253,8 @@ class Memory:
 
         Args:
             dsn: ``"memory://"`` (in-memory), a ``postgresql://`` URL, or ``None`` for an
-                embedded server in ``data_dir``.
+                embedded server in ``data_dir``: the one already running there (left
+                running), else one started for this process (stopped when it exits).
             tenant: The tenant whose records are read and written.
             embedder: The embedding provider. ``None``: a ``HashingEmbeddingProvider``
                 (deterministic, no model, lexical similarity) of the schema's dimension,
@@ -284,9 +285,7 @@ class Memory:
         if dsn is not None and not isinstance(dsn, str):
             raise InvalidTypeError(f"dsn must be a string or None, got {type(dsn).__name__}")
         migrate = check_bool(migrate, "migrate")
-        if embedding_dim is not None and (
-            type(embedding_dim) is not int or embedding_dim < 1
-        ):
+        if embedding_dim is not None and (type(embedding_dim) is not int or embedding_dim < 1):
             raise InvalidInputError(
                 f"embedding_dim must be a positive int or None, got {embedding_dim!r}"
             )
@@ -331,7 +330,14 @@ class Memory:
 
         validate_tenant(tenant)
         if dsn is None:
-            dsn = start_embedded_server(data_dir or DEFAULT_DATA_DIR).dsn
+            from cycgraph_memory.postgres.embedded import embedded_server_dsn
+
+            where = data_dir or DEFAULT_DATA_DIR
+            # A server already running there (`cycgraph-memory db embedded start`, another
+            # program) is joined without a stop at exit: this process never stops a server
+            # it did not start. One it starts stops when the last process using it exits.
+            running = embedded_server_dsn(where) is not None
+            dsn = start_embedded_server(where, cleanup_mode=None if running else "stop").dsn
         engine = create_engine_from_dsn(dsn, **dict(engine_options or {}))
         try:
             instrument_engine(engine)
@@ -582,9 +588,7 @@ class Memory:
 
             found = []
             async for page in scan(self.store, "entities", 1000):
-                found += [
-                    e for e in page if e.superseded_by is None and e.name.lower() == wanted
-                ]
+                found += [e for e in page if e.superseded_by is None and e.name.lower() == wanted]
         if not found:
             raise RecordNotFoundError("entity", name)
         return found
@@ -629,8 +633,7 @@ class Memory:
         self._check_open()
         if isinstance(fact, str) and not fact.strip():
             raise InvalidInputError(
-                f"fact must not be blank (empty or only whitespace), got {fact!r}; "
-                "nothing written"
+                f"fact must not be blank (empty or only whitespace), got {fact!r}; nothing written"
             )
         given = string_list(tags, "tags")
         candidate = check_bool(candidate, "candidate")
@@ -685,8 +688,9 @@ class Memory:
                 async with themes_lock_for(self.store, live) as themed:
                     if themed:
                         found = await self.store.get_facts(ids)
-                        live = [found[i] for i in ids
-                                if i in found and found[i].invalidated_by is None]
+                        live = [
+                            found[i] for i in ids if i in found and found[i].invalidated_by is None
+                        ]
                     updated: list[SemanticFact] = [
                         f.model_copy(update={"invalidated_by": FORGOTTEN_BY}) for f in live
                     ]
@@ -799,7 +803,9 @@ def _check_embedder(embedder: object) -> None:
     dims = getattr(embedder, "dimensions", None)
     if (
         not callable(getattr(embedder, "embed", None))
-        or isinstance(dims, bool) or not isinstance(dims, int) or dims < 1
+        or isinstance(dims, bool)
+        or not isinstance(dims, int)
+        or dims < 1
     ):
         raise InvalidTypeError(
             "embedder must be an EmbeddingProvider (an embed() method and a positive int "

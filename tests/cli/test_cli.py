@@ -25,15 +25,24 @@ from cycgraph_memory.cli import app, main
 pytestmark = pytest.mark.postgres
 
 MESSAGES = [
-    {"id": "00000000-0000-4000-8000-000000000001", "role": "user",
-     "content": "Alice Smith maintains the billing service.",
-     "timestamp": "2026-01-01T10:00:00Z"},
-    {"id": "00000000-0000-4000-8000-000000000002", "role": "assistant",
-     "content": "Noted: Alice Smith deploys the billing service on Fridays.",
-     "timestamp": "2026-01-01T10:01:00Z"},
-    {"id": "00000000-0000-4000-8000-000000000003", "role": "user",
-     "content": "Bob Jones owns the search cluster.",
-     "timestamp": "2026-01-01T10:02:00Z"},
+    {
+        "id": "00000000-0000-4000-8000-000000000001",
+        "role": "user",
+        "content": "Alice Smith maintains the billing service.",
+        "timestamp": "2026-01-01T10:00:00Z",
+    },
+    {
+        "id": "00000000-0000-4000-8000-000000000002",
+        "role": "assistant",
+        "content": "Noted: Alice Smith deploys the billing service on Fridays.",
+        "timestamp": "2026-01-01T10:01:00Z",
+    },
+    {
+        "id": "00000000-0000-4000-8000-000000000003",
+        "role": "user",
+        "content": "Bob Jones owns the search cluster.",
+        "timestamp": "2026-01-01T10:02:00Z",
+    },
 ]
 
 
@@ -152,14 +161,16 @@ def test_db_vector_indexes_dedicate_list_drop(cli: Callable[..., Any], tenant: s
     )
     assert tenant in cli("db", "vector-indexes", "list").stdout
     # No tenant of this database holds a million facts: nothing to build.
-    assert _json(cli("db", "vector-indexes", "dedicate", "--min-documents", "1000000",
-                     "--json")) == {"built": {}}
+    assert _json(
+        cli("db", "vector-indexes", "dedicate", "--min-documents", "1000000", "--json")
+    ) == {"built": {}}
     dropped = _json(cli("db", "vector-indexes", "drop", "--json"))["dropped"]
     assert sorted(dropped) == sorted(r["index"] for r in listed)
     assert _json(cli("db", "vector-indexes", "list", "--json")) == []
     assert cli("db", "vector-indexes", "drop").stdout.startswith("no dedicated index")
-    _one_line_error(cli("db", "vector-indexes", "dedicate", "--min-documents", "0"), 1,
-                    "min_documents")
+    _one_line_error(
+        cli("db", "vector-indexes", "dedicate", "--min-documents", "0"), 1, "--min-documents"
+    )
 
 
 def test_embedded_server_start_uri_stop(tmp_path: Path) -> None:
@@ -204,10 +215,18 @@ def test_no_database_is_a_one_line_error(tmp_path: Path) -> None:
 
 def test_stats_ingest_and_search(cli: Callable[..., Any], tmp_path: Path) -> None:
     empty = _json(cli("stats", "--json"))
-    assert set(empty) >= {"tenant", "records", "tags", "themes", "index", "ledger_runs",
-                          "pending_candidates"}
-    assert all(c == {"live": 0, "invalidated": 0, "quarantined": 0}
-               for c in empty["records"].values())
+    assert set(empty) >= {
+        "tenant",
+        "records",
+        "tags",
+        "themes",
+        "index",
+        "ledger_runs",
+        "pending_candidates",
+    }
+    assert all(
+        c == {"live": 0, "invalidated": 0, "quarantined": 0} for c in empty["records"].values()
+    )
 
     report = _ingest(cli, tmp_path, MESSAGES)
     assert report["messages_ingested"] == 3 and report["facts"] >= 3
@@ -248,8 +267,9 @@ def test_ingest_reads_stdin_and_rejects_bad_lines(
     data = _json(cli("ingest", "-", "--json", input=lines))
     assert data["messages_ingested"] == 1
     before = _snapshot(cli_dsn, tenant)
-    _one_line_error(cli("ingest", "-", input='{"role": "user", "content": "ok"}\nnot json\n'),
-                    1, "line 2")
+    _one_line_error(
+        cli("ingest", "-", input='{"role": "user", "content": "ok"}\nnot json\n'), 1, "line 2"
+    )
     _one_line_error(cli("ingest", "-", input='{"role": "robot", "content": "x"}\n'), 1, "role")
     _one_line_error(cli("ingest", "/no/such/file.jsonl"), 1, "no such file")
     assert _snapshot(cli_dsn, tenant) == before
@@ -267,8 +287,9 @@ def test_user_errors_are_one_line_never_a_traceback(
     _one_line_error(cli("ingest", str(deep)), 1, "line 1")
     bad = '{"role": "user", "content": "ok"}\n{"role": "robot", "content": "x"}\n'
     _one_line_error(cli("ingest", "-", input=bad), 1, "line 2: invalid message (role")
-    _one_line_error(cli("export", "graph", "-o", str(tmp_path / "no" / "dir.json")), 1,
-                    "cannot write")
+    _one_line_error(
+        cli("export", "graph", "-o", str(tmp_path / "no" / "dir.json")), 1, "cannot write"
+    )
     _one_line_error(cli("export", "graph", "-o", str(tmp_path)), 1, "cannot write")
     _one_line_error(cli("db", "upgrade", "bogusrev"), 1, "revision 'bogusrev'")
     _one_line_error(cli("db", "downgrade", "bogusrev", "--yes"), 1, "revision 'bogusrev'")
@@ -281,8 +302,7 @@ def test_export_graph_formats(cli: Callable[..., Any], tmp_path: Path) -> None:
     names = {n["name"] for n in graph["nodes"]}
     assert {"Alice Smith", "Bob Jones"} <= names
     ids = {n["id"] for n in graph["nodes"]}
-    assert graph["edges"] and all(e["source"] in ids and e["target"] in ids
-                                  for e in graph["edges"])
+    assert graph["edges"] and all(e["source"] in ids and e["target"] in ids for e in graph["edges"])
     graphml = cli("export", "graph", "--format", "graphml")
     assert graphml.exit_code == 0 and graphml.stdout.startswith("<?xml")
     assert "Alice Smith" in graphml.stdout and "<edge " in graphml.stdout
@@ -303,10 +323,13 @@ def _duplicate_entities(dsn: str, tenant: str) -> None:
         a = Entity(name="Carol White", entity_type="person", provenance=prov)
         b = Entity(name="carol white", entity_type="person", provenance=prov)
         await memory.store.put_entities([a, b])
-        await memory.store.put_facts([
-            SemanticFact(content="Carol White runs payroll.", entity_ids=[b.id],
-                         provenance=prov),
-        ])
+        await memory.store.put_facts(
+            [
+                SemanticFact(
+                    content="Carol White runs payroll.", entity_ids=[b.id], provenance=prov
+                ),
+            ]
+        )
 
     _with_memory(dsn, tenant, work)
 
@@ -344,7 +367,7 @@ def test_consolidate_dry_run_changes_nothing(
     assert applied["report"]["total_reclaimed"] == plan["report"]["total_reclaimed"]
     assert _snapshot(cli_dsn, tenant) != before
     assert _json(cli("consolidate", "--dry-run", "--max-facts", "1", "--json"))["mutations"] == []
-    _one_line_error(cli("consolidate", "--delete-mode", "never"), 1, "delete_mode")
+    _one_line_error(cli("consolidate", "--delete-mode", "never"), 1, "--delete-mode")
 
 
 def _conflicting_facts(dsn: str, tenant: str) -> None:
@@ -352,12 +375,22 @@ def _conflicting_facts(dsn: str, tenant: str) -> None:
         prov = Provenance(source="system")
         alice = Entity(name="Alice Smith", entity_type="person", provenance=prov)
         await memory.store.put_entities([alice])
-        await memory.store.put_facts([
-            SemanticFact(content="Alice Smith likes green tea", entity_ids=[alice.id],
-                         provenance=prov, valid_from="2026-01-01T00:00:00Z"),
-            SemanticFact(content="Alice Smith does not like green tea", entity_ids=[alice.id],
-                         provenance=prov, valid_from="2026-01-02T00:00:00Z"),
-        ])
+        await memory.store.put_facts(
+            [
+                SemanticFact(
+                    content="Alice Smith likes green tea",
+                    entity_ids=[alice.id],
+                    provenance=prov,
+                    valid_from="2026-01-01T00:00:00Z",
+                ),
+                SemanticFact(
+                    content="Alice Smith does not like green tea",
+                    entity_ids=[alice.id],
+                    provenance=prov,
+                    valid_from="2026-01-02T00:00:00Z",
+                ),
+            ]
+        )
 
     _with_memory(dsn, tenant, work)
 
@@ -410,15 +443,25 @@ def test_gate_evaluate_and_audit(cli: Callable[..., Any], cli_dsn: str, tenant: 
     assert table.exit_code == 0 and "promoted" in table.stdout
     assert _json(cli("gate", "audit", "--offset", "1", "--json"))["entries"] == []
     assert _json(cli("gate", "audit", "--fact-id", str(uuid.uuid4()), "--json"))["entries"] == []
-    _one_line_error(cli("gate", "evaluate", "--decision-rule", "vibes"), 1, "decision_rule")
+    _one_line_error(cli("gate", "evaluate", "--decision-rule", "vibes"), 1, "--decision-rule")
     _one_line_error(cli("gate", "audit", "--pass-id", "not-a-uuid"), 1, "not-a-uuid")
 
 
 def test_gate_simulate_writes_a_chart(tmp_path: Path) -> None:
     chart = tmp_path / "oc.svg"
     runner = CliRunner()
-    args = ["gate", "simulate", "--effects", "0.2,-0.2", "--runs", "10,30",
-            "--replicates", "2", "--chart", str(chart)]
+    args = [
+        "gate",
+        "simulate",
+        "--effects",
+        "0.2,-0.2",
+        "--runs",
+        "10,30",
+        "--replicates",
+        "2",
+        "--chart",
+        str(chart),
+    ]
     result = runner.invoke(app, ["--json", *args])
     data = _json(result)
     assert len(data["rows"]) == 4 and data["chart"] == str(chart)

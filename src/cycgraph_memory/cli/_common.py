@@ -6,7 +6,7 @@ import asyncio
 import json
 import math
 import sys
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,20 +79,43 @@ def _exit_code(exc: BaseException) -> int:
     return EXIT_ERROR
 
 
-def _one_line(exc: BaseException) -> str:
+def _where(loc: Sequence[Any], flags: Mapping[str, str]) -> str:
+    """A validation error's location, named by the command-line flag that set it."""
+    if loc and isinstance(loc[0], str) and loc[0] in flags:
+        rest = list(loc[1:])
+        item = f" (value {rest.pop(0) + 1})" if rest and isinstance(rest[0], int) else ""
+        return ".".join([flags[loc[0]], *(str(p) for p in rest)]) + item
+    return ".".join(str(p) for p in loc) or "input"
+
+
+def _one_line(exc: BaseException, flags: Mapping[str, str] | None = None) -> str:
+    """``exc`` as one line; a parameter the library names is named by its flag.
+
+    ``flags`` maps the library's parameter names to the command's options
+    (``{"max_hops": "--hops"}``): the error of ``--hops 9`` says ``--hops``, not a
+    keyword argument the user never typed.
+    """
     from pydantic import ValidationError
 
+    flags = flags or {}
     if isinstance(exc, ValidationError):
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "input"
+        where = _where(first.get("loc", ()), flags)
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         return f"invalid {where}: {first.get('msg', 'invalid value')}{more}"
     text = " ".join(str(exc).split()) or type(exc).__name__
+    for name, flag in flags.items():  # "max_facts must be ..." -> "--max-facts must be ..."
+        if text.startswith(name + " "):
+            return flag + text[len(name) :]
     return text
 
 
-def run(work: Callable[[], Awaitable[T]]) -> T:
-    """Run a coroutine; library and database errors become one line and an exit code."""
+def run(work: Callable[[], Awaitable[T]], flags: Mapping[str, str] | None = None) -> T:
+    """Run a coroutine; library and database errors become one line and an exit code.
+
+    ``flags`` names the library's parameters by the options that set them (see
+    :func:`_one_line`).
+    """
     from pydantic import ValidationError
 
     from cycgraph_memory.errors import CycgraphMemoryError
@@ -100,23 +123,36 @@ def run(work: Callable[[], Awaitable[T]]) -> T:
     try:
         return asyncio.run(work())  # type: ignore[arg-type]
     except (CycgraphMemoryError, ValidationError, OSError, json.JSONDecodeError) as exc:
-        fail(_one_line(exc), _exit_code(exc))
+        fail(_one_line(exc, flags), _exit_code(exc))
 
 
 def resolve_dsn(state: Settings) -> str:
     """The DSN to use: ``--dsn`` / ``CYCGRAPH_MEMORY_DSN``, else a running embedded server."""
     if state.dsn:
         return state.dsn
-    from cycgraph_memory.postgres.embedded import embedded_server_dsn
+    from cycgraph_memory.errors import MissingExtraError
 
-    found = embedded_server_dsn(state.data_dir)
+    where = f"data dir {state.data_dir}"
+    try:
+        from cycgraph_memory.postgres.embedded import embedded_server_dsn
+
+        found = embedded_server_dsn(state.data_dir)
+    except MissingExtraError as exc:
+        # Without the extra no embedded server can be running: still "no database".
+        found, where = None, f"{where}; it needs the {exc.extra} extra: {_install_hint(exc)}"
     if found is None:
         fail(
             "no database: set CYCGRAPH_MEMORY_DSN, pass --dsn, or start one with "
-            f"`cycgraph-memory db embedded start` (data dir {state.data_dir})",
+            f"`cycgraph-memory db embedded start` ({where})",
             EXIT_DATABASE,
         )
     return found
+
+
+def _install_hint(exc: BaseException) -> str:
+    """The ``pip install ...`` part of a :class:`MissingExtraError`'s message."""
+    text = str(exc)
+    return text[text.index("pip install") :] if "pip install" in text else text
 
 
 async def open_memory(state: Settings) -> Memory:
@@ -155,10 +191,16 @@ def emit_json(state: Settings, payload: Any) -> None:
         return str(value)
 
     def dumps(ensure_ascii: bool) -> str:
-        return json.dumps(
-            _finite(payload), default=default, indent=2, ensure_ascii=ensure_ascii,
-            allow_nan=False,
-        ) + "\n"
+        return (
+            json.dumps(
+                _finite(payload),
+                default=default,
+                indent=2,
+                ensure_ascii=ensure_ascii,
+                allow_nan=False,
+            )
+            + "\n"
+        )
 
     try:
         sys.stdout.write(dumps(ensure_ascii=False))

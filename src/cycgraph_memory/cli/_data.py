@@ -43,6 +43,21 @@ def register(app: typer.Typer) -> None:
 # ----------------------------------------------------------------------------- stats
 
 
+def _holds_nothing(stats: MemoryStats) -> bool:
+    """No record of any kind (live or not) and no ledger run: a new tenant, or a typo."""
+    counts = stats.records.values()
+    return stats.ledger_runs == 0 and all(
+        c.live + c.invalidated + c.quarantined == 0 for c in counts
+    )
+
+
+def _empty_tenant_note(state: Settings) -> str:
+    return (
+        f"tenant {state.tenant} holds no records (a new tenant, or check --tenant / "
+        "CYCGRAPH_MEMORY_TENANT)"
+    )
+
+
 def _show_stats(state: Settings, stats: MemoryStats) -> None:
     console = state.console
     console.print(
@@ -58,9 +73,19 @@ def _show_stats(state: Settings, stats: MemoryStats) -> None:
         themes = [[t.label, t.facts] for t in stats.themes]
         console.print(table("themes", ["theme", "facts"], themes))
     if stats.index:
-        console.print(table("index", ["index", "size"], list(stats.index.items())))
+        # In memory the index reports the vectors it holds; on Postgres the bytes on disk
+        # of indexes every tenant of the database shares: the unit and title say which.
+        in_memory = "vectors" in stats.index
+        sizes = [
+            [k, f"{v:,} vectors" if k == "vectors" else f"{v:,} bytes"]
+            for k, v in stats.index.items()
+        ]
+        title = "index" if in_memory else "indexes (on disk, shared by every tenant)"
+        console.print(table(title, ["index", "size"], sizes))
     console.print(f"ledger runs: {stats.ledger_runs}", markup=False)
     console.print(f"pending lesson candidates: {stats.pending_candidates}", markup=False)
+    if _holds_nothing(stats):
+        console.print(_empty_tenant_note(state), markup=False)
 
 
 def stats_cmd(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
@@ -82,6 +107,17 @@ def stats_cmd(ctx: typer.Context, json_output: bool = JSON_OPTION) -> None:
 # ----------------------------------------------------------------------------- ingest
 
 
+_ONE_PER_LINE = "write one message object per line (from an array: jq -c '.[]' FILE)"
+
+
+def _one_json_document(text: str) -> bool:
+    """Whether ``text`` is one (pretty-printed) JSON array or object, not JSON Lines."""
+    try:
+        return isinstance(json.loads(text), list | dict)
+    except (json.JSONDecodeError, RecursionError):
+        return False
+
+
 def _read_messages(source: str) -> list[dict[str, Any]]:
     from pydantic import ValidationError
 
@@ -97,6 +133,8 @@ def _read_messages(source: str) -> list[dict[str, Any]]:
             text = sys.stdin.read() if raw is None else raw.read().decode("utf-8")
         else:
             path = Path(source)
+            if path.is_dir():
+                fail(f"{source} is a directory: give a JSON Lines file (or - for stdin)")
             if not path.is_file():
                 fail(f"no such file: {source}")
             text = path.read_text(encoding="utf-8")
@@ -104,6 +142,8 @@ def _read_messages(source: str) -> list[dict[str, Any]]:
         fail(f"{source}: not UTF-8 text (byte {exc.start}: {exc.reason})")
     except OSError as exc:
         fail(f"{source}: cannot read ({exc.strerror or exc})")
+    # A UTF-8 byte-order mark (what Notepad and Excel write first) is no part of line 1.
+    text = text.removeprefix("\ufeff")
     messages: list[dict[str, Any]] = []
     # Lines end at "\n" only (JSON Lines): str.splitlines() would also split inside a JSON
     # string at U+2028, U+2029 or U+0085, which JSON writes raw (ensure_ascii=False). A
@@ -114,9 +154,14 @@ def _read_messages(source: str) -> list[dict[str, Any]]:
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
+            if number == 1 and _one_json_document(text):
+                name = "stdin" if source == "-" else source
+                fail(f"{name} is one JSON document, not JSON Lines: {_ONE_PER_LINE}")
             fail(f"line {number}: not JSON ({exc.msg})")
         except RecursionError:
             fail(f"line {number}: JSON nested too deeply")
+        if isinstance(value, list):
+            fail(f"line {number}: a JSON array, not a message: {_ONE_PER_LINE}")
         if not isinstance(value, dict):
             fail(f"line {number}: expected a JSON object (a message), got {type(value).__name__}")
         try:
@@ -151,7 +196,7 @@ def ingest_cmd(
             with progress_bar(state, "ingesting") as progress:
                 return await memory.add(messages, tags=tags, run_id=run_id, progress=progress)
 
-    report = run(work)
+    report = run(work, {"tags": "--tag", "run_id": "--run-id"})
     payload = {
         "messages_ingested": report.messages_ingested,
         "messages_skipped": report.messages_skipped,
@@ -190,8 +235,12 @@ def _search_payload(result: MemoryResult, prompt: str) -> dict[str, Any]:
             for f in result.facts
         ],
         "messages": [
-            {"id": str(m.id), "role": m.role, "content": m.content,
-             "timestamp": m.timestamp.isoformat()}
+            {
+                "id": str(m.id),
+                "role": m.role,
+                "content": m.content,
+                "timestamp": m.timestamp.isoformat(),
+            }
             for m in result.messages
         ],
         "themes": [{"id": str(t.id), "label": t.label} for t in result.themes],
@@ -221,10 +270,11 @@ def _pair(score: dict[str, Any], signal: str) -> str:
     return f"{_fmt(score.get(signal + '_rank'))} / {_fmt(score.get(signal + '_score'))}"
 
 
-def _show_search(state: Settings, payload: dict[str, Any]) -> None:
+def _show_search(state: Settings, payload: dict[str, Any], empty_tenant: bool) -> None:
     console = state.console
     if not payload["facts"] and not payload["entities"]:
-        console.print("nothing found", markup=False)
+        note = f": {_empty_tenant_note(state)}" if empty_tenant else ""
+        console.print(f"nothing found{note}", markup=False)
         return
     console.print(
         table(
@@ -255,8 +305,11 @@ def _show_search(state: Settings, payload: dict[str, Any]) -> None:
         console.print(table("themes", ["theme"], [[t["label"]] for t in payload["themes"]]))
     if payload["entities"]:
         console.print(
-            table("entities", ["entity", "type"],
-                  [[e["name"], e["type"]] for e in payload["entities"]])
+            table(
+                "entities",
+                ["entity", "type"],
+                [[e["name"], e["type"]] for e in payload["entities"]],
+            )
         )
     if payload["relationships"]:
         console.print(
@@ -282,23 +335,37 @@ def search_cmd(
 ) -> None:
     """Search memory: facts with their score breakdown, turns, themes and the subgraph."""
     state = settings(ctx, json_output)
+    if text is not None and not text.strip():
+        text = None  # `search ""` (an unset shell variable) asks nothing: not a question
     if text is None and not tags and entity is None:
         fail("give a question, --tag or --entity")
+    if entity is not None and not entity.strip():
+        fail("--entity needs an entity name, got an empty one")
     if mode is not None and mode not in ("vector", "text", "hybrid"):
         fail(f"--mode must be vector, text or hybrid, got {mode!r}")
 
-    async def work() -> Any:
+    async def work() -> tuple[Any, bool]:
         async with await open_memory(state) as memory:
-            return await memory.search(
-                text, mode=mode, limit=limit, tags=tags, entity=entity, max_hops=hops  # type: ignore[arg-type]
+            found = await memory.search(
+                text,
+                mode=mode,  # type: ignore[arg-type]
+                limit=limit,
+                tags=tags,
+                entity=entity,
+                max_hops=hops,
             )
+            # "nothing found" in a tenant that holds nothing says so: a mistyped --tenant
+            # reads as an empty answer otherwise.
+            nothing = not found.result.facts and not found.result.entities
+            empty = nothing and not state.json and _holds_nothing(await memory.stats())
+            return found, empty
 
-    found = run(work)
+    found, empty_tenant = run(work, {"limit": "--limit", "max_hops": "--hops", "tags": "--tag"})
     payload = _search_payload(found.result, found.prompt)
     if state.json:
         emit_json(state, payload)
     else:
-        _show_search(state, payload)
+        _show_search(state, payload, empty_tenant)
 
 
 # ----------------------------------------------------------------------------- export
@@ -308,7 +375,9 @@ def search_cmd(
 def export_graph_cmd(
     ctx: typer.Context,
     fmt: str = typer.Option("json", "--format", "-f", help="json, graphml or mermaid."),
-    output: Path | None = typer.Option(None, "--output", "-o", help="Write to this file."),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Write to this file (- = stdout, as without it)."
+    ),
     include_invalidated: bool = typer.Option(
         False, "--include-invalidated", help="Also export soft-deleted records."
     ),
@@ -331,6 +400,8 @@ def export_graph_cmd(
     graph = run(work)
     text = render_graph(graph, fmt)
     counts = {"entities": len(graph.entities), "relationships": len(graph.relationships)}
+    if output is not None and str(output) == "-":
+        output = None  # `-o -`: stdout, as `ingest -` reads stdin (not a file named "-")
     if output is None:
         if state.json and fmt != "json":
             # --json promises one JSON document on stdout: GraphML / Mermaid come wrapped.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
@@ -59,7 +60,14 @@ def evaluate_cmd(
             assert memory.ledger is not None
             return await evaluate_retention(memory.store, memory.ledger, policy)
 
-    report = run(work)
+    report = run(
+        work,
+        {
+            "min_trials": "--min-trials",
+            "decision_rule": "--decision-rule",
+            "candidate_tag": "--candidate-tag",
+        },
+    )
     if state.json:
         emit_json(state, report.model_dump(mode="json"))
         return
@@ -81,6 +89,12 @@ def audit_cmd(
 ) -> None:
     """Show the gate's append-only audit log (oldest first)."""
     state = settings(ctx, json_output)
+    for flag, value in (("--pass-id", pass_id), ("--fact-id", fact_id)):
+        if value is not None:
+            try:
+                uuid.UUID(value)
+            except ValueError:
+                fail(f"{flag} must be a whole id (a UUID, as the table shows it), got {value!r}")
 
     async def work() -> Any:
         async with await open_memory(state) as memory:
@@ -89,7 +103,7 @@ def audit_cmd(
                 fail("this ledger keeps no gate audit log")
             return await lister(pass_id=pass_id, fact_id=fact_id, limit=limit, offset=offset)
 
-    entries = run(work)
+    entries = run(work, {"limit": "--limit", "offset": "--offset"})
     if state.json:
         emit_json(state, {"entries": [e.model_dump(mode="json") for e in entries]})
         return
@@ -100,7 +114,7 @@ def audit_cmd(
             [
                 [
                     e.decided_at.isoformat(timespec="seconds"),
-                    str(e.pass_id)[:8],
+                    str(e.pass_id),  # whole: what --pass-id takes
                     str(e.fact_id),
                     e.verdict,
                     e.reason or "",
@@ -174,9 +188,7 @@ def operating_characteristics_svg(rows: list[OperatingCharacteristicsRow]) -> st
                 f'<text x="{pad - 6}" y="{y_of(tick) + 4}" text-anchor="end">{tick:.1f}</text>'
             )
         for n in runs:
-            out.append(
-                f'<text x="{x_of(n)}" y="{y_of(0) + 16}" text-anchor="middle">{n}</text>'
-            )
+            out.append(f'<text x="{x_of(n)}" y="{y_of(0) + 16}" text-anchor="middle">{n}</text>')
         out.append(
             f'<text x="{(width - 120) / 2}" y="{top + panel_h - 8}" text-anchor="middle">'
             "runs</text>"
@@ -245,7 +257,16 @@ def simulate_cmd(
         with progress_bar(state, "simulating") as progress:
             return await gate_operating_characteristics(config, progress=progress)
 
-    rows = run(work)
+    rows = run(
+        work,
+        {
+            "effects": "--effects",
+            "run_counts": "--runs",
+            "noise_sds": "--noise",
+            "replicates": "--replicates",
+            "seed": "--seed",
+        },
+    )
     if chart is not None:
         try:
             chart.write_text(operating_characteristics_svg(rows), encoding="utf-8")
@@ -254,20 +275,38 @@ def simulate_cmd(
     if state.json:
         emit_json(
             state,
-            {"rows": [r.model_dump(mode="json") for r in rows],
-             "chart": None if chart is None else str(chart)},
+            {
+                "rows": [r.model_dump(mode="json") for r in rows],
+                "chart": None if chart is None else str(chart),
+            },
         )
         return
     state.console.print(
         table(
             "gate operating characteristics",
-            ["noise", "effect", "runs", "promote", "evict", "harmful", "no lift", "held",
-             "mean decision run"],
             [
-                [r.noise_sd, f"{r.effect:+g}", r.runs, f"{r.promote_rate:.2f}",
-                 f"{r.evict_rate:.2f}", f"{r.harmful_evict_rate:.2f}", f"{r.no_lift_rate:.2f}",
-                 f"{r.held_rate:.2f}",
-                 "-" if r.mean_decision_run is None else f"{r.mean_decision_run:.1f}"]
+                "noise",
+                "effect",
+                "runs",
+                "promote",
+                "evict",
+                "harmful",
+                "no lift",
+                "held",
+                "mean decision run",
+            ],
+            [
+                [
+                    r.noise_sd,
+                    f"{r.effect:+g}",
+                    r.runs,
+                    f"{r.promote_rate:.2f}",
+                    f"{r.evict_rate:.2f}",
+                    f"{r.harmful_evict_rate:.2f}",
+                    f"{r.no_lift_rate:.2f}",
+                    f"{r.held_rate:.2f}",
+                    "-" if r.mean_decision_run is None else f"{r.mean_decision_run:.1f}",
+                ]
                 for r in rows
             ],
         )

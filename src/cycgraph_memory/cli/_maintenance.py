@@ -54,13 +54,23 @@ def mutation_rows(mutations: Sequence[Mutation]) -> list[dict[str, Any]]:
     for m in mutations:
         if isinstance(m, Put):
             rows.append(
-                {"action": "put", "kind": m.kind, "id": str(m.id), "reason": m.reason,
-                 "record": _describe(m.record)}
+                {
+                    "action": "put",
+                    "kind": m.kind,
+                    "id": str(m.id),
+                    "reason": m.reason,
+                    "record": _describe(m.record),
+                }
             )
         else:
             rows.append(
-                {"action": "delete", "kind": m.kind, "id": str(m.id), "reason": m.reason,
-                 "record": ""}
+                {
+                    "action": "delete",
+                    "kind": m.kind,
+                    "id": str(m.id),
+                    "reason": m.reason,
+                    "record": "",
+                }
             )
     return rows
 
@@ -70,6 +80,9 @@ def _show_plan(
 ) -> None:
     rows = mutation_rows(mutations)
     report_json = report.model_dump(mode="json", exclude={"mutation_log"}) if report else {}
+    # The table holds the report's counts; a conflict resolution's decisions (`details`)
+    # get a table of their own.
+    counts = [(k, v) for k, v in report_json.items() if k != "details"]
     if state.json:
         payload: dict[str, Any] = {"dry_run": dry_run, "report": report_json}
         if dry_run:
@@ -77,8 +90,7 @@ def _show_plan(
         emit_json(state, payload)
         return
     console = state.console
-    console.print(table(f"{title}{' (dry run)' if dry_run else ''}", ["", "count"],
-                        list(report_json.items())))
+    console.print(table(f"{title}{' (dry run)' if dry_run else ''}", ["", "count"], counts))
     if not dry_run:
         return
     if rows:
@@ -107,7 +119,9 @@ def resolve_entities_cmd(
 
         async with await open_memory(state) as memory:
             resolver = EntityResolver(
-                memory.store, index=memory.index, delete_mode=delete_mode  # type: ignore[arg-type]
+                memory.store,
+                index=memory.index,
+                delete_mode=delete_mode,  # type: ignore[arg-type]
             )
             with progress_bar(state, "resolving entities") as progress:
                 if dry_run:
@@ -115,7 +129,7 @@ def resolve_entities_cmd(
                     return plan.report, plan.mutations
                 return await resolver.resolve(progress=progress), []
 
-    report, mutations = run(work)
+    report, mutations = run(work, {"delete_mode": "--delete-mode"})
     _show_plan(state, "entity resolution", report, mutations, dry_run)
 
 
@@ -151,7 +165,16 @@ def consolidate_cmd(
                     return plan.report, plan.mutations
                 return await consolidator.consolidate(progress=progress), []
 
-    report, mutations = run(work)
+    report, mutations = run(
+        work,
+        {
+            "max_facts": "--max-facts",
+            "max_episodes": "--max-episodes",
+            "dedup_threshold": "--dedup-threshold",
+            "decay_half_life_days": "--half-life-days",
+            "delete_mode": "--delete-mode",
+        },
+    )
     _show_plan(state, "consolidation", report, mutations, dry_run)
 
 
@@ -172,8 +195,10 @@ def _show_conflicts(state: Settings, rows: list[dict[str, Any]]) -> None:
         table(
             f"{len(rows)} conflicts",
             ["type", "confidence", "fact a", "fact b"],
-            [[r["type"], r["confidence"], r["fact_a"]["content"], r["fact_b"]["content"]]
-             for r in rows],
+            [
+                [r["type"], r["confidence"], r["fact_a"]["content"], r["fact_b"]["content"]]
+                for r in rows
+            ],
         )
     )
 
@@ -223,7 +248,6 @@ def resolve_cmd(
             return await detector.auto_resolve_all(conflicts, policy), []  # type: ignore[arg-type]
 
     report, mutations = run(work)
-    summary = report.model_copy(update={"details": []}) if report is not None else None
     if state.json:
         emit_json(
             state,
@@ -233,21 +257,28 @@ def resolve_cmd(
                 "resolved": report.resolved,
                 "skipped": report.skipped,
                 "details": [
-                    {"action": d.action, "reason": d.reason, "type": d.conflict.type,
-                     "fact_a": str(d.conflict.fact_a.id), "fact_b": str(d.conflict.fact_b.id)}
+                    {
+                        "action": d.action,
+                        "reason": d.reason,
+                        "type": d.conflict.type,
+                        "fact_a": str(d.conflict.fact_a.id),
+                        "fact_b": str(d.conflict.fact_b.id),
+                    }
                     for d in report.details
                 ],
                 **({"mutations": mutation_rows(mutations)} if dry_run else {}),
             },
         )
         return
-    _show_plan(state, f"conflict resolution ({policy})", summary, mutations, dry_run)
+    _show_plan(state, f"conflict resolution ({policy})", report, mutations, dry_run)
     if report.details:
         state.console.print(
             table(
                 "decisions",
                 ["action", "reason", "fact a", "fact b"],
-                [[d.action, d.reason, d.conflict.fact_a.content, d.conflict.fact_b.content]
-                 for d in report.details],
+                [
+                    [d.action, d.reason, d.conflict.fact_a.content, d.conflict.fact_b.content]
+                    for d in report.details
+                ],
             )
         )
