@@ -346,6 +346,10 @@ class MemoryConsolidator:
 
         Reads at most one record per threshold (``limit=1, offset=threshold``); writes
         nothing.
+
+        Raises:
+            InvalidTypeError: ``store`` lacks the ``MemoryStore`` methods, or
+                ``thresholds`` is neither thresholds nor a mapping.
         """
         check_store(store)
         t = instance_of(thresholds, ConsolidationThresholds, "thresholds")
