@@ -13,6 +13,8 @@ consolidator's lifecycle tags were checked for emptiness only, while the retenti
 
 from __future__ import annotations
 
+import logging
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -21,10 +23,12 @@ from cycgraph_memory import (
     MAX_TAG_LENGTH,
     QUARANTINE_TAG,
     ConflictDetector,
+    Entity,
     EntityResolver,
     InMemoryMemoryIndex,
     InMemoryMemoryStore,
     MemoryConsolidator,
+    Provenance,
 )
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.integration import memory_retriever, memory_writer
@@ -104,3 +108,28 @@ def test_consolidator_takes_any_storable_lifecycle_tag() -> None:
     longest = "x" * MAX_TAG_LENGTH
     c = MemoryConsolidator(InMemoryMemoryStore(), verified_tag=longest, candidate_tag="tríal")
     assert (c.verified_tag, c.candidate_tag) == (longest, "tríal")
+
+
+async def test_a_full_one_message_logger_is_wrapped_and_stdlib_loggers_are_not() -> None:
+    """A spec-style logger with every level gets one formatted string per call.
+
+    It used to be taken for a ``logging.Logger`` and called with ``(msg, *args)``: the
+    resolver raised ``TypeError`` after its pass had committed.
+    """
+    store = InMemoryMemoryStore()
+    prov = Provenance(source="agent")
+    await store.put_entities(
+        [
+            Entity(name="Alice", entity_type="person", provenance=prov),
+            Entity(name="alice.", entity_type="person", provenance=prov),
+        ]
+    )
+    lines: list[str] = []
+    one_message = SimpleNamespace(debug=lines.append, info=lines.append, warning=lines.append)
+    report = await EntityResolver(store, logger=one_message).resolve()
+    assert report.entities_absorbed == 1
+    assert len(lines) == 1 and "entities_absorbed" in lines[0] and "%s" not in lines[0]
+    std = logging.getLogger("audit12")
+    adapter = logging.LoggerAdapter(std, {})
+    assert EntityResolver(store, logger=std).logger is std
+    assert MemoryConsolidator(store, logger=adapter).logger is adapter
