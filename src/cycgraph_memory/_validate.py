@@ -23,6 +23,7 @@ Limits (all documented in the README's "Records" section):
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -562,11 +563,14 @@ class _PartialLogger:
 def check_logger(value: object, default: Any, name: str = "logger") -> Any:
     """``value`` (or ``default`` when it is ``None``) once it can be logged to.
 
-    A ``logging.Logger`` (anything with callable ``debug``, ``info`` and ``warning``) is
-    used as it is. An object with only some levels (the spec's optional
-    ``{ debug?, warn? }``; ``warn`` stands for ``warning``) is wrapped so the missing
-    levels are dropped rather than raising after the store changed. Components log after
-    their writes commit, so an object with none of these methods is refused up front.
+    A ``logging.Logger`` or ``logging.LoggerAdapter`` is used as it is. Any other object
+    (the spec's ``{ debug?, warn? }``, whose methods take one message; ``warn`` stands for
+    ``warning``) is wrapped: each call gets one formatted string, and the levels it lacks
+    are dropped rather than raising after the store changed. That holds for an object
+    with all three levels too: handing it ``logging``'s ``(msg, *args)`` would raise a
+    ``TypeError`` from a one-argument method after the pass had committed. Components
+    log after their writes commit, so an object with none of these methods is refused up
+    front.
 
     Raises:
         InvalidTypeError: ``value`` has none of callable ``debug``, ``info``,
@@ -580,7 +584,7 @@ def check_logger(value: object, default: Any, name: str = "logger") -> Any:
             f"{name} must be a logging.Logger or have at least one callable of "
             f"{', '.join(_LOGGER_METHODS)}, warn; {type(value).__name__} has none"
         )
-    if all(m in has for m in _LOGGER_METHODS):
+    if isinstance(value, logging.Logger | logging.LoggerAdapter):
         return value
     return _PartialLogger(value)
 

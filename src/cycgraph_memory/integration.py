@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from cycgraph_memory._validate import string_list, validate_record
+from cycgraph_memory._validate import check_method, string_list, validate_record
 from cycgraph_memory.contracts import EmbeddingProvider, MemoryIndex, MemoryStore
 from cycgraph_memory.errors import (
     EmbeddingDimensionMismatchError,
@@ -128,6 +128,11 @@ def memory_retriever(
             ``max_facts`` (1-100).
         options: Passed to :func:`~cycgraph_memory.retrieval.retrieve_memory`.
 
+    Raises:
+        InvalidTypeError: ``store``, ``index`` or ``embedder`` lacks the method of its
+            contract (``find_facts``, ``search_facts``, ``embed``).
+        InvalidInputError: ``default_max_facts`` outside 1-100.
+
     Returns:
         ``async retrieve(query, options=None)``. ``query`` keys: ``text``, ``tags``,
         ``entity_ids``, ``max_facts``; ``options`` keys: ``max_facts``, ``goal`` (used as
@@ -135,6 +140,10 @@ def memory_retriever(
         ``{"facts": [{id, content, valid_from, tags}], "entities": [{id, name, type}],
         "themes": [{id, label}]}``.
     """
+    check_method(store, "find_facts", "store", "MemoryStore")
+    check_method(index, "search_facts", "index", "MemoryIndex")
+    if embedder is not None:
+        check_method(embedder, "embed", "embedder", "EmbeddingProvider")
     if (
         isinstance(default_max_facts, bool)
         or not isinstance(default_max_facts, int)
@@ -272,6 +281,10 @@ def memory_writer(
             retrieval can find them.
         clock: Time source for ``valid_from`` and ``provenance.created_at`` defaults.
 
+    Raises:
+        InvalidTypeError: ``store``, ``index`` or ``embedder`` lacks the method of its
+            contract (``put_facts``, ``search_facts``, ``embed``).
+
     Returns:
         ``async write(facts, options=None) -> {"fact_ids": [...]}``. Each fact is a
         ``SemanticFact`` or a dict with ``content``, ``tags``, ``provenance`` (``source``
@@ -282,6 +295,11 @@ def memory_writer(
         nothing and returns the first write's ids. Every fact and the key are validated
         before anything is embedded or written (``InvalidInputError`` for a bad key).
     """
+    check_method(store, "put_facts", "store", "MemoryStore")
+    if index is not None:
+        check_method(index, "search_facts", "index", "MemoryIndex")
+    if embedder is not None:
+        check_method(embedder, "embed", "embedder", "EmbeddingProvider")
     seen: dict[str, list[uuid.UUID]] = {}
     lock = asyncio.Lock()
     put_once = getattr(store, "put_facts_once", None)

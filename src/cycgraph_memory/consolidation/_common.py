@@ -5,15 +5,77 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 
-from cycgraph_memory.errors import InvalidInputError
+from cycgraph_memory._validate import check_method, check_text
+from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
+from cycgraph_memory.records import MAX_TAG_LENGTH, QUARANTINE_TAG
 
 __all__ = [
     "check_batch_size",
     "check_delete_mode",
+    "check_index",
+    "check_lifecycle_tag",
+    "check_store",
     "check_unit_interval",
     "require",
     "scan",
 ]
+
+_STORE_METHODS = ("find_facts", "get_facts", "put_facts")
+
+
+def check_store(store: Any) -> Any:
+    """``store`` when it has the ``MemoryStore`` methods every pass calls.
+
+    Checked when a pass is built: an object that is no store would otherwise fail later,
+    mid-pass, with a bare ``AttributeError``.
+
+    Raises:
+        InvalidTypeError: ``store`` lacks a callable ``find_facts``, ``get_facts`` or
+            ``put_facts``.
+    """
+    for method in _STORE_METHODS:
+        check_method(store, method, "store", "MemoryStore")
+    return store
+
+
+def check_index(index: Any) -> Any:
+    """``index`` when it is ``None`` or has ``MemoryIndex.search_facts``.
+
+    A pass keeps an index it is given in sync after its commit only when the index offers
+    ``upsert_many`` / ``remove`` (the in-memory one); anything else is skipped, so an object
+    that is no index at all must be refused up front rather than silently never synced.
+
+    Raises:
+        InvalidTypeError: ``index`` is neither ``None`` nor an object with a callable
+            ``search_facts``.
+    """
+    if index is not None:
+        check_method(index, "search_facts", "index", "MemoryIndex")
+    return index
+
+
+def check_lifecycle_tag(name: str, tag: object) -> str:
+    """``tag`` when a fact could carry it and it is not the quarantine tag.
+
+    The same rule as ``RetentionPolicy``'s ``candidate_tag`` / ``verified_tag``: a tag no
+    fact can carry would never match, and ``quarantined`` facts are outside consolidation.
+
+    Raises:
+        InvalidTypeError: ``tag`` is not a ``str``.
+        InvalidInputError: ``tag`` is empty, longer than ``MAX_TAG_LENGTH``, holds a NUL or
+            a lone surrogate, or is ``QUARANTINE_TAG``.
+    """
+    if not isinstance(tag, str):
+        raise InvalidTypeError(f"{name} must be a str, got {type(tag).__name__}")
+    if not 1 <= len(tag) <= MAX_TAG_LENGTH:
+        raise InvalidInputError(f"{name} must be 1-{MAX_TAG_LENGTH} characters, got {len(tag)}")
+    if tag == QUARANTINE_TAG:
+        raise InvalidInputError(f"{name} cannot be {QUARANTINE_TAG!r}")
+    try:
+        check_text(tag, name)
+    except ValueError as exc:
+        raise InvalidInputError(str(exc)) from None
+    return tag
 
 
 def check_delete_mode(value: object) -> Any:

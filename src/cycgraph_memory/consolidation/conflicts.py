@@ -49,6 +49,8 @@ from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_passes
 from cycgraph_memory._validate import check_bool, instance_of, instances_of, keyword_options
 from cycgraph_memory.consolidation._common import (
     check_batch_size,
+    check_index,
+    check_store,
     check_unit_interval,
     scan,
 )
@@ -159,6 +161,11 @@ class ConflictDetector:
         supersession_day_threshold: Two facts are a supersession only when more than this
             many days apart.
         batch_size: Page size when loading facts.
+
+    Raises:
+        InvalidInputError: An option out of range or an unknown ``policy``.
+        InvalidTypeError: A ``store`` without the ``MemoryStore`` methods, an ``index``
+            that is neither ``None`` nor a ``MemoryIndex``, a flag that is not a ``bool``.
     """
 
     def __init__(
@@ -189,8 +196,8 @@ class ConflictDetector:
             or not math.isfinite(supersession_day_threshold)
         ):
             raise InvalidInputError("supersession_day_threshold must be a number >= 0")
-        self.store = store
-        self.index = index
+        self.store = check_store(store)
+        self.index = check_index(index)
         self.auto_resolve_supersession = check_bool(
             auto_resolve_supersession, "auto_resolve_supersession"
         )

@@ -71,6 +71,9 @@ from cycgraph_memory._validate import check_bool, check_logger, instance_of, key
 from cycgraph_memory.consolidation._common import (
     check_batch_size,
     check_delete_mode,
+    check_index,
+    check_lifecycle_tag,
+    check_store,
     check_unit_interval,
     scan,
 )
@@ -211,15 +214,19 @@ class MemoryConsolidator:
         candidate_tag: Dropped from a verified keeper that absorbs duplicates (must differ
             from ``verified_tag``).
         clock: Returns "now" (aware UTC) for decay ages and invalidation timestamps.
-
-    Raises:
-        InvalidInputError: An option out of range (a negative budget, a threshold outside
-            [0, 1], an unknown ``delete_mode`` / ``dedup_method``, empty or equal tags).
-        InvalidTypeError: A tag that is not a ``str``, ``debug`` that is not a ``bool``, a
-            ``clock`` that is not callable, a logger with none of the logging methods.
         dedup_method: ``"auto"`` (exact up to 20,000 embedded facts, LSH above when
             cheaper), ``"exact"`` (all pairs) or ``"lsh"`` (LSH candidates, each verified).
         seed: Seed of the LSH hyperplanes (same seed and data, same plan).
+
+    Raises:
+        InvalidInputError: An option out of range (a negative budget, a threshold outside
+            [0, 1], an unknown ``delete_mode`` / ``dedup_method``, equal tags, or a tag no
+            fact could carry: empty, over ``MAX_TAG_LENGTH``, NUL, a lone surrogate, or
+            ``quarantined``).
+        InvalidTypeError: A ``store`` without the ``MemoryStore`` methods, an ``index``
+            that is neither ``None`` nor a ``MemoryIndex``, a tag that is not a ``str``,
+            ``debug`` that is not a ``bool``, a ``clock`` that is not callable, a logger
+            with none of the logging methods.
     """
 
     def __init__(
@@ -266,18 +273,15 @@ class MemoryConsolidator:
             )
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise InvalidInputError(f"seed must be a non-negative integer, got {seed!r}")
-        for name, tag in (("verified_tag", verified_tag), ("candidate_tag", candidate_tag)):
-            if not isinstance(tag, str):
-                raise InvalidTypeError(f"{name} must be a str, got {type(tag).__name__}")
-        if not verified_tag or not candidate_tag:
-            raise InvalidInputError("verified_tag and candidate_tag must be non-empty")
+        verified_tag = check_lifecycle_tag("verified_tag", verified_tag)
+        candidate_tag = check_lifecycle_tag("candidate_tag", candidate_tag)
         if verified_tag == candidate_tag:
             # A verified keeper drops candidate_tag: it would drop its own verified tag.
             raise InvalidInputError("verified_tag and candidate_tag must differ")
         if clock is not None and not callable(clock):
             raise InvalidTypeError(f"clock must be a callable, got {type(clock).__name__}")
-        self.store = store
-        self.index = index
+        self.store = check_store(store)
+        self.index = check_index(index)
         self.max_facts = max_facts
         self.max_episodes = max_episodes
         self.decay_half_life_days = float(decay_half_life_days)
@@ -342,7 +346,12 @@ class MemoryConsolidator:
 
         Reads at most one record per threshold (``limit=1, offset=threshold``); writes
         nothing.
+
+        Raises:
+            InvalidTypeError: ``store`` lacks the ``MemoryStore`` methods, or
+                ``thresholds`` is neither thresholds nor a mapping.
         """
+        check_store(store)
         t = instance_of(thresholds, ConsolidationThresholds, "thresholds")
         # Quarantined facts are outside consolidation: they neither count nor trigger it.
         if t.facts is not None and await store.find_facts(

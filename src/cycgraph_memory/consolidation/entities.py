@@ -37,6 +37,8 @@ from cycgraph_memory._validate import check_logger, keyword_options
 from cycgraph_memory.consolidation._common import (
     check_batch_size,
     check_delete_mode,
+    check_index,
+    check_store,
     require,
     scan,
 )
@@ -106,6 +108,12 @@ class EntityResolver:
             pgvector index reads the tables and needs nothing).
         clock: Returns "now" (aware UTC) for ``invalidated_at`` / ``updated_at``.
 
+    Raises:
+        InvalidInputError: An unknown ``delete_mode`` or a ``batch_size`` out of range.
+        InvalidTypeError: A ``store`` without the ``MemoryStore`` methods, an ``index``
+            that is neither ``None`` nor a ``MemoryIndex``, a ``clock`` that is not
+            callable, a logger with none of the logging methods.
+
     Example:
         ``report = await EntityResolver(store).resolve()``
     """
@@ -125,11 +133,11 @@ class EntityResolver:
             given = keyword_options(EntityResolver.__init__, options, locals(), "EntityResolver")
             EntityResolver.__init__(self, store, **given)
             return
-        self.store = store
+        self.store = check_store(store)
         self.delete_mode = check_delete_mode(delete_mode)
         self.batch_size = check_batch_size(batch_size)
         self.logger = check_logger(logger, _log)
-        self.index = index
+        self.index = check_index(index)
         if clock is not None and not callable(clock):
             raise InvalidTypeError(f"clock must be a callable, got {type(clock).__name__}")
         self.clock = clock or utc_now
