@@ -610,15 +610,19 @@ def _lean_fact(row: Sequence[Any], fields_set: set[str]) -> SemanticFact:
     return fact
 
 
-def _text_uuids(value: str | None) -> list[uuid.UUID]:
+def _text_uuids(value: str | None) -> list[uuid.UUID | None]:
     """The ids of a ``uuid[]`` column sent as text (``{id,id}``), as the driver decodes them.
 
     Built as the driver's own UUID class (what a ``uuid[]`` column gives), so a fact
-    completed here is the record ``get_facts`` returns, to the ids' type.
+    completed here is the record ``get_facts`` returns, to the ids' type; a NULL element
+    (which the store never writes) is ``None``, as the driver decodes it.
     """
     if value is None or value == "{}":
         return []
-    return [_DriverUUID(v) for v in value[1:-1].split(",")]
+    ids = value[1:-1].split(",")
+    if "NULL" in ids:
+        return [None if v == "NULL" else _DriverUUID(v) for v in ids]
+    return [_DriverUUID(v) for v in ids]
 
 
 def _provenance(value: str) -> Any:
