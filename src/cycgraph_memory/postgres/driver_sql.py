@@ -260,3 +260,27 @@ async def execute(session: AsyncSession, stmt: Any, params: Mapping[str, Any]) -
             return result
     fallback: Result[Any] = await session.execute(stmt, params)
     return fallback
+
+
+async def fetch_all(session: AsyncSession, stmt: Any, params: Mapping[str, Any]) -> list[Any]:
+    """The rows of :func:`execute` as the driver returns them, not as ``Row`` objects.
+
+    Through the compiled text the result has no result processors, and each
+    ``Row`` would only copy its driver row (an asyncpg ``Record``, indexed the same) into a
+    tuple: two objects per row the garbage collector tracks (~300 for the ~150 candidate
+    rows of a hybrid retrieval). The statement runs exactly as :func:`execute` runs it
+    (the same events, the same cursor), and the result is closed here. A statement
+    :func:`compile_for_driver` cannot reproduce gives its ``Row`` objects.
+    """
+    result = await execute(session, stmt, params)
+    cursor = getattr(result, "cursor", None) if getattr(result, "_is_cursor", False) else None
+    meta: Any = getattr(result, "_metadata", None)
+    if (
+        cursor is None
+        or getattr(meta, "_tuplefilter", None) is not None
+        or any(p is not None for p in getattr(meta, "_processors", None) or (0,))
+    ):
+        return list(result.all())  # Row objects: the values as SQLAlchemy processes them
+    rows = list(cursor.fetchall())
+    result.close()
+    return rows

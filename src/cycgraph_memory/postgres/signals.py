@@ -32,6 +32,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from asyncpg.pgproto.pgproto import UUID as _DriverUUID
 from sqlalchemy import (
     ColumnElement,
     Double,
@@ -43,6 +44,7 @@ from sqlalchemy import (
     and_,
     any_,
     bindparam,
+    case,
     cast,
     func,
     literal,
@@ -108,10 +110,12 @@ _ANY = NullType()
 ) = range(10)
 
 # Columns of every branch, in order; a branch fills what its record needs, NULL elsewhere.
+# A fact's ``source_episode_ids``, ``entity_ids`` and ``theme_id`` travel as text (see
+# ``_fact_values``); a theme's or an episode's fact ids as ``uuid[]`` in ``fact_ids``.
 _COLUMNS = (
     "k", "pos", "eid", "id", "score", "emb", "content", "source_episode_ids", "entity_ids",
     "theme_id", "provenance", "valid_from", "valid_until", "invalidated_by", "access_count",
-    "last_accessed_at", "tags", "source_message_ids", "doc",
+    "last_accessed_at", "tags", "source_message_ids", "doc", "fact_ids",
 )
 _I = {name: i for i, name in enumerate(_COLUMNS)}
 _POS = itemgetter(1)  # a row's ``pos`` (a sort key without a Python call per row)
@@ -135,12 +139,13 @@ def _column_types() -> dict[str, Any]:
 
     uid = Uuid(as_uuid=True)
     return {
-        "pos": BigInteger(), "eid": uid, "id": uid, "score": Double(), "emb": LargeBinary(),
-        "content": Text(), "source_episode_ids": ARRAY(uid), "entity_ids": ARRAY(uid),
-        "theme_id": uid, "provenance": Text(), "valid_from": DateTime(timezone=True),
+        "pos": BigInteger(), "eid": Text(), "id": uid, "score": Double(), "emb": LargeBinary(),
+        "content": Text(), "source_episode_ids": Text(), "entity_ids": Text(),
+        "theme_id": Text(), "provenance": Text(), "valid_from": DateTime(timezone=True),
         "valid_until": DateTime(timezone=True), "invalidated_by": Text(),
         "access_count": BigInteger(), "last_accessed_at": DateTime(timezone=True),
         "tags": ARRAY(Text()), "source_message_ids": ARRAY(uid), "doc": JSONB(),
+        "fact_ids": ARRAY(uid),
     }
 
 
@@ -176,10 +181,16 @@ def _as_text(column: Any) -> Any:
 
 
 def _fact_values(t: Any) -> dict[str, Any]:
+    # The ids only a served fact needs (its episodes, entities and theme: the expansion's
+    # input) travel as text, decoded for the served facts only (``_View.complete_facts``):
+    # as uuid[] they were a list and a UUID object per id on every candidate row (~150 per
+    # hybrid call), objects the garbage collector tracks. The ranking and the fusion read
+    # a candidate's id, tags, validity and message ids (the message projection).
     return {
         "id": t.c.id, "emb": func.vector_send(t.c.embedding), "content": t.c.content,
-        "source_episode_ids": t.c.source_episode_ids, "entity_ids": t.c.entity_ids,
-        "theme_id": t.c.theme_id, "provenance": _as_text(t.c.provenance),
+        "source_episode_ids": _as_text(t.c.source_episode_ids),
+        "entity_ids": _as_text(t.c.entity_ids),
+        "theme_id": _as_text(t.c.theme_id), "provenance": _as_text(t.c.provenance),
         "valid_from": t.c.valid_from,
         "valid_until": t.c.valid_until, "invalidated_by": t.c.invalidated_by,
         "access_count": t.c.access_count, "last_accessed_at": t.c.last_accessed_at,
@@ -189,13 +200,13 @@ def _fact_values(t: Any) -> dict[str, Any]:
 
 def _episode_values(e: Any) -> dict[str, Any]:
     # An episode in the fact columns: topic -> content, started_at / ended_at ->
-    # valid_from / valid_until, fact_ids -> entity_ids, invalidated_at ->
+    # valid_from / valid_until, invalidated_at ->
     # last_accessed_at; its messages (as every episode read: a jsonb array) -> doc.
     messages: Any = episode_messages_column(e).element
     return {
         "id": e.c.id, "emb": func.vector_send(e.c.embedding), "content": e.c.topic,
         "valid_from": e.c.started_at, "valid_until": e.c.ended_at,
-        "entity_ids": e.c.fact_ids, "provenance": _as_text(e.c.provenance),
+        "fact_ids": e.c.fact_ids, "provenance": _as_text(e.c.provenance),
         "last_accessed_at": e.c.invalidated_at, "doc": messages,
     }
 
@@ -272,8 +283,12 @@ def signals_statement(
         if not themes_invalidated:
             t_conds.append(t.c.invalidated_at.is_(None))
         near = nearest(t, dim, t_conds, _p("theme_fetch", Integer()), "th").subquery("th_near")
+        # ``place``: a theme's place by (distance, id); only the first ``theme_limit``
+        # (the matched themes, see ``th_top``) send their fact ids: the extra row read
+        # for the tie check needs its distance only (~100 ids and a list it would cost).
+        place = func.row_number().over(order_by=(near.c.distance, near.c.id))
         th = (
-            select(near.c.id, t.c.fact_ids, near.c.distance)
+            select(near.c.id, t.c.fact_ids, near.c.distance, place.label("place"))
             .select_from(near.join(t, and_(t.c.tenant_id == tenant, t.c.id == near.c.id)))
             .where(_similarity_ok(near.c.distance))
             .cte("th")
@@ -283,7 +298,9 @@ def signals_statement(
             "provenance", t.c.provenance, "invalidated_at", t.c.invalidated_at,
         )
         branches.append(
-            _row(THEME, {"id": t.c.id, "score": th.c.distance, "entity_ids": t.c.fact_ids,
+            _row(THEME, {"id": t.c.id, "score": th.c.distance,
+                         "fact_ids": case((th.c.place <= _p("theme_limit", Integer()),
+                                           th.c.fact_ids)),
                          "emb": func.vector_send(t.c.embedding), "doc": doc})
             .select_from(th.join(t, and_(t.c.tenant_id == tenant, t.c.id == th.c.id)))
         )
@@ -446,7 +463,9 @@ def signals_statement(
                 .subquery("pairs")
             )
             branches.append(
-                _row(GRAPH_FACT, {**_fact_values(f), "eid": pairs.c.eid, "pos": pairs.c.pos})
+                # ``eid`` as text: a UUID object per row otherwise, for a few entities.
+                _row(GRAPH_FACT, {**_fact_values(f), "eid": _as_text(pairs.c.eid),
+                                  "pos": pairs.c.pos})
                 .select_from(pairs.join(f, and_(f.c.tenant_id == tenant,
                                                  f.c.id == pairs.c.fid)))
             )
@@ -550,37 +569,60 @@ _set = object.__setattr__
 _FACT_FIELDS = frozenset(SemanticFact.model_fields)
 
 
-def _lean_fact(row: Sequence[Any]) -> SemanticFact:
-    """A fact of a row with ``embedding`` and ``provenance`` unset (None), see ``lean``.
+def _lean_fact(row: Sequence[Any], fields_set: set[str]) -> SemanticFact:
+    """A fact of a row with the fields only a served fact needs still raw, see ``lean``.
 
-    What ``trusted(SemanticFact, ...)`` builds (every field given), with the instance
-    state set here directly: a hybrid call builds ~110 of these, and the keyword
-    arguments of ``trusted`` cost a dict and a call of their own per fact.
+    Raw until ``_View.complete_facts`` decodes them: ``embedding`` (the ``vector_send``
+    bytes), ``provenance`` (its jsonb as text), ``source_episode_ids``, ``entity_ids`` and
+    ``theme_id`` (as text). What ``trusted(SemanticFact, ...)`` builds (every field
+    given), with the instance state set here directly: a hybrid call builds ~110 of
+    these, and the keyword arguments of ``trusted`` cost a dict and a call of their own
+    per fact.
     The id columns are uuid / uuid[] typed: the driver's values (uuid.UUID instances)
     are kept, and so are its lists: a row builds one record (_Answers.lean builds one
-    per fact id) and nothing else reads them.
+    per fact id) and nothing else reads them. ``fields_set``: the call's one set of
+    the field names (every field), shared by the facts still raw (it is how
+    ``complete_facts`` knows them); a fact gets its own when it is completed (a candidate
+    never served is never handed to a caller).
     """
+    tags = row[16]
+    message_ids = row[17]
     fact = _new(SemanticFact)
     _set(fact, "__dict__", {
         "id": row[3],
         "content": row[6],
-        "source_episode_ids": row[7] or [],
-        "entity_ids": row[8] or [],
+        "source_episode_ids": row[7],
+        "entity_ids": row[8],
         "theme_id": row[9],
-        "embedding": None,
-        "provenance": None,
+        "embedding": row[5],
+        "provenance": row[10],
         "valid_from": row[11],
         "valid_until": row[12],
         "invalidated_by": row[13],
         "access_count": row[14],
         "last_accessed_at": row[15],
-        "tags": row[16] or [],
-        "source_message_ids": row[17] or [],
+        "tags": [] if tags is None else tags,
+        "source_message_ids": [] if message_ids is None else message_ids,
     })
-    _set(fact, "__pydantic_fields_set__", set(_FACT_FIELDS))
+    _set(fact, "__pydantic_fields_set__", fields_set)
     _set(fact, "__pydantic_extra__", None)
     _set(fact, "__pydantic_private__", None)
     return fact
+
+
+def _text_uuids(value: str | None) -> list[uuid.UUID | None]:
+    """The ids of a ``uuid[]`` column sent as text (``{id,id}``), as the driver decodes them.
+
+    Built as the driver's own UUID class (what a ``uuid[]`` column gives), so a fact
+    completed here is the record ``get_facts`` returns, to the ids' type; a NULL element
+    (which the store never writes) is ``None``, as the driver decodes it.
+    """
+    if value is None or value == "{}":
+        return []
+    ids = value[1:-1].split(",")
+    if "NULL" in ids:
+        return [None if v == "NULL" else _DriverUUID(v) for v in ids]
+    return [_DriverUUID(v) for v in ids]
 
 
 def _provenance(value: str) -> Any:
@@ -599,7 +641,7 @@ def _theme(row: Sequence[Any]) -> Theme:
         id=row[3],  # a uuid column: the driver's uuid.UUID
         label=doc["label"],
         description=doc["description"],
-        fact_ids=convert._uuids(row[8]),  # the uuid[] column ``entity_ids`` of the row
+        fact_ids=row[19] or [],  # the uuid[] column ``fact_ids``: the driver's list
         embedding=_vec(row[5]),
         provenance=convert.provenance_from_json(doc["provenance"]),
         invalidated_at=_ts_opt(doc["invalidated_at"]),
@@ -649,7 +691,7 @@ def _episode(row: Sequence[Any]) -> Episode:
         started_at=row[11],
         ended_at=row[12],
         embedding=_vec(row[5]),
-        fact_ids=convert._uuids(row[8]),
+        fact_ids=row[19] or [],
         provenance=_provenance(row[10]),
         invalidated_at=row[15],
     )
@@ -731,27 +773,27 @@ class _Answers:
             str, tuple[tuple[Any, ...], dict[str, Any], Callable[[_Answers], Any]]
         ] = {}
         self.subset: dict[str, Callable[[_Answers, tuple[Any, ...], Mapping[str, Any]], Any]] = {}
-        # Facts handed out without their vector and provenance (still to set), by object
-        # id, with the vector's bytes and the provenance document: see
-        # _View.candidate_vectors / complete_facts.
-        self.pending: dict[int, tuple[SemanticFact, bytes | None, Any]] = {}
         # The fact built for each id: a fact on several rows (a direct hit that a theme
         # lists, a text hit of a matched entity: 15-20% of a hybrid call's fact rows) is
         # built once and the same record handed to every list.
         self.built: dict[Any, SemanticFact] = {}
+        # The field names of every lean fact until it is completed: a fact whose
+        # ``__pydantic_fields_set__`` is this set still holds its vector, provenance,
+        # episode, entity and theme ids raw (see _lean_fact, _View.candidate_vectors /
+        # complete_facts).
+        self.fields_set = set(_FACT_FIELDS)
 
     def lean(self, row: Sequence[Any]) -> SemanticFact:
-        """A fact without its vector and provenance, pending until served.
+        """A fact with its vector, provenance, episode, entity and theme ids still raw.
 
-        The ranking reads the vectors as arrays (``candidate_vectors``) and no provenance;
-        only the served facts get both (``complete_facts``): hundreds of 384-float lists
-        and provenance records per call otherwise (a hybrid call ranks every fact of the
-        matched themes, and the text and graph candidates).
+        The ranking reads the vectors as arrays (``candidate_vectors``) and none of the
+        others; only the served facts get them (``complete_facts``): hundreds of
+        384-float lists, provenance records, id lists and ids per call otherwise (a hybrid
+        call ranks every fact of the matched themes, and the text and graph candidates).
         """
         fact = self.built.get(row[3])
         if fact is None:
-            fact = self.built[row[3]] = _lean_fact(row)
-            self.pending[id(fact)] = (fact, row[5], row[10])
+            fact = self.built[row[3]] = _lean_fact(row, self.fields_set)
         return fact
 
     def put(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any],
@@ -788,13 +830,12 @@ class _View:
         4-byte header and the float4s, so the joined bytes are a matrix whose first
         column is the headers).
         """
-        pending = self._answers.pending
+        raw = self._answers.fields_set
         raws: list[bytes] = []
         for f in facts:
-            held = pending.get(id(f))
-            if held is None or held[1] is None:
+            if f.__pydantic_fields_set__ is not raw or f.__dict__["embedding"] is None:
                 break
-            raws.append(held[1])
+            raws.append(f.__dict__["embedding"])
         else:
             if raws and len({len(r) for r in raws}) == 1:
                 width = len(raws[0]) // 4
@@ -802,23 +843,26 @@ class _View:
                 return matrix[:, 1:].astype(np.float64)
         out: list[Any] = []
         for f in facts:
-            held = pending.get(id(f))
-            if held is None:
-                out.append(f.embedding)
-            elif held[1] is None:
-                out.append(None)
+            value = f.__dict__["embedding"]
+            if f.__pydantic_fields_set__ is not raw or value is None:
+                out.append(value)  # a completed fact's list, or no vector
             else:
-                out.append(np.frombuffer(held[1], dtype=">f4", offset=4).astype(np.float64))
+                out.append(np.frombuffer(value, dtype=">f4", offset=4).astype(np.float64))
         return out
 
     def complete_facts(self, facts: Sequence[SemanticFact]) -> None:
-        """Set the vector and provenance of every fact of ``facts`` handed out without."""
-        pending = self._answers.pending
+        """Decode the raw fields of every fact of ``facts`` handed out raw (``lean``)."""
+        raw = self._answers.fields_set
         for f in facts:
-            held = pending.pop(id(f), None)
-            if held is not None and held[0] is f:
-                f.__dict__["embedding"] = _vec(held[1])
-                f.__dict__["provenance"] = _provenance(held[2])
+            if f.__pydantic_fields_set__ is raw:
+                state = f.__dict__
+                state["embedding"] = _vec(state["embedding"])
+                state["provenance"] = _provenance(state["provenance"])
+                state["source_episode_ids"] = _text_uuids(state["source_episode_ids"])
+                state["entity_ids"] = _text_uuids(state["entity_ids"])
+                theme = state["theme_id"]
+                state["theme_id"] = None if theme is None else _DriverUUID(theme)
+                _set(f, "__pydantic_fields_set__", set(_FACT_FIELDS))
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._real, name)
@@ -1069,7 +1113,7 @@ class SignalPrefetch(PostgresIndexMixin):
         )
         async with self._read(settings) as session:
             stmt = signals_statement(dim, **shape, definer=await self._definer(session))
-            rows = (await driver_sql.execute(session, stmt, params)).all()
+            rows = await driver_sql.fetch_all(session, stmt, params)
         by_kind: dict[int, list[Sequence[Any]]] = {}
         for r in rows:
             by_kind.setdefault(r[0], []).append(r)
@@ -1171,9 +1215,9 @@ class SignalPrefetch(PostgresIndexMixin):
             answers.subset["entity_fact_counts"] = counts
         if entity_facts is None or g_opts is None:
             return
-        facts_of: dict[uuid.UUID, list[Sequence[Any]]] = {}
+        facts_of: dict[str, list[Sequence[Any]]] = {}
         for r in by_kind.get(GRAPH_FACT, []):
-            facts_of.setdefault(r[2], []).append(r)  # ``eid``: a uuid column
+            facts_of.setdefault(r[2], []).append(r)  # ``eid``: the entity's id as text
         for listed in facts_of.values():
             listed.sort(key=_POS)
         planned = dict(entity_facts)
@@ -1186,6 +1230,7 @@ class SignalPrefetch(PostgresIndexMixin):
                 return _MISSING
             wanted = list(dict.fromkeys(ids))
             lean = a.lean
-            return {i: [lean(r) for r in facts_of[i]] for i in wanted if i in facts_of}
+            found = {i: facts_of.get(str(i)) for i in wanted}
+            return {i: [lean(r) for r in listed] for i, listed in found.items() if listed}
 
         answers.subset["get_facts_for_entities"] = facts
