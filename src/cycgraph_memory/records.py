@@ -793,6 +793,10 @@ class ConflictResolutionReport(_Model):
 DEFAULT_MAX_SUBGRAPH_ENTITIES = 500
 """Hard cap on the entities one subgraph extraction visits (seeds included)."""
 
+MAX_FORWARDING_STEPS = 16
+"""Most ``superseded_by`` pointers a subgraph seed is forwarded along (see
+``extract_subgraph``); a longer chain is treated like a broken one: no forwarding."""
+
 
 class SubgraphResult(_Model):
     """Output of ``extract_subgraph``.

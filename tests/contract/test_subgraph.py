@@ -113,8 +113,9 @@ async def test_superseded_and_missing_entities_are_skipped(store: Any) -> None:
     assert len(sub.relationships) == 1
     sub = await extract_subgraph(store, [a], include_invalidated=True)
     assert [e.id for e in sub.entities] == [a, b, c]
+    # b is superseded by c: as a seed it forwards to c (test_subgraph_forwarding.py)
     sub = await extract_subgraph(store, [b])
-    assert sub.entities == [] and sub.relationships == []
+    assert sub.hops == {c: 0, a: 1} and len(sub.relationships) == 1
 
 
 async def test_relation_types_restrict_the_traversal(store: Any) -> None:
@@ -188,6 +189,8 @@ graphs = st.fixed_dictionaries(
             max_size=30,
         ),
         "dead": st.sets(st.integers(0, 13), max_size=3),
+        # superseded_by pointers: chains, loops and ids past n (missing entities)
+        "fwd": st.dictionaries(st.integers(0, 13), st.integers(0, 15), max_size=4),
         "seeds": st.lists(st.integers(0, 15), min_size=1, max_size=3),
         "hops": st.integers(0, 4),
         "cap": st.one_of(st.integers(1, 4), st.integers(5, 15)),
@@ -205,7 +208,8 @@ async def test_native_and_generic_subgraphs_agree(store: Any, g: dict[str, Any])
     await store.clear()
     n = g["n"]
     await store.put_entities(
-        [make_entity(id=eid(i), invalidated_at=at(1) if i in g["dead"] else None)
+        [make_entity(id=eid(i), invalidated_at=at(1) if i in g["dead"] else None,
+                     superseded_by=eid(g["fwd"][i]) if i in g["fwd"] else None)
          for i in range(n)]
     )
     rels = []

@@ -250,3 +250,47 @@ async def test_entity_path_reads_themes_episodes_and_touches_in_one_statement(
         assert stored[gone.id].embedding is None and stored[gone.id].fact_ids == gone.fact_ids
     finally:
         await store.clear()
+
+
+async def test_entity_path_forwards_a_superseded_seed_without_a_statement_more(
+    pg_engine: Any,
+) -> None:
+    """A resolved loser's id finds the canonical in the same 4 statements (the CTE forwards)."""
+    from datetime import UTC, datetime
+
+    from cycgraph_memory import EntityResolver
+    from cycgraph_memory.postgres import PostgresMemoryIndex, PostgresMemoryStore
+
+    tenant = f"forward_{secrets.token_hex(4)}"
+    store = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+    index = PostgresMemoryIndex(pg_engine, tenant_id=tenant)
+    prov = Provenance(source="agent")
+    canonical = Entity(name="Alice Smith", entity_type="person", provenance=prov,
+                       created_at=datetime(2026, 1, 1, tzinfo=UTC))
+    loser = Entity(name="alice smith", entity_type="person", provenance=prov,
+                   created_at=datetime(2026, 1, 2, tzinfo=UTC))
+    facts = [SemanticFact(content=f"Alice fact {i}", entity_ids=[e.id], provenance=prov)
+             for i, e in enumerate([canonical, loser])]
+    seen: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        seen.append(statement)
+
+    try:
+        await store.put_entities([canonical, loser])
+        await store.put_facts(facts)
+        await EntityResolver(store).resolve()
+        counts = {}
+        for name, seed in (("canonical", canonical.id), ("loser", loser.id)):
+            query = {"entity_ids": [seed], "limit": 10}
+            await retrieve_memory(store, index, query)  # warm the caches
+            seen.clear()
+            event.listen(pg_engine.sync_engine, "before_cursor_execute", count)
+            result = await retrieve_memory(store, index, query)
+            event.remove(pg_engine.sync_engine, "before_cursor_execute", count)
+            counts[name] = len(seen)
+            assert [e.id for e in result.entities] == [canonical.id], name
+            assert sorted(f.id for f in result.facts) == sorted(f.id for f in facts), name
+        assert counts == {"canonical": 4, "loser": 4}
+    finally:
+        await store.clear()

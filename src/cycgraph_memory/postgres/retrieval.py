@@ -30,6 +30,7 @@ from cycgraph_memory.postgres.statements import (
     temporal_conditions,
 )
 from cycgraph_memory.records import (
+    MAX_FORWARDING_STEPS,
     EntityFactsFilter,
     Message,
     Relationship,
@@ -154,13 +155,15 @@ class RetrievalQueries(PostgresBackend):
         """The whole BFS of ``extract_subgraph`` in one statement (a recursive CTE).
 
         One round trip whatever ``max_hops``: the visited entities with their hop, and
-        the traversed edges as JSON documents on the first row.
+        the traversed edges as JSON documents on the first row. Superseded seeds are
+        forwarded along their ``superseded_by`` chains in the same statement.
         """
         seeds = list(seed_entity_ids)
         if not seeds:
             return SubgraphResult()
         params = {
-            "tenant": self._tenant, "seeds": seeds, "inc": include_invalidated,
+            "tenant": self._tenant, "seeds": seeds, "max_forward": MAX_FORWARDING_STEPS,
+            "inc": include_invalidated,
             "max_entities": max_entities, "max_hops": max_hops, "valid_at": valid_at,
             "types": None if relation_types is None else list(relation_types),
         }

@@ -1119,13 +1119,28 @@ def text_ranked(
 # ``sort_subgraph`` ((hop, id); uuid order is the order of their text form). The visited
 # entities are read by key (``= ANY(ARRAY(...))``, an index condition): joined as a set
 # the planner guessed ~100 visits and hashed every entity of the tenant.
+# ``fwd`` forwards the superseded seeds first (rule 1): its rows are the entities on the
+# seeds' ``superseded_by`` chains (``next``: the pointer, ``path``: the ids passed before),
+# one pointer per iteration, read by key; a chain stops at a missing entity, a loop or
+# :max_forward pointers. A row without ``next`` (step >= 1) is a chain's end: a seed too.
 _SUBGRAPH_SQL = """
 WITH RECURSIVE
+fwd(id, next, live, step, path) AS (
+    SELECT e.id, e.superseded_by, false, 0, ARRAY[]::uuid[]
+    FROM entities e
+    WHERE e.tenant_id = :tenant AND e.id = ANY(:seeds) AND e.superseded_by IS NOT NULL
+    UNION ALL
+    SELECT e.id, e.superseded_by, e.invalidated_at IS NULL, f.step + 1, f.path || f.id
+    FROM fwd f JOIN entities e ON e.tenant_id = :tenant AND e.id = f.next
+    WHERE f.next IS NOT NULL AND f.step < :max_forward AND NOT (f.id = ANY(f.path))
+),
 seeds AS (
     SELECT e.id FROM entities e
     WHERE e.tenant_id = :tenant AND e.id = ANY(:seeds)
       AND (:inc OR (e.invalidated_at IS NULL AND e.superseded_by IS NULL))
-    ORDER BY e.id
+    UNION
+    SELECT f.id FROM fwd f WHERE f.next IS NULL AND (:inc OR f.live)
+    ORDER BY id
     LIMIT :max_entities
 ),
 bfs(hop, frontier, visited, edges) AS (
@@ -1190,6 +1205,7 @@ SUBGRAPH: TextualSelect = (
     .bindparams(
         bindparam("tenant", type_=Text()),
         bindparam("seeds", type_=UUIDS),
+        bindparam("max_forward", type_=Integer()),
         bindparam("inc", type_=Boolean()),
         bindparam("max_entities", type_=Integer()),
         bindparam("max_hops", type_=Integer()),

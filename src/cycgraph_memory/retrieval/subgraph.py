@@ -7,9 +7,16 @@ one recursive CTE) is used instead; it returns exactly the same subgraph.
 
 Traversal rules (the native path implements the same):
 
-1. Seeds are de-duplicated; missing seeds are dropped, and so are invalidated or
-   superseded ones unless ``include_invalidated``. If more than ``max_entities`` remain,
-   the first ``max_entities`` by id are kept. Seeds are at hop 0.
+1. Seeds are de-duplicated. A seed that is superseded (``superseded_by`` set, as the
+   losers of :class:`~cycgraph_memory.EntityResolver` are) is forwarded: its pointer is
+   followed, through chains ``A -> B -> C``, to the first entity that is not superseded
+   (the canonical), which becomes a seed too. A chain that reaches a missing (or
+   hard-deleted) entity, loops, or needs more than :data:`MAX_FORWARDING_STEPS` pointers
+   forwards nowhere: the seed stays as it is. Forwarding only adds seeds; every seed
+   then follows the usual rule: missing seeds are dropped, and so are invalidated or
+   superseded ones unless ``include_invalidated`` (with it, a superseded seed is visited
+   as well as its canonical; without it, the canonical takes its place). If more than
+   ``max_entities`` remain, the first ``max_entities`` by id are kept. Seeds are at hop 0.
 2. At hop ``h`` (1..``max_hops``) the edges touching the previous hop's entities (the
    frontier) are fetched; edges that are soft-deleted (unless ``include_invalidated``),
    not valid at ``valid_at`` or of a type outside ``relation_types`` are ignored.
@@ -42,6 +49,7 @@ from cycgraph_memory.contracts import MemoryStore
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.records import (
     DEFAULT_MAX_SUBGRAPH_ENTITIES,
+    MAX_FORWARDING_STEPS,
     Entity,
     Relationship,
     SubgraphResult,
@@ -50,6 +58,7 @@ from cycgraph_memory.retrieval.pipeline import entity_is_live, filter_relationsh
 
 __all__ = [
     "DEFAULT_MAX_SUBGRAPH_ENTITIES",
+    "MAX_FORWARDING_STEPS",
     "MAX_SUBGRAPH_HOPS",
     "SubgraphOptions",
     "extract_subgraph",
@@ -159,13 +168,17 @@ async def extract_subgraph(
 
     Args:
         store: Any ``MemoryStore``.
-        seed_entity_ids: Entity ids to start from (UUIDs or their strings).
+        seed_entity_ids: Entity ids to start from (UUIDs or their strings). A superseded
+            one also starts from the entity its ``superseded_by`` chain ends at, so an id
+            kept from before an entity resolution still finds the merged entity (rule 1
+            of the module docstring).
         opts: The options below as one :class:`SubgraphOptions` or dict (the spec's
             ``extractSubgraph(store, seeds, opts)``); not together with keyword options.
         max_hops: Maximum BFS hops from the seeds (0-5; 0 returns the seeds only).
         valid_at: Only traverse relationships valid at this instant (naive = UTC).
         include_invalidated: Also traverse soft-deleted relationships and visit
-            invalidated or superseded entities.
+            invalidated or superseded entities (a superseded seed is then visited
+            together with the canonical it forwards to).
         max_entities: Hard cap on visited entities, seeds included
             (:data:`DEFAULT_MAX_SUBGRAPH_ENTITIES` = 500).
         relation_types: Only traverse relationships of these types (``None`` = all).
@@ -226,6 +239,48 @@ async def extract_subgraph(
     return await _bfs(store, seeds, max_hops, at, include_invalidated, max_entities, types)
 
 
+async def _forwarding_targets(
+    store: MemoryStore, seeds: Mapping[uuid.UUID, Entity]
+) -> dict[uuid.UUID, Entity]:
+    """The entities the superseded ``seeds`` forward to (rule 1 of the module docstring).
+
+    Each superseded seed's ``superseded_by`` chain is followed to the first entity that
+    is not superseded, at most :data:`MAX_FORWARDING_STEPS` pointers; a chain through a
+    missing entity or round a loop yields nothing. One ``get_entities`` call per step,
+    none when no seed is superseded.
+
+    Args:
+        store: The store the seeds were read from.
+        seeds: The seeds found in the store, by id.
+
+    Returns:
+        The chain ends by id (a seed that is itself one is included again, unchanged).
+    """
+    known: dict[uuid.UUID, Entity] = dict(seeds)
+    # origin -> (the entity its chain points at next, the ids the chain has passed)
+    tips: dict[uuid.UUID, tuple[uuid.UUID, set[uuid.UUID]]] = {
+        i: (e.superseded_by, {i}) for i, e in seeds.items() if e.superseded_by is not None
+    }
+    ends: dict[uuid.UUID, Entity] = {}
+    for _ in range(MAX_FORWARDING_STEPS):
+        if not tips:
+            break
+        wanted = sorted({t for t, _ in tips.values() if t not in known}, key=_id_key)
+        if wanted:
+            known.update(await store.get_entities(wanted))
+        moved: dict[uuid.UUID, tuple[uuid.UUID, set[uuid.UUID]]] = {}
+        for origin, (tip, passed) in tips.items():
+            entity = known.get(tip)
+            if entity is None:  # a missing or hard-deleted entity: no forwarding
+                continue
+            if entity.superseded_by is None:
+                ends[tip] = entity
+            elif tip not in passed:  # else a loop: no forwarding
+                moved[origin] = (entity.superseded_by, passed | {tip})
+        tips = moved
+    return ends
+
+
 async def _bfs(
     store: MemoryStore,
     seeds: list[uuid.UUID],
@@ -236,8 +291,9 @@ async def _bfs(
     relation_types: Sequence[str] | None,
 ) -> SubgraphResult:
     found = await store.get_entities(seeds)
+    found.update(await _forwarding_targets(store, found))
     admitted = sorted(
-        (i for i in seeds if i in found and (include_invalidated or entity_is_live(found[i]))),
+        (i for i, e in found.items() if include_invalidated or entity_is_live(e)),
         key=_id_key,
     )[:max_entities]
     entities: dict[uuid.UUID, Entity] = {i: found[i] for i in admitted}
