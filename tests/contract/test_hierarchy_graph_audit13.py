@@ -60,8 +60,7 @@ LLM_REPLY = json.dumps(
 def _messages(hours_apart: float = 0) -> list[Message]:
     step = timedelta(hours=hours_apart) if hours_apart else timedelta(minutes=1)
     return [
-        Message(role="user", content=text, timestamp=at() + i * step)
-        for i, text in enumerate(SAID)
+        Message(role="user", content=text, timestamp=at() + i * step) for i, text in enumerate(SAID)
     ]
 
 
@@ -149,9 +148,7 @@ class _KeywordEmbedder:
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         other = [0.0, 0.0, 1.0] + [0.0] * (EMBED_DIM - 3)
-        return [
-            next((v for k, v in _VECTORS.items() if k in t.lower()), other) for t in texts
-        ]
+        return [next((v for k, v in _VECTORS.items() if k in t.lower()), other) for t in texts]
 
 
 def _cos(a: Sequence[float], b: Sequence[float]) -> float:
@@ -327,7 +324,7 @@ async def test_a_stage_failing_mid_ingest_writes_nothing(store: Any, stage: str)
         "embedder": _DownEmbedder(),
     }[stage]
     messages = _messages(hours_apart=1)  # three episodes
-    with pytest.raises(RuntimeError, match="down|crashed"):
+    with pytest.raises(RuntimeError, match=r"down|crashed"):
         await MemoryPipeline(store, **kwargs).ingest(messages, run_id="run-1")
     assert await _everything(store) == []
     assert await store.get_messages([m.id for m in messages]) == {}
@@ -347,9 +344,7 @@ async def test_reingesting_with_another_extractor_adds_nothing(store: Any) -> No
     pipeline uses: the messages are already stored."""
     messages = _messages()
     embedder = HashingEmbeddingProvider(dimensions=EMBED_DIM)
-    await MemoryPipeline(store, embedder=embedder, extractor=RuleBasedExtractor()).ingest(
-        messages
-    )
+    await MemoryPipeline(store, embedder=embedder, extractor=RuleBasedExtractor()).ingest(messages)
     before = sorted(str(r.id) for r in await _everything(store))
     again = await MemoryPipeline(store, embedder=embedder, extractor=LLMExtractor(_reply)).ingest(
         [m.model_copy() for m in messages]
