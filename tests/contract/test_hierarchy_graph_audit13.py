@@ -351,3 +351,71 @@ async def test_reingesting_with_another_extractor_adds_nothing(store: Any) -> No
     )
     assert again.messages_ingested == 0 and again.messages_skipped == len(messages)
     assert sorted(str(r.id) for r in await _everything(store)) == before
+
+
+# --------------------------------------------------------------------------- levels 0, 1, 3
+
+
+@pytest.mark.parametrize("with_index", [False, True])
+async def test_facts_without_embeddings_share_one_general_theme_across_ingests(
+    store: Any, index: Any, with_index: bool
+) -> None:
+    """'Facts without embeddings fall back to a single "General" theme': ingests by fresh
+    pipelines (no embedder) keep adding to the one stored General theme."""
+    for day in range(3):
+        pipeline = MemoryPipeline(
+            store,
+            extractor=RuleBasedExtractor(),
+            index=index if with_index else None,
+        )
+        message = Message(
+            role="user",
+            content=f"Alice Smith works at Acme Corp on project number {day}.",
+            timestamp=at(days=day),
+        )
+        await pipeline.ingest([message])
+    themes = await store.list_themes(include_invalidated=True)
+    assert [t.label for t in themes] == ["General"]
+    facts = await store.find_facts()
+    assert len(facts) >= 3
+    assert {f.theme_id for f in facts} == {themes[0].id}
+    assert set(themes[0].fact_ids) == {f.id for f in facts}
+
+
+async def test_a_stored_episode_holds_its_messages_in_time_order_with_their_span(
+    store: Any,
+) -> None:
+    """Episode.messages are 'ordered by timestamp'; started_at / ended_at are the first
+    and last message's; a message's metadata comes back as given, on both backends."""
+    said = [
+        (3, "The billing service depends on Postgres for its ledger."),
+        (1, "Alice Smith works at Acme Corp on the billing service."),
+        (2, "Bob Jones manages the platform team at Acme Corp."),
+    ]
+    messages = [
+        Message(
+            role="user",
+            content=text,
+            timestamp=at(minute * 60),
+            metadata={"turn": minute, "tool_call": {"id": f"c{minute}", "args": [1, None]}},
+        )
+        for minute, text in said
+    ]
+    report = await MemoryPipeline(
+        store,
+        embedder=HashingEmbeddingProvider(dimensions=EMBED_DIM),
+        segmenter=SimpleEpisodeSegmenter(),
+        extractor=RuleBasedExtractor(),
+    ).ingest(messages)
+    (episode_id,) = report.episode_ids
+    episode = await store.get_episode(episode_id)
+    assert episode is not None
+    assert [m.timestamp for m in episode.messages] == [at(60), at(120), at(180)]
+    assert (episode.started_at, episode.ended_at) == (at(60), at(180))
+    assert [m.metadata for m in episode.messages] == [
+        {"turn": i, "tool_call": {"id": f"c{i}", "args": [1, None]}} for i in (1, 2, 3)
+    ]
+    assert episode.topic == "Alice Smith works at Acme Corp on the billing service."
+    assert set(episode.fact_ids) == {
+        f.id for f in await store.find_facts() if episode.id in f.source_episode_ids
+    }
