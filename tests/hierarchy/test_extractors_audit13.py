@@ -160,3 +160,29 @@ def test_bug_the_parser_extractor_clock_is_checked_when_built() -> None:
     pytest.importorskip("spacy")
     with pytest.raises(InvalidTypeError, match="clock must be callable"):
         ParserExtractor(clock=5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("second", "linked"),
+    [
+        ("Our blacksmith forges the gates for Acme Corp on Fridays.", ["Acme Corp"]),
+        (
+            "The Blacksmith Guild depends on Acme Corp for its iron.",
+            ["Blacksmith Guild", "Acme Corp"],
+        ),
+    ],
+)
+async def test_a_fact_links_an_entity_on_word_boundaries_only(
+    second: str, linked: list[str]
+) -> None:
+    """'Entity matching uses word boundaries to prevent false positives, so "Smith" won't
+    match inside "Blacksmith"': the second fact does not cite the Smith entity."""
+    messages = [
+        Message(role="user", content=text, timestamp=T0 + timedelta(seconds=i))
+        for i, text in enumerate(["Smith works at Acme Corp every single day.", second])
+    ]
+    (episode,) = await SimpleEpisodeSegmenter().segment(messages)
+    result = await RuleBasedExtractor().extract(episode)
+    names = {e.id: e.name for e in result.entities}
+    cited = {f.content: [names[i] for i in f.entity_ids] for f in result.facts}
+    assert cited == {messages[0].content: ["Smith", "Acme Corp"], second: linked}
