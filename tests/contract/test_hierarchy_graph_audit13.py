@@ -419,3 +419,27 @@ async def test_a_stored_episode_holds_its_messages_in_time_order_with_their_span
     assert set(episode.fact_ids) == {
         f.id for f in await store.find_facts() if episode.id in f.source_episode_ids
     }
+
+
+@pytest.mark.parametrize("with_index", [False, True])
+async def test_a_stored_theme_joined_by_later_ingests_is_re_centred_on_all_its_facts(
+    store: Any, index: Any, with_index: bool
+) -> None:
+    """Theme.embedding is the 'Centroid of member facts': after facts of three ingests join
+    one stored theme, its centroid is the mean of all three, not of the last batch."""
+    pipeline = MemoryPipeline(
+        store,
+        embedder=_KeywordEmbedder(),
+        index=index if with_index else None,
+        segmenter=SimpleEpisodeSegmenter(),
+        extractor=SimpleSemanticExtractor(),
+        clusterer=ConsolidatingThemeClusterer(assignment_threshold=0.5, merge_threshold=0.99),
+        ground_facts=False,
+    )
+    for i, word in enumerate(["alpha", "gamma", "beta"]):
+        await pipeline.ingest([Message(role="user", content=f"{word} note", timestamp=at(days=i))])
+    (theme,) = await store.list_themes(include_invalidated=True)
+    facts = await store.find_facts()
+    assert set(theme.fact_ids) == {f.id for f in facts} and len(facts) == 3
+    mean = [sum(c) / 3 for c in zip(*_VECTORS.values(), strict=True)]
+    assert theme.embedding is not None and _cos(theme.embedding, mean) > 0.9999
