@@ -443,3 +443,52 @@ async def test_a_stored_theme_joined_by_later_ingests_is_re_centred_on_all_its_f
     assert set(theme.fact_ids) == {f.id for f in facts} and len(facts) == 3
     mean = [sum(c) / 3 for c in zip(*_VECTORS.values(), strict=True)]
     assert theme.embedding is not None and _cos(theme.embedding, mean) > 0.9999
+
+
+class _OneEdgeModel:
+    """An LLM that declares Alice and Bob and one ``manage`` edge between them."""
+
+    def __init__(self, source: str, target: str) -> None:
+        self.source, self.target = source, target
+
+    async def complete(self, prompt: str) -> str:
+        return json.dumps(
+            {
+                "facts": [{"content": f"{self.source} manages {self.target}."}],
+                "entities": [
+                    {"name": "Alice", "type": "person"},
+                    {"name": "Bob", "type": "person"},
+                ],
+                "relationships": [
+                    {"source": self.source, "target": self.target, "relation": "manage"}
+                ],
+            }
+        )
+
+
+async def test_edges_are_directed_across_ingests(store: Any) -> None:
+    """'Relationships are directed': Bob -> Alice said in a later ingest is an edge of its
+    own beside Alice -> Bob, while Alice -> Bob said again is not stored twice."""
+    embedder = HashingEmbeddingProvider(dimensions=EMBED_DIM)
+    said = [
+        ("Alice", "Bob", "Alice manages Bob on the platform team."),
+        ("Bob", "Alice", "Bob manages Alice on the billing team."),
+        ("Alice", "Bob", "Alice still manages Bob on the platform team."),
+    ]
+    for day, (source, target, text) in enumerate(said):
+        pipeline = MemoryPipeline(
+            store, embedder=embedder, extractor=LLMExtractor(_OneEdgeModel(source, target))
+        )
+        await pipeline.ingest([Message(role="user", content=text, timestamp=at(days=day))])
+    people = {e.name: e.id for e in await store.find_entities()}
+    assert set(people) == {"Alice", "Bob"}
+    out = {
+        name: [
+            (r.relation_type, r.target_id)
+            for r in await store.get_relationships_for_entity(
+                entity_id, direction="outgoing", include_invalidated=True
+            )
+        ]
+        for name, entity_id in people.items()
+    }
+    assert out == {"Alice": [("manage", people["Bob"])], "Bob": [("manage", people["Alice"])]}
