@@ -492,3 +492,45 @@ async def test_edges_are_directed_across_ingests(store: Any) -> None:
         for name, entity_id in people.items()
     }
     assert out == {"Alice": [("manage", people["Bob"])], "Bob": [("manage", people["Alice"])]}
+
+
+async def test_a_stored_edge_a_later_run_ends_is_closed_not_removed_and_keeps_its_origin(
+    store: Any,
+) -> None:
+    """'Temporal invalidation soft-deletes old facts rather than removing them': the
+    edge "no longer works at" ends gets valid_until = when it was said, stays stored, is
+    served as history, and still names the run that asserted it."""
+    pipeline = MemoryPipeline(
+        store,
+        embedder=HashingEmbeddingProvider(dimensions=EMBED_DIM),
+        extractor=RuleBasedExtractor(),
+    )
+    first = await pipeline.ingest(
+        [
+            Message(
+                role="user",
+                content="Alice Smith works at Acme Corp as an engineer.",
+                timestamp=at(),
+            )
+        ],
+        run_id="run-1",
+    )
+    (edge_id,) = first.relationship_ids
+    second = await pipeline.ingest(
+        [
+            Message(
+                role="user",
+                content="Alice Smith no longer works at Acme Corp.",
+                timestamp=at(days=30),
+            )
+        ],
+        run_id="run-2",
+    )
+    assert second.relationship_ids == [edge_id] and second.entity_ids == []
+    edge = await store.get_relationship(edge_id)
+    assert edge is not None
+    assert (edge.valid_from, edge.valid_until) == (at(), at(days=30))
+    assert edge.invalidated_by is None and edge.provenance.run_id == "run-1"
+    assert edge.weight == 1.0
+    (alice,) = [e for e in await store.find_entities() if e.name == "Alice Smith"]
+    assert [r.id for r in await store.get_relationships_for_entity(alice.id)] == [edge_id]
