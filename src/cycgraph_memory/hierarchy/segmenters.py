@@ -79,6 +79,12 @@ DEFAULT_MAX_EPISODE_CHARACTERS = 2_000
 """Most characters of message text per episode of :meth:`SimpleEpisodeSegmenter.bounded`."""
 
 
+_LONGEST_GAP = datetime.max - datetime.min
+"""No two timestamps are further apart: a longer ``gap_threshold_ms`` never splits (and
+``timedelta`` cannot hold the longest ints), so the threshold is capped at it."""
+_LONGEST_GAP_MS = _LONGEST_GAP // timedelta(milliseconds=1)
+
+
 class _SegmenterOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -138,8 +144,8 @@ class SimpleEpisodeSegmenter:
 
     Args:
         gap_threshold_ms: A gap strictly longer than this (milliseconds) starts a new
-            episode. Must be a positive integer (default 300,000: 5 minutes). Or the
-            options mapping.
+            episode. Must be a positive integer (default 300,000: 5 minutes); one longer
+            than any two timestamps can be apart never splits. Or the options mapping.
         max_topic_length: Maximum topic length in characters (positive integer, default
             100).
         provenance: Template for each episode's provenance; ``created_at`` is replaced by
@@ -275,7 +281,8 @@ class SimpleEpisodeSegmenter:
         ordered = sorted(instances_of(messages, Message, "messages"), key=lambda m: m.timestamp)
         if not ordered:
             return []
-        threshold = timedelta(milliseconds=self._options.gap_threshold_ms)
+        gap_ms = self._options.gap_threshold_ms
+        threshold = _LONGEST_GAP if gap_ms >= _LONGEST_GAP_MS else timedelta(milliseconds=gap_ms)
         groups: list[list[Message]] = [[ordered[0]]]
         for previous, current in itertools.pairwise(ordered):
             if current.timestamp - previous.timestamp > threshold:

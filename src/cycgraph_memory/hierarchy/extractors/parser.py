@@ -61,7 +61,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cycgraph_memory._validate import instance_of, instances_of
+from cycgraph_memory._validate import check_callable, instance_of, instances_of
 from cycgraph_memory.contracts import SemanticExtractor
 from cycgraph_memory.errors import InvalidTypeError, MissingExtraError
 from cycgraph_memory.hierarchy.extractors import _lexicon as lex
@@ -274,6 +274,7 @@ class ParserExtractor:
 
     Raises:
         pydantic.ValidationError: For invalid option values.
+        InvalidTypeError: ``clock`` is not callable.
         MissingExtraError: When spaCy is not installed (raised at construction) or the
             named pipeline is not (raised at first use).
     """
@@ -318,7 +319,7 @@ class ParserExtractor:
         self._nlp: Any = None if isinstance(nlp, str) else nlp
         self._common: CommonWords | None = None
         self._lock = threading.Lock()
-        self._clock = clock
+        self._clock = check_callable(clock, "clock")
 
     @property
     def nlp(self) -> Any:

@@ -51,7 +51,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cycgraph_memory._validate import instance_of, keyword_options, string_list
+from cycgraph_memory._validate import check_callable, instance_of, keyword_options, string_list
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.hierarchy.extractors._chat_graph import chat_edges
 from cycgraph_memory.hierarchy.extractors._conversation import (
@@ -310,7 +310,7 @@ class RuleBasedExtractor:
             empty string, a relationship verb with no words, or an options mapping
             together with other arguments.
         InvalidTypeError: For an entity pattern, entity type or verb of the wrong type,
-            or an options mapping with an unknown name.
+            a ``clock`` that is not callable, or an options mapping with an unknown name.
     """
 
     def __init__(
@@ -360,7 +360,7 @@ class RuleBasedExtractor:
                 hints.update(inflect(head).all_forms() if not phrase.startswith("=") else {head})
         self._verb_hints = frozenset(hints)
         self._triggers = trigger_index(self._patterns)
-        self._clock = clock
+        self._clock = check_callable(clock, "clock")
 
     @property
     def min_sentence_length(self) -> int:

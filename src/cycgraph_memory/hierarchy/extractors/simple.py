@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime
 
-from cycgraph_memory._validate import instance_of
+from cycgraph_memory._validate import check_callable, instance_of
 from cycgraph_memory.records import Episode, ExtractionResult, Provenance, SemanticFact, utc_now
 
 __all__ = ["FACT_ID_NAMESPACE", "SimpleSemanticExtractor", "derived_provenance", "fact_id_for"]
@@ -74,10 +74,13 @@ class SimpleSemanticExtractor:
 
     Args:
         clock: Returns "now" for provenance timestamps (inject for deterministic tests).
+
+    Raises:
+        InvalidTypeError: ``clock`` is not callable.
     """
 
     def __init__(self, *, clock: Callable[[], datetime] = utc_now) -> None:
-        self._clock = clock
+        self._clock = check_callable(clock, "clock")
 
     async def extract(self, episode: Episode) -> ExtractionResult:
         """Extract the topic fact from one episode.
