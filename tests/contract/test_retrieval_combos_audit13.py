@@ -495,3 +495,31 @@ async def test_entity_retrieval_visits_at_most_500_entities(store: Any, index: A
     assert len(result.entities) == 100
     sub = await extract_subgraph(store, [hub.id], max_hops=1)
     assert len(sub.entities) == 500 and len(sub.relationships) == 499
+
+
+async def test_exactly_the_served_facts_are_touched_on_every_path(store: Any, index: Any) -> None:
+    w = await _worded(store, index)
+    everything = [
+        w[k].id for k in ("lesson", "other", "quarantined", "invalidated", "future", "expired")
+    ]
+    queries: list[tuple[dict[str, Any], Any]] = [
+        ({"entity_ids": [w["ada"].id], "limit": 2}, None),
+        ({"entity_ids": [w["ada"].id], "limit": 2, "valid_at": at(days=30)}, None),
+        ({"embedding": unit(0), "limit": 2}, "vector"),
+        ({"text": "Ada widget", "limit": 2}, "text"),
+        ({"text": "Ada widget", "embedding": unit(0), "limit": 2}, "hybrid"),
+        ({"tags": ["lesson"], "limit": 2}, None),
+        ({"tags": ["lesson"], "limit": 2, "changed_since": at(days=-20)}, None),
+        ({"tags": ["lesson"], "limit": 2, "include_invalidated": True}, None),
+    ]
+    for query, mode in queries:
+        before = await store.get_facts(everything)
+        result = await retrieve_memory(store, index, query, mode=mode)
+        assert result.facts, query
+        after = await store.get_facts(everything)
+        served = _ids(result.facts)
+        for fact_id in everything:
+            bump = after[fact_id].access_count - before[fact_id].access_count
+            assert bump == (1 if fact_id in served else 0), (query, mode, fact_id)
+            if fact_id in served:
+                assert after[fact_id].last_accessed_at is not None
