@@ -523,3 +523,42 @@ async def test_exactly_the_served_facts_are_touched_on_every_path(store: Any, in
             assert bump == (1 if fact_id in served else 0), (query, mode, fact_id)
             if fact_id in served:
                 assert after[fact_id].last_accessed_at is not None
+
+
+class _NoTouchStore:
+    """The store without ``touch_facts`` (nor the natives that touch): the spec's optional
+    capability left out, every other method delegated."""
+
+    _hidden = frozenset({"touch_facts", "expand_facts", "list_and_touch_facts"})
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._hidden:
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+async def test_a_store_without_touch_facts_serves_every_path_untouched(
+    store: Any, index: Any
+) -> None:
+    w = await _worded(store, index)
+    bare = _NoTouchStore(store)
+    assert not hasattr(bare, "touch_facts")
+    everything = [w[k].id for k in ("lesson", "other", "future", "expired")]
+    before = await store.get_facts(everything)
+    queries: list[tuple[dict[str, Any], Any]] = [
+        ({"entity_ids": [w["ada"].id]}, None),
+        ({"embedding": unit(0)}, "vector"),
+        ({"text": "Ada widget"}, "text"),
+        ({"text": "Ada widget", "embedding": unit(0)}, "hybrid"),
+        ({"tags": ["lesson", "other"]}, None),
+    ]
+    for query, mode in queries:
+        plain = await retrieve_memory(bare, index, query, mode=mode)
+        assert _ids(plain.facts) == set(everything), (query, mode)
+    after = await store.get_facts(everything)
+    assert [after[i].access_count for i in everything] == [
+        before[i].access_count for i in everything
+    ]
