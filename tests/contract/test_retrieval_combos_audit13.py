@@ -562,3 +562,36 @@ async def test_a_store_without_touch_facts_serves_every_path_untouched(
     assert [after[i].access_count for i in everything] == [
         before[i].access_count for i in everything
     ]
+
+
+async def test_gated_lessons_never_serve_quarantined_facts_even_when_asked(
+    backend: str, store: Any, request: Any
+) -> None:
+    """Unlike ``retrieve_memory``'s audit path, naming the tag does not bring them back."""
+    from cycgraph_memory import InMemoryOutcomeLedger, RunOutcome
+
+    if backend == "memory":
+        ledger: Any = InMemoryOutcomeLedger()
+    else:
+        from cycgraph_memory.postgres import PostgresOutcomeLedger
+
+        ledger = PostgresOutcomeLedger(
+            request.getfixturevalue("pg_sessionmaker"),
+            tenant_id=request.getfixturevalue("pg_tenant"),
+        )
+    verified = make_fact(content="verified", tags=["lesson", "verified"], valid_from=at(days=1))
+    tainted = make_fact(content="tainted", tags=["lesson", "quarantined"], valid_from=at(days=2))
+    tainted_cand = make_fact(
+        content="tainted candidate",
+        tags=["lesson", "candidate", "quarantined"],
+        valid_from=at(days=3),
+    )
+    await store.put_facts([verified, tainted, tainted_cand])
+    for run in range(3):
+        await ledger.record_outcome(
+            RunOutcome(run_id=f"r{run}", score=0.5, fact_ids=[tainted_cand.id])
+        )
+    for tags in (["lesson"], ["quarantined"], ["lesson", "quarantined"]):
+        for led in (None, ledger):
+            got = await retrieve_gated_lessons(store, tags=tags, ledger=led)
+            assert [f.id for f in got] == ([verified.id] if "lesson" in tags else []), (tags, led)
