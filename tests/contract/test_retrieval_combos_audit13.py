@@ -29,6 +29,7 @@ from .factories import (
     make_relationship,
     make_theme,
     unit,
+    vec,
 )
 
 LISTS = ("themes", "facts", "episodes", "entities", "relationships", "messages")
@@ -595,3 +596,43 @@ async def test_gated_lessons_never_serve_quarantined_facts_even_when_asked(
         for led in (None, ledger):
             got = await retrieve_gated_lessons(store, tags=tags, ledger=led)
             assert [f.id for f in got] == ([verified.id] if "lesson" in tags else []), (tags, led)
+
+
+async def test_defaults_limit_20_and_min_similarity_half_in_effect(store: Any, index: Any) -> None:
+    ada = make_entity(name="Ada", entity_type="person")
+    await store.put_entities([ada])
+    near = [
+        make_fact(
+            content=f"Ada widget {i}",
+            tags=["lesson"],
+            entity_ids=[ada.id],
+            embedding=vec(1, 1),
+            valid_from=at(i),
+        )
+        for i in range(25)
+    ]
+    far = make_fact(
+        content="Ada widget far",
+        tags=["lesson"],
+        entity_ids=[ada.id],
+        embedding=vec(1, 2),
+        valid_from=at(days=-1),
+    )
+    await store.put_facts([*near, far])
+    await index.rebuild(store)
+    for query, mode in (
+        ({"entity_ids": [ada.id]}, None),
+        ({"tags": ["lesson"]}, None),
+        ({"embedding": unit(0)}, "vector"),
+        ({"text": "widget"}, "text"),
+        ({"text": "widget", "embedding": unit(0)}, "hybrid"),
+    ):
+        result = await retrieve_memory(store, index, query, mode=mode)
+        assert len(result.facts) == 20, (query, mode)
+    # cos(e0, (1,1)) = 0.707 passes the default 0.5 floor, cos(e0, (1,2)) = 0.447 does not.
+    by_vector = await retrieve_memory(store, index, {"embedding": unit(0), "limit": 100})
+    assert _ids(by_vector.facts) == {f.id for f in near}
+    loose = await retrieve_memory(
+        store, index, {"embedding": unit(0), "limit": 100, "min_similarity": 0.4}
+    )
+    assert far.id in _ids(loose.facts)
