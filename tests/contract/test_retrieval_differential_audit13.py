@@ -244,3 +244,65 @@ async def test_random_queries_agree_and_pass_their_conditions(
         assert list(pg.fact_scores) == list(mm.fact_scores), (q, mode)
         _check_served(q, pg)
         _check_served(q, mm)
+
+
+async def test_scaled_twins_tie_the_same_way_on_both_backends(
+    backend: str, store: Any, index: Any
+) -> None:
+    """Vectors of one direction at different lengths have the same cosine to a query (up
+    to the last bit of the arithmetic): both backends order them by id alike, for facts,
+    themes, episodes and messages."""
+    if backend != "postgres":
+        pytest.skip("compares the Postgres backend with the in-memory one")
+    mem = (
+        InMemoryMemoryStore(expected_dimensions=EMBED_DIM),
+        InMemoryMemoryIndex(expected_dimensions=EMBED_DIM),
+    )
+    rng = random.Random(7)
+    scales = [0.5, 1.0, 3.0, 0.25, 6.0, 1.5, 12.0, 0.75]
+    directions = [(1.0, 1.0), (1.0, 2.0), (3.0, 1.0)]
+    themes, facts, episodes = [], [], []
+    for k, scale in enumerate(scales):
+        a, b = directions[k % 3]
+        v = [scale * a, scale * b] + [0.0] * (EMBED_DIM - 2)
+        turn = make_message(id=_uid(rng), content=f"turn {k}", embedding=v, timestamp=at(k))
+        episode = make_episode(
+            id=_uid(rng),
+            topic=f"ep {k}",
+            messages=[turn],
+            started_at=at(k),
+            ended_at=at(k),
+            embedding=v,
+        )
+        episodes.append(episode)
+        themes.append(make_theme(id=_uid(rng), label=f"theme {k}", embedding=v))
+        facts.append(
+            make_fact(
+                id=_uid(rng),
+                content=f"fact {k}",
+                embedding=v,
+                source_episode_ids=[episode.id],
+                source_message_ids=[turn.id],
+            )
+        )
+    members = [t.model_copy(update={"fact_ids": [facts[k].id]}) for k, t in enumerate(themes)]
+    for s, i in [(store, index), mem]:
+        await s.put_episodes(episodes)
+        await s.put_themes(members)
+        await s.put_facts(facts)
+        await i.rebuild(s)
+    for query in (
+        unit(0),
+        [1.0, 1.0] + [0.0] * (EMBED_DIM - 2),
+        [2.0, 1.0] + [0.0] * (EMBED_DIM - 2),
+    ):
+        for limit in (1, 2, 3, 5, 8):
+            q = {"embedding": query, "limit": limit, "min_similarity": 0.0}
+            pg = await retrieve_memory(store, index, q, mode="vector")
+            mm = await retrieve_memory(mem[0], mem[1], q, mode="vector")
+            for kind in KINDS:
+                assert [r.id for r in getattr(pg, kind)] == [r.id for r in getattr(mm, kind)], (
+                    query,
+                    limit,
+                    kind,
+                )
