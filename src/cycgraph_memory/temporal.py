@@ -75,20 +75,24 @@ class _Window(Protocol):
     def valid_until(self) -> datetime | None: ...
 
 
-def _field(record: object, name: str) -> Any:
-    """A field of a temporal record: an attribute, or a key of a plain mapping.
+_ABSENT = object()
+
+
+def _key(record: object, name: str) -> Any:
+    """A field of a record that has no such attribute: the key of a plain mapping, or None.
 
     The spec's minimal shape is ``{ valid_from, valid_until?, invalidated_by? }``: a dict
-    of that shape is a record as much as a fact or a relationship is.
+    of that shape is a record as much as a fact or a relationship is. (Callers try the
+    attribute first: the records of the library take no mapping check.)
     """
-    if isinstance(record, Mapping):
-        return record.get(name)
-    return getattr(record, name, None)
+    return record.get(name) if isinstance(record, Mapping) else None
 
 
 def _from(record: object) -> datetime:
     """``record.valid_from`` as an aware datetime; a record without one is a typed error."""
-    value = _field(record, "valid_from")
+    value: Any = getattr(record, "valid_from", _ABSENT)
+    if value is _ABSENT:
+        value = _key(record, "valid_from")
     if value is None:
         raise InvalidTypeError(
             f"expected a record with valid_from (a fact or relationship), got "
@@ -99,7 +103,9 @@ def _from(record: object) -> datetime:
 
 def _until(record: object) -> datetime | None:
     """``record.valid_until`` (``None`` when the record has no such field: open-ended)."""
-    value = _field(record, "valid_until")
+    value: Any = getattr(record, "valid_until", _ABSENT)
+    if value is _ABSENT:
+        value = _key(record, "valid_until")
     return None if value is None else _utc(value)
 
 
@@ -201,8 +207,12 @@ def filter_valid(
     out: list[R] = []
     for record in records:
         _from(record)  # a record without valid_from is refused whatever the options
-        if not include_invalidated and _field(record, "invalidated_by") is not None:
-            continue
+        if not include_invalidated:
+            invalidated_by = getattr(record, "invalidated_by", _ABSENT)
+            if invalidated_by is _ABSENT:
+                invalidated_by = _key(record, "invalidated_by")
+            if invalidated_by is not None:
+                continue
         if valid_at is not None and not is_valid_at(record, valid_at):
             continue
         if changed_since is not None and not is_changed_since(record, changed_since):
