@@ -1,12 +1,14 @@
 """Acceptance (thirteenth audit): random worlds, random queries, both backends agree.
 
-Each seed builds the same world on both backends (soft-deleted, superseded, quarantined,
-expired and future records among the live ones) and runs queries that combine every
-path with the tag scope, the temporal filters, ``include_invalidated``, the type filters
-and ``limit``. Both backends must serve the same records in the same order, and every
-served record must pass the query's conditions (the spec: "All paths apply tag and
-temporal filtering and respect limit"; "Every read path excludes invalidated records by
-default"; quarantined facts only when the query's tags name them).
+Each seed builds the same world (120 facts) on both backends (soft-deleted, superseded,
+quarantined, expired and future records among the live ones) and runs queries that
+combine every path with the tag scope, the temporal filters, ``include_invalidated``, the
+type filters, ``limit`` and some ``RetrievalOptions``. Both backends must serve the same
+records in the same order; every served record must pass the query's conditions (the
+spec: "All paths apply tag and temporal filtering and respect limit"; "Every read path
+excludes invalidated records by default"; quarantined facts only when the query's tags
+name them); and none is missing: the tag listing and the vector ranking are checked
+against the whole world.
 """
 
 from __future__ import annotations
@@ -17,7 +19,13 @@ from typing import Any
 
 import pytest
 
-from cycgraph_memory import MemoryResult, is_changed_since, is_valid_at, retrieve_memory
+from cycgraph_memory import (
+    MemoryResult,
+    cosine_similarity,
+    is_changed_since,
+    is_valid_at,
+    retrieve_memory,
+)
 from cycgraph_memory.inmemory import InMemoryMemoryIndex, InMemoryMemoryStore
 
 from .factories import (
@@ -36,6 +44,13 @@ from .factories import (
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
 TAGS = ["lesson", "graph:a", "graph:b", "quarantined", "candidate"]
 KINDS = ("themes", "facts", "episodes", "entities", "relationships", "messages")
+OPTIONS: list[dict[str, Any] | None] = [
+    None,
+    {"native_paths": False},
+    {"max_facts_per_entity": 2},
+    {"direct_fact_candidates": 3, "theme_limit": 1, "max_facts_per_theme": 2},
+    {"tag_page_size": 2},
+]
 
 
 class _Embedder:
@@ -121,7 +136,7 @@ async def _load(stores: list[tuple[Any, Any]], seed: int) -> dict[str, Any]:
         for i in range(4)
     ]
     facts = []
-    for _ in range(30):
+    for _ in range(120):
         start = rng.choice([-10, -2, 0, 1, 3, 8])
         ep = rng.choice(episodes)
         facts.append(
@@ -148,7 +163,7 @@ async def _load(stores: list[tuple[Any, Any]], seed: int) -> dict[str, Any]:
         await store.put_themes(themes)
         await store.put_facts(facts)
         await index.rebuild(store)
-    return {"entities": entities, "rng": rng}
+    return {"entities": entities, "rng": rng, "facts": facts}
 
 
 def _queries(w: dict[str, Any]) -> list[tuple[dict[str, Any], Any]]:
@@ -233,8 +248,9 @@ async def test_random_queries_agree_and_pass_their_conditions(
     w = await _load([(store, index), mem], seed)
     embedder = _Embedder()
     for q, mode in _queries(w):
-        pg = await retrieve_memory(store, index, q, mode=mode, embedder=embedder)
-        mm = await retrieve_memory(mem[0], mem[1], q, mode=mode, embedder=embedder)
+        opts: dict[str, Any] | None = w["rng"].choice(OPTIONS)
+        pg = await retrieve_memory(store, index, q, mode=mode, embedder=embedder, options=opts)
+        mm = await retrieve_memory(mem[0], mem[1], q, mode=mode, embedder=embedder, options=opts)
         for kind in KINDS:
             assert [r.id for r in getattr(pg, kind)] == [r.id for r in getattr(mm, kind)], (
                 q,
@@ -243,6 +259,8 @@ async def test_random_queries_agree_and_pass_their_conditions(
             )
         assert list(pg.fact_scores) == list(mm.fact_scores), (q, mode)
         _check_served(q, pg)
+        if not (opts and "direct_fact_candidates" in opts):
+            _complete(q, mode, w["facts"], pg)
         _check_served(q, mm)
 
 
@@ -306,3 +324,38 @@ async def test_scaled_twins_tie_the_same_way_on_both_backends(
                     limit,
                     kind,
                 )
+
+
+def _admitted(q: dict[str, Any], f: Any) -> bool:
+    tags = set(q.get("tags", []))
+    return (
+        (q.get("include_invalidated", False) or f.invalidated_by is None)
+        and (not tags or bool(tags & set(f.tags)))
+        and ("quarantined" not in f.tags or "quarantined" in tags)
+        and ("valid_at" not in q or is_valid_at(f, q["valid_at"]))
+        and ("changed_since" not in q or is_changed_since(f, q["changed_since"]))
+    )
+
+
+def _complete(q: dict[str, Any], mode: Any, facts: list[Any], result: MemoryResult) -> None:
+    """Nothing the query admits is missing: the tag listing is the first ``limit`` admitted
+    facts in store order; the vector mode (positive floor) the ``limit`` most similar."""
+    served = [f.id for f in result.facts]
+    if "tags" in q and not q.get("entity_ids") and "embedding" not in q and "text" not in q:
+        listed = sorted(
+            (f for f in facts if _admitted(q, f)), key=lambda f: (f.valid_from, f.id.int)
+        )
+        assert served == [f.id for f in listed][: q["limit"]], q
+    if mode == "vector" and q["min_similarity"] > 0:
+        scored = [
+            (cosine_similarity(f.embedding, q["embedding"]), f)
+            for f in facts
+            if f.embedding is not None and _admitted(q, f)
+        ]
+        scored = [(s, f) for s, f in scored if s >= q["min_similarity"] - 1e-9]
+        scored.sort(key=lambda sf: (-sf[0], sf[1].id.int))
+        best = [f.id for _, f in scored][: q["limit"]]
+        assert len(served) == len(best), q
+        score = {f.id: s for s, f in scored}
+        for got, want in zip(served, best, strict=True):
+            assert abs(score[got] - score[want]) < 1e-9, q  # equal, or a rounding tie
