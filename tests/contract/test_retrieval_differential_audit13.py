@@ -22,6 +22,7 @@ import pytest
 from cycgraph_memory import (
     MemoryResult,
     cosine_similarity,
+    extract_subgraph,
     is_changed_since,
     is_valid_at,
     retrieve_memory,
@@ -261,6 +262,8 @@ async def test_random_queries_agree_and_pass_their_conditions(
         _check_served(q, pg)
         if not (opts and "direct_fact_candidates" in opts):
             _complete(q, mode, w["facts"], pg)
+        if q.get("entity_ids") and not (opts and "max_facts_per_entity" in opts):
+            await _complete_entity_path(mem[0], q, w["facts"], pg)
         _check_served(q, mm)
 
 
@@ -359,3 +362,32 @@ def _complete(q: dict[str, Any], mode: Any, facts: list[Any], result: MemoryResu
         score = {f.id: s for s, f in scored}
         for got, want in zip(served, best, strict=True):
             assert abs(score[got] - score[want]) < 1e-9, q  # equal, or a rounding tie
+
+
+async def _complete_entity_path(
+    store: Any, q: dict[str, Any], facts: list[Any], result: MemoryResult
+) -> None:
+    """The entity path serves the admitted facts citing the visited entities (those of
+    the wanted types), nearest entity first (hop, id), then newest, then id."""
+    sub = await extract_subgraph(
+        store,
+        q["entity_ids"],
+        max_hops=q["max_hops"],
+        valid_at=q.get("valid_at"),
+        include_invalidated=q.get("include_invalidated", False),
+        relation_types=q.get("relation_types"),
+        native=False,
+    )
+    types = q.get("entity_types")
+    order = [e.id for e in sub.entities if types is None or e.entity_type in types]
+    rank = {e: i for i, e in enumerate(order)}
+    cited = [
+        (min(rank[e] for e in f.entity_ids if e in rank), f)
+        for f in facts
+        if _admitted(q, f) and any(e in rank for e in f.entity_ids)
+    ]
+    cited.sort(key=lambda rf: rf[1].id.int)
+    cited.sort(key=lambda rf: rf[1].valid_from, reverse=True)
+    cited.sort(key=lambda rf: rf[0])
+    assert [f.id for f in result.facts] == [f.id for _, f in cited][: q["limit"]], q
+    assert [e.id for e in result.entities] == order[: q["limit"]], q
