@@ -1,8 +1,9 @@
 """Temporal filter helpers over records with a ``[valid_from, valid_until)`` window.
 
 A *temporal record* is anything with ``valid_from``, an optional ``valid_until`` and an
-optional ``invalidated_by`` (facts and relationships). Naive datetimes passed here are
-assumed to be UTC, like everywhere else in the library.
+optional ``invalidated_by`` (facts and relationships), or a plain mapping with those keys
+(the spec's minimal shape ``{ valid_from, valid_until?, invalidated_by? }``). Naive
+datetimes passed here are assumed to be UTC, like everywhere else in the library.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class TemporalRecord(Protocol):
         """Why or by what the record was invalidated (``None`` = live)."""
 
 
-R = TypeVar("R", bound=TemporalRecord)
+R = TypeVar("R", bound="TemporalRecord | Mapping[str, Any]")
 
 
 class TemporalFilterOptions(BaseModel):
@@ -74,9 +75,24 @@ class _Window(Protocol):
     def valid_until(self) -> datetime | None: ...
 
 
+_ABSENT = object()
+
+
+def _key(record: object, name: str) -> Any:
+    """A field of a record that has no such attribute: the key of a plain mapping, or None.
+
+    The spec's minimal shape is ``{ valid_from, valid_until?, invalidated_by? }``: a dict
+    of that shape is a record as much as a fact or a relationship is. (Callers try the
+    attribute first: the records of the library take no mapping check.)
+    """
+    return record.get(name) if isinstance(record, Mapping) else None
+
+
 def _from(record: object) -> datetime:
     """``record.valid_from`` as an aware datetime; a record without one is a typed error."""
-    value = getattr(record, "valid_from", None)
+    value: Any = getattr(record, "valid_from", _ABSENT)
+    if value is _ABSENT:
+        value = _key(record, "valid_from")
     if value is None:
         raise InvalidTypeError(
             f"expected a record with valid_from (a fact or relationship), got "
@@ -87,7 +103,9 @@ def _from(record: object) -> datetime:
 
 def _until(record: object) -> datetime | None:
     """``record.valid_until`` (``None`` when the record has no such field: open-ended)."""
-    value = getattr(record, "valid_until", None)
+    value: Any = getattr(record, "valid_until", _ABSENT)
+    if value is _ABSENT:
+        value = _key(record, "valid_until")
     return None if value is None else _utc(value)
 
 
@@ -105,7 +123,7 @@ def windows_overlap(a: _Window, b: _Window) -> bool:
     return (b_until is None or a_from < b_until) and (a_until is None or b_from < a_until)
 
 
-def is_valid_at(record: TemporalRecord, at: datetime) -> bool:
+def is_valid_at(record: TemporalRecord | Mapping[str, Any], at: datetime) -> bool:
     """Return True when ``at`` lies in the half-open window ``[valid_from, valid_until)``.
 
     Raises:
@@ -118,7 +136,7 @@ def is_valid_at(record: TemporalRecord, at: datetime) -> bool:
     return until is None or at < until
 
 
-def is_changed_since(record: TemporalRecord, since: datetime) -> bool:
+def is_changed_since(record: TemporalRecord | Mapping[str, Any], since: datetime) -> bool:
     """Return True when the record started or ended strictly after ``since``.
 
     Raises:
@@ -189,8 +207,12 @@ def filter_valid(
     out: list[R] = []
     for record in records:
         _from(record)  # a record without valid_from is refused whatever the options
-        if not include_invalidated and getattr(record, "invalidated_by", None) is not None:
-            continue
+        if not include_invalidated:
+            invalidated_by = getattr(record, "invalidated_by", _ABSENT)
+            if invalidated_by is _ABSENT:
+                invalidated_by = _key(record, "invalidated_by")
+            if invalidated_by is not None:
+                continue
         if valid_at is not None and not is_valid_at(record, valid_at):
             continue
         if changed_since is not None and not is_changed_since(record, changed_since):
