@@ -14,6 +14,7 @@ import pytest
 import pytest_asyncio
 
 from cycgraph_memory.inmemory import InMemoryMemoryIndex, InMemoryMemoryStore
+from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
 
 from .factories import EMBED_DIM
 
@@ -37,6 +38,18 @@ def index(backend: str, store: Any, request: pytest.FixtureRequest) -> Any:
     if backend == "memory":
         return InMemoryMemoryIndex(expected_dimensions=EMBED_DIM)
     return request.getfixturevalue("pg_index")
+
+
+@pytest.fixture
+def ledger(backend: str, request: pytest.FixtureRequest) -> Any:
+    """An empty outcome ledger of the backend (on Postgres, the test's tenant)."""
+    if backend == "memory":
+        return InMemoryOutcomeLedger()
+    from cycgraph_memory.postgres import PostgresOutcomeLedger
+
+    return PostgresOutcomeLedger(
+        request.getfixturevalue("pg_sessionmaker"), tenant_id=request.getfixturevalue("pg_tenant")
+    )
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

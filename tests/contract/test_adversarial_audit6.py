@@ -29,7 +29,6 @@ import pytest
 from pydantic import ValidationError
 
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
-from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
 from cycgraph_memory.inspection import memory_stats
 from cycgraph_memory.records import MAX_TAG_LENGTH, RunOutcome
 from cycgraph_memory.retention import RetentionPolicy, evaluate_retention
@@ -37,17 +36,6 @@ from cycgraph_memory.retention import RetentionPolicy, evaluate_retention
 from .factories import make_entity, make_fact
 
 NOT_A_TAG = ["a\x00b", "a\ud800b", "x" * (MAX_TAG_LENGTH + 1)]
-
-
-@pytest.fixture
-def ledger(backend: str, request: pytest.FixtureRequest) -> Any:
-    if backend == "memory":
-        return InMemoryOutcomeLedger()
-    from cycgraph_memory.postgres import PostgresOutcomeLedger
-
-    return PostgresOutcomeLedger(
-        request.getfixturevalue("pg_sessionmaker"), tenant_id=request.getfixturevalue("pg_tenant")
-    )
 
 
 @pytest.mark.parametrize("query", [123, None, b"widgets", ["widgets"]])

@@ -11,7 +11,6 @@ import pytest
 from pydantic import ValidationError
 
 from cycgraph_memory import ConflictDetector, InvalidInputError
-from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
 from cycgraph_memory.records import Conflict, RunOutcome
 from cycgraph_memory.retention import evaluate_retention
 
@@ -47,17 +46,6 @@ async def test_a_conflict_of_a_fact_with_itself_is_refused_and_changes_nothing(
 
 
 # ---------------------------------------------------------------- retention gate
-
-
-@pytest.fixture
-def ledger(backend: str, request: pytest.FixtureRequest) -> Any:
-    if backend == "memory":
-        return InMemoryOutcomeLedger()
-    from cycgraph_memory.postgres import PostgresOutcomeLedger
-
-    return PostgresOutcomeLedger(
-        request.getfixturevalue("pg_sessionmaker"), tenant_id=request.getfixturevalue("pg_tenant")
-    )
 
 
 async def _gate(

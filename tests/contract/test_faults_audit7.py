@@ -37,7 +37,6 @@ from cycgraph_memory.embeddings.hashing import HashingEmbeddingProvider
 from cycgraph_memory.errors import ConcurrencyError
 from cycgraph_memory.hierarchy.pipeline import MemoryPipeline
 from cycgraph_memory.inmemory import InMemoryMemoryIndex, InMemoryMemoryStore
-from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
 from cycgraph_memory.lifecycle import export, import_, purge
 from cycgraph_memory.records import FactFilter, GateAuditEntry, RunOutcome
 from cycgraph_memory.retention import evaluate_retention
@@ -518,17 +517,6 @@ async def test_an_ingest_cancelled_anywhere_writes_nothing_and_frees_its_locks(
 
 
 # --------------------------------------------------------------------------- lifecycle, gate
-
-
-@pytest.fixture
-def ledger(backend: str, request: pytest.FixtureRequest) -> Any:
-    if backend == "memory":
-        return InMemoryOutcomeLedger()
-    from cycgraph_memory.postgres import PostgresOutcomeLedger
-
-    return PostgresOutcomeLedger(
-        request.getfixturevalue("pg_sessionmaker"), tenant_id=request.getfixturevalue("pg_tenant")
-    )
 
 
 async def ledger_state(ledger: Any) -> dict[str, Any]:

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
 from cycgraph_memory.records import (
     QUARANTINE_TAG,
     FactStats,
@@ -37,17 +36,6 @@ from cycgraph_memory.statistics import (
 from .factories import at, make_fact
 
 _run_ids = itertools.count()
-
-
-@pytest.fixture
-def ledger(backend: str, request: pytest.FixtureRequest) -> Any:
-    if backend == "memory":
-        return InMemoryOutcomeLedger()
-    from cycgraph_memory.postgres import PostgresOutcomeLedger
-
-    return PostgresOutcomeLedger(
-        request.getfixturevalue("pg_sessionmaker"), tenant_id=request.getfixturevalue("pg_tenant")
-    )
 
 
 def candidate(*extra_tags: str, seconds: float = 0) -> SemanticFact:

@@ -15,17 +15,6 @@ from cycgraph_memory.retrieval import retrieve_gated_lessons
 from .factories import at, make_fact
 
 
-@pytest.fixture
-def ledger(backend: str, request: pytest.FixtureRequest) -> Any:
-    if backend == "memory":
-        return InMemoryOutcomeLedger()
-    from cycgraph_memory.postgres import PostgresOutcomeLedger
-
-    return PostgresOutcomeLedger(
-        request.getfixturevalue("pg_sessionmaker"), tenant_id=request.getfixturevalue("pg_tenant")
-    )
-
-
 def lesson(day: float, *tags: str, fid: int | None = None) -> Any:
     extra = {"id": uuid.UUID(int=fid)} if fid is not None else {}
     return make_fact(tags=["lesson", *tags], valid_from=at(days=day), **extra)

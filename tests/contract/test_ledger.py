@@ -12,22 +12,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from cycgraph_memory.errors import InvalidInputError
-from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
 from cycgraph_memory.records import GateAuditEntry, RetentionEvidence, RunOutcome
 from cycgraph_memory.statistics import summarize
 
 from .factories import at
-
-
-@pytest.fixture
-def ledger(backend: str, request: pytest.FixtureRequest) -> Any:
-    if backend == "memory":
-        return InMemoryOutcomeLedger()
-    from cycgraph_memory.postgres import PostgresOutcomeLedger
-
-    return PostgresOutcomeLedger(
-        request.getfixturevalue("pg_sessionmaker"), tenant_id=request.getfixturevalue("pg_tenant")
-    )
 
 
 def _ids(n: int) -> list[uuid.UUID]:

@@ -17,22 +17,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
 from cycgraph_memory.records import RunOutcome
 from cycgraph_memory.retention import evaluate_retention
 
 from .factories import make_fact
-
-
-@pytest.fixture
-def ledger(backend: str, request: pytest.FixtureRequest) -> Any:
-    if backend == "memory":
-        return InMemoryOutcomeLedger()
-    from cycgraph_memory.postgres import PostgresOutcomeLedger
-
-    return PostgresOutcomeLedger(
-        request.getfixturevalue("pg_sessionmaker"), tenant_id=request.getfixturevalue("pg_tenant")
-    )
 
 
 def test_recorded_at_defaults_to_now() -> None:

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
 from cycgraph_memory.lifecycle import REDACTED_FACT_ID, PurgeSelector, purge
 from cycgraph_memory.records import GateAuditEntry, RunOutcome
 from cycgraph_memory.retrieval import retrieve_memory
@@ -25,17 +24,6 @@ from .factories import (
 )
 
 SECRET = "Zanzibarina"
-
-
-@pytest.fixture
-def ledger(backend: str, request: pytest.FixtureRequest) -> Any:
-    if backend == "memory":
-        return InMemoryOutcomeLedger()
-    from cycgraph_memory.postgres import PostgresOutcomeLedger
-
-    return PostgresOutcomeLedger(
-        request.getfixturevalue("pg_sessionmaker"), tenant_id=request.getfixturevalue("pg_tenant")
-    )
 
 
 async def _world(store: Any, index: Any, ledger: Any) -> dict[str, Any]:

@@ -30,17 +30,6 @@ _run_ids = itertools.count()
 BASELINE6 = [0.45, 0.5, 0.55, 0.5, 0.48, 0.52]
 
 
-@pytest.fixture
-def ledger(backend: str, request: pytest.FixtureRequest) -> Any:
-    if backend == "memory":
-        return InMemoryOutcomeLedger()
-    from cycgraph_memory.postgres import PostgresOutcomeLedger
-
-    return PostgresOutcomeLedger(
-        request.getfixturevalue("pg_sessionmaker"), tenant_id=request.getfixturevalue("pg_tenant")
-    )
-
-
 def candidate(*extra_tags: str, seconds: float = 0, fid: int | None = None) -> SemanticFact:
     extra = {"id": uuid.UUID(int=fid)} if fid is not None else {}
     return make_fact(tags=["lesson", "candidate", *extra_tags], valid_from=at(seconds), **extra)

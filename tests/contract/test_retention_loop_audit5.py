@@ -14,7 +14,6 @@ import pytest
 from pydantic import ValidationError
 
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
-from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
 from cycgraph_memory.lifecycle.models import ErasureEntry
 from cycgraph_memory.records import MAX_RUN_ID_LENGTH, RunOutcome
 from cycgraph_memory.retention import (
@@ -23,17 +22,6 @@ from cycgraph_memory.retention import (
 )
 
 from .factories import make_fact
-
-
-@pytest.fixture
-def ledger(backend: str, request: pytest.FixtureRequest) -> Any:
-    if backend == "memory":
-        return InMemoryOutcomeLedger()
-    from cycgraph_memory.postgres import PostgresOutcomeLedger
-
-    return PostgresOutcomeLedger(
-        request.getfixturevalue("pg_sessionmaker"), tenant_id=request.getfixturevalue("pg_tenant")
-    )
 
 
 def _wide_id(n: int) -> str:

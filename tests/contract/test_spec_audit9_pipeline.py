@@ -32,7 +32,6 @@ from cycgraph_memory.hierarchy.extractors.rules import RuleBasedExtractor
 from cycgraph_memory.hierarchy.pipeline import MemoryPipeline
 from cycgraph_memory.hierarchy.segmenters import SimpleEpisodeSegmenter
 from cycgraph_memory.inmemory import InMemoryMemoryStore
-from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
 from cycgraph_memory.retention import evaluate_retention, plan_retention, simulate_gate
 from cycgraph_memory.retrieval.lessons import retrieve_gated_lessons
 from cycgraph_memory.statistics import normal_quantile, required_trials
@@ -49,17 +48,6 @@ MICRO = timedelta(microseconds=1)
 # Ids chosen so that the id tie-break alone would pick the *older* fact.
 OLDER_ID = uuid.UUID(int=1)
 NEWER_ID = uuid.UUID(int=2)
-
-
-@pytest.fixture
-def ledger(backend: str, request: pytest.FixtureRequest) -> Any:
-    if backend == "memory":
-        return InMemoryOutcomeLedger()
-    from cycgraph_memory.postgres import PostgresOutcomeLedger
-
-    return PostgresOutcomeLedger(
-        request.getfixturevalue("pg_sessionmaker"), tenant_id=request.getfixturevalue("pg_tenant")
-    )
 
 
 # --------------------------------------------------------------------------- orderings

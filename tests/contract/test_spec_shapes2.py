@@ -21,7 +21,6 @@ from pydantic import ValidationError
 
 from cycgraph_memory import (
     GateSimulationConfig,
-    InMemoryOutcomeLedger,
     MemoryPipeline,
     MemoryQuery,
     OperatingCharacteristicsConfig,
@@ -47,18 +46,6 @@ from .factories import (
     make_relationship,
     unit,
 )
-
-
-@pytest.fixture
-def ledger(backend: str, request: pytest.FixtureRequest) -> Any:
-    if backend == "memory":
-        return InMemoryOutcomeLedger()
-    from cycgraph_memory.postgres import PostgresOutcomeLedger
-
-    return PostgresOutcomeLedger(
-        request.getfixturevalue("pg_sessionmaker"), tenant_id=request.getfixturevalue("pg_tenant")
-    )
-
 
 # --------------------------------------------------------------------------- MemoryPipeline
 

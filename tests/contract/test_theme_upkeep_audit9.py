@@ -21,7 +21,6 @@ from cycgraph_memory import ConflictDetector, Memory
 from cycgraph_memory.consolidation import MemoryConsolidator
 from cycgraph_memory.hierarchy.clustering import theme_description, theme_label
 from cycgraph_memory.hierarchy.theme_upkeep import UNTITLED_THEME, recentre_theme
-from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
 from cycgraph_memory.records import (
     QUARANTINE_TAG,
     Conflict,
@@ -42,17 +41,6 @@ D_TEXT = "The billing service logs to Loki"
 
 _runs = itertools.count()
 R = 1 / math.sqrt(2)
-
-
-@pytest.fixture
-def ledger(backend: str, request: pytest.FixtureRequest) -> Any:
-    if backend == "memory":
-        return InMemoryOutcomeLedger()
-    from cycgraph_memory.postgres import PostgresOutcomeLedger
-
-    return PostgresOutcomeLedger(
-        request.getfixturevalue("pg_sessionmaker"), tenant_id=request.getfixturevalue("pg_tenant")
-    )
 
 
 async def seed(
