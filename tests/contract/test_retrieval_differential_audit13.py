@@ -236,12 +236,16 @@ def _check_served(q: dict[str, Any], result: MemoryResult) -> None:
         assert result.entities == [] and result.relationships == []
 
 
+@pytest.fixture
+def backend() -> str:
+    """Postgres only: each test builds the in-memory twin of its world itself."""
+    return "postgres"
+
+
 @pytest.mark.parametrize("seed", list(range(1, 9)))
 async def test_random_queries_agree_and_pass_their_conditions(
     backend: str, store: Any, index: Any, seed: int
 ) -> None:
-    if backend != "postgres":
-        pytest.skip("compares the Postgres backend with the in-memory one")
     mem = (
         InMemoryMemoryStore(expected_dimensions=EMBED_DIM),
         InMemoryMemoryIndex(expected_dimensions=EMBED_DIM),
@@ -273,8 +277,6 @@ async def test_scaled_twins_tie_the_same_way_on_both_backends(
     """Vectors of one direction at different lengths have the same cosine to a query (up
     to the last bit of the arithmetic): both backends order them by id alike, for facts,
     themes, episodes and messages."""
-    if backend != "postgres":
-        pytest.skip("compares the Postgres backend with the in-memory one")
     mem = (
         InMemoryMemoryStore(expected_dimensions=EMBED_DIM),
         InMemoryMemoryIndex(expected_dimensions=EMBED_DIM),
