@@ -8,19 +8,13 @@ script is installed with the package, extras or not).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 
-from cycgraph_memory.errors import MissingExtraError
+from cycgraph_memory.cli import main as _run
 
 __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
-    try:
-        from cycgraph_memory.cli import main as run_cli
-    except MissingExtraError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return 1
-    return run_cli(argv)
+    return _run(argv)

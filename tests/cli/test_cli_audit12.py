@@ -171,6 +171,39 @@ def test_the_console_script_without_the_cli_extra_is_one_error_line() -> None:
     )
 
 
+def test_python_dash_m_without_the_cli_extra_is_one_error_line() -> None:
+    code = (
+        "import runpy, sys; sys.modules['typer'] = None\n"  # the cli extra is not installed
+        "sys.argv = ['cycgraph-memory', 'stats']\n"
+        "runpy.run_module('cycgraph_memory.cli', run_name='__main__', alter_sys=True)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == ""
+    assert done.stderr == (
+        "error: typer is not installed; install it with pip install 'cycgraph-memory[cli]'\n"
+    )
+
+
+def test_the_cli_app_without_the_cli_extra_raises_missing_extra() -> None:
+    code = (
+        "import sys; sys.modules['typer'] = None\n"
+        "import cycgraph_memory.cli as cli\n"  # importing the package itself works
+        "from cycgraph_memory.errors import MissingExtraError\n"
+        "try:\n"
+        "    cli.app\n"
+        "except MissingExtraError as exc:\n"
+        "    print(type(exc).__name__, exc.extra)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "MissingExtraError cli\n"
+
+
 def test_the_console_script_runs_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     from cycgraph_memory._console import main
 
