@@ -32,6 +32,17 @@ def purge_candidates(store: InMemoryMemoryStore, sel: PurgeSelector) -> PurgeCan
         for e in s._entities.values()
         if e.id in set(sel.entity_ids) or sel.matches_provenance(e)
     }
+    # The duplicates entity resolution merged into one (soft-deleted, ``superseded_by`` it,
+    # through chains of merges) are the same subject: ``plan_purge`` erases them with it.
+    frontier = set(entity_ids)
+    while frontier:
+        frontier = {
+            e.id
+            for e in s._entities.values()
+            if e.invalidated_at is not None and e.superseded_by in frontier
+            and e.id not in entity_ids
+        }
+        entity_ids |= frontier
     wanted_messages = set(sel.message_ids)
     episode_ids: set[uuid.UUID] = set()
     for mid in wanted_messages:

@@ -154,6 +154,16 @@ async def purge_candidates(store: PostgresMemoryStore, sel: PurgeSelector) -> Pu
         entity_ids = await ids(
             select(e.c.id).where(mine(e), or_(_in(e.c.id, sel.entity_ids), _prov(e, sel)))
         )
+        # The duplicates entity resolution merged into one (soft-deleted, ``superseded_by``
+        # it, through chains of merges) are the same subject: ``plan_purge`` erases them.
+        frontier = set(entity_ids)
+        while frontier:
+            frontier = await ids(
+                select(e.c.id).where(
+                    mine(e), e.c.invalidated_at.is_not(None), _in(e.c.superseded_by, frontier)
+                )
+            ) - entity_ids
+            entity_ids |= frontier
         episode_ids = await ids(
             select(m.c.episode_id).where(mine(m), _in(m.c.id, sel.message_ids))
         )

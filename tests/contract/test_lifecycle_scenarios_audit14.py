@@ -1,0 +1,485 @@
+"""Fourteenth audit pass: the lifecycle ACROSS features, on both backends.
+
+One tenant grows by many small ingest calls (several sessions, speakers, entities and
+relations), then goes through what weeks of operation do to it: entity resolution,
+conflict detection and resolution, consolidation, export, import into another tenant,
+re-embedding with another embedder, erasure of one subject, and the retention loop. A
+second tenant lives beside it the whole time and must never change.
+
+Defects these scenarios found (each test names the one it pins):
+
+* Erasing a person by the id entity resolution kept left the duplicates it had merged
+  away (soft-deleted, ``superseded_by`` the erased id) in the store: their names,
+  attributes and vectors came back in ``export`` and in an entity subgraph asked with a
+  stale id and ``include_invalidated=True``.
+"""
+
+from __future__ import annotations
+
+import io
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from cycgraph_memory import (
+    ConflictDetector,
+    EntityResolver,
+    HashingEmbeddingProvider,
+    InMemoryMemoryIndex,
+    InMemoryMemoryStore,
+    MemoryConsolidator,
+    MemoryPipeline,
+    RunOutcome,
+    SemanticFact,
+    evaluate_retention,
+    retrieve_gated_lessons,
+)
+from cycgraph_memory.lifecycle import export, import_, purge, reembed
+from cycgraph_memory.records import QUARANTINE_TAG, Provenance
+from cycgraph_memory.retrieval import retrieve_memory
+
+from .factories import EMBED_DIM
+
+SUBJECT = "Zorblat Quimby"
+T0 = datetime(2026, 1, 5, 9, tzinfo=UTC)
+
+# Five sessions of a team chat, each turn ingested on its own (many small ingests).
+SESSIONS: list[list[tuple[str, str]]] = [
+    [
+        ("user", "Alice Smith maintains the billing service."),
+        ("assistant", "Noted: Alice Smith deploys the billing service on Fridays."),
+    ],
+    [
+        ("user", f"{SUBJECT} lives in Lisbon."),
+        ("user", f"{SUBJECT} works at Acme Corp."),
+    ],
+    [
+        ("user", "Alice Smith works at Acme Corp."),
+        ("assistant", "Bob Jones owns the search cluster."),
+    ],
+    [
+        ("user", f"{SUBJECT} doesn't live in Lisbon."),
+        ("user", "Bob Jones likes green tea."),
+    ],
+    [
+        ("user", f"{SUBJECT} maintains the payroll service."),
+        ("assistant", "Alice Smith maintains the billing service."),
+    ],
+]
+OTHER_TENANT = [
+    ("user", "Carol White runs the data warehouse."),
+    ("user", "Carol White works at Initech."),
+]
+
+
+def _message_id(tenant: int, session: int, turn: int) -> str:
+    return str(uuid.UUID(int=(tenant * 100 + session) * 100 + turn + 1))
+
+
+async def _grow(
+    store: Any,
+    index: Any,
+    sessions: list[list[tuple[str, str]]],
+    *,
+    tenant: int = 0,
+    first: int = 0,
+    whole: bool = False,
+) -> list[uuid.UUID]:
+    """Ingest ``sessions`` turn by turn; the ids of the messages naming the subject.
+
+    ``whole``: one ingest call per session (one episode of several messages) instead.
+
+    Entities are not resolved at ingest, as when several workers ingest at once or
+    before a resolver pass existed: the graph holds duplicates for the resolver to merge.
+    """
+    pipeline = MemoryPipeline(
+        store,
+        embedder=HashingEmbeddingProvider(dimensions=EMBED_DIM),
+        index=index,
+        resolve_entities=False,
+        merge_entities=False,
+    )
+    subject_messages: list[uuid.UUID] = []
+    for s, session in enumerate(sessions, start=first):
+        batch = []
+        for i, (role, text) in enumerate(session):
+            mid = _message_id(tenant, s, i)
+            when = T0 + timedelta(days=s, minutes=i)
+            batch.append({"id": mid, "role": role, "content": text, "timestamp": when.isoformat()})
+            if SUBJECT in text:
+                subject_messages.append(uuid.UUID(mid))
+        for part in [batch] if whole else [[m] for m in batch]:
+            await pipeline.ingest(part, run_id=f"run-{tenant}-{s}", tags=["chat"])
+    return subject_messages
+
+
+async def _maintain(store: Any, index: Any) -> None:
+    """The consolidation passes in the documented order."""
+    await EntityResolver(store, index=index).resolve()
+    detector = ConflictDetector(store, index, policy="negation-invalidates-positive")
+    await detector.auto_resolve_all(await detector.detect_conflicts())
+    await MemoryConsolidator(store, index).consolidate()
+
+
+async def _dump(store: Any) -> str:
+    buffer = io.StringIO()
+    await export(store, buffer)
+    return buffer.getvalue()
+
+
+def _subject_entity_ids(dump: str) -> list[uuid.UUID]:
+    import json
+
+    ids = []
+    for line in dump.splitlines()[1:-1]:
+        obj = json.loads(line)
+        if obj["type"] == "entity" and obj["record"]["name"] == SUBJECT:
+            ids.append(uuid.UUID(obj["record"]["id"]))
+    return ids
+
+
+async def _other_tenant(backend: str, request: pytest.FixtureRequest) -> tuple[Any, Any]:
+    if backend == "memory":
+        return (
+            InMemoryMemoryStore(expected_dimensions=EMBED_DIM),
+            InMemoryMemoryIndex(expected_dimensions=EMBED_DIM),
+        )
+    make = request.getfixturevalue("pg_make_store")
+    tenant = f"other_{uuid.uuid4().hex[:8]}"
+    return make(tenant), make(tenant, index=True)
+
+
+async def _every_read(store: Any, index: Any, ledger: Any, stale_ids: list[uuid.UUID]) -> str:
+    """Every read path a user has, with soft-deleted records included, as one string."""
+    embedder = HashingEmbeddingProvider(dimensions=EMBED_DIM)
+    parts: list[str] = [await _dump(store)]
+    question = f"{SUBJECT} Lisbon payroll Acme"
+    for mode in ("vector", "text", "hybrid"):
+        for inc in (False, True):
+            res = await retrieve_memory(
+                store,
+                index,
+                {"text": question, "min_similarity": 0.0, "include_invalidated": inc, "limit": 100},
+                embedder=embedder,
+                mode=mode,  # type: ignore[arg-type]
+            )
+            parts.append(res.model_dump_json())
+    for inc in (False, True):
+        parts.append(
+            (
+                await retrieve_memory(
+                    store, index, {"tags": ["chat"], "include_invalidated": inc, "limit": 100}
+                )
+            ).model_dump_json()
+        )
+        for eid in stale_ids:  # stale ids kept by an agent: forwarded along superseded_by
+            parts.append(
+                (
+                    await retrieve_memory(
+                        store, index, {"entity_ids": [eid], "include_invalidated": inc}
+                    )
+                ).model_dump_json()
+            )
+    for name in ("text_search_facts", "text_search_messages", "text_search_episodes"):
+        parts.extend(str(r) for r in await getattr(index, name)(question, limit=100))
+    parts.append(str(await index.match_entity_names(SUBJECT, limit=100)))
+    parts.append(str(await index.match_entity_names(f"where does {SUBJECT} live", limit=100)))
+    parts.append(
+        str(
+            await retrieve_gated_lessons(
+                store, tags=["chat", "lesson"], ledger=ledger, max_facts=100
+            )
+        )
+    )
+    return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------- scenarios
+
+
+async def test_erasing_a_resolved_person_erases_the_duplicates_merged_into_them(
+    store: Any, index: Any, ledger: Any, backend: str, request: pytest.FixtureRequest
+) -> None:
+    other_store, other_index = await _other_tenant(backend, request)
+    await _grow(other_store, other_index, [OTHER_TENANT], tenant=1)
+    other_before = await _dump(other_store)
+
+    subject_messages = await _grow(store, index, SESSIONS)
+    duplicates = _subject_entity_ids(await _dump(store))
+    assert len(duplicates) == 4  # one per ingest call naming the subject
+    await _maintain(store, index)
+    live = [e for e in await store.find_entities() if e.name == SUBJECT]
+    assert len(live) == 1  # the resolver kept the oldest and merged the rest into it
+    canonical = live[0]
+    stale = [i for i in duplicates if i != canonical.id]
+    for eid in stale:  # forwarding works before the erasure
+        found = await retrieve_memory(store, index, {"entity_ids": [eid]})
+        assert [e.id for e in found.entities if e.name == SUBJECT] == [canonical.id]
+
+    needles = [SUBJECT, *(str(i) for i in duplicates), *(str(m) for m in subject_messages)]
+    before = await _every_read(store, index, ledger, duplicates)
+    for needle in needles:
+        assert needle in before  # the checks below can fail
+
+    selector = {"entity_ids": [canonical.id], "message_ids": subject_messages}
+    dry = await purge(store, selector, index=index, ledger=ledger, dry_run=True)
+    report = await purge(store, selector, index=index, ledger=ledger)
+    assert report.entities == dry.entities == len(duplicates)  # the merged-away ones too
+    after = await _every_read(store, index, ledger, duplicates)
+    for needle in needles:
+        assert needle not in after, f"{needle!r} resurfaced after the erasure"
+    # Nothing dangles: no surviving record names an erased entity.
+    for fact in await store.find_facts(include_invalidated=True):
+        assert not set(fact.entity_ids) & set(duplicates)
+    for entity in await store.find_entities(include_invalidated=True):
+        assert entity.superseded_by not in duplicates
+    # Idempotent: planning the same erasure again finds nothing.
+    again = await purge(store, selector, index=index, ledger=ledger, dry_run=True)
+    assert set(again.counts().values()) == {0}
+    # The other tenant never saw any of it.
+    assert await _dump(other_store) == other_before
+
+
+async def _answers(store: Any, index: Any, embedder: Any, stale_ids: list[uuid.UUID]) -> list[Any]:
+    """What a fixed sequence of questions returns (ids in rank order, per record type)."""
+    out: list[Any] = []
+    for mode in ("vector", "text", "hybrid"):
+        for question in (
+            "who maintains the billing service",
+            "Bob Jones green tea",
+            "where does Alice Smith work",
+        ):
+            res = await retrieve_memory(
+                store,
+                index,
+                {"text": question, "min_similarity": 0.0, "limit": 5},
+                embedder=embedder,
+                mode=mode,  # type: ignore[arg-type]
+            )
+            out.append(
+                (
+                    mode,
+                    question,
+                    [f.id for f in res.facts],
+                    sorted(t.id for t in res.themes),
+                    sorted(e.id for e in res.episodes),
+                )
+            )
+    out.append(
+        [
+            f.id
+            for f in (await retrieve_memory(store, index, {"tags": ["chat"], "limit": 100})).facts
+        ]
+    )
+    for eid in stale_ids:
+        res = await retrieve_memory(store, index, {"entity_ids": [eid]})
+        out.append(
+            (
+                sorted(e.id for e in res.entities),
+                sorted(f.id for f in res.facts),
+                sorted(r.id for r in res.relationships),
+            )
+        )
+    return out
+
+
+def _without_usage(dump: str) -> str:
+    """An export without the usage counters retrieval moves (access_count, last access)."""
+    import json
+
+    lines = []
+    for line in dump.splitlines():
+        obj = json.loads(line)
+        if obj.get("type") == "fact":
+            obj["record"].pop("access_count")
+            obj["record"].pop("last_accessed_at")
+        lines.append(json.dumps(obj, sort_keys=True))
+    return "\n".join(lines)
+
+
+async def test_a_maintained_tenant_moves_to_another_tenant_unchanged(
+    store: Any, index: Any, backend: str, request: pytest.FixtureRequest
+) -> None:
+    await _grow(store, index, SESSIONS)
+    await _maintain(store, index)
+    resolver_ids = _subject_entity_ids(await _dump(store))
+    alice_ids = [
+        e.id for e in await store.find_entities(include_invalidated=True) if e.name == "Alice Smith"
+    ]
+    assert len(alice_ids) == 4 and len(resolver_ids) == 4
+    # Each pass run again changes nothing (idempotence).
+    first = await _dump(store)
+    await _maintain(store, index)
+    assert await _dump(store) == first
+
+    target, target_index = await _other_tenant(backend, request)
+    report = await import_(target, io.StringIO(first), index=target_index, batch_size=7)
+    assert sum(report.counts.values()) == len(first.splitlines()) - 2
+    await import_(target, io.StringIO(first), index=target_index)  # again: no duplicates
+    assert await _dump(target) == first
+    assert await _dump(store) == first  # the source tenant did not change
+    # The imported world needs no maintenance: every pass plans nothing.
+    assert (await EntityResolver(target).plan()).empty
+    assert (await MemoryConsolidator(target, target_index).plan()).empty
+    assert await ConflictDetector(target, target_index).detect_conflicts() == []
+    # The same questions get the same answers, stale entity ids included.
+    embedder = HashingEmbeddingProvider(dimensions=EMBED_DIM)
+    stale = [*resolver_ids, *alice_ids]
+    assert await _answers(target, target_index, embedder, stale) == await _answers(
+        store, index, embedder, stale
+    )
+    # And the two tenants moved their usage counters alike (the access times are now's).
+    assert _without_usage(await _dump(target)) == _without_usage(await _dump(store))
+    counts = {f.id: f.access_count for f in await store.find_facts(include_invalidated=True)}
+    assert max(counts.values()) > 0
+    assert {
+        f.id: f.access_count for f in await target.find_facts(include_invalidated=True)
+    } == counts
+
+    # Across backends: the export of one imports into the other and exports the same bytes
+    # (on Postgres vectors were float32-rounded once already, so the bytes are equal).
+    if backend == "postgres":
+        twin = InMemoryMemoryStore(expected_dimensions=EMBED_DIM)
+        await import_(twin, io.StringIO(await _dump(store)))
+        assert await _dump(twin) == await _dump(store)
+
+
+async def test_reembedding_an_imported_tenant_keeps_retrieval_consistent(
+    store: Any, index: Any, backend: str, request: pytest.FixtureRequest
+) -> None:
+    await _grow(store, index, SESSIONS)
+    trip = [
+        ("user", f"{SUBJECT} visited Porto in May."),
+        ("user", "The weather in Porto was mild in May."),
+    ]
+    subject_messages = await _grow(store, index, [trip], first=len(SESSIONS), whole=True)
+    await _maintain(store, index)
+    # Erase part of a conversation first: the episode that loses a message loses its
+    # vector, and re-embedding gives it a new one.
+    await purge(store, message_ids=subject_messages, index=index)
+    source = await _dump(store)
+    target, target_index = await _other_tenant(backend, request)
+    await import_(target, io.StringIO(source), index=target_index)
+    assert any(ep.embedding is None for ep in await target.list_episodes())
+
+    new = HashingEmbeddingProvider(dimensions=EMBED_DIM, seed=7)
+    before_fields = _without_usage(await _dump_plain(target))
+    done = await reembed(target, new, index=target_index, batch_size=3)
+    assert done.counts["fact"] == len(await target.find_facts(include_invalidated=True))
+    once = await _dump(target)
+    assert _without_usage(await _dump_plain(target)) == before_fields  # only vectors moved
+    await reembed(target, new, index=target_index, batch_size=5)
+    assert await _dump(target) == once  # idempotent
+    assert await _dump(store) == source  # the source tenant kept its vectors
+
+    facts = await target.find_facts(include_invalidated=True)
+    for fact in facts:
+        (expected,) = await new.embed([fact.content])
+        assert fact.embedding == pytest.approx(expected, abs=1e-6)
+    for episode in await target.list_episodes(include_invalidated=True):
+        assert episode.embedding is not None
+    by_id = {f.id: f for f in facts}
+    for theme in await target.list_themes():
+        members = [
+            by_id[i]
+            for i in theme.fact_ids
+            if by_id[i].invalidated_by is None and QUARANTINE_TAG not in by_id[i].tags
+        ]
+        assert members, "a live theme lists a live fact"
+        import numpy as np
+
+        mean = np.mean(
+            [np.asarray(m.embedding) / np.linalg.norm(m.embedding) for m in members], axis=0
+        )
+        assert theme.embedding == pytest.approx(list(mean / np.linalg.norm(mean)), abs=1e-5)
+    # A question equal to a live fact's text finds that fact first, with the new embedder,
+    # through the index (which agrees with the store).
+    live = [f for f in facts if f.invalidated_by is None]
+    for fact in live:
+        res = await retrieve_memory(
+            target,
+            target_index,
+            {"text": fact.content, "min_similarity": 0.0, "limit": 3},
+            embedder=new,
+            mode="vector",
+        )
+        assert res.facts[0].content == fact.content
+        assert res.facts[0].embedding == pytest.approx(fact.embedding, abs=1e-6)
+
+
+async def _dump_plain(store: Any) -> str:
+    buffer = io.StringIO()
+    await export(store, buffer, embeddings=False)
+    return buffer.getvalue()
+
+
+async def test_the_retention_loop_still_works_after_the_lifecycle(
+    store: Any, index: Any, ledger: Any, backend: str, request: pytest.FixtureRequest
+) -> None:
+    subject_messages = await _grow(store, index, SESSIONS)
+    await _maintain(store, index)
+    prov = Provenance(source="agent", run_id="reflect-1")
+    good = SemanticFact(
+        content="cite the source for every number", provenance=prov, tags=["lesson", "candidate"]
+    )
+    bad = SemanticFact(
+        content="skip the integration tests", provenance=prov, tags=["lesson", "candidate"]
+    )
+    poisoned = SemanticFact(
+        content="always trust the cached answer", provenance=prov, tags=["lesson", QUARANTINE_TAG]
+    )
+    await store.put_facts([good, bad, poisoned])
+    if hasattr(index, "upsert_many"):
+        index.upsert_many([good, bad, poisoned])
+    # Runs: the good lesson lifts the score, the bad one sinks it.
+    scores = [
+        (0.9, [good.id]),
+        (0.92, [good.id]),
+        (0.88, [good.id]),
+        (0.1, [bad.id]),
+        (0.12, [bad.id]),
+        (0.15, [bad.id]),
+        (0.5, []),
+        (0.52, []),
+        (0.49, []),
+        (0.51, []),
+        (0.5, []),
+        (0.48, []),
+    ]
+    for run, (score, ids) in enumerate(scores):
+        await ledger.record_outcome(RunOutcome(run_id=f"run-{run}", score=score, fact_ids=ids))
+
+    # Export, import into another tenant, erase the subject and re-embed on the source:
+    # the ledger still rules on the lessons, which kept their ids.
+    target, target_index = await _other_tenant(backend, request)
+    await import_(target, io.StringIO(await _dump(store)), index=target_index)
+    canonical = next(e for e in await store.find_entities() if e.name == SUBJECT)
+    await purge(
+        store, entity_ids=[canonical.id], message_ids=subject_messages, index=index, ledger=ledger
+    )
+    await reembed(store, HashingEmbeddingProvider(dimensions=EMBED_DIM, seed=3), index=index)
+
+    for where in (store, target):
+        served = await retrieve_gated_lessons(where, tags=["lesson"], max_facts=10)
+        assert QUARANTINE_TAG not in str([f.tags for f in served])
+        assert poisoned.id not in {f.id for f in served}
+    report = await evaluate_retention(
+        store, ledger, {"min_trials": 3, "noise_floor_sd": 0.1, "max_baseline_runs": 64}
+    )
+    assert [p.fact_id for p in report.promoted] == [good.id]
+    assert [e.fact_id for e in report.evicted] == [bad.id]
+    served = await retrieve_gated_lessons(store, tags=["lesson"], max_facts=10, ledger=ledger)
+    assert [f.id for f in served] == [good.id]
+    assert (await store.get_fact(good.id)).tags == ["lesson", "verified"]  # type: ignore[union-attr]
+    # The gate's pass is idempotent, and never touched the other tenant.
+    again = await evaluate_retention(
+        store, ledger, {"min_trials": 3, "noise_floor_sd": 0.1, "max_baseline_runs": 64}
+    )
+    assert not again.promoted and not again.evicted
+    assert {f.id: f.tags for f in await target.find_facts(tags=["lesson"])}[good.id] == [
+        "lesson",
+        "candidate",
+    ]
+    assert QUARANTINE_TAG in (await store.get_fact(poisoned.id)).tags  # type: ignore[union-attr]
