@@ -483,3 +483,57 @@ async def test_the_retention_loop_still_works_after_the_lifecycle(
         "candidate",
     ]
     assert QUARANTINE_TAG in (await store.get_fact(poisoned.id)).tags  # type: ignore[union-attr]
+
+
+async def test_an_erasure_follows_chains_of_merges_and_spares_live_pointers(
+    store: Any, index: Any
+) -> None:
+    from .factories import at, make_entity, make_fact, make_relationship, unit
+
+    # Two resolver passes: A was merged into B, later B into C (an older record of the
+    # same person imported meanwhile). D is a live entity that only points at C.
+    c = make_entity(name=SUBJECT, entity_type="person", embedding=unit(0))
+    b = make_entity(
+        name=SUBJECT.lower(),
+        entity_type="person",
+        superseded_by=c.id,
+        invalidated_at=at(days=2),
+        embedding=unit(1),
+    )
+    a = make_entity(
+        name=f"{SUBJECT}.",
+        entity_type="person",
+        superseded_by=b.id,
+        invalidated_at=at(days=1),
+        embedding=unit(2),
+    )
+    d = make_entity(name="Acme Corp", superseded_by=c.id)
+    lisbon = make_entity(name="Lisbon", entity_type="location")
+    await store.put_entities([c, b, a, d, lisbon])
+    stale_edge = make_relationship(a.id, lisbon.id, relation_type="lives_in")
+    kept_edge = make_relationship(d.id, lisbon.id, relation_type="located_in")
+    await store.put_relationships([stale_edge, kept_edge])
+    stale_fact = make_fact(
+        content="an agent's note citing the oldest id", entity_ids=[a.id], embedding=unit(3)
+    )
+    kept_fact = make_fact(
+        content="Acme has an office in Lisbon", entity_ids=[d.id, lisbon.id], embedding=unit(4)
+    )
+    await store.put_facts([stale_fact, kept_fact])
+    if hasattr(index, "upsert_many"):
+        await index.rebuild(store)
+
+    report = await purge(store, entity_ids=[c.id], index=index)
+    assert (report.entities, report.relationships, report.facts) == (3, 1, 1)
+    assert report.entities_updated == 1  # D loses its pointer, nothing else
+    left = {e.id: e for e in await store.find_entities(include_invalidated=True)}
+    assert set(left) == {d.id, lisbon.id} and left[d.id].superseded_by is None
+    assert await store.get_facts([stale_fact.id, kept_fact.id]) == {kept_fact.id: kept_fact}
+    assert await store.get_relationships([stale_edge.id, kept_edge.id]) == {kept_edge.id: kept_edge}
+    for eid in (a.id, b.id, c.id):
+        found = await retrieve_memory(
+            store, index, {"entity_ids": [eid], "include_invalidated": True}
+        )
+        assert SUBJECT.lower() not in found.model_dump_json().lower()
+    again = await purge(store, entity_ids=[c.id], index=index, dry_run=True)
+    assert set(again.counts().values()) == {0}
