@@ -182,6 +182,17 @@ async def _every_read(store: Any, index: Any, ledger: Any, stale_ids: list[uuid.
                     )
                 ).model_dump_json()
             )
+    (probe,) = await embedder.embed([question])
+    opts = {"include_invalidated": True, "limit": 100, "min_similarity": 0.0}
+    for search in (
+        index.search_entities,
+        index.search_facts,
+        index.search_themes,
+        index.search_episodes,
+        index.search_messages,
+    ):
+        for direction in (probe, [-x for x in probe]):  # every vector is on one side
+            parts.extend(str(r) for r in await search(direction, opts))
     for name in ("text_search_facts", "text_search_messages", "text_search_episodes"):
         parts.extend(str(r) for r in await getattr(index, name)(question, limit=100))
     parts.append(str(await index.match_entity_names(SUBJECT, limit=100)))
