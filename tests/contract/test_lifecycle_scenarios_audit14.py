@@ -207,6 +207,60 @@ async def _every_read(store: Any, index: Any, ledger: Any, stale_ids: list[uuid.
     return "\n".join(parts)
 
 
+async def _check_invariants(store: Any) -> None:
+    """What every pass must leave true, whatever ran before it.
+
+    Nothing dangles (facts, themes, episodes and edges name stored records; an
+    ``invalidated_by`` that is an id names a stored record), every servable fact sits in
+    exactly one live theme, which lists it, and a live theme's label quotes one of its
+    servable facts.
+    """
+    entities = {e.id: e for e in await store.find_entities(include_invalidated=True)}
+    facts = {f.id: f for f in await store.find_facts(include_invalidated=True)}
+    themes = {t.id: t for t in await store.list_themes(include_invalidated=True)}
+    episodes = {e.id: e for e in await store.list_episodes(include_invalidated=True)}
+    edges = await store.get_relationships_for_entities(list(entities), include_invalidated=True)
+    edge_ids = {r.id for r in edges}
+
+    def named(value: str | None, known: Any) -> None:
+        try:
+            target = uuid.UUID(str(value))
+        except ValueError:
+            return  # a reason ("erased", "forgotten", "eval-gate:harmful", ...)
+        assert target in known, f"invalidated_by names a missing record {target}"
+
+    for e in entities.values():
+        assert e.superseded_by is None or e.superseded_by in entities
+        assert e.provenance is not None
+    for r in edges:
+        assert r.source_id in entities and r.target_id in entities
+        if r.invalidated_by is not None:
+            named(r.invalidated_by, edge_ids)
+    for f in facts.values():
+        assert set(f.entity_ids) <= set(entities), f"fact {f.content!r} names a missing entity"
+        assert set(f.source_episode_ids) <= set(episodes)
+        assert f.theme_id is None or f.theme_id in themes
+        if f.invalidated_by is not None:
+            named(f.invalidated_by, facts)
+    live_themes = [t for t in themes.values() if t.invalidated_at is None]
+    for t in live_themes:
+        assert set(t.fact_ids) <= set(facts), f"theme {t.label!r} lists a missing fact"
+        servable = [
+            facts[i]
+            for i in t.fact_ids
+            if facts[i].invalidated_by is None and QUARANTINE_TAG not in facts[i].tags
+        ]
+        if servable:
+            assert any(t.label.rstrip(".…") in f.content for f in servable), t.label
+    for f in facts.values():
+        if f.invalidated_by is None and QUARANTINE_TAG not in f.tags:
+            holders = [t.id for t in live_themes if f.id in t.fact_ids]
+            expected = [] if f.theme_id is None else [f.theme_id]  # a lesson written as is
+            assert holders == expected, f"{f.content!r} in themes {holders}, cites {f.theme_id}"
+    for ep in episodes.values():
+        assert set(ep.fact_ids) <= set(facts), f"episode {ep.topic!r} lists a missing fact"
+
+
 # --------------------------------------------------------------------------- scenarios
 
 
@@ -220,7 +274,9 @@ async def test_erasing_a_resolved_person_erases_the_duplicates_merged_into_them(
     subject_messages = await _grow(store, index, SESSIONS)
     duplicates = _subject_entity_ids(await _dump(store))
     assert len(duplicates) == 4  # one per ingest call naming the subject
+    await _check_invariants(store)
     await _maintain(store, index)
+    await _check_invariants(store)
     live = [e for e in await store.find_entities() if e.name == SUBJECT]
     assert len(live) == 1  # the resolver kept the oldest and merged the rest into it
     canonical = live[0]
@@ -238,6 +294,7 @@ async def test_erasing_a_resolved_person_erases_the_duplicates_merged_into_them(
     dry = await purge(store, selector, index=index, ledger=ledger, dry_run=True)
     report = await purge(store, selector, index=index, ledger=ledger)
     assert report.entities == dry.entities == len(duplicates)  # the merged-away ones too
+    await _check_invariants(store)
     after = await _every_read(store, index, ledger, duplicates)
     for needle in needles:
         assert needle not in after, f"{needle!r} resurfaced after the erasure"
@@ -370,6 +427,7 @@ async def test_reembedding_an_imported_tenant_keeps_retrieval_consistent(
     # Erase part of a conversation first: the episode that loses a message loses its
     # vector, and re-embedding gives it a new one.
     await purge(store, message_ids=subject_messages, index=index)
+    await _check_invariants(store)
     source = await _dump(store)
     target, target_index = await _other_tenant(backend, request)
     await import_(target, io.StringIO(source), index=target_index)
@@ -383,6 +441,7 @@ async def test_reembedding_an_imported_tenant_keeps_retrieval_consistent(
     assert _without_usage(await _dump_plain(target)) == before_fields  # only vectors moved
     await reembed(target, new, index=target_index, batch_size=5)
     assert await _dump(target) == once  # idempotent
+    await _check_invariants(target)
     assert await _dump(store) == source  # the source tenant kept its vectors
 
     facts = await target.find_facts(include_invalidated=True)
@@ -472,6 +531,7 @@ async def test_the_retention_loop_still_works_after_the_lifecycle(
     )
     await reembed(store, HashingEmbeddingProvider(dimensions=EMBED_DIM, seed=3), index=index)
 
+    await _check_invariants(store)
     for where in (store, target):
         served = await retrieve_gated_lessons(where, tags=["lesson"], max_facts=10)
         assert QUARANTINE_TAG not in str([f.tags for f in served])
