@@ -608,3 +608,103 @@ async def test_an_erasure_follows_chains_of_merges_and_spares_live_pointers(
         assert SUBJECT.lower() not in found.model_dump_json().lower()
     again = await purge(store, entity_ids=[c.id], index=index, dry_run=True)
     assert set(again.counts().values()) == {0}
+
+
+async def test_hard_passes_with_budgets_then_erasure_export_and_reruns(
+    store: Any, index: Any, ledger: Any, backend: str, request: pytest.FixtureRequest
+) -> None:
+    subject_messages = await _grow(store, index, SESSIONS)
+    trip = [
+        ("user", f"{SUBJECT} visited Porto in May."),
+        ("user", "The weather in Porto was mild in May."),
+    ]
+    subject_messages += await _grow(store, index, [trip], first=len(SESSIONS), whole=True)
+    duplicates = _subject_entity_ids(await _dump(store))
+
+    async def hard_passes(where: Any, where_index: Any) -> None:
+        await EntityResolver(where, index=where_index, delete_mode="hard").resolve()
+        detector = ConflictDetector(where, where_index, policy="supersede-on-newer")
+        await detector.auto_resolve_all(await detector.detect_conflicts())
+        await MemoryConsolidator(
+            where, where_index, delete_mode="hard", max_facts=7, max_episodes=5
+        ).consolidate()
+
+    await hard_passes(store, index)
+    await _check_invariants(store)
+    assert len(await store.list_episodes(include_invalidated=True)) == 5
+    first = await _dump(store)
+    await hard_passes(store, index)  # idempotent
+    assert await _dump(store) == first
+
+    canonical = next(e for e in await store.find_entities() if e.name == SUBJECT)
+    report = await purge(
+        store, entity_ids=[canonical.id], message_ids=subject_messages, index=index, ledger=ledger
+    )
+    assert report.entities == 1  # hard mode left no duplicate behind
+    await _check_invariants(store)
+    after = await _every_read(store, index, ledger, duplicates)
+    for needle in [SUBJECT, *(str(i) for i in duplicates), *(str(m) for m in subject_messages)]:
+        assert needle not in after, f"{needle!r} resurfaced after the erasure"
+    erased = await _dump(store)
+    await hard_passes(store, index)  # nothing for the passes to do after the erasure
+    assert await _dump(store) == erased
+
+    target, target_index = await _other_tenant(backend, request)
+    for _ in range(2):
+        await import_(target, io.StringIO(erased), index=target_index)
+    assert await _dump(target) == erased
+    await hard_passes(target, target_index)
+    assert await _dump(target) == erased
+    await _check_invariants(target)
+
+
+async def test_erasures_of_one_tenant_leave_the_other_tenant_and_its_ledger_alone(
+    store: Any, index: Any, ledger: Any, backend: str, request: pytest.FixtureRequest
+) -> None:
+    other_store, other_index = await _other_tenant(backend, request)
+    if backend == "memory":
+        from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
+
+        other_ledger: Any = InMemoryOutcomeLedger()
+    else:
+        from cycgraph_memory.postgres import PostgresOutcomeLedger
+
+        other_ledger = PostgresOutcomeLedger(
+            request.getfixturevalue("pg_sessionmaker"), tenant_id=other_store.tenant_id
+        )
+    # The same conversation, the same run ids and the same deterministic record ids in
+    # both tenants: only the tenant tells them apart.
+    await _grow(store, index, SESSIONS)
+    await _grow(other_store, other_index, SESSIONS)
+    mine = await _dump(other_store)
+    assert _subject_entity_ids(mine) == _subject_entity_ids(await _dump(store))  # same ids
+    for where, book in ((store, ledger), (other_store, other_ledger)):
+        facts = await where.find_facts()
+        await book.record_outcome(
+            RunOutcome(run_id="run-0-1", score=0.7, fact_ids=[f.id for f in facts[:3]])
+        )
+    other_stats = await other_ledger.list_fact_stats()
+
+    await _maintain(store, index)
+    subject = next(e for e in await store.find_entities() if e.name == SUBJECT)
+    await purge(store, entity_ids=[subject.id], index=index, ledger=ledger)
+    await purge(store, run_id="run-0-1", index=index, ledger=ledger)
+    await reembed(store, HashingEmbeddingProvider(dimensions=EMBED_DIM, seed=5), index=index)
+    assert await _dump(other_store) == mine
+    assert await other_ledger.list_fact_stats() == other_stats
+    assert await other_ledger.list_erasures() == []
+
+    report = await purge(store, tenant=True, index=index, ledger=ledger)
+    assert report.facts > 0
+    assert len((await _dump(store)).splitlines()) == 2  # the header and the end line
+    again = await purge(store, tenant=True, index=index, ledger=ledger)
+    assert set(again.counts().values()) == {0}
+    assert await _dump(other_store) == mine
+    assert await other_ledger.list_fact_stats() == other_stats
+    found = await retrieve_memory(
+        other_store,
+        other_index,
+        {"text": "billing service", "min_similarity": 0.0},
+        embedder=HashingEmbeddingProvider(dimensions=EMBED_DIM),
+    )
+    assert found.facts
