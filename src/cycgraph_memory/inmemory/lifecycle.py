@@ -32,6 +32,17 @@ def purge_candidates(store: InMemoryMemoryStore, sel: PurgeSelector) -> PurgeCan
         for e in s._entities.values()
         if e.id in set(sel.entity_ids) or sel.matches_provenance(e)
     }
+    # A stale id (a duplicate entity resolution merged away: soft-deleted, with
+    # ``superseded_by``) names the entity it was merged into, as in retrieval.
+    frontier = set(entity_ids) & set(sel.entity_ids)
+    while frontier:
+        frontier = {
+            e.superseded_by
+            for e in (s._entities[i] for i in frontier)
+            if e.invalidated_at is not None and e.superseded_by in s._entities
+            and e.superseded_by not in entity_ids
+        }
+        entity_ids |= frontier
     # The duplicates entity resolution merged into one (soft-deleted, ``superseded_by`` it,
     # through chains of merges) are the same subject: ``plan_purge`` erases them with it.
     frontier = set(entity_ids)

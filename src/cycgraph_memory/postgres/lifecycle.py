@@ -154,6 +154,20 @@ async def purge_candidates(store: PostgresMemoryStore, sel: PurgeSelector) -> Pu
         entity_ids = await ids(
             select(e.c.id).where(mine(e), or_(_in(e.c.id, sel.entity_ids), _prov(e, sel)))
         )
+        # A stale id (a duplicate entity resolution merged away: soft-deleted, with
+        # ``superseded_by``) names the entity it was merged into, as in retrieval.
+        frontier = entity_ids & set(sel.entity_ids)
+        while frontier:
+            targets = await ids(
+                select(e.c.superseded_by).where(
+                    mine(e), _in(e.c.id, frontier), e.c.invalidated_at.is_not(None),
+                    e.c.superseded_by.is_not(None),
+                )
+            )
+            frontier = await ids(
+                select(e.c.id).where(mine(e), _in(e.c.id, targets - entity_ids))
+            ) if targets - entity_ids else set()
+            entity_ids |= frontier
         # The duplicates entity resolution merged into one (soft-deleted, ``superseded_by``
         # it, through chains of merges) are the same subject: ``plan_purge`` erases them.
         frontier = set(entity_ids)
