@@ -690,6 +690,10 @@ async def test_erasures_of_one_tenant_leave_the_other_tenant_and_its_ledger_alon
             RunOutcome(run_id="run-0-1", score=0.7, fact_ids=[f.id for f in facts[:3]])
         )
     other_stats = await other_ledger.list_fact_stats()
+    from cycgraph_memory.hierarchy.calibration import THEME_CALIBRATION_KEY
+
+    other_calibration = await other_store.get_tenant_setting(THEME_CALIBRATION_KEY)
+    assert other_calibration is not None
 
     await _maintain(store, index)
     subject = next(e for e in await store.find_entities() if e.name == SUBJECT)
@@ -707,6 +711,8 @@ async def test_erasures_of_one_tenant_leave_the_other_tenant_and_its_ledger_alon
     assert set(again.counts().values()) == {0}
     assert await _dump(other_store) == mine
     assert await other_ledger.list_fact_stats() == other_stats
+    assert await other_store.get_tenant_setting(THEME_CALIBRATION_KEY) == other_calibration
+    assert await store.get_tenant_setting(THEME_CALIBRATION_KEY) is None
     found = await retrieve_memory(
         other_store,
         other_index,
