@@ -308,6 +308,13 @@ async def test_erasing_a_resolved_person_erases_the_duplicates_merged_into_them(
     assert set(again.counts().values()) == {0}
     # The other tenant never saw any of it.
     assert await _dump(other_store) == other_before
+    # What is left moves to a fresh tenant and answers there exactly as here.
+    fresh, fresh_index = await _other_tenant(backend, request)
+    await import_(fresh, io.StringIO(await _dump(store)), index=fresh_index)
+    embedder = HashingEmbeddingProvider(dimensions=EMBED_DIM)
+    assert await _answers(fresh, fresh_index, embedder, []) == await _answers(
+        store, index, embedder, []
+    )
 
 
 async def _answers(store: Any, index: Any, embedder: Any, stale_ids: list[uuid.UUID]) -> list[Any]:
@@ -331,6 +338,15 @@ async def _answers(store: Any, index: Any, embedder: Any, stale_ids: list[uuid.U
                     mode,
                     question,
                     [f.id for f in res.facts],
+                    # The scores too: BM25 statistics and vectors moved with the records.
+                    [
+                        (
+                            round(res.fact_scores[f.id].text_score or 0.0, 9),
+                            round(res.fact_scores[f.id].vector_score or 0.0, 6),
+                            round(res.fact_scores[f.id].fused_score, 9),
+                        )
+                        for f in res.facts
+                    ],
                     sorted(t.id for t in res.themes),
                     sorted(e.id for e in res.episodes),
                 )
@@ -662,6 +678,12 @@ async def test_hard_passes_with_budgets_then_erasure_export_and_reruns(
     await hard_passes(target, target_index)
     assert await _dump(target) == erased
     await _check_invariants(target)
+    # The erased tenant and a fresh import of what is left answer alike, scores included
+    # (the erasure took its records out of the text-search statistics too).
+    embedder = HashingEmbeddingProvider(dimensions=EMBED_DIM)
+    assert await _answers(target, target_index, embedder, []) == await _answers(
+        store, index, embedder, []
+    )
 
 
 async def test_erasures_of_one_tenant_leave_the_other_tenant_and_its_ledger_alone(
