@@ -17,6 +17,7 @@ import numpy as np
 from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.inmemory._common import check_dimension, copy_record
 from cycgraph_memory.lifecycle.models import PurgeCandidates, PurgePlan, PurgeSelector
+from cycgraph_memory.records import QUARANTINE_TAG
 
 if TYPE_CHECKING:
     from cycgraph_memory.inmemory.store import InMemoryMemoryStore
@@ -212,10 +213,10 @@ def _packed(vectors: Mapping[uuid.UUID, list[float]]) -> dict[uuid.UUID, array[f
 
 
 def recompute_theme_centroids(store: InMemoryMemoryStore) -> int:
-    """Set every theme's vector to the unit mean of its live member facts' unit vectors.
+    """Set every theme's vector to the unit mean of its servable member facts' unit vectors.
 
-    Live members only (``invalidated_by`` unset), as consolidation computes centroids;
-    ``None`` when no live member has a vector.
+    Servable members only (``invalidated_by`` unset, not tagged ``quarantined``), as every
+    theme writer computes centroids; ``None`` when no such member has a vector.
     """
     s = store
     n = 0
@@ -225,6 +226,7 @@ def recompute_theme_centroids(store: InMemoryMemoryStore) -> int:
             for f in theme.fact_ids
             if (fact := s._facts.get(f)) is not None
             and fact.invalidated_by is None
+            and QUARANTINE_TAG not in fact.tags
             and fact.embedding is not None
         ]
         centre: list[float] | None = None
