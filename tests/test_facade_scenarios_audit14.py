@@ -169,7 +169,7 @@ async def test_weeks_of_one_tenant_through_the_facade(
     with pytest.raises(RecordNotFoundError):
         await memory.search(entity=SUBJECT)
     seen = [await _dump(memory)]
-    for mode in ("vector", "text", "hybrid"):
+    for mode in ("vector", "text", "hybrid", None):  # None: the default path
         for inc in (False, True):
             found = await memory.search(
                 f"{SUBJECT} Lisbon payroll",

@@ -156,7 +156,7 @@ async def _every_read(store: Any, index: Any, ledger: Any, stale_ids: list[uuid.
     embedder = HashingEmbeddingProvider(dimensions=EMBED_DIM)
     parts: list[str] = [await _dump(store)]
     question = f"{SUBJECT} Lisbon payroll Acme"
-    for mode in ("vector", "text", "hybrid"):
+    for mode in ("vector", "text", "hybrid", None):  # None: the default path
         for inc in (False, True):
             res = await retrieve_memory(
                 store,
