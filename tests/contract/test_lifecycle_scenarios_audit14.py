@@ -12,6 +12,11 @@ Defects these scenarios found (each test names the one it pins):
   away (soft-deleted, ``superseded_by`` the erased id) in the store: their names,
   attributes and vectors came back in ``export`` and in an entity subgraph asked with a
   stale id and ``include_invalidated=True``.
+* Erasing by a stale id (one of those duplicates, kept by an agent) erased that record
+  only, while retrieval resolves the id to the subject, whose facts and edges stayed.
+* ``reembed`` centred themes on every live member, quarantined facts included, unlike
+  every other theme writer: a poisoned fact shaped its theme's vector, a theme of only
+  quarantined facts got one again, and the next consolidation pass was not a no-op.
 """
 
 from __future__ import annotations
@@ -303,9 +308,13 @@ async def test_erasing_a_resolved_person_erases_the_duplicates_merged_into_them(
         assert not set(fact.entity_ids) & set(duplicates)
     for entity in await store.find_entities(include_invalidated=True):
         assert entity.superseded_by not in duplicates
-    # Idempotent: planning the same erasure again finds nothing.
+    # Idempotent: planning the same erasure again finds nothing, and the passes have
+    # nothing left to do (the erasure left a consistent world).
     again = await purge(store, selector, index=index, ledger=ledger, dry_run=True)
     assert set(again.counts().values()) == {0}
+    erased = await _dump(store)
+    await _maintain(store, index)
+    assert await _dump(store) == erased
     # The other tenant never saw any of it.
     assert await _dump(other_store) == other_before
     # What is left moves to a fresh tenant and answers there exactly as here.
