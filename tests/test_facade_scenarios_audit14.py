@@ -226,4 +226,24 @@ async def test_weeks_of_one_tenant_through_the_facade(
     assert erased.facts == 2 and erased.ledger_links == 6
     assert await retrieve_gated_lessons(memory.store, tags=["lesson"]) == []
     assert await _dump(bystander) == bystander_before
+
+    # The tenant starts over: nothing of it is left, and it works as new.
+    await memory.erase(tenant=True)
+    assert len((await _dump(memory)).splitlines()) == 2
+    assert all(c.live == c.invalidated == 0 for c in (await memory.stats()).records.values())
+    await memory.add(
+        [
+            {
+                "id": str(uuid.UUID(int=5)),
+                "role": "user",
+                "content": "Dana Lee reviews every schema change.",
+            }
+        ]
+    )
+    found = await memory.search("who reviews schema changes", mode="text")
+    assert [f.content for f in found.result.facts][0].endswith(
+        "Dana Lee reviews every schema change."
+    )
+    assert found.result.fact_scores[found.result.facts[0].id].text_score
+    assert await _dump(bystander) == bystander_before
     await bystander.close()
