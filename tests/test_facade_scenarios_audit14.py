@@ -189,6 +189,18 @@ async def test_weeks_of_one_tenant_through_the_facade(
         assert needle not in "\n".join(seen), f"{needle!r} resurfaced after erase"
     again = await memory.erase(entity_ids=[subject.id], message_ids=named)
     assert set(again.counts().values()) == {0}
+    # Said again later, the subject is a new record: nothing cites the erased one.
+    await memory.add(
+        [{"id": str(uuid.UUID(int=7)), "role": "user", "content": f"{SUBJECT} moved to Porto."}]
+    )
+    around = (await memory.search(entity=SUBJECT)).result.entities
+    assert [e.id for e in around if e.name == SUBJECT] != [subject.id]
+    stored = {e.id for e in await memory.store.find_entities(include_invalidated=True)}
+    for fact in await memory.store.find_facts(include_invalidated=True):
+        assert set(fact.entity_ids) <= stored and subject.id not in fact.entity_ids
+    await memory.erase(
+        message_ids=[str(uuid.UUID(int=7))], entity_ids=[e.id for e in around if e.name == SUBJECT]
+    )
 
     # The retention loop on what is left.
     for run, (score, ids) in enumerate(
@@ -241,9 +253,7 @@ async def test_weeks_of_one_tenant_through_the_facade(
         ]
     )
     found = await memory.search("who reviews schema changes", mode="text")
-    assert [f.content for f in found.result.facts][0].endswith(
-        "Dana Lee reviews every schema change."
-    )
+    assert found.result.facts[0].content.endswith("Dana Lee reviews every schema change.")
     assert found.result.fact_scores[found.result.facts[0].id].text_score
     assert await _dump(bystander) == bystander_before
     await bystander.close()
