@@ -266,6 +266,24 @@ async def _check_invariants(store: Any) -> None:
         assert set(ep.fact_ids) <= set(facts), f"episode {ep.topic!r} lists a missing fact"
 
 
+async def _serves_only_live(store: Any, index: Any, embedder: Any) -> None:
+    """Every read path leaves soft-deleted and quarantined records out by default."""
+    queries: list[tuple[Any, dict[str, Any]]] = [
+        (mode, {"text": q, "min_similarity": 0.0, "limit": 100})
+        for mode in ("vector", "text", "hybrid", None)
+        for q in ("Alice Smith billing service Acme", f"{SUBJECT} Lisbon", "lesson")
+    ]
+    queries.append((None, {"tags": ["chat", "lesson"], "limit": 100}))
+    for mode, query in queries:
+        res = await retrieve_memory(store, index, query, embedder=embedder, mode=mode)
+        for fact in res.facts:
+            assert fact.invalidated_by is None and QUARANTINE_TAG not in fact.tags, fact
+        assert all(e.invalidated_at is None for e in res.entities)
+        assert all(r.invalidated_by is None for r in res.relationships)
+        assert all(t.invalidated_at is None for t in res.themes)
+        assert all(ep.invalidated_at is None for ep in res.episodes)
+
+
 # --------------------------------------------------------------------------- scenarios
 
 
@@ -315,6 +333,7 @@ async def test_erasing_a_resolved_person_erases_the_duplicates_merged_into_them(
     erased = await _dump(store)
     await _maintain(store, index)
     assert await _dump(store) == erased
+    await _serves_only_live(store, index, HashingEmbeddingProvider(dimensions=EMBED_DIM))
     # The other tenant never saw any of it.
     assert await _dump(other_store) == other_before
     # What is left moves to a fresh tenant and answers there exactly as here.
@@ -582,6 +601,8 @@ async def test_the_retention_loop_still_works_after_the_lifecycle(
         "candidate",
     ]
     assert QUARANTINE_TAG in (await store.get_fact(poisoned.id)).tags  # type: ignore[union-attr]
+    await _serves_only_live(store, index, HashingEmbeddingProvider(dimensions=EMBED_DIM, seed=3))
+    await _serves_only_live(target, target_index, HashingEmbeddingProvider(dimensions=EMBED_DIM))
 
 
 @pytest.mark.parametrize("via", ["canonical", "stale"])
