@@ -854,11 +854,9 @@ async def test_reembedding_keeps_quarantined_facts_out_of_theme_centroids(
 
 @pytest.mark.postgres
 async def test_a_width_change_keeps_quarantined_facts_out_of_theme_centroids(
-    backend: str, pg_databases: Any
+    pg_databases: Any,
 ) -> None:
-    """The staged path (``reembed(target="next")``) follows the same rule."""
-    if backend != "postgres":
-        pytest.skip("a width change is Postgres-only")
+    """The staged path (``reembed(target="next")``, Postgres only) follows the same rule."""
     import numpy as np
 
     from cycgraph_memory.postgres import (
