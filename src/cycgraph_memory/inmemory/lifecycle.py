@@ -17,6 +17,7 @@ import numpy as np
 from cycgraph_memory.errors import InvalidInputError
 from cycgraph_memory.inmemory._common import check_dimension, copy_record
 from cycgraph_memory.lifecycle.models import PurgeCandidates, PurgePlan, PurgeSelector
+from cycgraph_memory.records import QUARANTINE_TAG
 
 if TYPE_CHECKING:
     from cycgraph_memory.inmemory.store import InMemoryMemoryStore
@@ -32,6 +33,28 @@ def purge_candidates(store: InMemoryMemoryStore, sel: PurgeSelector) -> PurgeCan
         for e in s._entities.values()
         if e.id in set(sel.entity_ids) or sel.matches_provenance(e)
     }
+    # A stale id (a duplicate entity resolution merged away: soft-deleted, with
+    # ``superseded_by``) names the entity it was merged into, as in retrieval.
+    frontier = set(entity_ids) & set(sel.entity_ids)
+    while frontier:
+        frontier = {
+            e.superseded_by
+            for e in (s._entities[i] for i in frontier)
+            if e.invalidated_at is not None and e.superseded_by in s._entities
+            and e.superseded_by not in entity_ids
+        }
+        entity_ids |= frontier
+    # The duplicates entity resolution merged into one (soft-deleted, ``superseded_by`` it,
+    # through chains of merges) are the same subject: ``plan_purge`` erases them with it.
+    frontier = set(entity_ids)
+    while frontier:
+        frontier = {
+            e.id
+            for e in s._entities.values()
+            if e.invalidated_at is not None and e.superseded_by in frontier
+            and e.id not in entity_ids
+        }
+        entity_ids |= frontier
     wanted_messages = set(sel.message_ids)
     episode_ids: set[uuid.UUID] = set()
     for mid in wanted_messages:
@@ -190,10 +213,10 @@ def _packed(vectors: Mapping[uuid.UUID, list[float]]) -> dict[uuid.UUID, array[f
 
 
 def recompute_theme_centroids(store: InMemoryMemoryStore) -> int:
-    """Set every theme's vector to the unit mean of its live member facts' unit vectors.
+    """Set every theme's vector to the unit mean of its servable member facts' unit vectors.
 
-    Live members only (``invalidated_by`` unset), as consolidation computes centroids;
-    ``None`` when no live member has a vector.
+    Servable members only (``invalidated_by`` unset, not tagged ``quarantined``), as every
+    theme writer computes centroids; ``None`` when no such member has a vector.
     """
     s = store
     n = 0
@@ -203,6 +226,7 @@ def recompute_theme_centroids(store: InMemoryMemoryStore) -> int:
             for f in theme.fact_ids
             if (fact := s._facts.get(f)) is not None
             and fact.invalidated_by is None
+            and QUARANTINE_TAG not in fact.tags
             and fact.embedding is not None
         ]
         centre: list[float] | None = None

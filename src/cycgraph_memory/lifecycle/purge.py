@@ -13,9 +13,13 @@ The work is split the usual way (plan as data, then apply):
 
 What is derived from what (the rules the planner applies):
 
-* Entities: the selected ones and those whose provenance matches. Every relationship
-  touching one goes, and so does every fact mentioning one (its text is about them).
-  Surviving entities that named one in ``superseded_by`` lose that reference.
+* Entities: the selected ones and those whose provenance matches, and the duplicates
+  entity resolution merged into one of them (soft-deleted with ``superseded_by`` naming
+  it, through chains of merges: the same subject). A selected id that is such a
+  duplicate (a stale id) names the entity it was merged into, as retrieval forwards it.
+  Every relationship touching one goes, and so does every fact mentioning one (its text
+  is about them). Surviving (live) entities that named one in ``superseded_by`` lose that
+  reference.
 * Messages: the selected ones and every message of a deleted episode. An episode goes
   when its provenance matches or when every one of its messages is erased; surviving
   episodes lose the erased messages and the ids of deleted facts, their vector (computed
@@ -122,9 +126,33 @@ def plan_purge(selector: PurgeSelector, candidates: PurgeCandidates) -> PurgePla
     sel = selector
     # entities
     wanted_entities = set(sel.entity_ids)
+    # A stale id (a duplicate entity resolution merged away: soft-deleted, with
+    # ``superseded_by``) names the entity it was merged into, as retrieval forwards it.
+    stored = {e.id: e for e in candidates.entities}
+    frontier = wanted_entities & set(stored)
+    while frontier:
+        frontier = {
+            e.superseded_by
+            for e in (stored[i] for i in frontier)
+            if e.invalidated_at is not None
+            and e.superseded_by in stored
+            and e.superseded_by not in wanted_entities
+        }
+        wanted_entities |= frontier
     del_entities = {
         e.id for e in candidates.entities if e.id in wanted_entities or sel.matches_provenance(e)
     }
+    # A duplicate entity resolution merged into an erased entity (soft-deleted with
+    # ``superseded_by`` naming it, through chains of merges) is the same subject: its name,
+    # attributes and vector go too, and so does everything derived from it.
+    aliases = [
+        e for e in candidates.entities if e.invalidated_at is not None and e.superseded_by
+    ]
+    grew = True
+    while grew:
+        found = {e.id for e in aliases if e.superseded_by in del_entities} - del_entities
+        del_entities |= found
+        grew = bool(found)
     # episodes and messages
     wanted_messages = set(sel.message_ids)
     del_episodes: set[uuid.UUID] = set()

@@ -7,8 +7,9 @@ records included, and rewrites only the vectors (no other field changes):
   normalised mean of its messages' new unit vectors (the ingest rule), or the embedding of
   its text when a message has none.
 * ``entity``: the name; ``fact``: the content.
-* ``theme``: the centroid of its live member facts' new vectors (invalidated members are
-  left out, as consolidation computes centroids; nothing is embedded).
+* ``theme``: the centroid of its servable member facts' new vectors (invalidated and
+  quarantined members are left out, as every theme writer computes centroids; nothing is
+  embedded).
 * the tenant's theme calibration (thresholds read off its fact vectors, kept in the
   tenant settings), when facts were re-embedded: fitted again on the new vectors.
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
@@ -151,9 +151,42 @@ async def purge_candidates(store: PostgresMemoryStore, sel: PurgeSelector) -> Pu
             return {convert._uuid(i) for i in (await session.execute(stmt)).scalars()}
 
         e, m, ep, f, th = ENTITIES, MESSAGES, EPISODES, FACTS, THEMES
-        entity_ids = await ids(
-            select(e.c.id).where(mine(e), or_(_in(e.c.id, sel.entity_ids), _prov(e, sel)))
-        )
+        linked = select(e.c.id, e.c.superseded_by, e.c.invalidated_at)
+        found = (
+            await session.execute(
+                linked.where(mine(e), or_(_in(e.c.id, sel.entity_ids), _prov(e, sel)))
+            )
+        ).all()
+        entity_ids = {convert._uuid(row[0]) for row in found}
+        # A stale id (a duplicate entity resolution merged away: soft-deleted, with
+        # ``superseded_by``) names the entity it was merged into, as in retrieval.
+        named = set(sel.entity_ids)
+        step: Sequence[Any] = [row for row in found if row[0] in named]
+        while step:
+            targets = {row[1] for row in step if row[1] is not None and row[2] is not None}
+            targets -= entity_ids
+            step = (
+                (await session.execute(linked.where(mine(e), _in(e.c.id, targets)))).all()
+                if targets
+                else []
+            )
+            entity_ids |= {convert._uuid(row[0]) for row in step}
+        # Entities pointing at a candidate through ``superseded_by``: a live one loses the
+        # pointer; a duplicate entity resolution merged into it (soft-deleted) is the same
+        # subject, erased with it by ``plan_purge``, and so on through chains of merges.
+        sup_rows: list[Any] = []
+        frontier = set(entity_ids)
+        while frontier:
+            rows = (
+                (await session.execute(select(e).where(mine(e), _in(e.c.superseded_by, frontier))))
+                .mappings()
+                .all()
+            )
+            sup_rows += rows
+            frontier = {
+                convert._uuid(row["id"]) for row in rows if row["invalidated_at"] is not None
+            } - entity_ids
+            entity_ids |= frontier
         episode_ids = await ids(
             select(m.c.episode_id).where(mine(m), _in(m.c.id, sel.message_ids))
         )
@@ -237,15 +270,6 @@ async def purge_candidates(store: PostgresMemoryStore, sel: PurgeSelector) -> Pu
                                       type_=ARRAY(String()))),
                 )
             )
-        sup_rows = (
-            (
-                await session.execute(
-                    select(e).where(mine(e), _in(e.c.superseded_by, entity_ids))
-                )
-            )
-            .mappings()
-            .all()
-        )
         k = WRITER_KEYS
         key_rows = (
             await session.execute(

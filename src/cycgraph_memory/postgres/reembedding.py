@@ -30,7 +30,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sqlalchemy import text
+from sqlalchemy import Text, bindparam, text
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from cycgraph_memory._validate import norms_in_range
@@ -43,6 +44,7 @@ from cycgraph_memory.hierarchy.calibration import refit_theme_calibration
 from cycgraph_memory.postgres._base import validate_tenant
 from cycgraph_memory.postgres._copy_binary import encode_columns
 from cycgraph_memory.postgres.schema import HNSW_EF_CONSTRUCTION, HNSW_M, MAX_VECTOR_HNSW_DIM
+from cycgraph_memory.records import QUARANTINE_TAG
 
 if TYPE_CHECKING:
     from cycgraph_memory.postgres.store import PostgresMemoryStore
@@ -175,10 +177,10 @@ def _checked_matrix(
 
 
 async def recompute_theme_centroids(store: PostgresMemoryStore, *, target: str) -> int:
-    """Set every theme's vector (of ``target``) to its live member facts' unit-mean, in SQL.
+    """Set every theme's vector (of ``target``) to its servable member facts' unit-mean, in SQL.
 
-    Live members only (``invalidated_by IS NULL``), as consolidation computes centroids;
-    NULL when no live member has a vector.
+    Servable members only (``invalidated_by IS NULL``, not tagged ``quarantined``), as every
+    theme writer computes centroids; NULL when no such member has a vector.
     """
     _column(target)
     centre = (
@@ -189,7 +191,8 @@ async def recompute_theme_centroids(store: PostgresMemoryStore, *, target: str) 
             f"UPDATE themes t SET embedding = c.centre FROM ("
             f"  SELECT th.id, (SELECT {centre} FROM (SELECT f.embedding AS e FROM facts f"
             "      WHERE f.tenant_id = th.tenant_id AND f.id = ANY(th.fact_ids)"
-            "        AND f.invalidated_by IS NULL) v) AS centre"
+            "        AND f.invalidated_by IS NULL AND NOT (f.tags @> :quarantined)) v)"
+            " AS centre"
             "  FROM themes th WHERE th.tenant_id = :tenant"
             ") c WHERE t.tenant_id = :tenant AND t.id = c.id"
         )
@@ -201,12 +204,15 @@ async def recompute_theme_centroids(store: PostgresMemoryStore, *, target: str) 
             "    WHERE s.tenant_id = th.tenant_id AND s.kind = 'fact'"
             "      AND s.id = ANY(th.fact_ids) AND EXISTS (SELECT 1 FROM facts f"
             "        WHERE f.tenant_id = s.tenant_id AND f.id = s.id"
-            "          AND f.invalidated_by IS NULL)) v) "
+            "          AND f.invalidated_by IS NULL AND NOT (f.tags @> :quarantined))) v) "
             "FROM themes th WHERE th.tenant_id = :tenant ORDER BY th.id "
             "ON CONFLICT (tenant_id, kind, id) DO UPDATE SET embedding = EXCLUDED.embedding"
         )
     async with store._session() as session:
-        result = await session.execute(text(stmt), {"tenant": store.tenant_id})
+        result = await session.execute(
+            text(stmt).bindparams(bindparam("quarantined", type_=ARRAY(Text()))),
+            {"tenant": store.tenant_id, "quarantined": [QUARANTINE_TAG]},
+        )
         return int(getattr(result, "rowcount", 0) or 0)
 
 
