@@ -59,6 +59,7 @@ from cycgraph_memory import (
     memory_writer,
     purge,
     reembed,
+    retrieve_memory,
 )
 from cycgraph_memory.inmemory import InMemoryMemoryIndex, InMemoryMemoryStore
 from cycgraph_memory.inmemory.ledger import InMemoryOutcomeLedger
@@ -356,20 +357,51 @@ def _ingest(seed: int, pipeline: str, n_sessions: int = 3) -> Step:
         store, index, _ = parts
         embedder = HashingEmbeddingProvider(dimensions=EMBED_DIM)
         if pipeline == "rule":
+            # Entities left unresolved at ingest (the resolver pass has work) and small
+            # themes (siblings). (``ingest_many`` overlaps a read with a write: not on
+            # the one connection these tests share.)
             p = MemoryPipeline(
                 store,
                 index=index,
                 embedder=embedder,
                 extractor=RuleBasedExtractor(clock=_fixed),
                 clusterer=ConsolidatingThemeClusterer(now=_fixed),
+                resolve_entities=False,
+                merge_entities=False,
+                max_theme_facts=3,
             )
         else:
             p = MemoryPipeline(store, index=index, embedder=embedder)
-        reports = []
-        for batch, options in batches:
-            reports.append(await p.ingest(batch, **options))
+        reports = [await p.ingest(batch, **options) for batch, options in batches]
         reports.append(await p.ingest([]))
         return reports
+
+    return step
+
+
+def _retrieve(seed: int) -> Step:
+    """Reads that write: every served fact is touched (access count, last access)."""
+
+    async def step(parts: Parts) -> Any:
+        store, index, _ = parts
+        rng = random.Random(seed + 4)
+        embedder = HashingEmbeddingProvider(dimensions=EMBED_DIM)
+        out = []
+        for _ in range(4):
+            query: dict[str, Any] = {"limit": rng.choice([2, 5]), "min_similarity": 0.0}
+            kind = rng.choice(["text", "tags", "entity"])
+            mode = None
+            if kind == "text":
+                query["text"] = f"{rng.choice(PEOPLE)} {rng.choice(ORGS)}"
+                mode = "hybrid"
+            elif kind == "tags":
+                query["tags"] = rng.sample(["lesson", "graph:a", "graph:b", "quarantined"], 2)
+            else:
+                entities = await store.find_entities()
+                query["entity_ids"] = [e.id for e in entities[:2]]
+            result = await retrieve_memory(store, index, query, mode=mode, embedder=embedder)
+            out.append(sorted(str(f.id) for f in result.facts))
+        return out
 
     return step
 
@@ -560,6 +592,7 @@ async def test_random_chat_worlds_write_the_same_records(
         seed,
         [
             ("ingest", _ingest(seed, pipeline)),
+            ("retrieve", _retrieve(seed)),
             ("resolve", _resolve(delete_mode)),
             ("conflicts", _conflicts(policy, manual=seed % 2 == 0)),
             ("consolidate", _consolidate(*budgets, delete_mode)),
@@ -807,6 +840,43 @@ def _purge_entities(ids: list[uuid.UUID], messages: list[uuid.UUID]) -> Step:
     return step
 
 
+def _more_lifecycle() -> Step:
+    """Hard deletes of every kind, erasure by source, a partial re-embed, a touch at a
+    given time, supersession auto-resolved at detection, and the gate's inference rule."""
+
+    async def step(parts: Parts) -> Any:
+        store, index, ledger = parts
+        out: list[Any] = []
+        episodes = await store.list_episodes(include_invalidated=True)
+        themes = await store.list_themes(include_invalidated=True)
+        entities = await store.find_entities(include_invalidated=True)
+        edges = await store.get_relationships_for_entities(
+            [e.id for e in entities], include_invalidated=True
+        )
+        out.append(await store.delete_episode(episodes[-1].id) if episodes else None)
+        out.append(await store.delete_theme(themes[0].id) if themes else None)
+        out.append(await store.delete_relationship(edges[0].id) if edges else None)
+        facts = await store.find_facts()
+        await store.touch_facts([f.id for f in facts[:3]], at=T0 + timedelta(days=30))
+        memory = Memory(store, index, ledger=ledger, tenant="t")
+        out.append(await memory.erase(source="human"))
+        out.append(
+            await reembed(
+                store,
+                HashingEmbeddingProvider(dimensions=EMBED_DIM, seed=3),
+                index=index,
+                record_types=["fact", "theme"],
+            )
+        )
+        detector = ConflictDetector(store, index, auto_resolve_supersession=True)
+        out.append(await detector.detect_conflicts())
+        policy = {"min_trials": 2, "decision_rule": "inference", "noise_floor_sd": 0.05}
+        out.append(await evaluate_retention(store, ledger, policy, clock=_fixed))
+        return out
+
+    return step
+
+
 @pytest.mark.parametrize("delete_mode", ["soft", "hard"])
 @pytest.mark.parametrize(
     "policy", ["supersede-on-newer", "negation-invalidates-positive", "manual-review"]
@@ -836,6 +906,7 @@ async def test_hand_written_edge_world_writes_the_same_records(
             ("retention", _retention(11)),
             ("forget/delete", _forget_and_delete(11)),
             ("purge", _purge_entities([_uid(109)], [_uid(301)])),
+            ("more lifecycle", _more_lifecycle()),
             ("reembed", _reembed()),
             ("export/import", _export_import(fresh_pg)),
         ],
