@@ -591,7 +591,7 @@ async def test_random_chat_worlds_write_the_same_records(
         seeded,
         seed,
         [
-            ("ingest", _ingest(seed, pipeline)),
+            ("ingest", _ingest(seed, pipeline, int(os.environ.get("A14_SESSIONS", "3")))),
             ("retrieve", _retrieve(seed)),
             ("resolve", _resolve(delete_mode)),
             ("conflicts", _conflicts(policy, manual=seed % 2 == 0)),
@@ -946,6 +946,45 @@ async def test_empty_world_writes_the_same_records(
             ("gate", gate),
             ("purge", _purge_run("nobody")),
             ("reembed", _reembed()),
+            ("export/import", _export_import(fresh_pg)),
+        ],
+    )
+
+
+async def test_bulk_import_leaves_the_world_the_puts_leave(
+    backend: str,
+    twins: Callable[[], tuple[Parts, Parts]],
+    fresh_pg: Callable[[], tuple[Any, Any]],
+    seeded: Callable[[int], None],
+) -> None:
+    """``bulk_import`` (COPY, Postgres only) writes what the in-memory puts write, derived
+    columns included: the passes that read them afterwards (name keys for the resolver
+    and the ingest's entity lookup, text-search terms for retrieval) agree too."""
+    from cycgraph_memory.postgres import bulk_import
+
+    world = _edge_world()
+
+    async def load(parts: Parts) -> Any:
+        store, index, _ = parts
+        if isinstance(store, InMemoryMemoryStore):
+            await _load(world)(parts)
+            return None
+        await bulk_import(store, batch_size=4, **world)
+        return None
+
+    mem, pg = twins()
+    await _twin_steps(
+        mem,
+        pg,
+        seeded,
+        13,
+        [
+            ("bulk load", load),
+            ("retrieve", _retrieve(13)),
+            ("ingest", _ingest(13, "default", n_sessions=2)),
+            ("resolve", _resolve("soft")),
+            ("conflicts", _conflicts("negation-invalidates-positive", manual=False)),
+            ("consolidate", _consolidate(8, 2, "hard")),
             ("export/import", _export_import(fresh_pg)),
         ],
     )
