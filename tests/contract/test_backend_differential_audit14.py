@@ -965,7 +965,7 @@ async def test_bulk_import_leaves_the_world_the_puts_leave(
     world = _edge_world()
 
     async def load(parts: Parts) -> Any:
-        store, index, _ = parts
+        store = parts[0]
         if isinstance(store, InMemoryMemoryStore):
             await _load(world)(parts)
             return None
