@@ -988,3 +988,69 @@ async def test_bulk_import_leaves_the_world_the_puts_leave(
             ("export/import", _export_import(fresh_pg)),
         ],
     )
+
+
+def _threshold_world(seed: int) -> dict[str, list[Any]]:
+    """Facts whose cosines sit near the passes' cuts (dedup 0.85, contradiction 0.8),
+    with vectors that single precision cannot hold exactly, on a few shared entities."""
+    rng = random.Random(seed)
+    day = lambda n: T0 + timedelta(days=n)  # noqa: E731
+    entities = [
+        make_entity(id=_uid(700 + i), name=f"Entity {i}", created_at=day(0), updated_at=day(0))
+        for i in range(3)
+    ]
+    base = [rng.gauss(0, 1) for _ in range(EMBED_DIM)]
+    facts = []
+    for k in range(10):
+        noise = rng.choice([0.2, 0.35, 0.5, 0.6])
+        vector = [b + rng.gauss(0, noise) for b in base]
+        words = rng.sample(["alpha", "beta", "gamma", "delta", "not", "never", "works"], 4)
+        facts.append(
+            make_fact(
+                id=_uid(800 + k),
+                content=" ".join(words),
+                embedding=vector,
+                entity_ids=[e.id for e in rng.sample(entities, rng.choice([1, 2]))],
+                valid_from=day(rng.choice([0, 0, 1, 3, 7])),
+                valid_until=day(9) if rng.random() < 0.2 else None,
+                tags=rng.choice([[], ["verified"], ["candidate"], ["quarantined"]]),
+                access_count=rng.randrange(4),
+                last_accessed_at=day(rng.randrange(10)) if rng.random() < 0.5 else None,
+            )
+        )
+    return {"entities": entities, "relationships": [], "episodes": [], "themes": [], "facts": facts}
+
+
+@settings(
+    max_examples=int(os.environ.get("A14_EXAMPLES", "3")) * 2,
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    seed=st.integers(0, 2**31),
+    policy=st.sampled_from(["supersede-on-newer", "negation-invalidates-positive"]),
+    delete_mode=st.sampled_from(["soft", "hard"]),
+)
+async def test_near_threshold_facts_are_judged_alike(
+    backend: str,
+    twins: Callable[[], tuple[Parts, Parts]],
+    seeded: Callable[[int], None],
+    seed: int,
+    policy: str,
+    delete_mode: str,
+) -> None:
+    """Dedup, decay, conflicts and the gate on vectors near the cuts: the same verdicts."""
+    mem, pg = twins()
+    await _twin_steps(
+        mem,
+        pg,
+        seeded,
+        seed,
+        [
+            ("load", _load(_threshold_world(seed))),
+            ("conflicts", _conflicts(policy, manual=False)),
+            ("consolidate", _consolidate(6, None, delete_mode)),
+            ("retention", _retention(seed)),
+        ],
+    )
