@@ -349,13 +349,13 @@ async def _twin_steps(
 # ----------------------------------------------------------------------------- steps
 
 
-def _ingest(seed: int, pipeline: str, n_sessions: int = 3) -> Step:
+def _ingest(seed: int, pipeline: str, n_sessions: int = 3, embed_seed: int = 0) -> Step:
     messages = _conversation(seed, n_sessions)
     batches = _batches(seed, messages)
 
     async def step(parts: Parts) -> Any:
         store, index, _ = parts
-        embedder = HashingEmbeddingProvider(dimensions=EMBED_DIM)
+        embedder = HashingEmbeddingProvider(dimensions=EMBED_DIM, seed=embed_seed)
         if pipeline == "rule":
             # Entities left unresolved at ingest (the resolver pass has work) and small
             # themes (siblings). (``ingest_many`` overlaps a read with a write: not on
@@ -600,6 +600,8 @@ async def test_random_chat_worlds_write_the_same_records(
             ("forget/delete", _forget_and_delete(seed)),
             ("purge", _purge_run("run-1")),
             ("reembed", _reembed()),
+            # more chat against the re-embedded vectors and the recomputed centroids
+            ("ingest after reembed", _ingest(seed + 1, pipeline, 2, embed_seed=7)),
             ("export/import", _export_import(fresh_pg)),
         ],
     )
