@@ -373,6 +373,10 @@ def _ingest(seed: int, pipeline: str, n_sessions: int = 3, embed_seed: int = 0) 
         else:
             p = MemoryPipeline(store, index=index, embedder=embedder)
         reports = [await p.ingest(batch, **options) for batch, options in batches]
+        # the first batches again, mixed with a new turn: stored messages are skipped
+        again = [m for b, _ in batches[:2] for m in b]
+        extra = _conversation(seed + 99, 1, 1)
+        reports.append(await p.ingest([*again, *extra], tags=["graph:a"]))
         reports.append(await p.ingest([]))
         return reports
 
