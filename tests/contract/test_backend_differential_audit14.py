@@ -16,10 +16,12 @@ provenance with run, agent and source) through
    gate pass with its audit log),
 
 on an in-memory twin and a Postgres tenant, and compares the two worlds record by record
-after every phase. Ids are random UUIDs in places (themes, gate passes, erasures): the
-test draws them from one seeded generator per world, and a fixed clock stands in for
-"now", so the two runs mint the same ids and times. What legitimately differs is
-normalised: floats within 1e-6 (pgvector stores vectors in single precision).
+after every phase. Ids are random UUIDs in places (lessons, gate passes): the test draws
+the library's ``uuid4`` calls from one seeded generator per world, and a fixed clock
+stands in for "now", so the two runs mint the same ids and times. What legitimately
+differs is normalised: floats within 1e-6 (pgvector stores vectors in single precision),
+and an ``erasure_id`` (a model default bound to the real ``uuid4``) is compared as
+present or not. ``A14_EXAMPLES`` / ``A14_SESSIONS`` widen the random worlds.
 
 Postgres only (like the retrieval differential test): each test builds the in-memory
 twin itself.
