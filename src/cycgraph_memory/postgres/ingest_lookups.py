@@ -25,6 +25,7 @@ from sqlalchemy import Table, and_, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from cycgraph_memory._settings import check_setting, check_setting_key
+from cycgraph_memory.inmemory._common import SCORE_FLOOR_TOLERANCE
 from cycgraph_memory.postgres import convert, statements
 from cycgraph_memory.postgres._base import PostgresBackend, PostgresIndexMixin, parse_id
 from cycgraph_memory.postgres.schema import (
@@ -63,9 +64,7 @@ class IngestLookups(PostgresBackend):
 
         Ordered by ``(valid_from, id)``; reads only the edges asked for.
         """
-        wanted = sorted(
-            {(parse_id(s), parse_id(t), str(r)) for s, t, r in keys}, key=str
-        )
+        wanted = sorted({(parse_id(s), parse_id(t), str(r)) for s, t, r in keys}, key=str)
         if not wanted:
             return []
         t = RELATIONSHIPS
@@ -100,8 +99,7 @@ class IngestLookups(PostgresBackend):
         """Insert or replace the JSON record under ``key`` for this tenant."""
         name = check_setting_key(key)
         document = check_setting(value)
-        row = {"tenant_id": self._tenant, "key": name, "value": document,
-               "updated_at": utc_now()}
+        row = {"tenant_id": self._tenant, "key": name, "value": document, "updated_at": utc_now()}
 
         async def work(session: Any) -> None:
             await session.execute(_setting_upsert(), row)
@@ -129,7 +127,12 @@ class IngestSearch(PostgresIndexMixin):
         One statement for the whole batch (``statements.themes_near_many``: per vector, an
         exact scan of a small tenant's themes, an HNSW walk past ``exact_below`` facts),
         best first per query, ties by id. Schemas wider than 2,000 dimensions (indexed as
-        ``halfvec``) fall back to one ``search_themes`` per vector.
+        ``halfvec``) fall back to one ``search_themes`` per vector. A theme scoring within
+        ``SCORE_FLOOR_TOLERANCE`` (1e-6) below ``min_similarity`` is kept, as in memory:
+        pgvector rounds the query to single precision, which moves a cosine by about 1e-8,
+        and the calibrated clusterer's floor is often the exact cosine of one of the
+        tenant's own pairs, so without the margin a theme at the floor was a candidate in
+        memory and not on Postgres, and the two backends merged different themes.
         """
         # The in-memory index's check: limit 1-1000 and a number (not a bool) as the floor.
         opts = SearchOptions(limit=limit, min_similarity=min_similarity)
@@ -151,14 +154,16 @@ class IngestSearch(PostgresIndexMixin):
             if dim > MAX_VECTOR_HNSW_DIM:
                 return await self._themes_one_by_one(queries, limit, min_similarity)
             params = {
-                "queries": queries, "tenant": self._tenant, "fetch": fetch,
+                "queries": queries,
+                "tenant": self._tenant,
+                "fetch": fetch,
                 "exact_below": self.exact_below,
             }
             rows = await statements.fetch(session, statements.themes_near_many(dim), params)
         for row in rows:
             ord_, theme_id, distance = row["ord"], row["id"], row["distance"]
             score = 0.0 if distance is None or math.isnan(distance) else 1.0 - float(distance)
-            if min_similarity is None or score >= min_similarity:
+            if min_similarity is None or score >= min_similarity - SCORE_FLOOR_TOLERANCE:
                 out[int(ord_) - 1].append((convert._uuid(theme_id), score))
         for hits in out:
             hits.sort(key=lambda h: (-h[1], str(h[0])))
@@ -170,7 +175,8 @@ class IngestSearch(PostgresIndexMixin):
     ) -> list[list[tuple[uuid.UUID, float]]]:
         search = getattr(self, "search_themes")  # noqa: B009 - the index's own method
         out: list[list[tuple[uuid.UUID, float]]] = []
+        floor = None if min_similarity is None else max(0.0, min_similarity - SCORE_FLOOR_TOLERANCE)
         for q in queries:
-            hits = await search(q, limit=limit, min_similarity=min_similarity)
+            hits = await search(q, limit=limit, min_similarity=floor)
             out.append([(h.item.id, h.score) for h in hits])
         return out
