@@ -81,6 +81,9 @@ EVERY = os.environ.get("CYCGRAPH_MEMORY_TEST_CANCEL_ALL") == "1"
 PG_SAMPLES = 10**6 if EVERY else 5
 MEMORY_SAMPLES = 10**6 if EVERY else 12
 PASS_ID = uuid.UUID(int=14)
+# A retrieval's touch_facts updates the store's counters, not the copies an in-memory index
+# keeps (an uncancelled search already leaves them apart): left out of the index check.
+TOUCHED = frozenset({"access_count", "last_accessed_at"})
 
 
 # --------------------------------------------------------------------------- the world
@@ -210,7 +213,7 @@ async def index_view(index: Any) -> dict[str, Any]:
         search = getattr(index, f"search_{kind}")
         view[kind] = [
             [
-                (r.item.id, round(r.score, 5), r.item.model_dump())
+                (r.item.id, round(r.score, 5), r.item.model_dump(exclude=TOUCHED))
                 for r in await search(unit(i), opts)
             ]
             for i in range(0, EMBED_DIM, 3)
@@ -618,6 +621,11 @@ async def _forget(w: World) -> Any:
     return await _memory(w).forget(w.data["forget"])
 
 
+async def _search(w: World) -> Any:
+    """A retrieval touches the facts it serves (access counts): a write too."""
+    return await _memory(w).search("Who leads the platform team at Acme?", limit=5)
+
+
 async def _add(w: World) -> Any:
     return await _memory(w).add(_halves()[1], run_id="run-add")
 
@@ -639,6 +647,7 @@ SCENARIOS: dict[str, Scenario] = {
     "record-outcome": Scenario(_seed_outcomes, _record_outcome),
     "memory-remember": Scenario(_seed_remember, _remember, scrub=_scrub_remembered),
     "memory-forget": Scenario(_seed_forget, _forget),
+    "memory-search": Scenario(_seed_ingested, _search),
 }
 
 
@@ -889,3 +898,144 @@ async def test_an_ingest_whose_commit_reply_is_lost_keeps_the_pipelines_theme_vi
     for theme in live:
         assert theme.embedding is not None
         assert view.search(theme.embedding, 100, None) == fresh.search(theme.embedding, 100, None)
+
+
+@pytest.mark.parametrize("name", ["ingest", "consolidate", "purge", "gate-pass", "memory-forget"])
+async def test_a_second_cancellation_during_the_rollback_leaks_nothing(
+    name: str, worlds: Callable[[], World], monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    """A caller's timeout and a client disconnect may both cancel the task: the second
+    cancellation lands while the first one's rollback is in flight. The connection still
+    goes back to the pool, no session stays idle in a transaction, nothing is written and
+    the operation runs again at once."""
+    if backend == "memory":
+        pytest.skip("the in-memory rollback never awaits")
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    scn = SCENARIOS[name]
+    since = datetime.now(UTC)
+    counting, w = Cut(0, "count"), worlds()
+    await scn.seed(w)
+    shared = dict(w.data)
+    with monkeypatch.context() as m:
+        counting.install(m, w)
+        await scn.op(w)
+    whole = await state(w, since)
+    rollback = AsyncSession.rollback
+    again: list[asyncio.Task[Any]] = []
+
+    def cancelling_rollback(cut: Cut) -> Any:
+        async def cancelled_rollback(session: AsyncSession) -> None:
+            if cut.fired and cut.task is not None and cut.task not in again:
+                again.append(cut.task)
+                cut.task.cancel()
+            await rollback(session)
+
+        return cancelled_rollback
+
+    for k in _sample(counting.calls, counting.commits, PG_SAMPLES):
+        w = worlds()
+        w.data = dict(shared)
+        await scn.seed(w)
+        before = await state(w, since)
+        cut = Cut(k, "during")
+        with monkeypatch.context() as m:
+            cut.install(m, w)
+            m.setattr(AsyncSession, "rollback", cancelling_rollback(cut))
+            existing = asyncio.all_tasks()
+            task = asyncio.create_task(scn.op(w))
+            cut.task = task
+            with pytest.raises(asyncio.CancelledError):
+                async with asyncio.timeout(30):
+                    await task
+            await settle(existing)
+        where = f"{name}: {cut.fired}, cancelled again in the rollback: {cut.task in again}"
+        await check_connections(w, where)
+        assert await state(w, since) in (before, whole), where
+        async with asyncio.timeout(20):
+            await scn.op(w)
+        await check_connections(w, f"re-run after {where}")
+    assert again, "no rollback was cancelled"
+
+
+async def test_an_ingest_cancelled_while_a_plugin_waits_inside_its_transaction(
+    worlds: Callable[[], World],
+) -> None:
+    """The clusterer runs inside the ingest's transaction (pass locks held, on Postgres a
+    connection checked out and a transaction open). One that waits (an LLM-backed
+    clusterer, say) is cancelled there: nothing is written, the connection is back in the
+    pool with no transaction open, and the locks are free (the next ingest does not wait)."""
+    from cycgraph_memory.hierarchy.clustering import ConsolidatingThemeClusterer
+
+    waiting, never = asyncio.Event(), asyncio.Event()
+
+    class WaitingClusterer(ConsolidatingThemeClusterer):
+        async def cluster(self, *args: Any, **kwargs: Any) -> Any:
+            waiting.set()
+            await never.wait()
+            raise AssertionError("never set")  # pragma: no cover
+
+    since = datetime.now(UTC)
+    w = worlds()
+    await _seed_ingested(w)
+    before = await state(w, since)
+    index = w.index if isinstance(w.index, InMemoryMemoryIndex) else None
+    stuck = MemoryPipeline(w.store, index=index, embedder=w.embedder, clusterer=WaitingClusterer())
+    task = asyncio.create_task(stuck.ingest(_halves()[1]))
+    async with asyncio.timeout(20):
+        await waiting.wait()
+    if w.engine is not None:
+        assert w.engine.pool.checkedout() >= 1  # the transaction is open
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await check_connections(w, "cancelled in the clusterer")
+    assert await state(w, since) == before
+    await check_index_agrees(w, "cancelled in the clusterer")
+    async with asyncio.timeout(20):  # the pass locks are free
+        await _pipeline(w).ingest(_halves()[1])
+    await check_connections(w, "the next ingest")
+    await check_index_agrees(w, "the next ingest")
+
+
+@pytest.mark.parametrize("name", ["consolidate", "gate-pass", "purge"])
+async def test_a_pass_cancelled_while_it_waits_for_a_lock_leaves_no_trace(
+    name: str, worlds: Callable[[], World]
+) -> None:
+    """Another worker holds the pass's locks; the pass waits (on Postgres inside
+    ``pg_advisory_xact_lock``, a statement in flight) and is cancelled there. The holder
+    is not disturbed, nothing is written, no connection or transaction is left behind, and
+    once the holder is done the pass runs at once."""
+    from cycgraph_memory._exclusive import PASS_LOCK_ORDER, exclusive_passes
+
+    scn = SCENARIOS[name]
+    since = datetime.now(UTC)
+    w = worlds()
+    await scn.seed(w)
+    before = await state(w, since)
+    holding, release = asyncio.Event(), asyncio.Event()
+
+    async def holder() -> None:
+        async with exclusive_passes(w.store, *PASS_LOCK_ORDER):
+            holding.set()
+            await release.wait()
+
+    held = asyncio.create_task(holder())
+    async with asyncio.timeout(20):
+        await holding.wait()
+    waiter = asyncio.create_task(scn.op(w))
+    await asyncio.sleep(0.3)
+    assert not waiter.done()  # it waits for the lock
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert not held.done()
+    release.set()
+    await held
+    await check_connections(w, f"{name} cancelled waiting for the lock")
+    assert await state(w, since) == before
+    await check_index_agrees(w, f"{name} cancelled waiting for the lock")
+    async with asyncio.timeout(20):
+        await scn.op(w)
+    await check_connections(w, f"{name} run again")
+    await check_index_agrees(w, f"{name} run again")
