@@ -754,7 +754,7 @@ async def sweep(
         if mode == "after":  # plugins in memory (a store call there never suspends), the
             # COMMITs on Postgres (elsewhere "after" call k is "during" call k + 1)
             cuts = counting.plugin_calls if clean.engine is None else counting.commits
-            ks = sorted({*cuts[:: max(1, len(cuts) // (budget // 2))], *cuts[-1:]})
+            ks = sorted({*cuts[:: max(1, len(cuts) // max(1, budget // 3))], *cuts[-1:]})
         for k in ks:
             w = await fresh()
             before = await state_of(w)
