@@ -41,8 +41,10 @@ Bugs these tests found (each failed before its fix):
   theme labels included);
 * a ``MemoryPipeline`` without an index (Postgres) caches the tenant's theme centroids:
   an ingest whose ``COMMIT`` reached the server but whose reply was lost to a
-  cancellation left that cache without the themes it had just committed, so the next
-  ingest clustered against a stale view and built other themes than a clean run.
+  cancellation skipped that cache's update, so the next ingest clustered against a stale
+  view (the themes it merged away, the old centroids of those it moved);
+* ``import_(defer_vector_indexes=True)`` on Postgres: a cancellation during the HNSW
+  rebuild after the load left every tenant's vector indexes dropped for good.
 """
 
 from __future__ import annotations
@@ -1039,3 +1041,56 @@ async def test_a_pass_cancelled_while_it_waits_for_a_lock_leaves_no_trace(
         await scn.op(w)
     await check_connections(w, f"{name} run again")
     await check_index_agrees(w, f"{name} run again")
+
+
+async def test_an_import_cancelled_while_it_rebuilds_the_vector_indexes_rebuilds_them(
+    worlds: Callable[[], World], monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    """``import_(..., defer_vector_indexes=True)`` drops the HNSW indexes of the vector
+    tables (every tenant's) for the load and builds them again after it, the longest step
+    of a large import. A caller's timeout expiring during that build cancelled it: the
+    indexes stayed dropped for good (every vector search of every tenant an exact scan,
+    and no later deferral knew them any more). The build is now shielded: the caller gets
+    its ``CancelledError`` and the indexes are all back once the build finishes."""
+    if backend == "memory":
+        pytest.skip("Postgres only: the in-memory index has no HNSW index")
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+    w = worlds()
+    await _seed_export(w)
+
+    async def hnsw() -> list[str]:
+        async with w.engine.connect() as conn:
+            rows = await conn.execute(
+                text(
+                    "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"
+                    " AND indexdef ILIKE '%USING hnsw%' ORDER BY indexname"
+                )
+            )
+            return [str(r[0]) for r in rows]
+
+    indexes = await hnsw()
+    assert indexes
+    builds: list[str] = []
+    execute = AsyncConnection.exec_driver_sql
+    task: asyncio.Task[Any] | None = None
+
+    async def cancelled_build(conn: AsyncConnection, statement: str, *args: Any) -> Any:
+        if "CREATE INDEX" in statement and task is not None and not builds:
+            builds.append(statement)
+            task.cancel()  # the caller's timeout expires during the first build
+        return await execute(conn, statement, *args)
+
+    existing = asyncio.all_tasks()
+    with monkeypatch.context() as m:
+        m.setattr(AsyncConnection, "exec_driver_sql", cancelled_build)
+        task = asyncio.create_task(
+            import_(w.store, io.StringIO(w.data["export"]), defer_vector_indexes=True, atomic=False)
+        )
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert builds
+        await settle(existing)
+    assert await hnsw() == indexes
+    await check_connections(w, "import cancelled while building the HNSW indexes")
