@@ -527,8 +527,22 @@ class MemoryPipeline:
         if not prepared.episodes:
             return IngestReport(messages_skipped=prepared.received)
         return await call_with_retry(
-            lambda: self._commit_once(prepared.copy(), opts), self.retry, name="ingest"
+            lambda: self._commit_attempt(prepared.copy(), opts), self.retry, name="ingest"
         )
+
+    async def _commit_attempt(self, prepared: _Prepared, opts: _IngestOptions) -> IngestReport:
+        """One :meth:`_commit_once`; on failure, forget the pipeline's theme view.
+
+        When it raises, whether its transaction committed may be unknown (cancelled, or
+        the connection lost, while ``COMMIT`` was in flight): the pipeline's own view of
+        the theme centroids is then read again from the store by the next ingest.
+        """
+        try:
+            return await self._commit_once(prepared, opts)
+        except BaseException:
+            if self._neighbours is not None:
+                self._neighbours = ThemeNeighbours()
+            raise
 
     async def _commit_once(self, prepared: _Prepared, opts: _IngestOptions) -> IngestReport:
         """Check, cluster against the stored themes and write, in one exclusive transaction."""

@@ -133,7 +133,7 @@ class MessageAndTextSearch:
     # ------------------------------------------------------------------ maintenance
 
     def _ext_shared(self, record: _Shared) -> _Shared:
-        """The object to keep for a record read by ``_ext_rebuild``.
+        """The object to keep for a record read by ``_ext_read``.
 
         The index returns its own copy of the same record when it holds one (the vector
         tables hold every record with an embedding), so a rebuild keeps one copy per record,
@@ -253,43 +253,63 @@ class MessageAndTextSearch:
             removed = True
         return removed
 
-    async def _ext_rebuild(self, store: MemoryStore) -> None:
-        self._ext_init()
+    async def _ext_read(
+        self, store: MemoryStore
+    ) -> tuple[list[Entity], list[SemanticFact], list[Episode]]:
+        """Read what ``_ext_load`` indexes (messages with their vectors); change nothing.
+
+        The rebuild reads everything first and swaps the new state in without awaiting:
+        a rebuild cancelled (or failing) while it reads leaves the index as it was.
+        """
+        entities: list[Entity] = []
         offset = 0
         while True:
-            entities = await store.find_entities(
+            page = await store.find_entities(
                 EntityFilter(include_invalidated=True, limit=_PAGE, offset=offset)
             )
-            self._ext_upsert([self._ext_shared(e) for e in entities])
-            offset += len(entities)
-            if len(entities) < _PAGE:
+            entities += page
+            offset += len(page)
+            if len(page) < _PAGE:
                 break
+        facts: list[SemanticFact] = []
         offset = 0
         while True:
-            facts = await store.find_facts(
+            fact_page = await store.find_facts(
                 FactFilter(include_invalidated=True, limit=_PAGE, offset=offset)
             )
-            self._ext_upsert([self._ext_shared(f) for f in facts])
-            offset += len(facts)
-            if len(facts) < _PAGE:
+            facts += fact_page
+            offset += len(fact_page)
+            if len(fact_page) < _PAGE:
                 break
+        episodes: list[Episode] = []
         offset = 0
         while True:
-            episodes = await store.list_episodes(
+            episode_page = await store.list_episodes(
                 ListOptions(include_invalidated=True, limit=_PAGE, offset=offset)
             )
-            ids = [m.id for e in episodes for m in e.messages]
+            ids = [m.id for e in episode_page for m in e.messages]
             stored = await store.get_messages(ids) if ids else {}
-            for episode in episodes:
+            for episode in episode_page:
                 for message in episode.messages:
                     full = stored.get(message.id)
                     if full is not None and full.embedding is not None:
                         message.__dict__["embedding"] = full.embedding
-            self._ext_check(episodes)
-            self._ext_upsert(episodes)  # store pages are copies already
-            offset += len(episodes)
-            if len(episodes) < _PAGE:
+            episodes += episode_page
+            offset += len(episode_page)
+            if len(episode_page) < _PAGE:
                 break
+        return entities, facts, episodes
+
+    def _ext_load(self, read: tuple[list[Entity], list[SemanticFact], list[Episode]]) -> None:
+        """Replace the text, name and message state with what ``_ext_read`` returned.
+
+        Call it after ``_ext_check`` passed on the episodes read.
+        """
+        entities, facts, episodes = read
+        self._ext_init()
+        self._ext_upsert([self._ext_shared(e) for e in entities])
+        self._ext_upsert([self._ext_shared(f) for f in facts])
+        self._ext_upsert(episodes)  # store pages are copies already
 
     # ------------------------------------------------------------------ search
 

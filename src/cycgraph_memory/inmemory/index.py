@@ -462,9 +462,10 @@ class InMemoryMemoryIndex(MessageAndTextSearch):
         """Replace the whole index with every record of ``store`` (invalidated included).
 
         Reads only through the public ``MemoryStore`` API, in pages. On a dimension
-        mismatch the previous index contents are kept. The new contents replace the old
-        ones at the end, so ``upsert`` calls made while a rebuild is awaiting the store are
-        lost; do not interleave them.
+        mismatch the previous index contents are kept. Everything is read first; the new
+        contents then replace the old ones at once, without awaiting: a rebuild cancelled
+        (or failing) while it reads leaves the index as it was. ``upsert`` calls made
+        while a rebuild is awaiting the store are lost; do not interleave them.
         """
         gathered: dict[int, list[IndexedRecord]] = {0: [], 1: [], 2: [], 3: []}
         offset = 0
@@ -503,6 +504,9 @@ class InMemoryMemoryIndex(MessageAndTextSearch):
             offset += len(episodes)
             if len(episodes) < _REBUILD_PAGE:
                 break
+        # Every read before anything changes: a rebuild cancelled while it awaits the
+        # store leaves the whole index as it was.
+        read = await self._ext_read(store)
         fresh: tuple[_Table[Any], ...] = (
             _Table("entity", tagged=False),
             _Table("fact", tagged=True),
@@ -515,11 +519,12 @@ class InMemoryMemoryIndex(MessageAndTextSearch):
         batches = {slot: _dedupe(records) for slot, records in gathered.items() if records}
         try:
             self._apply(batches, (), fresh)
+            self._ext_check(read[2])
         except BaseException:
             self._dim = saved_dim
             raise
         self._entities, self._facts, self._themes, self._episodes = fresh
-        await self._ext_rebuild(store)
+        self._ext_load(read)
         self._maybe_warn()
 
     def _maybe_warn(self) -> None:

@@ -329,22 +329,37 @@ def _report(plan: PurgePlan, ledger: LedgerErasure, *, dry_run: bool) -> PurgeRe
     )
 
 
-async def _sync_index(index: Any, store: Any, plan: PurgePlan) -> None:
-    """Bring an index that keeps its own copies (the in-memory one) up to date."""
-    if index is None or not hasattr(index, "remove") or not hasattr(index, "upsert_many"):
-        return  # e.g. Postgres: the index reads the store's tables
+def _keeps_copies(index: Any) -> bool:
+    """An index that keeps its own copies (the in-memory one); Postgres reads the tables."""
+    return index is not None and hasattr(index, "remove") and hasattr(index, "upsert_many")
+
+
+async def _indexed_episodes(store: Any, plan: PurgePlan) -> list[Any]:
+    """The rewritten episodes with their stored messages (vectors included).
+
+    Read inside the unit of work: the index is then updated after the commit without
+    awaiting.
+    """
+    episodes = list(plan.put_episodes)
+    mids = [m.id for ep in episodes for m in ep.messages]
+    full = await store.get_messages(mids) if mids else {}
+    return [
+        ep.model_copy(update={"messages": [full.get(m.id, m) for m in ep.messages]})
+        for ep in episodes
+    ]
+
+
+def _sync_index(index: Any, plan: PurgePlan, episodes: list[Any]) -> None:
+    """Bring an index that keeps its own copies up to date.
+
+    No await: a cancellation cannot land between the commit and this, nor between its
+    removals and upserts.
+    """
     for rid in (
         *plan.delete_entity_ids, *plan.delete_fact_ids, *plan.delete_theme_ids,
         *plan.delete_episode_ids,
     ):
         index.remove(rid)
-    episodes = list(plan.put_episodes)
-    mids = [m.id for ep in episodes for m in ep.messages]
-    full = await store.get_messages(mids) if mids else {}
-    episodes = [
-        ep.model_copy(update={"messages": [full.get(m.id, m) for m in ep.messages]})
-        for ep in episodes
-    ]
     index.upsert_many([*plan.put_entities, *plan.put_facts, *plan.put_themes, *episodes])
 
 
@@ -407,6 +422,7 @@ async def purge(
         if dry_run:
             return report
         await store.apply_purge(plan)
+        episodes = await _indexed_episodes(store, plan) if _keeps_copies(index) else []
         if ledger is not None:
             entry = ErasureEntry(
                 selector_kinds=sel.kinds,
@@ -418,5 +434,6 @@ async def purge(
             )
             report = report.model_copy(update={"erasure_id": entry.erasure_id})
     _log.info("purge committed: %s", report.counts())
-    await _sync_index(index, store, plan)
+    if _keeps_copies(index):
+        _sync_index(index, plan, episodes)
     return report

@@ -26,6 +26,7 @@ On Postgres, ``target="next"`` writes a staging column of another width (see
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import operator
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
@@ -148,7 +149,9 @@ async def reembed(
         record_types: Any of ``episode`` (with its messages), ``entity``, ``fact``,
             ``theme``; processed in that order whatever the order given.
         batch_size: Records per provider call and per unit of work.
-        index: An index that keeps its own copies (the in-memory one): rebuilt at the end.
+        index: An index that keeps its own copies (the in-memory one): rebuilt at the
+            end, and when the run stops part-way (cancelled or failing) after a batch
+            committed, so it always serves the vectors the store holds.
         progress: Called (sync or async) with a checkpoint after every committed batch.
         resume_from: The last checkpoint of an interrupted run.
         target: ``"current"`` rewrites the vectors in place; ``"next"`` fills the staging
@@ -210,38 +213,49 @@ async def reembed(
             await result
 
     done = 0  # records of the current type written (the final checkpoint carries it)
-    for kind in types:
-        if resume_from is not None:
-            if types.index(kind) < types.index(resume_from.record_type):
+    keeps_copies = index is not None and hasattr(index, "upsert_many")
+    completed = False
+    try:
+        for kind in types:
+            if resume_from is not None:
+                if types.index(kind) < types.index(resume_from.record_type):
+                    continue
+                offset = resume_from.done if kind == resume_from.record_type else 0
+            else:
+                offset = 0
+            if kind == "theme":
+                async with store.transaction():
+                    n = await store.recompute_theme_centroids(target=target)
+                counts["theme"] += n
+                written += n
+                done = n
+                await report(kind, n)
                 continue
-            offset = resume_from.done if kind == resume_from.record_type else 0
-        else:
-            offset = 0
-        if kind == "theme":
+            async for page in _pages(store, kind, offset, batch_size):
+                async with store.transaction():
+                    n = await _rewrite(store, embed, kind, page, counts, target)
+                written += n
+                offset += len(page)
+                await report(kind, offset)
+            done = offset
+        if "fact" in types and target == "current":
+            # The calibrated theme thresholds are quantiles of the tenant's fact similarities:
+            # another embedder, other similarities (on Postgres a width change refits them at
+            # the swap, when the new vectors become the readable ones).
             async with store.transaction():
-                n = await store.recompute_theme_centroids(target=target)
-            counts["theme"] += n
-            written += n
-            done = n
-            await report(kind, n)
-            continue
-        async for page in _pages(store, kind, offset, batch_size):
-            async with store.transaction():
-                n = await _rewrite(store, embed, kind, page, counts, target)
-            written += n
-            offset += len(page)
-            await report(kind, offset)
-        done = offset
-    if "fact" in types and target == "current":
-        # The calibrated theme thresholds are quantiles of the tenant's fact similarities:
-        # another embedder, other similarities (on Postgres a width change refits them at
-        # the swap, when the new vectors become the readable ones).
-        async with store.transaction():
-            await refit_theme_calibration(store, theme_size=theme_size)
-    # The last type's count, like every checkpoint: resuming from it repeats nothing.
-    await report(types[-1], done, finished=True)
-    if index is not None and hasattr(index, "upsert_many"):
-        await index.rebuild(store)
+                await refit_theme_calibration(store, theme_size=theme_size)
+        # The last type's count, like every checkpoint: resuming from it repeats nothing.
+        await report(types[-1], done, finished=True)
+        completed = True
+    finally:
+        # An index keeping its own copies is rebuilt from the store at the end, and also
+        # when the run stops part-way (cancelled, or the provider failed) after a batch
+        # committed: the vectors committed so far are the ones it must serve. Shielded:
+        # a caller cancelling meanwhile does not stop it half-way (it finishes on its own).
+        if keeps_copies and (
+            completed or written > (0 if resume_from is None else resume_from.written)
+        ):
+            await asyncio.shield(index.rebuild(store))
     _log.info("re-embedding done: %s", counts)
     return ReembedReport(counts=counts, dimensions=embed.dim, target=target)
 

@@ -178,7 +178,9 @@ async def deferred_vector_indexes(
 ) -> AsyncIterator[list[str]]:
     """Drop the HNSW indexes of ``tables`` for the block, rebuild them after (even on error).
 
-    Yields the names of the indexes dropped. While they are missing, vector searches of
+    The rebuild is shielded from cancellation: a caller cancelled meanwhile gets its
+    ``CancelledError`` and the indexes are built all the same. Yields the names of the
+    indexes dropped. While they are missing, vector searches of
     every tenant fall back to exact scans (correct, slower); see the module docstring.
     """
     if store._active_session() is not None:
@@ -191,7 +193,10 @@ async def deferred_vector_indexes(
     try:
         yield [n for n, _ in saved]
     finally:
-        await build_vector_indexes(store, [d for _, d in saved], memory=memory)
+        # Shielded: a caller's timeout expiring during the build (the longest step of a
+        # large load) must not leave every tenant without these indexes; the build then
+        # finishes on its own while the cancellation propagates.
+        await asyncio.shield(build_vector_indexes(store, [d for _, d in saved], memory=memory))
         _log.info("rebuilt %d HNSW indexes", len(saved))
 
 
