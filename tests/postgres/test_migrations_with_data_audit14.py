@@ -41,9 +41,20 @@ TENANTS = ("acme", "globex", "initech")
 T0 = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
 
 DATA_TABLES = (
-    "entities", "relationships", "episodes", "episode_messages", "facts", "themes",
-    "outcome_runs", "outcome_run_facts", "gate_audit_log", "writer_keys",
-    "text_search_corpora", "text_search_terms", "erasure_log", "tenant_settings",
+    "entities",
+    "relationships",
+    "episodes",
+    "episode_messages",
+    "facts",
+    "themes",
+    "outcome_runs",
+    "outcome_run_facts",
+    "gate_audit_log",
+    "writer_keys",
+    "text_search_corpora",
+    "text_search_terms",
+    "erasure_log",
+    "tenant_settings",
     "schema_metadata",
 )
 
@@ -79,113 +90,306 @@ def world(tenant: str, revision: str) -> dict[str, Any]:
     def t(minutes: int) -> datetime:
         return T0 + timedelta(minutes=minutes)
 
-    maya = Entity(id=_id(tenant, "maya"), name="Maya Chen", entity_type="person",
-                  attributes={"role": "SRE", "née": "Müller"}, embedding=_vec(1),
-                  provenance=prov(1), created_at=t(1), updated_at=t(2))
-    strasse = Entity(id=_id(tenant, "strasse"), name="Straße Logistik", entity_type="organization",
-                     attributes={}, embedding=_vec(2), provenance=prov(2),
-                     created_at=t(2), updated_at=t(2))
-    acme = Entity(id=_id(tenant, "acme"), name="The Acme, Corp.", entity_type="organization",
-                  attributes={"ticker": None}, embedding=None, provenance=prov(3),
-                  created_at=t(3), updated_at=t(5))
-    sisyphus = Entity(id=_id(tenant, "sisyphus"), name="ΣΊΣΥΦΟΣ", entity_type="concept",
-                      embedding=_vec(3), provenance=prov(4), created_at=t(4), updated_at=t(4))
-    old_maya = Entity(id=_id(tenant, "maya-dup"), name="maya chen", entity_type="person",
-                      embedding=_vec(1), provenance=prov(5), created_at=t(5), updated_at=t(6),
-                      invalidated_at=t(6), superseded_by=maya.id)
+    maya = Entity(
+        id=_id(tenant, "maya"),
+        name="Maya Chen",
+        entity_type="person",
+        attributes={"role": "SRE", "née": "Müller"},
+        embedding=_vec(1),
+        provenance=prov(1),
+        created_at=t(1),
+        updated_at=t(2),
+    )
+    strasse = Entity(
+        id=_id(tenant, "strasse"),
+        name="Straße Logistik",
+        entity_type="organization",
+        attributes={},
+        embedding=_vec(2),
+        provenance=prov(2),
+        created_at=t(2),
+        updated_at=t(2),
+    )
+    acme = Entity(
+        id=_id(tenant, "acme"),
+        name="The Acme, Corp.",
+        entity_type="organization",
+        attributes={"ticker": None},
+        embedding=None,
+        provenance=prov(3),
+        created_at=t(3),
+        updated_at=t(5),
+    )
+    sisyphus = Entity(
+        id=_id(tenant, "sisyphus"),
+        name="ΣΊΣΥΦΟΣ",
+        entity_type="concept",
+        embedding=_vec(3),
+        provenance=prov(4),
+        created_at=t(4),
+        updated_at=t(4),
+    )
+    old_maya = Entity(
+        id=_id(tenant, "maya-dup"),
+        name="maya chen",
+        entity_type="person",
+        embedding=_vec(1),
+        provenance=prov(5),
+        created_at=t(5),
+        updated_at=t(6),
+        invalidated_at=t(6),
+        superseded_by=maya.id,
+    )
     entities = [maya, strasse, acme, sisyphus, old_maya]
 
     relationships = [
-        Relationship(id=_id(tenant, "r1"), source_id=maya.id, target_id=acme.id,
-                     relation_type="works_at", weight=0.75, attributes={"since": "2024"},
-                     valid_from=t(10), provenance=prov(10)),
-        Relationship(id=_id(tenant, "r2"), source_id=maya.id, target_id=strasse.id,
-                     relation_type="works_at", weight=1.0, valid_from=t(-500),
-                     valid_until=t(9), provenance=prov(8)),
-        Relationship(id=_id(tenant, "r3"), source_id=acme.id, target_id=sisyphus.id,
-                     relation_type="related_to", weight=0.5, valid_from=t(11),
-                     provenance=prov(11), invalidated_by="superseded by r1"),
-        Relationship(id=_id(tenant, "r4"), source_id=old_maya.id, target_id=strasse.id,
-                     relation_type="knows", weight=0.25, valid_from=t(12), provenance=prov(12)),
+        Relationship(
+            id=_id(tenant, "r1"),
+            source_id=maya.id,
+            target_id=acme.id,
+            relation_type="works_at",
+            weight=0.75,
+            attributes={"since": "2024"},
+            valid_from=t(10),
+            provenance=prov(10),
+        ),
+        Relationship(
+            id=_id(tenant, "r2"),
+            source_id=maya.id,
+            target_id=strasse.id,
+            relation_type="works_at",
+            weight=1.0,
+            valid_from=t(-500),
+            valid_until=t(9),
+            provenance=prov(8),
+        ),
+        Relationship(
+            id=_id(tenant, "r3"),
+            source_id=acme.id,
+            target_id=sisyphus.id,
+            relation_type="related_to",
+            weight=0.5,
+            valid_from=t(11),
+            provenance=prov(11),
+            invalidated_by="superseded by r1",
+        ),
+        Relationship(
+            id=_id(tenant, "r4"),
+            source_id=old_maya.id,
+            target_id=strasse.id,
+            relation_type="knows",
+            weight=0.25,
+            valid_from=t(12),
+            provenance=prov(12),
+        ),
     ]
 
-    def msg(key: str, role: str, content: str, minutes: int, seed: int | None,
-            **metadata: Any) -> Message:
-        return Message(id=_id(tenant, key), role=role, content=content, timestamp=t(minutes),
-                       metadata=metadata,
-                       embedding=_vec(seed) if (seed is not None and has_grounding) else None)
+    def msg(
+        key: str, role: str, content: str, minutes: int, seed: int | None, **metadata: Any
+    ) -> Message:
+        return Message(
+            id=_id(tenant, key),
+            role=role,
+            content=content,
+            timestamp=t(minutes),
+            metadata=metadata,
+            embedding=_vec(seed) if (seed is not None and has_grounding) else None,
+        )
 
     m1 = msg("m1", "user", f"{tenant}: Maya moved the deploy pipeline to Acme's cluster.", 20, 5)
-    m2 = msg("m2", "assistant", "Noted — Straße Logistik still runs the old one. 東京 too?",
-             21, None, lang="de", confidence=0.5)
-    m3 = msg("m3", "user", "Yes; the rollback runbook lives in the wiki (naïve café notes).",
-             22, 6)
+    m2 = msg(
+        "m2",
+        "assistant",
+        "Noted — Straße Logistik still runs the old one. 東京 too?",
+        21,
+        None,
+        lang="de",
+        confidence=0.5,
+    )
+    m3 = msg("m3", "user", "Yes; the rollback runbook lives in the wiki (naïve café notes).", 22, 6)
     m4 = msg("m4", "user", "Sisyphus keeps pushing the release boulder uphill.", 30, None)
-    ep1 = Episode(id=_id(tenant, "ep1"), topic="Deploy pipeline migration", messages=[m1, m2, m3],
-                  started_at=t(20), ended_at=t(22), embedding=_vec(7), provenance=prov(22))
-    ep2 = Episode(id=_id(tenant, "ep2"), topic="Ünïcode release chatter", messages=[m4],
-                  started_at=t(30), ended_at=t(30), embedding=None, provenance=prov(30),
-                  invalidated_at=t(40))
-    ep3 = Episode(id=_id(tenant, "ep3"), topic="", messages=[], started_at=t(50),
-                  ended_at=t(50), provenance=prov(50))
+    ep1 = Episode(
+        id=_id(tenant, "ep1"),
+        topic="Deploy pipeline migration",
+        messages=[m1, m2, m3],
+        started_at=t(20),
+        ended_at=t(22),
+        embedding=_vec(7),
+        provenance=prov(22),
+    )
+    ep2 = Episode(
+        id=_id(tenant, "ep2"),
+        topic="Ünïcode release chatter",
+        messages=[m4],
+        started_at=t(30),
+        ended_at=t(30),
+        embedding=None,
+        provenance=prov(30),
+        invalidated_at=t(40),
+    )
+    ep3 = Episode(
+        id=_id(tenant, "ep3"),
+        topic="",
+        messages=[],
+        started_at=t(50),
+        ended_at=t(50),
+        provenance=prov(50),
+    )
 
     theme_id = _id(tenant, "th1")
 
     def fact(key: str, content: str, minutes: int, **kw: Any) -> SemanticFact:
         if not has_grounding:
             kw.pop("source_message_ids", None)
-        return SemanticFact(id=_id(tenant, key), content=content, valid_from=t(minutes),
-                            provenance=prov(minutes, kw.pop("source", "derived")), **kw)
+        return SemanticFact(
+            id=_id(tenant, key),
+            content=content,
+            valid_from=t(minutes),
+            provenance=prov(minutes, kw.pop("source", "derived")),
+            **kw,
+        )
 
     facts = [
-        fact("f1", "Maya Chen moved the deploy pipeline to the Acme cluster.", 23,
-             entity_ids=[maya.id, acme.id], source_episode_ids=[ep1.id],
-             source_message_ids=[m1.id], theme_id=theme_id, embedding=_vec(11),
-             tags=["lesson"], access_count=3, last_accessed_at=t(60)),
-        fact("f2", "Always run the rollback runbook before a deploy.", 24,
-             entity_ids=[], source_episode_ids=[ep1.id], source_message_ids=[m3.id, m1.id],
-             theme_id=theme_id, embedding=_vec(12), tags=["candidate", "quarantined"]),
-        fact("f3", "Straße Logistik runs the old pipeline.", 25, entity_ids=[strasse.id],
-             embedding=_vec(13), valid_until=t(45), invalidated_by="superseded"),
-        fact("f4", "Die Straße ist schön — naïve café in 東京, ΣΊΣΥΦΟΣ.", 26,
-             entity_ids=[strasse.id, sisyphus.id], embedding=None, tags=["unicode"]),
-        fact("f5", "Maya forgot her badge.", 27, entity_ids=[maya.id], embedding=_vec(14),
-             invalidated_by="forgotten", tags=[]),
-        fact("f6", "Sisyphus pushes releases uphill every Friday.", 31,
-             entity_ids=[sisyphus.id], source_episode_ids=[ep2.id], embedding=_vec(15),
-             tags=["quarantined"], access_count=2_000_000_000, last_accessed_at=t(61)),
+        fact(
+            "f1",
+            "Maya Chen moved the deploy pipeline to the Acme cluster.",
+            23,
+            entity_ids=[maya.id, acme.id],
+            source_episode_ids=[ep1.id],
+            source_message_ids=[m1.id],
+            theme_id=theme_id,
+            embedding=_vec(11),
+            tags=["lesson"],
+            access_count=3,
+            last_accessed_at=t(60),
+        ),
+        fact(
+            "f2",
+            "Always run the rollback runbook before a deploy.",
+            24,
+            entity_ids=[],
+            source_episode_ids=[ep1.id],
+            source_message_ids=[m3.id, m1.id],
+            theme_id=theme_id,
+            embedding=_vec(12),
+            tags=["candidate", "quarantined"],
+        ),
+        fact(
+            "f3",
+            "Straße Logistik runs the old pipeline.",
+            25,
+            entity_ids=[strasse.id],
+            embedding=_vec(13),
+            valid_until=t(45),
+            invalidated_by="superseded",
+        ),
+        fact(
+            "f4",
+            "Die Straße ist schön — naïve café in 東京, ΣΊΣΥΦΟΣ.",
+            26,
+            entity_ids=[strasse.id, sisyphus.id],
+            embedding=None,
+            tags=["unicode"],
+        ),
+        fact(
+            "f5",
+            "Maya forgot her badge.",
+            27,
+            entity_ids=[maya.id],
+            embedding=_vec(14),
+            invalidated_by="forgotten",
+            tags=[],
+        ),
+        fact(
+            "f6",
+            "Sisyphus pushes releases uphill every Friday.",
+            31,
+            entity_ids=[sisyphus.id],
+            source_episode_ids=[ep2.id],
+            embedding=_vec(15),
+            tags=["quarantined"],
+            access_count=2_000_000_000,
+            last_accessed_at=t(61),
+        ),
     ]
     themes = [
-        Theme(id=theme_id, label="Deploys", description="How deploys and rollbacks run.",
-              fact_ids=[facts[0].id, facts[1].id], embedding=_vec(21), provenance=prov(70)),
-        Theme(id=_id(tenant, "th2"), label="Ünïcode", description="", fact_ids=[],
-              embedding=None, provenance=prov(71), invalidated_at=t(72)),
+        Theme(
+            id=theme_id,
+            label="Deploys",
+            description="How deploys and rollbacks run.",
+            fact_ids=[facts[0].id, facts[1].id],
+            embedding=_vec(21),
+            provenance=prov(70),
+        ),
+        Theme(
+            id=_id(tenant, "th2"),
+            label="Ünïcode",
+            description="",
+            fact_ids=[],
+            embedding=None,
+            provenance=prov(71),
+            invalidated_at=t(72),
+        ),
     ]
     out: dict[str, Any] = {
-        "entities": entities, "relationships": relationships, "episodes": [ep1, ep2, ep3],
-        "facts": facts, "themes": themes, "runs": [], "audit": [], "writer_keys": [],
+        "entities": entities,
+        "relationships": relationships,
+        "episodes": [ep1, ep2, ep3],
+        "facts": facts,
+        "themes": themes,
+        "runs": [],
+        "audit": [],
+        "writer_keys": [],
         "settings": [],
     }
     if revision >= "0003":
         out["runs"] = [
-            RunOutcome(run_id=f"{tenant}-run-1", score=0.75, fact_ids=[facts[0].id, facts[1].id],
-                       recorded_at=t(80)),
+            RunOutcome(
+                run_id=f"{tenant}-run-1",
+                score=0.75,
+                fact_ids=[facts[0].id, facts[1].id],
+                recorded_at=t(80),
+            ),
             RunOutcome(run_id=f"{tenant}-run-2", score=0.0, fact_ids=[], recorded_at=t(81)),
         ]
         out["audit"] = [
-            GateAuditEntry(pass_id=_id(tenant, "pass"), fact_id=facts[1].id, verdict="held",
-                           reason="insufficient_trials", trials=1,
-                           policy={"min_trials": 5}, decided_at=t(90)),
-            GateAuditEntry(pass_id=_id(tenant, "pass"), fact_id=facts[0].id,
-                           verdict="promoted", reason=None, trials=7, policy={},
-                           decided_at=t(90)),
+            GateAuditEntry(
+                pass_id=_id(tenant, "pass"),
+                fact_id=facts[1].id,
+                verdict="held",
+                reason="insufficient_trials",
+                trials=1,
+                policy={"min_trials": 5},
+                decided_at=t(90),
+            ),
+            GateAuditEntry(
+                pass_id=_id(tenant, "pass"),
+                fact_id=facts[0].id,
+                verdict="promoted",
+                reason=None,
+                trials=7,
+                policy={},
+                decided_at=t(90),
+            ),
         ]
     if revision >= "0004":
-        out["writer_keys"] = [{"tenant_id": tenant, "idempotency_key": "κλειδί-1",
-                               "fact_ids": [facts[0].id], "created_at": t(23)}]
+        out["writer_keys"] = [
+            {
+                "tenant_id": tenant,
+                "idempotency_key": "κλειδί-1",
+                "fact_ids": [facts[0].id],
+                "created_at": t(23),
+            }
+        ]
     if revision >= "0010":
-        out["settings"] = [{"tenant_id": tenant, "key": "theme_calibration",
-                            "value": {"assign": 0.5, "merge": 0.75}, "updated_at": t(95)}]
+        out["settings"] = [
+            {
+                "tenant_id": tenant,
+                "key": "theme_calibration",
+                "value": {"assign": 0.5, "merge": 0.75},
+                "updated_at": t(95),
+            }
+        ]
     return out
 
 
@@ -194,9 +398,12 @@ def world(tenant: str, revision: str) -> dict[str, Any]:
 
 async def _columns(engine: Any) -> dict[str, set[str]]:
     async with engine.connect() as conn:
-        rows = await conn.execute(text(
-            "SELECT table_name, column_name FROM information_schema.columns "
-            "WHERE table_schema = 'public'"))
+        rows = await conn.execute(
+            text(
+                "SELECT table_name, column_name FROM information_schema.columns "
+                "WHERE table_schema = 'public'"
+            )
+        )
         out: dict[str, set[str]] = {}
         for table, column in rows:
             out.setdefault(table, set()).add(column)
@@ -211,18 +418,37 @@ def _rows(tenant: str, w: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
         "entities": [convert.entity_to_row(e, tenant) for e in w["entities"]],
         "relationships": [convert.relationship_to_row(r, tenant) for r in w["relationships"]],
         "episodes": [convert.episode_to_row(e, tenant) for e in w["episodes"]],
-        "episode_messages": [r for e in w["episodes"]
-                             for r in convert.messages_to_rows(e, tenant)],
+        "episode_messages": [r for e in w["episodes"] for r in convert.messages_to_rows(e, tenant)],
         "facts": [convert.fact_to_row(f, tenant) for f in w["facts"]],
         "themes": [convert.theme_to_row(t, tenant) for t in w["themes"]],
-        "outcome_runs": [{"tenant_id": tenant, "run_id": r.run_id, "score": r.score,
-                          "recorded_at": r.recorded_at} for r in w["runs"]],
-        "outcome_run_facts": [{"tenant_id": tenant, "fact_id": f, "run_id": r.run_id}
-                              for r in w["runs"] for f in r.fact_ids],
-        "gate_audit_log": [{"tenant_id": tenant, "pass_id": e.pass_id, "fact_id": e.fact_id,
-                            "verdict": e.verdict, "reason": e.reason, "trials": e.trials,
-                            "evidence": None, "policy": e.policy,
-                            "decided_at": e.decided_at} for e in w["audit"]],
+        "outcome_runs": [
+            {
+                "tenant_id": tenant,
+                "run_id": r.run_id,
+                "score": r.score,
+                "recorded_at": r.recorded_at,
+            }
+            for r in w["runs"]
+        ],
+        "outcome_run_facts": [
+            {"tenant_id": tenant, "fact_id": f, "run_id": r.run_id}
+            for r in w["runs"]
+            for f in r.fact_ids
+        ],
+        "gate_audit_log": [
+            {
+                "tenant_id": tenant,
+                "pass_id": e.pass_id,
+                "fact_id": e.fact_id,
+                "verdict": e.verdict,
+                "reason": e.reason,
+                "trials": e.trials,
+                "evidence": None,
+                "policy": e.policy,
+                "decided_at": e.decided_at,
+            }
+            for e in w["audit"]
+        ],
         "writer_keys": w["writer_keys"],
         "tenant_settings": w["settings"],
     }
@@ -235,8 +461,9 @@ async def seed_old(engine: Any, revision: str) -> None:
     columns = await _columns(engine)
     async with engine.begin() as conn:
         for tenant in TENANTS:
-            await conn.execute(text("SELECT set_config('cycgraph.tenant_id', :t, true)"),
-                               {"t": tenant})
+            await conn.execute(
+                text("SELECT set_config('cycgraph.tenant_id', :t, true)"), {"t": tenant}
+            )
             for table, rows in _rows(tenant, world(tenant, revision)).items():
                 if not rows:
                     continue
@@ -268,13 +495,15 @@ async def seed_current(engine: Any, revision: str) -> None:
         if w["audit"]:
             await ledger.append_gate_audit(w["audit"])
         async with engine.begin() as conn:
-            await conn.execute(text("SELECT set_config('cycgraph.tenant_id', :t, true)"),
-                               {"t": tenant})
+            await conn.execute(
+                text("SELECT set_config('cycgraph.tenant_id', :t, true)"), {"t": tenant}
+            )
             for table in ("writer_keys", "tenant_settings"):
                 if w[{"writer_keys": "writer_keys", "tenant_settings": "settings"}[table]]:
-                    await conn.execute(insert(Base.metadata.tables[table]),
-                                       w["writer_keys" if table == "writer_keys"
-                                         else "settings"])
+                    await conn.execute(
+                        insert(Base.metadata.tables[table]),
+                        w["writer_keys" if table == "writer_keys" else "settings"],
+                    )
 
 
 async def dump(engine: Any) -> dict[str, list[dict[str, Any]]]:
@@ -286,14 +515,17 @@ async def dump(engine: Any) -> dict[str, list[dict[str, Any]]]:
             if table not in columns:
                 continue
             rows = (await conn.execute(text(f"SELECT to_jsonb(t)::text FROM {table} t"))).scalars()
-            out[table] = sorted((json.loads(r) for r in rows),
-                                key=lambda d: json.dumps(d, sort_keys=True))
+            out[table] = sorted(
+                (json.loads(r) for r in rows), key=lambda d: json.dumps(d, sort_keys=True)
+            )
     return out
 
 
 def _project(rows: list[dict[str, Any]], keys: set[str]) -> list[dict[str, Any]]:
-    return sorted(({k: v for k, v in r.items() if k in keys} for r in rows),
-                  key=lambda d: json.dumps(d, sort_keys=True))
+    return sorted(
+        ({k: v for k, v in r.items() if k in keys} for r in rows),
+        key=lambda d: json.dumps(d, sort_keys=True),
+    )
 
 
 def _diff(got: dict[str, Any], want: dict[str, Any]) -> str:
@@ -305,9 +537,11 @@ def _diff(got: dict[str, Any], want: dict[str, Any]) -> str:
             for a, b in zip(g or [], w or [], strict=False):
                 if a != b:
                     keys = {k for k in set(a) | set(b) if a.get(k) != b.get(k)}
-                    lines.append(f"  first differing row, columns {sorted(keys)}: "
-                                 f"got {[a.get(k) for k in sorted(keys)]} "
-                                 f"want {[b.get(k) for k in sorted(keys)]}")
+                    lines.append(
+                        f"  first differing row, columns {sorted(keys)}: "
+                        f"got {[a.get(k) for k in sorted(keys)]} "
+                        f"want {[b.get(k) for k in sorted(keys)]}"
+                    )
                     break
     return "\n".join(lines)
 
@@ -344,29 +578,51 @@ async def api_view(engine: Any, tenant: str) -> dict[str, Any]:
         "entities": j(await store.find_entities(include_invalidated=True)),
         "episodes": j(await store.list_episodes(include_invalidated=True)),
         "themes": j(await store.list_themes(include_invalidated=True)),
-        "rels": j(await store.get_relationships_for_entity(_id(tenant, "maya"),
-                                                           include_invalidated=True)),
-        "name_keys": sorted(str(e.id) for e in await store.find_entities_by_name_keys(
-            [("strasse logistik", "organization"), ("acme corp", "organization"),
-             ("maya chen", "person")])),
+        "rels": j(
+            await store.get_relationships_for_entity(_id(tenant, "maya"), include_invalidated=True)
+        ),
+        "name_keys": sorted(
+            str(e.id)
+            for e in await store.find_entities_by_name_keys(
+                [
+                    ("strasse logistik", "organization"),
+                    ("acme corp", "organization"),
+                    ("maya chen", "person"),
+                ]
+            )
+        ),
         "export": j(await export_graph(store, include_invalidated=True)),
         "stats": j(await ledger.list_fact_stats()),
         "audit": j(await ledger.list_gate_audit()),
     }
     for q in ("deploy rollback pipeline", "Straße café 東京", "Sisyphus releases"):
-        for name, fn in (("f", index.text_search_facts), ("m", index.text_search_messages),
-                         ("e", index.text_search_episodes)):
-            view[f"text-{name}-{q}"] = [(str(r.item.id), round(r.score, 9))
-                                        for r in await fn(q, limit=10)]
-    view["knn"] = [(str(r.item.id), round(r.score, 6))
-                   for r in await index.search_facts(_vec(11), limit=10)]
+        for name, fn in (
+            ("f", index.text_search_facts),
+            ("m", index.text_search_messages),
+            ("e", index.text_search_episodes),
+        ):
+            view[f"text-{name}-{q}"] = [
+                (str(r.item.id), round(r.score, 9)) for r in await fn(q, limit=10)
+            ]
+    view["knn"] = [
+        (str(r.item.id), round(r.score, 6)) for r in await index.search_facts(_vec(11), limit=10)
+    ]
     for mode in ("vector", "text", "hybrid"):
         result = await retrieve_memory(
-            store, index, {"text": "Maya deploy pipeline Acme", "embedding": _vec(11),
-                           "limit": 10, "min_similarity": 0.0}, mode=mode)
+            store,
+            index,
+            {
+                "text": "Maya deploy pipeline Acme",
+                "embedding": _vec(11),
+                "limit": 10,
+                "min_similarity": 0.0,
+            },
+            mode=mode,
+        )
         view[f"retrieve-{mode}"] = _untouched(result.model_dump(mode="json"))
-    graph = await retrieve_memory(store, index, {"entity_ids": [_id(tenant, "maya")],
-                                                 "max_hops": 2, "limit": 20})
+    graph = await retrieve_memory(
+        store, index, {"entity_ids": [_id(tenant, "maya")], "max_hops": 2, "limit": 20}
+    )
     view["subgraph"] = _untouched(graph.model_dump(mode="json"))
     return view
 
@@ -429,7 +685,10 @@ async def test_populated_database_upgrades_to_what_the_current_library_writes(
                 assert table in now, (step, table)
                 want = _project(rows, keys)
                 assert _project(now[table], keys) == want, (
-                    step, table, _diff({table: _project(now[table], keys)}, {table: want}))
+                    step,
+                    table,
+                    _diff({table: _project(now[table], keys)}, {table: want}),
+                )
         assert await dump(old) == at_r
         await upgrade(old)
         again = await dump(old)
@@ -443,12 +702,14 @@ async def test_populated_database_upgrades_to_what_the_current_library_writes(
                 assert got[key] == want[key], (tenant, key)
             w = world(tenant, revision)
             assert len(got["facts"]) == len(w["facts"])
-            assert [f["id"] for f in got["facts"]] == [str(f.id) for f in
-                                                       sorted(w["facts"], key=lambda f: (
-                                                           f.valid_from, f.id))]
+            assert [f["id"] for f in got["facts"]] == [
+                str(f.id) for f in sorted(w["facts"], key=lambda f: (f.valid_from, f.id))
+            ]
             assert sorted(got["quarantined"]) == sorted(
-                str(f.id) for f in w["facts"]
-                if "quarantined" in f.tags and f.invalidated_by is None)
+                str(f.id)
+                for f in w["facts"]
+                if "quarantined" in f.tags and f.invalidated_by is None
+            )
             assert got["text-f-Straße café 東京"][0][0] == str(_id(tenant, "f4"))
             assert len(got["name_keys"]) == 3
 
@@ -456,24 +717,47 @@ async def test_populated_database_upgrades_to_what_the_current_library_writes(
         for engine in (old, ref):
             store = PostgresMemoryStore(engine, tenant_id="acme")
             index = PostgresMemoryIndex(engine, tenant_id="acme")
-            ent = Entity(id=_id("new", "e"), name="Ⅻ Club", entity_type="organization",
-                         provenance=Provenance(source="agent", created_at=T0),
-                         created_at=T0, updated_at=T0)
+            ent = Entity(
+                id=_id("new", "e"),
+                name="Ⅻ Club",
+                entity_type="organization",
+                provenance=Provenance(source="agent", created_at=T0),
+                created_at=T0,
+                updated_at=T0,
+            )
             await store.put_entities([ent])
-            msg = Message(id=_id("new", "m"), role="user", content="Ⅻ Club hosts deploys",
-                          timestamp=T0)
-            await store.put_episodes([Episode(id=_id("new", "ep"), topic="club", messages=[msg],
-                                              started_at=T0, ended_at=T0,
-                                              provenance=Provenance(source="agent",
-                                                                    created_at=T0))])
-            await store.put_facts([SemanticFact(
-                id=_id("new", "f"), content="The Ⅻ Club hosts the deploy party.",
-                entity_ids=[ent.id], valid_from=T0, embedding=_vec(30),
-                provenance=Provenance(source="agent", created_at=T0))])
+            msg = Message(
+                id=_id("new", "m"), role="user", content="Ⅻ Club hosts deploys", timestamp=T0
+            )
+            await store.put_episodes(
+                [
+                    Episode(
+                        id=_id("new", "ep"),
+                        topic="club",
+                        messages=[msg],
+                        started_at=T0,
+                        ended_at=T0,
+                        provenance=Provenance(source="agent", created_at=T0),
+                    )
+                ]
+            )
+            await store.put_facts(
+                [
+                    SemanticFact(
+                        id=_id("new", "f"),
+                        content="The Ⅻ Club hosts the deploy party.",
+                        entity_ids=[ent.id],
+                        valid_from=T0,
+                        embedding=_vec(30),
+                        provenance=Provenance(source="agent", created_at=T0),
+                    )
+                ]
+            )
             hits = await index.text_search_facts("club party", limit=3)
             assert [h.item.id for h in hits] == [_id("new", "f")]
-            assert [e.id for e in await store.find_entities_by_name_keys(
-                [("xii club", "organization")])] == [ent.id]
+            assert [
+                e.id for e in await store.find_entities_by_name_keys([("xii club", "organization")])
+            ] == [ent.id]
         after_old, after_ref = _untouched(await dump(old)), _untouched(await dump(ref))
         assert after_old == after_ref, _diff(after_old, after_ref)
     finally:
@@ -559,16 +843,21 @@ async def test_row_level_security_isolates_tenants_of_an_upgraded_database(
                 assert seen == 0, table
         for tenant in TENANTS:
             async with app.begin() as conn:
-                await conn.execute(text("SELECT set_config('cycgraph.tenant_id', :t, true)"),
-                                   {"t": tenant})
+                await conn.execute(
+                    text("SELECT set_config('cycgraph.tenant_id', :t, true)"), {"t": tenant}
+                )
                 for table in tables:
-                    seen = (await conn.execute(text(
-                        f"SELECT DISTINCT tenant_id FROM {table}"))).scalars().all()
+                    seen = (
+                        (await conn.execute(text(f"SELECT DISTINCT tenant_id FROM {table}")))
+                        .scalars()
+                        .all()
+                    )
                     assert seen in ([], [tenant]), (table, seen)
                 with pytest.raises(Exception, match="row-level security"):
                     async with conn.begin_nested():
-                        await conn.execute(text(
-                            "INSERT INTO tenant_settings VALUES ('other', 'k', '{}', now())"))
+                        await conn.execute(
+                            text("INSERT INTO tenant_settings VALUES ('other', 'k', '{}', now())")
+                        )
             store = PostgresMemoryStore(app, tenant_id=tenant)
             index = PostgresMemoryIndex(app, tenant_id=tenant)
             hits = await index.text_search_facts("deploy rollback Straße", limit=20)
@@ -576,8 +865,7 @@ async def test_row_level_security_isolates_tenants_of_an_upgraded_database(
             assert hits
             keys = await store.find_entities_by_name_keys([("strasse logistik", "organization")])
             assert [e.id for e in keys] == [_id(tenant, "strasse")]
-            facts = await store.find_facts(entity_id=_id(tenant, "maya"),
-                                           include_invalidated=True)
+            facts = await store.find_facts(entity_id=_id(tenant, "maya"), include_invalidated=True)
             assert {f.id for f in facts} == {_id(tenant, "f1"), _id(tenant, "f5")}
     finally:
         if app is not None:
@@ -612,10 +900,14 @@ async def _measure(engine: Any, reader: Any, table: str, revision: str) -> dict[
     async def watch() -> None:
         async with reader.connect() as conn:
             while not done.is_set():
-                held = (await conn.execute(text(
-                    "SELECT count(*) FROM pg_locks WHERE granted AND mode = "
-                    f"'AccessExclusiveLock' AND relation = to_regclass('{table}')"
-                ))).scalar_one()
+                held = (
+                    await conn.execute(
+                        text(
+                            "SELECT count(*) FROM pg_locks WHERE granted AND mode = "
+                            f"'AccessExclusiveLock' AND relation = to_regclass('{table}')"
+                        )
+                    )
+                ).scalar_one()
                 await conn.commit()
                 if held:
                     exclusive.append(time.perf_counter())
@@ -644,17 +936,25 @@ async def test_filling_revisions_on_20000_rows_and_their_locks(pg_databases: Any
     try:
         await upgrade(engine, embedding_dim=DIM, revision="0007")
         async with engine.begin() as conn:
-            await conn.execute(text(
-                "INSERT INTO facts (tenant_id, id, content, source_episode_ids, entity_ids, "
-                "provenance, valid_from, access_count, tags, source_message_ids) "
-                "SELECT 'big', gen_random_uuid(), 'Deploy step ' || g || ' of the rollout "
-                "runbook for service ' || (g % 97), '{}', '{}', '{\"source\": \"agent\"}', "
-                "now(), 0, '{}', '{}' FROM generate_series(1, :n) g"), {"n": BIG})
-            await conn.execute(text(
-                "INSERT INTO entities (tenant_id, id, name, entity_type, attributes, "
-                "provenance, created_at, updated_at) SELECT 'big', gen_random_uuid(), "
-                "'Service Nº ' || g, 'service', '{}', '{}', now(), now() "
-                "FROM generate_series(1, :n) g"), {"n": BIG})
+            await conn.execute(
+                text(
+                    "INSERT INTO facts (tenant_id, id, content, source_episode_ids, entity_ids, "
+                    "provenance, valid_from, access_count, tags, source_message_ids) "
+                    "SELECT 'big', gen_random_uuid(), 'Deploy step ' || g || ' of the rollout "
+                    "runbook for service ' || (g % 97), '{}', '{}', '{\"source\": \"agent\"}', "
+                    "now(), 0, '{}', '{}' FROM generate_series(1, :n) g"
+                ),
+                {"n": BIG},
+            )
+            await conn.execute(
+                text(
+                    "INSERT INTO entities (tenant_id, id, name, entity_type, attributes, "
+                    "provenance, created_at, updated_at) SELECT 'big', gen_random_uuid(), "
+                    "'Service Nº ' || g, 'service', '{}', '{}', now(), now() "
+                    "FROM generate_series(1, :n) g"
+                ),
+                {"n": BIG},
+            )
         facts = await _measure(engine, reader, "facts", "0008")
         await upgrade(engine, revision="0016")
         entities = await _measure(engine, reader, "entities", "0017")
@@ -665,11 +965,37 @@ async def test_filling_revisions_on_20000_rows_and_their_locks(pg_databases: Any
             assert figures["exclusive_seen_s"] > 0
             assert figures["longest_read_s"] >= 0.5 * figures["exclusive_seen_s"]
         async with engine.connect() as conn:
-            filled = (await conn.execute(text(
-                "SELECT count(*) FILTER (WHERE cardinality(search_terms) > 0), "
-                "(SELECT documents FROM text_search_corpora WHERE corpus = 'facts') "
-                "FROM facts"))).one()
+            filled = (
+                await conn.execute(
+                    text(
+                        "SELECT count(*) FILTER (WHERE cardinality(search_terms) > 0), "
+                        "(SELECT documents FROM text_search_corpora WHERE corpus = 'facts') "
+                        "FROM facts"
+                    )
+                )
+            ).one()
         assert tuple(filled) == (BIG, BIG)
     finally:
         await reader.dispose()
+        await engine.dispose()
+
+
+async def test_downgrade_of_0014_restores_the_fill_factor_of_0004(pg_databases: Any) -> None:
+    """docs/scaling.md and 0014's docstring said "the default fill factor"; the downgrade
+    restores 0004's 80 (what revision 0013 had), and below 0004 the default."""
+    from cycgraph_memory.postgres import create_engine_from_dsn, downgrade, upgrade
+
+    options = text("SELECT reloptions FROM pg_class WHERE oid = 'facts'::regclass")
+    engine = create_engine_from_dsn(await pg_databases.create("a14mig_ff"))
+    try:
+        await upgrade(engine, embedding_dim=DIM)
+        async with engine.connect() as conn:
+            assert (await conn.execute(options)).scalar_one() == ["fillfactor=90"]
+        await downgrade(engine, "0013")
+        async with engine.connect() as conn:
+            assert (await conn.execute(options)).scalar_one() == ["fillfactor=80"]
+        await downgrade(engine, "0003")
+        async with engine.connect() as conn:
+            assert (await conn.execute(options)).scalar_one() is None
+    finally:
         await engine.dispose()
