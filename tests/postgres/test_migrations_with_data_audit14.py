@@ -999,3 +999,165 @@ async def test_downgrade_of_0014_restores_the_fill_factor_of_0004(pg_databases: 
             assert (await conn.execute(options)).scalar_one() is None
     finally:
         await engine.dispose()
+
+
+async def test_downgrade_to_0001_with_every_table_populated_loses_only_what_docs_say(
+    pg_databases: Any,
+) -> None:
+    """A head database holding data in every table (ledger, audit, writer keys, settings, an
+    erasure record, a counter above 2**31 - 1) goes down one revision at a time to 0001 (each
+    step succeeds, the base records intact), then back to head: it then holds exactly what
+    the current library writes for the world a 0001 release can hold: the documented
+    losses (docs/operations.md, "Downgrades") and nothing else."""
+    from cycgraph_memory.postgres import create_engine_from_dsn, downgrade, upgrade
+
+    engine = create_engine_from_dsn(await pg_databases.create("a14mig_base"))
+    ref = create_engine_from_dsn(await pg_databases.create("a14mig_base_ref"))
+    big = _id("acme", "f6")
+    try:
+        await upgrade(engine, embedding_dim=DIM)
+        await seed_current(engine, HEAD)
+        async with engine.begin() as conn:
+            await conn.execute(text("SELECT set_config('cycgraph.tenant_id', 'acme', true)"))
+            await conn.execute(
+                text(
+                    "INSERT INTO erasure_log (tenant_id, erasure_id, kind, selector_kinds, "
+                    "selector_digests, counts, erased_at) VALUES ('acme', :e, 'purge', "
+                    "'{entity}', '{abc}', '{\"facts\": 1}', now())"
+                ),
+                {"e": _id("erasure")},
+            )
+            await conn.execute(
+                text("UPDATE facts SET access_count = 3000000000 WHERE id = :i"), {"i": big}
+            )
+        at_head = await dump(engine)
+        base_tables = ("entities", "relationships", "episodes", "facts", "themes")
+        step = HEAD
+        while step != "0001":
+            step = _prev(step)
+            await downgrade(engine, step)
+            now = await dump(engine)
+            for table in base_tables:
+                keys = {"tenant_id", "id", "content", "name", "topic", "label", "valid_from"}
+                assert _project(now[table], keys) == _project(at_head[table], keys), (step, table)
+        async with engine.connect() as conn:
+            count = (
+                await conn.execute(text("SELECT access_count FROM facts WHERE id = :i"), {"i": big})
+            ).scalar_one()
+        assert count == 2_147_483_647  # 0007's downgrade clamps (documented)
+        async with engine.begin() as conn:
+            await conn.execute(
+                text("UPDATE facts SET access_count = 2000000000 WHERE id = :i"), {"i": big}
+            )
+        await upgrade(engine)
+        await upgrade(ref, embedding_dim=DIM)
+        await seed_current(ref, "0001")
+        got, want = await dump(engine), await dump(ref)
+        assert got == want, _diff(got, want)
+    finally:
+        await engine.dispose()
+        await ref.dispose()
+
+
+async def test_a_release_older_than_0008_serving_during_the_deploy_writes_unsearchable_rows(
+    pg_databases: Any,
+) -> None:
+    """Replicas migrate at start-up while older ones still serve. A fact written by a
+    release older than 0008 (no ``search_terms``) into the migrated schema is stored with
+    no tokens: text search does not find it (docs/operations.md, "Code and schema
+    together"). Writing it again through the current store repairs it, statistics too."""
+    from cycgraph_memory.postgres import (
+        PostgresMemoryIndex,
+        PostgresMemoryStore,
+        convert,
+        create_engine_from_dsn,
+        upgrade,
+    )
+    from cycgraph_memory.postgres.schema import Base
+
+    engine = create_engine_from_dsn(await pg_databases.create("a14mig_rolling"))
+    ref = create_engine_from_dsn(await pg_databases.create("a14mig_rolling_ref"))
+    try:
+        await upgrade(engine, embedding_dim=DIM)
+        await upgrade(ref, embedding_dim=DIM)
+        await seed_current(engine, HEAD)
+        await seed_current(ref, HEAD)
+        w = world("acme", HEAD)
+        late = w["facts"][0].model_copy(
+            update={"id": _id("late"), "content": "Quokka deploys need a rollback plan."}
+        )
+        old_columns = {c for c in convert.fact_to_row(late, "acme") if c != "search_terms"}
+        async with engine.begin() as conn:
+            row = convert.fact_to_row(late, "acme")
+            await conn.execute(
+                insert(Base.metadata.tables["facts"]),
+                [{k: v for k, v in row.items() if k in old_columns}],
+            )
+        store = PostgresMemoryStore(engine, tenant_id="acme")
+        index = PostgresMemoryIndex(engine, tenant_id="acme")
+        assert await store.get_fact(late.id) == late  # stored, readable
+        assert await index.text_search_facts("quokka", limit=5) == []  # but not searchable
+        await store.put_facts([late])  # the repair: write it again with the current store
+        assert [h.item.id for h in await index.text_search_facts("quokka", limit=5)] == [late.id]
+        await PostgresMemoryStore(ref, tenant_id="acme").put_facts([late])
+        got, want = _untouched(await dump(engine)), _untouched(await dump(ref))
+        assert got == want, _diff(got, want)
+        # A release older than 0017 cannot write entities at all (NOT NULL name_key).
+        entity = convert.entity_to_row(w["entities"][0], "acme")
+        entity.update(id=_id("late-entity"))
+        entity.pop("name_key")
+        with pytest.raises(Exception, match="name_key"):
+            async with engine.begin() as conn:
+                await conn.execute(insert(Base.metadata.tables["entities"]), [entity])
+    finally:
+        await engine.dispose()
+        await ref.dispose()
+
+
+async def test_0006_refuses_a_message_stored_in_two_episodes_with_a_typed_error(
+    pg_databases: Any,
+) -> None:
+    """A database from before 0006 may hold one message id in two episodes of a tenant;
+    0006 refuses to upgrade it. The refusal was a bare ``RuntimeError``, which
+    ``cycgraph-memory db upgrade`` did not catch (a traceback, not its one error line):
+    now ``DuplicateRecordError``, the schema left at 0005, and the CLI prints one line
+    naming the query that finds the copies (exit status 1)."""
+    import subprocess
+    import sys
+
+    from cycgraph_memory.errors import DuplicateRecordError
+    from cycgraph_memory.postgres import create_engine_from_dsn, current_revision, upgrade
+
+    dsn = await pg_databases.create("a14mig_dupmsg")
+    engine = create_engine_from_dsn(dsn)
+    try:
+        await upgrade(engine, embedding_dim=DIM, revision="0005")
+        await seed_old(engine, "0005")
+        async with engine.begin() as conn:  # m1 of acme's ep1 copied into ep3
+            await conn.execute(
+                text(
+                    "INSERT INTO episode_messages (tenant_id, episode_id, id, position, role, "
+                    "content, timestamp, metadata) SELECT tenant_id, :ep3, id, 0, role, "
+                    "content, timestamp, metadata FROM episode_messages WHERE id = :m1"
+                ),
+                {"ep3": _id("acme", "ep3"), "m1": _id("acme", "m1")},
+            )
+        before = await dump(engine)
+        with pytest.raises(DuplicateRecordError, match="more than one episode"):
+            await upgrade(engine)
+        assert await current_revision(engine) == "0005"
+        assert await dump(engine) == before
+        result = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "cycgraph_memory.cli", "--dsn", dsn, "db", "upgrade"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 1, result.stderr
+        assert "Traceback" not in result.stderr
+        assert "more than one episode" in result.stderr
+        assert "GROUP BY tenant_id, id HAVING count(*) > 1" in result.stderr
+        assert await current_revision(engine) == "0005"
+    finally:
+        await engine.dispose()
