@@ -1064,8 +1064,10 @@ async def test_a_release_older_than_0008_serving_during_the_deploy_writes_unsear
 ) -> None:
     """Replicas migrate at start-up while older ones still serve. A fact written by a
     release older than 0008 (no ``search_terms``) into the migrated schema is stored with
-    no tokens: text search does not find it (docs/operations.md, "Code and schema
-    together"). Writing it again through the current store repairs it, statistics too."""
+    no tokens: text search does not find it. Writing it again through the current store
+    repairs it, statistics too. And the other revisions docs/backends.md ("Upgrading a
+    deployed schema") lists as breaking older code: 0005, 0011, 0017 (0006: the
+    row-level-security test above, nothing visible without the tenant setting)."""
     from cycgraph_memory.postgres import (
         PostgresMemoryIndex,
         PostgresMemoryStore,
@@ -1109,6 +1111,17 @@ async def test_a_release_older_than_0008_serving_during_the_deploy_writes_unsear
         with pytest.raises(Exception, match="name_key"):
             async with engine.begin() as conn:
                 await conn.execute(insert(Base.metadata.tables["entities"]), [entity])
+        # Older than 0005: its fact writes are refused (source_message_ids, no default).
+        row = convert.fact_to_row(late.model_copy(update={"id": _id("older")}), "acme")
+        for column in ("search_terms", "source_message_ids"):
+            row.pop(column)
+        with pytest.raises(Exception, match="source_message_ids"):
+            async with engine.begin() as conn:
+                await conn.execute(insert(Base.metadata.tables["facts"]), [row])
+        # Older than 0008: its text search read search_tsv, which 0011 dropped.
+        with pytest.raises(Exception, match="search_tsv"):
+            async with engine.connect() as conn:
+                await conn.execute(text("SELECT id FROM facts WHERE search_tsv @@ 'deploy'"))
     finally:
         await engine.dispose()
         await ref.dispose()
