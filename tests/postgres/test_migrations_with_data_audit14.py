@@ -499,12 +499,10 @@ async def seed_current(engine: Any, revision: str) -> None:
             await conn.execute(
                 text("SELECT set_config('cycgraph.tenant_id', :t, true)"), {"t": tenant}
             )
-            for table in ("writer_keys", "tenant_settings"):
-                if w[{"writer_keys": "writer_keys", "tenant_settings": "settings"}[table]]:
-                    await conn.execute(
-                        insert(Base.metadata.tables[table]),
-                        w["writer_keys" if table == "writer_keys" else "settings"],
-                    )
+            # No public API writes these two directly (the writer and the pipeline do).
+            for table, key in (("writer_keys", "writer_keys"), ("tenant_settings", "settings")):
+                if w[key]:
+                    await conn.execute(insert(Base.metadata.tables[table]), w[key])
 
 
 async def dump(engine: Any) -> dict[str, list[dict[str, Any]]]:
