@@ -141,7 +141,15 @@ def world(tenant: str, revision: str) -> dict[str, Any]:
         invalidated_at=t(6),
         superseded_by=maya.id,
     )
-    entities = [maya, strasse, acme, sisyphus, old_maya]
+    dash = Entity(  # its name key is "" (nothing alphanumeric)
+        id=_id(tenant, "dash"),
+        name="—",
+        entity_type="thing",
+        provenance=prov(6),
+        created_at=t(6),
+        updated_at=t(6),
+    )
+    entities = [maya, strasse, acme, sisyphus, old_maya, dash]
 
     relationships = [
         Relationship(
@@ -312,6 +320,7 @@ def world(tenant: str, revision: str) -> dict[str, Any]:
             access_count=2_000_000_000,
             last_accessed_at=t(61),
         ),
+        fact("f7", "The and of a", 32, embedding=None),  # no tokens at all
     ]
     themes = [
         Theme(
@@ -766,7 +775,8 @@ async def test_populated_database_upgrades_to_what_the_current_library_writes(
 
 async def test_upgrade_head_twice_is_a_no_op(pg_databases: Any) -> None:
     """A second ``upgrade head`` (every replica of a deploy runs it) changes nothing: not
-    the data, not the catalog (columns, indexes, triggers, policies, functions)."""
+    the data, not the catalog (columns, indexes, triggers, policies, functions), and it
+    does not wait for the application's open transactions."""
     from cycgraph_memory.postgres import create_engine_from_dsn, upgrade
 
     catalog = text(
@@ -791,7 +801,17 @@ async def test_upgrade_head_twice_is_a_no_op(pg_databases: Any) -> None:
         async with engine.connect() as conn:
             before = (await conn.execute(catalog)).all()
         data = await dump(engine)
-        await upgrade(engine)
+        # The serving application holds row locks in an open transaction: a replica's
+        # start-up `upgrade head` at head takes no table lock, so it does not wait for it.
+        busy = create_engine_from_dsn(engine.url)
+        try:
+            async with busy.connect() as conn:
+                await conn.execute(text("SELECT set_config('cycgraph.tenant_id', 'acme', false)"))
+                await conn.execute(text("UPDATE facts SET access_count = access_count"))
+                await asyncio.wait_for(upgrade(engine), timeout=30)
+                await conn.rollback()
+        finally:
+            await busy.dispose()
         async with engine.connect() as conn:
             after = (await conn.execute(catalog)).all()
         assert after == before
@@ -860,7 +880,7 @@ async def test_row_level_security_isolates_tenants_of_an_upgraded_database(
             store = PostgresMemoryStore(app, tenant_id=tenant)
             index = PostgresMemoryIndex(app, tenant_id=tenant)
             hits = await index.text_search_facts("deploy rollback Straße", limit=20)
-            assert {h.item.id for h in hits} <= {_id(tenant, f"f{i}") for i in range(1, 7)}
+            assert {h.item.id for h in hits} <= {_id(tenant, f"f{i}") for i in range(1, 8)}
             assert hits
             keys = await store.find_entities_by_name_keys([("strasse logistik", "organization")])
             assert [e.id for e in keys] == [_id(tenant, "strasse")]
