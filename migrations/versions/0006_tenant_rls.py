@@ -13,7 +13,9 @@ Create Date: 2026-12-02
   ``BYPASSRLS`` are exempt (Postgres rule); connect the application as an ordinary role
   (README, "Security model"). Tables created by LATER revisions need their own policy.
 * ``episode_messages`` gets ``UNIQUE (tenant_id, id)``: a message is stored once per tenant,
-  whatever the interleaving of concurrent ingests.
+  whatever the interleaving of concurrent ingests. A database holding one message id in two
+  episodes of a tenant is refused with ``DuplicateRecordError`` (nothing changed; the
+  message gives the query that lists them).
 """
 
 from __future__ import annotations
@@ -61,7 +63,11 @@ def upgrade() -> None:
         )
     ).scalar_one()
     if duplicates:
-        raise RuntimeError(
+        # A typed library error (not a bare RuntimeError): ``cycgraph-memory db upgrade``
+        # reports it as one line; the transaction rolls back, the schema stays at 0005.
+        from cycgraph_memory.errors import DuplicateRecordError
+
+        raise DuplicateRecordError(
             f"{duplicates} message ids are stored in more than one episode of a tenant; "
             "delete the extra copies (SELECT tenant_id, id FROM episode_messages GROUP BY "
             "tenant_id, id HAVING count(*) > 1) before upgrading"

@@ -34,7 +34,7 @@ The changes are catalog updates (no table rewrite, no long lock): rows written f
 keep their vector inline. Rows already stored keep theirs in the TOAST table until they
 are rewritten, and pages already full stay full; ``VACUUM FULL themes`` / ``VACUUM FULL
 facts`` (or ``pg_repack``) rewrites them, during a maintenance window (it locks the
-table). The downgrade restores ``EXTERNAL`` and the default fill factor.
+table). The downgrade restores ``EXTERNAL`` and revision 0004's fill factor (80).
 """
 
 from __future__ import annotations

@@ -70,10 +70,17 @@ def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
 
 
 def _exit_code(exc: BaseException) -> int:
-    from cycgraph_memory.errors import SchemaNotReadyError, StorageError
+    from cycgraph_memory.errors import (
+        DuplicateRecordError,
+        IntegrityViolationError,
+        SchemaNotReadyError,
+        StorageError,
+    )
 
     if isinstance(exc, SchemaNotReadyError):
         return EXIT_SCHEMA
+    if isinstance(exc, DuplicateRecordError | IntegrityViolationError):
+        return EXIT_ERROR  # refused by the stored data (a constraint), not unreachable
     if isinstance(exc, StorageError | ConnectionError):
         return EXIT_DATABASE
     return EXIT_ERROR
