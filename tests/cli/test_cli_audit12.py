@@ -153,43 +153,41 @@ def test_the_db_commands_refuse_the_in_memory_store_saying_why(args: list[str]) 
     assert "unsupported DSN driver" not in line
 
 
+_NO_CLI_EXTRA = "import sys; sys.modules['typer'] = None\n"  # the cli extra is not installed
+_ONE_LINE = "error: typer is not installed; install it with pip install 'cycgraph-memory[cli]'\n"
+
+
+def _without_cli_extra(code: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter where ``import typer`` fails."""
+    return subprocess.run(
+        [sys.executable, "-c", _NO_CLI_EXTRA + code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 def test_the_console_script_without_the_cli_extra_is_one_error_line() -> None:
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert 'cycgraph-memory = "cycgraph_memory._console:main"' in pyproject
-    code = (
-        "import sys; sys.modules['typer'] = None\n"  # the cli extra is not installed
-        "from cycgraph_memory._console import main\n"
-        "raise SystemExit(main(['stats']))\n"
+    done = _without_cli_extra(
+        "from cycgraph_memory._console import main\nraise SystemExit(main(['stats']))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 1, done.stderr
-    assert done.stdout == ""
-    assert done.stderr == (
-        "error: typer is not installed; install it with pip install 'cycgraph-memory[cli]'\n"
-    )
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", _ONE_LINE)
 
 
 def test_python_dash_m_without_the_cli_extra_is_one_error_line() -> None:
-    code = (
-        "import runpy, sys; sys.modules['typer'] = None\n"  # the cli extra is not installed
+    done = _without_cli_extra(
+        "import runpy\n"
         "sys.argv = ['cycgraph-memory', 'stats']\n"
         "runpy.run_module('cycgraph_memory.cli', run_name='__main__', alter_sys=True)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 1, done.stderr
-    assert done.stdout == ""
-    assert done.stderr == (
-        "error: typer is not installed; install it with pip install 'cycgraph-memory[cli]'\n"
-    )
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", _ONE_LINE)
 
 
 def test_the_cli_app_without_the_cli_extra_raises_missing_extra() -> None:
-    code = (
-        "import sys; sys.modules['typer'] = None\n"
+    done = _without_cli_extra(
         "import cycgraph_memory.cli as cli\n"  # importing the package itself works
         "from cycgraph_memory.errors import MissingExtraError\n"
         "try:\n"
@@ -197,11 +195,7 @@ def test_the_cli_app_without_the_cli_extra_raises_missing_extra() -> None:
         "except MissingExtraError as exc:\n"
         "    print(type(exc).__name__, exc.extra)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == "MissingExtraError cli\n"
+    assert (done.returncode, done.stdout) == (0, "MissingExtraError cli\n"), done.stderr
 
 
 def test_the_console_script_runs_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
