@@ -872,6 +872,7 @@ async def test_an_index_rebuild_cancelled_anywhere_leaves_the_index_as_it_was(
     assert await index_view(index) == await index_view(fresh)
 
 
+@pytest.mark.parametrize("backend", ["postgres"])  # in memory a commit never awaits
 async def test_an_ingest_whose_commit_reply_is_lost_keeps_the_pipelines_theme_view(
     worlds: Callable[[], World], monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
@@ -882,8 +883,6 @@ async def test_an_ingest_whose_commit_reply_is_lost_keeps_the_pipelines_theme_vi
     the next ingest clustered against them. Now the view is read again from the store."""
     from cycgraph_memory.hierarchy._theme_candidates import ThemeNeighbours
 
-    if backend == "memory":
-        pytest.skip("the in-memory unit of work commits without awaiting")
     counting, other = Cut(0, "count"), worlds()  # where the ingest's COMMIT is
     await _seed_ingested(other)
     with monkeypatch.context() as m:
@@ -915,6 +914,7 @@ async def test_an_ingest_whose_commit_reply_is_lost_keeps_the_pipelines_theme_vi
         assert view.search(theme.embedding, 100, None) == fresh.search(theme.embedding, 100, None)
 
 
+@pytest.mark.parametrize("backend", ["postgres"])  # the in-memory rollback never awaits
 @pytest.mark.parametrize("name", ["ingest", "consolidate", "purge", "gate-pass", "memory-forget"])
 async def test_a_second_cancellation_during_the_rollback_leaks_nothing(
     name: str, worlds: Callable[[], World], monkeypatch: pytest.MonkeyPatch, backend: str
@@ -923,8 +923,6 @@ async def test_a_second_cancellation_during_the_rollback_leaks_nothing(
     cancellation lands while the first one's rollback is in flight. The connection still
     goes back to the pool, no session stays idle in a transaction, nothing is written and
     the operation runs again at once."""
-    if backend == "memory":
-        pytest.skip("the in-memory rollback never awaits")
     from sqlalchemy.ext.asyncio import AsyncSession
 
     scn = SCENARIOS[name]
@@ -1058,6 +1056,7 @@ async def test_a_pass_cancelled_while_it_waits_for_a_lock_leaves_no_trace(
         await check_index_agrees(w, f"{name} run again")
 
 
+@pytest.mark.parametrize("backend", ["postgres"])  # the in-memory index has no HNSW index
 async def test_an_import_cancelled_while_it_rebuilds_the_vector_indexes_rebuilds_them(
     worlds: Callable[[], World], monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
@@ -1067,8 +1066,6 @@ async def test_an_import_cancelled_while_it_rebuilds_the_vector_indexes_rebuilds
     indexes stayed dropped for good (every vector search of every tenant an exact scan,
     and no later deferral knew them any more). The build is now shielded: the caller gets
     its ``CancelledError`` and the indexes are all back once the build finishes."""
-    if backend == "memory":
-        pytest.skip("Postgres only: the in-memory index has no HNSW index")
     from sqlalchemy import text
     from sqlalchemy.ext.asyncio import AsyncConnection
 
