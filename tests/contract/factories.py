@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pydantic import BaseModel
+
 from cycgraph_memory.records import (
     Entity,
     Episode,
@@ -189,3 +191,23 @@ async def store_cited(store: Any, facts: Iterable[SemanticFact]) -> None:
         episodes=[p for f in facts for p in f.source_episode_ids],
         themes=[f.theme_id for f in facts if f.theme_id is not None],
     )
+
+
+def stable(value: Any, since: datetime, *, float_digits: int | None = None) -> Any:
+    """``value`` (records, dicts, lists) with every time at or after ``since`` as "now".
+
+    Two runs made at different moments stamp different ``created_at`` / ``updated_at``;
+    everything else must be equal. With ``float_digits``, every float is rounded to that
+    many decimals (for values the database sums in row order, such as the ledger's means).
+    """
+    if float_digits is not None and isinstance(value, float):
+        return round(value, float_digits)
+    if isinstance(value, BaseModel):
+        return stable(value.model_dump(), since, float_digits=float_digits)
+    if isinstance(value, dict):
+        return {k: stable(v, since, float_digits=float_digits) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [stable(v, since, float_digits=float_digits) for v in value]
+    if isinstance(value, datetime) and value >= since:
+        return "now"
+    return value

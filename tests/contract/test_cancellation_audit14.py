@@ -62,7 +62,6 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from pydantic import BaseModel
 
 from cycgraph_memory import ConflictDetector, EntityResolver, Memory, MemoryConsolidator
 from cycgraph_memory.demo import load_sample_messages
@@ -75,6 +74,7 @@ from cycgraph_memory.records import GateAuditEntry, RunOutcome, SearchOptions
 from cycgraph_memory.retention import evaluate_retention
 
 from .factories import EMBED_DIM, at, make_entity, make_fact, unit
+from .factories import stable as stable_times
 from .test_consolidation_atomicity import seed as seed_passes
 
 SKIP = frozenset({"transaction", "exclusive", "read_scope", "clear", "rebuild"})
@@ -167,17 +167,7 @@ def stable(value: Any, since: datetime) -> Any:
     float rounded to 12 decimals: Postgres sums ``avg`` / ``var_samp`` in the order it reads
     the rows, and a cancelled statement's dead row can change that order, so two equal
     ledgers may give a mean that differs in its last bit."""
-    if isinstance(value, float):
-        return round(value, 12)
-    if isinstance(value, BaseModel):
-        return stable(value.model_dump(), since)
-    if isinstance(value, dict):
-        return {k: stable(v, since) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [stable(v, since) for v in value]
-    if isinstance(value, datetime) and value >= since:
-        return "now"
-    return value
+    return stable_times(value, since, float_digits=12)
 
 
 async def state(w: World, since: datetime) -> dict[str, Any]:

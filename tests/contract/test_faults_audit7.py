@@ -30,7 +30,6 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from pydantic import BaseModel
 
 from cycgraph_memory.demo import load_sample_messages
 from cycgraph_memory.embeddings.hashing import HashingEmbeddingProvider
@@ -49,6 +48,7 @@ from .factories import (
     make_fact,
     make_relationship,
     make_theme,
+    stable,
     unit,
 )
 
@@ -117,23 +117,6 @@ async def snapshot(store: Any) -> dict[str, Any]:
         "settings": await store.get_tenant_setting("theme-calibration")
         if hasattr(store, "get_tenant_setting") else None,
     }
-
-
-def stable(value: Any, since: datetime) -> Any:
-    """``value`` (records, dicts, lists) with every time at or after ``since`` as "now".
-
-    Two runs made at different moments stamp different ``created_at`` / ``updated_at``;
-    everything else must be equal.
-    """
-    if isinstance(value, BaseModel):
-        return stable(value.model_dump(), since)
-    if isinstance(value, dict):
-        return {k: stable(v, since) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [stable(v, since) for v in value]
-    if isinstance(value, datetime) and value >= since:
-        return "now"
-    return value
 
 
 def _pipeline(store: Any, index: Any = None) -> MemoryPipeline:
