@@ -27,6 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from cycgraph_memory._exclusive import THEMES_LOCK, exclusive_passes
+from cycgraph_memory._primary import primary_reads
 from cycgraph_memory._validate import (
     check_bool,
     keyword_options,
@@ -473,7 +474,11 @@ class MemoryPipeline:
         for message in batch:
             if message.id not in in_flight:
                 unique.setdefault(message.id, message)
-        stored = await self.store.get_messages(list(unique)) if unique else {}
+        # On the primary: a lagging read engine may still hold a message erased since,
+        # and the message would be skipped as stored (the check under the lock only
+        # looks again at the messages found fresh here).
+        with primary_reads(self.store):
+            stored = await self.store.get_messages(list(unique)) if unique else {}
         fresh = [m for m in unique.values() if m.id not in stored]
         if not fresh:
             return prepared

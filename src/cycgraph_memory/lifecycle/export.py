@@ -37,6 +37,7 @@ from typing import IO, Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import from_json
 
+from cycgraph_memory._primary import primary_reads
 from cycgraph_memory._validate import check_bool
 from cycgraph_memory.errors import DanglingReferenceError, InvalidInputError, InvalidTypeError
 from cycgraph_memory.records import (
@@ -687,5 +688,8 @@ async def _import(
         )
     await _flush(store, index, pending_kind or "entity", pending, held, themes)
     if themes and hasattr(store, "write_batch"):
-        await _check_themes(store, themes)
+        # On the primary: the themes were just written there (a non-atomic import
+        # committed them), a lagging read engine may not have them yet.
+        with primary_reads(store):
+            await _check_themes(store, themes)
     return ImportReport(counts=counts, version=parser.version)
