@@ -470,17 +470,19 @@ class ConflictDetector:
         self,
         decisions: list[tuple[Conflict, Literal["keep_a", "keep_b", "skipped"], str]],
     ) -> ConflictResolutionReport:
-        async with exclusive_passes(self.store, "conflict-resolution", FACTS_LOCK):
-            plan = await self._plan(decisions, themes=False)
-            # The themes of the losers are planned and written under the themes lock, taken
-            # before any write (an ingest holding it may rewrite the losers' rows); the
-            # plan is made again under it (an ingest may have moved a loser's theme).
-            async with themes_lock_for(self.store, _facts_of(plan)) as themed:
-                if themed:
-                    plan = await self._plan(decisions, themes=False)
-                plan.mutations.extend(await self._theme_repairs(_facts_of(plan)))
-                await apply_mutations(self.store, plan.mutations)
-        sync_index(self.index, plan.mutations)
+        with span("cycgraph.resolve_conflicts", tenant=tenant_of(self.store)) as sp:
+            async with exclusive_passes(self.store, "conflict-resolution", FACTS_LOCK):
+                plan = await self._plan(decisions, themes=False)
+                # The themes of the losers are planned and written under the themes lock, taken
+                # before any write (an ingest holding it may rewrite the losers' rows); the
+                # plan is made again under it (an ingest may have moved a loser's theme).
+                async with themes_lock_for(self.store, _facts_of(plan)) as themed:
+                    if themed:
+                        plan = await self._plan(decisions, themes=False)
+                    plan.mutations.extend(await self._theme_repairs(_facts_of(plan)))
+                    await apply_mutations(self.store, plan.mutations)
+            sync_index(self.index, plan.mutations)
+            sp.set(rows=len(plan.mutations))
         report = plan.report
         assert report is not None
         _log.info("conflict resolution: %d resolved, %d skipped", report.resolved, report.skipped)

@@ -40,6 +40,7 @@ from pydantic_core import from_json
 from cycgraph_memory._primary import primary_reads
 from cycgraph_memory._validate import check_bool
 from cycgraph_memory.errors import DanglingReferenceError, InvalidInputError, InvalidTypeError
+from cycgraph_memory.observability import traced
 from cycgraph_memory.records import (
     Entity,
     EntityFilter,
@@ -317,6 +318,7 @@ def _finish(handle: IO[str], staged: tuple[str, str] | None, ok: bool) -> None:
             os.unlink(temp)
 
 
+@traced("cycgraph.export", lambda report: {"rows": sum(report.counts.values())})
 async def export(
     store: Any,
     destination: str | os.PathLike[str] | IO[str],
@@ -396,6 +398,7 @@ def _read_chunks(source: IO[str], size: int) -> Iterator[list[str]]:
         yield chunk
 
 
+@traced("cycgraph.import", lambda report: {"rows": sum(report.counts.values())})
 async def import_(
     store: Any,
     source: str | os.PathLike[str] | IO[str],

@@ -43,6 +43,7 @@ from cycgraph_memory.errors import (
     ProviderError,
 )
 from cycgraph_memory.hierarchy.calibration import DEFAULT_THEME_SIZE, refit_theme_calibration
+from cycgraph_memory.observability import traced
 from cycgraph_memory.progress import check_progress
 from cycgraph_memory.records import EntityFilter, Episode, FactFilter, ListOptions
 
@@ -129,6 +130,7 @@ class _Embedder:
         return [list(map(float, v)) for v in out]
 
 
+@traced("cycgraph.reembed", lambda report: {"rows": sum(report.counts.values())})
 async def reembed(
     store: Any,
     provider: Any,
