@@ -311,3 +311,15 @@ async def test_a_replica_that_is_down_fails_reads_with_a_typed_error(
             assert (await store.get_fact(kept.id)) == kept
     finally:
         await down.dispose()
+
+
+async def test_detect_conflicts_reads_the_primary_only_when_it_resolves(world: World) -> None:
+    from cycgraph_memory import ConflictDetector
+
+    await world.on_replica.put_facts([fact("Ada writes poems")])
+    world.replica.take()
+    await ConflictDetector(world.store).detect_conflicts()
+    assert world.replica.take(), "a read-only detection reads the replica (documented)"
+    world.primary.take()
+    await ConflictDetector(world.store, auto_resolve_supersession=True).detect_conflicts()
+    assert world.replica.take() == [], "what it resolves is read on the primary"

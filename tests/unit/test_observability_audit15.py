@@ -33,6 +33,7 @@ from cycgraph_memory import (
     HashingEmbeddingProvider,
     InMemoryOutcomeLedger,
     Memory,
+    ProgressEvent,
     evaluate_retention,
     export,
     import_,
@@ -317,3 +318,16 @@ async def test_postgres_statement_counts_do_not_cross_between_concurrent_tasks(
         assert inner.attributes["cycgraph.rows"] == sum(erased.counts().values()) > 0
         assert inner.attributes["cycgraph.statement_count"] > 0
     assert no_content(spans) == []
+
+
+async def test_bug_detect_conflicts_ends_its_compare_stage_without_pairs() -> None:
+    # Before: no pair to compare sent no "compare" event, so the last event was the
+    # load's (total unknown) and a progress bar never reached its end.
+    async with await Memory.open("memory://", tenant="acme", embedding_dim=16) as memory:
+        await memory.add([{"role": "user", "content": "Uma Rao owns the search API."}])
+        events: list[ProgressEvent] = []
+        found = await ConflictDetector(memory.store).detect_conflicts(progress=events.append)
+    assert found == []
+    assert [(e.stage, e.total) for e in events][-1] == ("compare", 0)
+    assert events[-1].done == 0 and events[-1].fraction == 1.0
+    assert [e.stage for e in events] == ["load"] * (len(events) - 1) + ["compare"]

@@ -46,6 +46,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_passes
+from cycgraph_memory._primary import primary_reads
 from cycgraph_memory._validate import check_bool, instance_of, instances_of, keyword_options
 from cycgraph_memory.consolidation._common import (
     check_batch_size,
@@ -228,11 +229,15 @@ class ConflictDetector:
         compared).
         """
         with span("cycgraph.detect_conflicts", tenant=tenant_of(self.store)) as sp:
-            pool = (
-                instances_of(facts, SemanticFact, "facts")
-                if facts is not None
-                else await self._load(progress)
-            )
+            if facts is not None:
+                pool = instances_of(facts, SemanticFact, "facts")
+            elif self.auto_resolve_supersession:
+                # What is found here is then written: read the primary, not a lagging
+                # read engine.
+                with primary_reads(self.store):
+                    pool = await self._load(progress)
+            else:
+                pool = await self._load(progress)
             conflicts = self._detect(pool, progress)
             sp.set(rows=len(pool), conflicts=len(conflicts))
         if self.auto_resolve_supersession:
@@ -269,6 +274,8 @@ class ConflictDetector:
         tokens = [words(f.content) for f in ordered]
         units = [_unit(f.embedding) for f in ordered]
         out: list[Conflict] = []
+        if not pairs:  # the stage still ends: a progress bar reaches its total
+            report_progress(progress, "detect-conflicts", 0, 0, "compare")
         every = max(1, len(pairs) // 100)
         for done, (i, j) in enumerate(sorted(pairs), 1):
             if done % every == 0 or done == len(pairs):
