@@ -331,3 +331,26 @@ async def test_bug_detect_conflicts_ends_its_compare_stage_without_pairs() -> No
     assert [(e.stage, e.total) for e in events][-1] == ("compare", 0)
     assert events[-1].done == 0 and events[-1].fraction == 1.0
     assert [e.stage for e in events] == ["load"] * (len(events) - 1) + ["compare"]
+
+
+@pytest.mark.postgres
+async def test_postgres_bulk_import_opens_a_span(spans: Any, audit_dsn: str) -> None:
+    from cycgraph_memory import Provenance, SemanticFact
+    from cycgraph_memory.postgres import PostgresMemoryStore, bulk_import, create_engine_from_dsn
+
+    engine = create_engine_from_dsn(audit_dsn, pool_size=2)
+    store = PostgresMemoryStore(engine, tenant_id=f"t_{secrets.token_hex(5)}")
+    facts = [
+        SemanticFact(content=f"{SECRETS[0]} {i}", provenance=Provenance(source="agent"))
+        for i in range(3)
+    ]
+    try:
+        spans.clear()
+        report = await bulk_import(store, facts=facts)
+        [span] = finished(spans, "cycgraph.bulk_import")
+        assert span.attributes["cycgraph.tenant"] == store.tenant_id
+        assert span.attributes["cycgraph.rows"] == sum(report.counts.values()) == 3
+        assert no_content(spans) == []
+    finally:
+        await store.clear()
+        await engine.dispose()
