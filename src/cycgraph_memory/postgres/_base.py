@@ -8,7 +8,8 @@ it. Objects on different binds never share a transaction.
 
 Reads can go to another engine (``read_engine=``, e.g. a streaming replica): retrieval,
 searches and listings run there, unless the task has a unit of
-work open on the primary bind, which they join (read-your-writes). Writes, units of work and
+work open on the primary bind, which they join (read-your-writes), or is inside
+``reads_on_primary()`` (reads that decide a write). Writes, units of work and
 advisory locks always use the primary bind.
 
 Every transaction also carries the tenant as the transaction-local setting
