@@ -323,3 +323,40 @@ async def test_detect_conflicts_reads_the_primary_only_when_it_resolves(world: W
     world.primary.take()
     await ConflictDetector(world.store, auto_resolve_supersession=True).detect_conflicts()
     assert world.replica.take() == [], "what it resolves is read on the primary"
+
+
+async def test_the_passes_that_write_read_nothing_from_the_replica(world: World) -> None:
+    from cycgraph_memory import (
+        EntityResolver,
+        Memory,
+        MemoryConsolidator,
+        evaluate_retention,
+        purge,
+    )
+    from cycgraph_memory.postgres import PostgresOutcomeLedger
+
+    # The replica holds a stale copy that would change every decision if it were read.
+    await world.on_replica.put_facts(
+        [fact("Ada writes poems", tags=["lesson", "candidate"]) for _ in range(3)]
+    )
+    ledger = PostgresOutcomeLedger(world.primary.engine, tenant_id=world.store.tenant_id)
+    memory = Memory(
+        world.store,
+        world.index,
+        embedder=HashingEmbeddingProvider(dimensions=DIM),
+        ledger=ledger,
+        tenant=world.store.tenant_id,
+    )
+    world.replica.take()
+    report = await memory.add([{"role": "user", "content": "Lin Wu owns the build farm."}])
+    assert report.fact_ids
+    fid = await memory.remember("Pin the compiler version", idempotency_key="k1")
+    await EntityResolver(world.store, index=world.index).resolve()
+    await MemoryConsolidator(world.store, world.index).consolidate()
+    await evaluate_retention(world.store, ledger)
+    assert await memory.remember("Pin the compiler version", idempotency_key="k1") == fid
+    await memory.forget([fid])
+    await purge(world.store, index=world.index, ledger=ledger, run_id="nobody", dry_run=True)
+    await memory.erase(run_id="nobody")
+    assert world.replica.take() == []
+    await ledger.clear()
