@@ -530,21 +530,24 @@ class Memory:
             pydantic.ValidationError: Out-of-range ``limit`` / ``max_hops``.
         """
         self._check_open()
-        if mode is not None and mode not in ("vector", "text", "hybrid"):
-            # Before the span opens: its cycgraph.mode attribute must be a mode, never
-            # whatever text was passed in its place.
-            raise InvalidInputError(f"mode must be 'vector', 'text' or 'hybrid', got {mode!r}")
-        query: dict[str, Any] = {
-            "text": text,
-            "limit": limit,
-            "max_hops": max_hops,
-            "valid_at": valid_at,
-            "include_invalidated": include_invalidated,
-            "tags": string_list(tags or [], "tags"),
-        }
-        if min_similarity is not None:
-            query["min_similarity"] = min_similarity
-        with span("cycgraph.memory.search", tenant=self.tenant, mode=mode) as sp:
+        # Every call has its span, a refused one too (error status, the error's type only).
+        with span("cycgraph.memory.search", tenant=self.tenant) as sp:
+            if mode is not None and mode not in ("vector", "text", "hybrid"):
+                raise InvalidInputError(
+                    f"mode must be 'vector', 'text' or 'hybrid', got {mode!r}"
+                )
+            # Set once checked: cycgraph.mode is a mode, never what was passed in its place.
+            sp.set(mode=mode)
+            query: dict[str, Any] = {
+                "text": text,
+                "limit": limit,
+                "max_hops": max_hops,
+                "valid_at": valid_at,
+                "include_invalidated": include_invalidated,
+                "tags": string_list(tags or [], "tags"),
+            }
+            if min_similarity is not None:
+                query["min_similarity"] = min_similarity
             if entity is not None:
                 query["entity_ids"] = [e.id for e in await self._entities_named(entity)]
                 if text is not None:
@@ -631,24 +634,28 @@ class Memory:
                 written.
         """
         self._check_open()
-        if isinstance(fact, str) and not fact.strip():
-            raise InvalidInputError(
-                f"fact must not be blank (empty or only whitespace), got {fact!r}; nothing written"
+        with span("cycgraph.memory.remember", tenant=self.tenant) as sp:
+            if isinstance(fact, str) and not fact.strip():
+                raise InvalidInputError(
+                    "fact must not be blank (empty or only whitespace), "
+                    f"got {fact!r}; nothing written"
+                )
+            given = string_list(tags, "tags")
+            candidate = check_bool(candidate, "candidate")
+            # The ids :meth:`add` accepts, no others: an empty run id is no run.
+            _IngestOptions(run_id=run_id, agent_id=agent_id)
+            all_tags = list(dict.fromkeys([*given, *([_CANDIDATE_TAG] if candidate else [])]))
+            provenance = {"source": "agent", "run_id": run_id, "agent_id": agent_id}
+            raw = {
+                "content": fact,
+                "tags": all_tags,
+                "provenance": {k: v for k, v in provenance.items() if v is not None},
+            }
+            options = (
+                {"idempotency_key": idempotency_key} if idempotency_key is not None else None
             )
-        given = string_list(tags, "tags")
-        candidate = check_bool(candidate, "candidate")
-        # The ids :meth:`add` accepts, no others: an empty run id is no run.
-        _IngestOptions(run_id=run_id, agent_id=agent_id)
-        all_tags = list(dict.fromkeys([*given, *([_CANDIDATE_TAG] if candidate else [])]))
-        provenance = {"source": "agent", "run_id": run_id, "agent_id": agent_id}
-        raw = {
-            "content": fact,
-            "tags": all_tags,
-            "provenance": {k: v for k, v in provenance.items() if v is not None},
-        }
-        options = {"idempotency_key": idempotency_key} if idempotency_key is not None else None
-        with span("cycgraph.memory.remember", tenant=self.tenant, rows=1):
             written = await self._write([raw], options)
+            sp.set(rows=1)
         return uuid.UUID(written["fact_ids"][0])
 
     async def forget(
@@ -675,10 +682,10 @@ class Memory:
             InvalidTypeError: ``erase`` is not a real ``bool``.
         """
         self._check_open()
-        ids = _ids(fact_ids)
-        if check_bool(erase, "erase"):
-            return await self._erase(ids)
         with span("cycgraph.memory.forget", tenant=self.tenant) as sp:
+            ids = _ids(fact_ids)
+            if check_bool(erase, "erase"):
+                return await self._erase(ids)
             async with exclusive_passes(self.store, "forget", FACTS_LOCK):
                 found = await self.store.get_facts(ids)
                 live = [found[i] for i in ids if i in found and found[i].invalidated_by is None]

@@ -28,12 +28,13 @@ that is the application's choice. Logging is separate: every module logs to
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 __all__ = [
     "ATTRIBUTE_PREFIX",
@@ -42,12 +43,16 @@ __all__ = [
     "otel_available",
     "span",
     "tenant_of",
+    "traced",
 ]
 
 _log = logging.getLogger(__name__)
 
 ATTRIBUTE_PREFIX = "cycgraph."
 """Prefix of every attribute name the library sets on its spans."""
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _STATEMENTS: ContextVar[tuple[list[int], ...]] = ContextVar(
     "cycgraph_span_statements", default=()
@@ -200,3 +205,27 @@ def _record_error(otel_span: Any, exc: BaseException) -> None:
     )
     otel_span.add_event("exception", {"exception.type": qualified})
     otel_span.set_status(_trace_api.Status(_trace_api.StatusCode.ERROR, kind.__name__))
+
+
+def traced(
+    name: str, attributes: Callable[[Any], dict[str, Any]]
+) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Coroutine[Any, Any, R]]]:
+    """Run a coroutine function inside :func:`span` ``name`` (a maintenance entry point).
+
+    The span carries ``cycgraph.tenant`` of the first argument (the store) and, when the
+    call returns, the attributes ``attributes(result)`` gives (counts, never content). A
+    call that raises, argument checks included, ends the span with an error status.
+    """
+
+    def wrap(function: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
+        @functools.wraps(function)
+        async def run(*args: P.args, **kwargs: P.kwargs) -> R:
+            with span(name, tenant=tenant_of(args[0]) if args else None) as handle:
+                result = await function(*args, **kwargs)
+                if handle.recording:
+                    handle.set(**attributes(result))
+            return result
+
+        return run
+
+    return wrap

@@ -46,6 +46,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_passes
+from cycgraph_memory._primary import primary_reads
 from cycgraph_memory._validate import check_bool, instance_of, instances_of, keyword_options
 from cycgraph_memory.consolidation._common import (
     check_batch_size,
@@ -228,11 +229,15 @@ class ConflictDetector:
         compared).
         """
         with span("cycgraph.detect_conflicts", tenant=tenant_of(self.store)) as sp:
-            pool = (
-                instances_of(facts, SemanticFact, "facts")
-                if facts is not None
-                else await self._load(progress)
-            )
+            if facts is not None:
+                pool = instances_of(facts, SemanticFact, "facts")
+            elif self.auto_resolve_supersession:
+                # What is found here is then written: read the primary, not a lagging
+                # read engine.
+                with primary_reads(self.store):
+                    pool = await self._load(progress)
+            else:
+                pool = await self._load(progress)
             conflicts = self._detect(pool, progress)
             sp.set(rows=len(pool), conflicts=len(conflicts))
         if self.auto_resolve_supersession:
@@ -269,6 +274,8 @@ class ConflictDetector:
         tokens = [words(f.content) for f in ordered]
         units = [_unit(f.embedding) for f in ordered]
         out: list[Conflict] = []
+        if not pairs:  # the stage still ends: a progress bar reaches its total
+            report_progress(progress, "detect-conflicts", 0, 0, "compare")
         every = max(1, len(pairs) // 100)
         for done, (i, j) in enumerate(sorted(pairs), 1):
             if done % every == 0 or done == len(pairs):
@@ -470,17 +477,19 @@ class ConflictDetector:
         self,
         decisions: list[tuple[Conflict, Literal["keep_a", "keep_b", "skipped"], str]],
     ) -> ConflictResolutionReport:
-        async with exclusive_passes(self.store, "conflict-resolution", FACTS_LOCK):
-            plan = await self._plan(decisions, themes=False)
-            # The themes of the losers are planned and written under the themes lock, taken
-            # before any write (an ingest holding it may rewrite the losers' rows); the
-            # plan is made again under it (an ingest may have moved a loser's theme).
-            async with themes_lock_for(self.store, _facts_of(plan)) as themed:
-                if themed:
-                    plan = await self._plan(decisions, themes=False)
-                plan.mutations.extend(await self._theme_repairs(_facts_of(plan)))
-                await apply_mutations(self.store, plan.mutations)
-        sync_index(self.index, plan.mutations)
+        with span("cycgraph.resolve_conflicts", tenant=tenant_of(self.store)) as sp:
+            async with exclusive_passes(self.store, "conflict-resolution", FACTS_LOCK):
+                plan = await self._plan(decisions, themes=False)
+                # The themes of the losers are planned and written under the themes lock, taken
+                # before any write (an ingest holding it may rewrite the losers' rows); the
+                # plan is made again under it (an ingest may have moved a loser's theme).
+                async with themes_lock_for(self.store, _facts_of(plan)) as themed:
+                    if themed:
+                        plan = await self._plan(decisions, themes=False)
+                    plan.mutations.extend(await self._theme_repairs(_facts_of(plan)))
+                    await apply_mutations(self.store, plan.mutations)
+            sync_index(self.index, plan.mutations)
+            sp.set(rows=len(plan.mutations))
         report = plan.report
         assert report is not None
         _log.info("conflict resolution: %d resolved, %d skipped", report.resolved, report.skipped)

@@ -315,8 +315,10 @@ class MemoryConsolidator:
             with span("cycgraph.consolidate", tenant=tenant_of(self.store)) as sp:
                 plan = await self.plan(progress=progress)
                 await apply_mutations(self.store, plan.mutations)
+                # Before the commit (and the index sync): a callback that raises on the
+                # last event rolls the pass back like any other error.
+                report_progress(progress, "consolidate", 6, 6, "write")
                 sp.set(rows=len(plan.mutations))
-        report_progress(progress, "consolidate", 6, 6, "write")
         sync_index(self.index, plan.mutations)
         assert plan.report is not None
         if self.debug:

@@ -27,6 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from cycgraph_memory._exclusive import THEMES_LOCK, exclusive_passes
+from cycgraph_memory._primary import primary_reads
 from cycgraph_memory._validate import (
     check_bool,
     keyword_options,
@@ -386,10 +387,10 @@ class MemoryPipeline:
         )
         with span("cycgraph.ingest", tenant=tenant_of(self.store)) as sp:
             prepared = await self._prepare(messages, opts, in_flight=frozenset(), progress=progress)
-            report = await self._commit(prepared, opts)
+            # The "write" event is sent inside the unit of work, before it commits: a
+            # callback that raises on it rolls the ingest back like any other error.
+            report = await self._commit(prepared, opts, progress)
             sp.set(rows=len(report.fact_ids), messages=report.messages_ingested)
-        n = len(prepared.episodes)
-        report_progress(progress, "ingest", n, n, "write")
         return report
 
     async def ingest_many(
@@ -473,7 +474,11 @@ class MemoryPipeline:
         for message in batch:
             if message.id not in in_flight:
                 unique.setdefault(message.id, message)
-        stored = await self.store.get_messages(list(unique)) if unique else {}
+        # On the primary: a lagging read engine may still hold a message erased since,
+        # and the message would be skipped as stored (the check under the lock only
+        # looks again at the messages found fresh here).
+        with primary_reads(self.store):
+            stored = await self.store.get_messages(list(unique)) if unique else {}
         fresh = [m for m in unique.values() if m.id not in stored]
         if not fresh:
             return prepared
@@ -522,15 +527,28 @@ class MemoryPipeline:
         await self._embed(prepared.episodes, prepared.facts, prepared.entities)
         return prepared
 
-    async def _commit(self, prepared: _Prepared, opts: _IngestOptions) -> IngestReport:
+    async def _commit(
+        self,
+        prepared: _Prepared,
+        opts: _IngestOptions,
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
         """Write ``prepared`` (retried as a whole on deadlocks and lost connections)."""
         if not prepared.episodes:
+            report_progress(progress, "ingest", 0, 0, "write")
             return IngestReport(messages_skipped=prepared.received)
         return await call_with_retry(
-            lambda: self._commit_attempt(prepared.copy(), opts), self.retry, name="ingest"
+            lambda: self._commit_attempt(prepared.copy(), opts, progress),
+            self.retry,
+            name="ingest",
         )
 
-    async def _commit_attempt(self, prepared: _Prepared, opts: _IngestOptions) -> IngestReport:
+    async def _commit_attempt(
+        self,
+        prepared: _Prepared,
+        opts: _IngestOptions,
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
         """One :meth:`_commit_once`; on failure, forget the pipeline's theme view.
 
         When it raises, whether its transaction committed may be unknown (cancelled, or
@@ -538,13 +556,18 @@ class MemoryPipeline:
         the theme centroids is then read again from the store by the next ingest.
         """
         try:
-            return await self._commit_once(prepared, opts)
+            return await self._commit_once(prepared, opts, progress)
         except BaseException:
             if self._neighbours is not None:
                 self._neighbours = ThemeNeighbours()
             raise
 
-    async def _commit_once(self, prepared: _Prepared, opts: _IngestOptions) -> IngestReport:
+    async def _commit_once(
+        self,
+        prepared: _Prepared,
+        opts: _IngestOptions,
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
         """Check, cluster against the stored themes and write, in one exclusive transaction."""
         async with exclusive_passes(self.store, ENTITY_RESOLUTION_LOCK, THEMES_LOCK):
             # Inside the lock: a concurrent ingest may have stored some of these messages
@@ -562,6 +585,7 @@ class MemoryPipeline:
                 messages_skipped=prepared.received - sum(len(e.messages) for e in episodes)
             )
             if not episodes:
+                report_progress(progress, "ingest", 0, 0, "write")
                 return report
             facts, relinked = await self._split_stored_facts(facts)
             # Quarantined facts (an ingest of a failed or poisoned run, tagged
@@ -623,6 +647,9 @@ class MemoryPipeline:
             await self.store.put_facts([*facts, *remapped])
             if merged_away:
                 await self.store.put_themes(merged_away)
+            # Before the commit and before the index hears of the records: a callback
+            # that raises here leaves the store and the index unchanged.
+            report_progress(progress, "ingest", len(episodes), len(episodes), "write")
             # Inside the lock: the next ingest's kNN must see these themes.
             await self._sync_index(episodes, [*facts, *remapped], entities, touched, merged_away)
 

@@ -37,8 +37,10 @@ from typing import IO, Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import from_json
 
+from cycgraph_memory._primary import primary_reads
 from cycgraph_memory._validate import check_bool
 from cycgraph_memory.errors import DanglingReferenceError, InvalidInputError, InvalidTypeError
+from cycgraph_memory.observability import traced
 from cycgraph_memory.records import (
     Entity,
     EntityFilter,
@@ -316,6 +318,7 @@ def _finish(handle: IO[str], staged: tuple[str, str] | None, ok: bool) -> None:
             os.unlink(temp)
 
 
+@traced("cycgraph.export", lambda report: {"rows": sum(report.counts.values())})
 async def export(
     store: Any,
     destination: str | os.PathLike[str] | IO[str],
@@ -395,6 +398,7 @@ def _read_chunks(source: IO[str], size: int) -> Iterator[list[str]]:
         yield chunk
 
 
+@traced("cycgraph.import", lambda report: {"rows": sum(report.counts.values())})
 async def import_(
     store: Any,
     source: str | os.PathLike[str] | IO[str],
@@ -687,5 +691,8 @@ async def _import(
         )
     await _flush(store, index, pending_kind or "entity", pending, held, themes)
     if themes and hasattr(store, "write_batch"):
-        await _check_themes(store, themes)
+        # On the primary: the themes were just written there (a non-atomic import
+        # committed them), a lagging read engine may not have them yet.
+        with primary_reads(store):
+            await _check_themes(store, themes)
     return ImportReport(counts=counts, version=parser.version)

@@ -72,6 +72,7 @@ from cycgraph_memory.lifecycle.models import (
     PurgeReport,
     PurgeSelector,
 )
+from cycgraph_memory.observability import traced
 from cycgraph_memory.records import Episode, Message, Relationship, SemanticFact, Theme
 
 __all__ = ["plan_purge", "purge"]
@@ -363,6 +364,10 @@ def _sync_index(index: Any, plan: PurgePlan, episodes: list[Any]) -> None:
     index.upsert_many([*plan.put_entities, *plan.put_facts, *plan.put_themes, *episodes])
 
 
+@traced(
+    "cycgraph.purge",
+    lambda report: {"rows": sum(report.counts().values()), "dry_run": report.dry_run},
+)
 async def purge(
     store: Any,
     selector: PurgeSelector | Mapping[str, Any] | None = None,

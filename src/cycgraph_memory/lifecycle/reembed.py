@@ -35,6 +35,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from cycgraph_memory._primary import primary_reads
 from cycgraph_memory.errors import (
     EmbeddingDimensionMismatchError,
     InvalidInputError,
@@ -42,6 +43,7 @@ from cycgraph_memory.errors import (
     ProviderError,
 )
 from cycgraph_memory.hierarchy.calibration import DEFAULT_THEME_SIZE, refit_theme_calibration
+from cycgraph_memory.observability import traced
 from cycgraph_memory.progress import check_progress
 from cycgraph_memory.records import EntityFilter, Episode, FactFilter, ListOptions
 
@@ -128,6 +130,7 @@ class _Embedder:
         return [list(map(float, v)) for v in out]
 
 
+@traced("cycgraph.reembed", lambda report: {"rows": sum(report.counts.values())})
 async def reembed(
     store: Any,
     provider: Any,
@@ -215,47 +218,52 @@ async def reembed(
     done = 0  # records of the current type written (the final checkpoint carries it)
     keeps_copies = index is not None and hasattr(index, "upsert_many")
     completed = False
-    try:
-        for kind in types:
-            if resume_from is not None:
-                if types.index(kind) < types.index(resume_from.record_type):
+    # The records are read outside the batches' units of work and their new vectors are
+    # written from what was read: on the primary, never from a lagging read engine (a
+    # record not yet replicated would keep its old vector; a renamed one would get the
+    # vector of its old name).
+    with primary_reads(store, index):
+        try:
+            for kind in types:
+                if resume_from is not None:
+                    if types.index(kind) < types.index(resume_from.record_type):
+                        continue
+                    offset = resume_from.done if kind == resume_from.record_type else 0
+                else:
+                    offset = 0
+                if kind == "theme":
+                    async with store.transaction():
+                        n = await store.recompute_theme_centroids(target=target)
+                    counts["theme"] += n
+                    written += n
+                    done = n
+                    await report(kind, n)
                     continue
-                offset = resume_from.done if kind == resume_from.record_type else 0
-            else:
-                offset = 0
-            if kind == "theme":
+                async for page in _pages(store, kind, offset, batch_size):
+                    async with store.transaction():
+                        n = await _rewrite(store, embed, kind, page, counts, target)
+                    written += n
+                    offset += len(page)
+                    await report(kind, offset)
+                done = offset
+            if "fact" in types and target == "current":
+                # The calibrated theme thresholds are quantiles of the tenant's fact similarities:
+                # another embedder, other similarities (on Postgres a width change refits them at
+                # the swap, when the new vectors become the readable ones).
                 async with store.transaction():
-                    n = await store.recompute_theme_centroids(target=target)
-                counts["theme"] += n
-                written += n
-                done = n
-                await report(kind, n)
-                continue
-            async for page in _pages(store, kind, offset, batch_size):
-                async with store.transaction():
-                    n = await _rewrite(store, embed, kind, page, counts, target)
-                written += n
-                offset += len(page)
-                await report(kind, offset)
-            done = offset
-        if "fact" in types and target == "current":
-            # The calibrated theme thresholds are quantiles of the tenant's fact similarities:
-            # another embedder, other similarities (on Postgres a width change refits them at
-            # the swap, when the new vectors become the readable ones).
-            async with store.transaction():
-                await refit_theme_calibration(store, theme_size=theme_size)
-        # The last type's count, like every checkpoint: resuming from it repeats nothing.
-        await report(types[-1], done, finished=True)
-        completed = True
-    finally:
-        # An index keeping its own copies is rebuilt from the store at the end, and also
-        # when the run stops part-way (cancelled, or the provider failed) after a batch
-        # committed: the vectors committed so far are the ones it must serve. Shielded:
-        # a caller cancelling meanwhile does not stop it half-way (it finishes on its own).
-        if keeps_copies and (
-            completed or written > (0 if resume_from is None else resume_from.written)
-        ):
-            await asyncio.shield(index.rebuild(store))
+                    await refit_theme_calibration(store, theme_size=theme_size)
+            # The last type's count, like every checkpoint: resuming from it repeats nothing.
+            await report(types[-1], done, finished=True)
+            completed = True
+        finally:
+            # An index keeping its own copies is rebuilt from the store at the end, and also
+            # when the run stops part-way (cancelled, or the provider failed) after a batch
+            # committed: the vectors committed so far are the ones it must serve. Shielded:
+            # a caller cancelling meanwhile does not stop it half-way (it finishes on its own).
+            if keeps_copies and (
+                completed or written > (0 if resume_from is None else resume_from.written)
+            ):
+                await asyncio.shield(index.rebuild(store))
     _log.info("re-embedding done: %s", counts)
     return ReembedReport(counts=counts, dimensions=embed.dim, target=target)
 

@@ -8,7 +8,8 @@ it. Objects on different binds never share a transaction.
 
 Reads can go to another engine (``read_engine=``, e.g. a streaming replica): retrieval,
 searches and listings run there, unless the task has a unit of
-work open on the primary bind, which they join (read-your-writes). Writes, units of work and
+work open on the primary bind, which they join (read-your-writes), or is inside
+``reads_on_primary()`` (reads that decide a write). Writes, units of work and
 advisory locks always use the primary bind.
 
 Every transaction also carries the tenant as the transaction-local setting
@@ -23,8 +24,8 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -89,6 +90,9 @@ _UNITS_OF_WORK: ContextVar[Mapping[object, AsyncSession]] = ContextVar(
     "cycgraph_memory_pg_units_of_work", default=_NO_UNITS
 )
 """Open unit-of-work sessions of the current task, keyed by the bind they were opened on."""
+
+_PRIMARY_READS: ContextVar[bool] = ContextVar("cycgraph_memory_pg_primary_reads", default=False)
+"""True inside :meth:`PostgresBackend.reads_on_primary`: reads skip the read engine."""
 
 Bind = AsyncEngine | async_sessionmaker[AsyncSession]
 """What stores and indexes are built from: an engine or an injected sessionmaker."""
@@ -205,6 +209,22 @@ class PostgresBackend:
         """The open unit-of-work session on this object's bind in this task, if any."""
         return _UNITS_OF_WORK.get().get(self._uow_key)
 
+    @contextmanager
+    def reads_on_primary(self) -> Iterator[None]:
+        """Send the reads of this task to the primary bind for the block.
+
+        For callers that decide a write from what they read outside a unit of work
+        (re-embedding reads the records it rewrites; an import checks what it wrote): a
+        lagging read engine would hand them stale rows. It applies to every Postgres
+        object's reads in the task (and tasks started inside the block); without a read
+        engine it changes nothing.
+        """
+        token = _PRIMARY_READS.set(True)
+        try:
+            yield
+        finally:
+            _PRIMARY_READS.reset(token)
+
     @asynccontextmanager
     async def read_scope(self) -> AsyncIterator[None]:
         """Share one session (one transaction) between the read calls of the block.
@@ -220,7 +240,7 @@ class PostgresBackend:
         if self._active_session() is not None:
             yield
             return
-        if self._read_key is None or self._read_sessionmaker is None:
+        if self._read_key is None or self._read_sessionmaker is None or _PRIMARY_READS.get():
             async with self.transaction():
                 yield
             return
@@ -321,11 +341,12 @@ class PostgresBackend:
         The tenant (and ``settings``, transaction-local ``(name, value)`` pairs such as the
         HNSW search settings) are set before the first statement, in one round trip, and
         not again while the transaction already has them. ``read=True`` (reads only): with
-        a read engine and no unit of work open on the primary, the session is the read
-        scope's, or a fresh transaction on the read engine.
+        a read engine, no unit of work open on the primary and outside
+        :meth:`reads_on_primary`, the session is the read scope's, or a fresh transaction
+        on the read engine.
         """
         active = self._active_session()
-        if active is None and read and self._read_key is not None:
+        if active is None and read and self._read_key is not None and not _PRIMARY_READS.get():
             active = _UNITS_OF_WORK.get().get(self._read_key)
             if active is None:
                 assert self._read_sessionmaker is not None

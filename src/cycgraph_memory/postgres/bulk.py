@@ -53,6 +53,7 @@ from cycgraph_memory.errors import (
     DuplicateRecordError,
     InvalidInputError,
 )
+from cycgraph_memory.observability import traced
 from cycgraph_memory.postgres import convert
 from cycgraph_memory.postgres._copy_binary import (
     COLUMN_TYPES,
@@ -507,6 +508,7 @@ async def write_batch(
     return await _write_prepared(store, prepared, theme_references=theme_references)
 
 
+@traced("cycgraph.bulk_import", lambda report: {"rows": sum(report.counts.values())})
 async def bulk_import(
     store: PostgresMemoryStore,
     *,

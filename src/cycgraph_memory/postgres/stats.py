@@ -72,7 +72,7 @@ _INDEX_SIZES = text(
 async def record_counts(backend: Any, *, candidate_tag: str, top: int) -> TenantCounts:
     """Count the tenant's records and tags in the database (two statements)."""
     params = {"t": backend.tenant_id, "q": QUARANTINE_TAG, "c": candidate_tag}
-    async with backend._session() as session:
+    async with backend._read() as session:  # the read engine, like the rest of the stats
         row = (await session.execute(_COUNTS, params)).mappings().one()
         # SQL LIMIT is 64-bit; a larger ``top`` means "every tag", as in memory.
         limit = min(top, MAX_OFFSET)

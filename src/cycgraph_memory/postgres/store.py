@@ -139,8 +139,8 @@ class PostgresMemoryStore(IngestLookups, RetrievalQueries, PostgresBackend):
         read_engine: Where reads go (an ``AsyncEngine`` or sessionmaker of a streaming
             replica): gets, listings, scans and the retrieval reads, outside a unit of
             work. Writes, :meth:`transaction`, :meth:`exclusive` and every read made
-            inside an open unit of work use ``bind`` (read-your-writes). ``None``
-            (default): everything uses ``bind``.
+            inside an open unit of work or a :meth:`reads_on_primary` block use ``bind``
+            (read-your-writes). ``None`` (default): everything uses ``bind``.
 
     Raises:
         InvalidTenantError: The tenant id is malformed.

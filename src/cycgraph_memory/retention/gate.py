@@ -47,6 +47,7 @@ from cycgraph_memory.contracts import (
 )
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.hierarchy.theme_upkeep import refresh_themes, themes_lock_for
+from cycgraph_memory.observability import traced
 from cycgraph_memory.records import (
     MAX_TAG_LENGTH,
     QUARANTINE_TAG,
@@ -729,6 +730,10 @@ def _report(decisions: list[GateDecision], pass_id: uuid.UUID) -> RetentionRepor
     )
 
 
+@traced(
+    "cycgraph.retention_gate",
+    lambda report: {"rows": len(report.promoted) + len(report.evicted)},
+)
 async def evaluate_retention(
     store: MemoryStore,
     ledger: OutcomeLedger,
