@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict
 from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_passes
 from cycgraph_memory._options import coerce_options
 from cycgraph_memory._validate import check_bool, string_list
+from cycgraph_memory.consolidation._common import facts_reader_for_update
 from cycgraph_memory.consolidation.plan import Put, sync_index
 from cycgraph_memory.contracts import EmbeddingProvider, MemoryIndex, MemoryStore, OutcomeLedger
 from cycgraph_memory.errors import (
@@ -680,14 +681,17 @@ class Memory:
             return await self._erase(ids)
         with span("cycgraph.memory.forget", tenant=self.tenant) as sp:
             async with exclusive_passes(self.store, "forget", FACTS_LOCK):
-                found = await self.store.get_facts(ids)
+                # Locked (Postgres) until the pass commits: a concurrent touch waits
+                # instead of being overwritten by the write-back.
+                read = facts_reader_for_update(self.store)
+                found = await read(ids)
                 live = [found[i] for i in ids if i in found and found[i].invalidated_by is None]
                 # A forgotten fact stops shaping (and being quoted by) its theme: the themes
                 # lock is taken before any write (an ingest holding it may rewrite these
                 # rows), and the facts are read again under it (their theme may have moved).
                 async with themes_lock_for(self.store, live) as themed:
                     if themed:
-                        found = await self.store.get_facts(ids)
+                        found = await read(ids)
                         live = [
                             found[i] for i in ids if i in found and found[i].invalidated_by is None
                         ]

@@ -52,6 +52,7 @@ from cycgraph_memory.consolidation._common import (
     check_index,
     check_store,
     check_unit_interval,
+    facts_reader_for_update,
     scan,
 )
 from cycgraph_memory.consolidation.near_duplicates import SIM_TOLERANCE
@@ -422,7 +423,10 @@ class ConflictDetector:
         current: dict[uuid.UUID, SemanticFact] = {}
         ids = list(wanted)
         for start in range(0, len(ids), self.batch_size):
-            current.update(await self.store.get_facts(ids[start : start + self.batch_size]))
+            # Locked (Postgres) until the pass commits: no touch is lost to the write-back.
+            current.update(
+                await facts_reader_for_update(self.store)(ids[start : start + self.batch_size])
+            )
         for conflict, action, reason in decisions:
             if action == "skipped":
                 report.skipped += 1

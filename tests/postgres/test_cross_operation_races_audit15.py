@@ -1,0 +1,301 @@
+"""Different operations racing on one tenant: "service processes" on real commits.
+
+Fifteenth audit. The other concurrency modules race one operation against itself
+(``test_concurrent_ingest``, ``test_writer_concurrency``) or a write against a delete of a
+cited row (``test_fact_references_concurrency``). Here two "processes" (separate store
+objects; one case on two engines from the same DSN) run DIFFERENT public operations at
+once on one tenant; where the interleaving has to be forced, a store subclass pauses one
+operation inside its open transaction (``_Paused``) until the other has started or
+finished. After both, the documented invariants are checked (``_check_consistent``): no
+fact citing a missing entity, episode or theme, every live fact in exactly one live theme
+that lists it, themes listing only stored facts, relationships between stored entities,
+provenance on every record, and the index finding every live fact by its own vector.
+
+Real commits (not the rolled-back test connection): each case has its own tenant, cleared
+at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from cycgraph_memory import Message
+from cycgraph_memory.consolidation import MemoryConsolidator
+from cycgraph_memory.embeddings.hashing import HashingEmbeddingProvider
+from cycgraph_memory.hierarchy.pipeline import MemoryPipeline
+from cycgraph_memory.lifecycle import export, purge
+from cycgraph_memory.retrieval import retrieve_memory
+from cycgraph_memory.retry import NO_RETRY
+
+from ._records import DIM, T0, fact
+
+pytestmark = [pytest.mark.postgres]
+
+NS = uuid.UUID("0d15ea5e-0000-4000-8000-000000000015")
+TIMEOUT = 30
+
+
+def _tenant() -> str:
+    return f"race15-{uuid.uuid4().hex[:10]}"
+
+
+def _paused_store_class() -> type:
+    from cycgraph_memory.postgres import PostgresMemoryStore
+
+    class _Paused(PostgresMemoryStore):  # type: ignore[misc]
+        """A store that stops in ``method`` (before running it) until ``go`` is set.
+
+        ``reached`` is set when the pause starts: the caller's transaction is open then,
+        with everything written before the paused call, and its locks held.
+        """
+
+        def __init__(self, *args: Any, pause_in: str, after: int = 0, **kw: Any) -> None:
+            self._pause_in = pause_in
+            self._calls = 0
+            self._after = after
+            self.reached = asyncio.Event()
+            self.go = asyncio.Event()
+            super().__init__(*args, **kw)
+
+        def __getattribute__(self, name: str) -> Any:
+            attr = super().__getattribute__(name)
+            if name != object.__getattribute__(self, "_pause_in") or not callable(attr):
+                return attr
+
+            async def paused(*args: Any, **kw: Any) -> Any:
+                self._calls += 1
+                if self._calls > self._after and not self.go.is_set():
+                    self.reached.set()
+                    await self.go.wait()
+                return await attr(*args, **kw)
+
+            return paused
+
+    return _Paused
+
+
+def _paused(engine: Any, tenant: str, method: str, *, after: int = 0) -> Any:
+    return _paused_store_class()(engine, tenant_id=tenant, pause_in=method, after=after)
+
+
+async def _second_started(
+    paused: Any, other: Callable[[], Awaitable[Any]], *, settle: float = 0.3
+) -> Any:
+    """Wait for ``paused`` to reach its pause, start ``other``, let it run, release."""
+    await paused.reached.wait()
+    task = asyncio.ensure_future(other())
+    await asyncio.sleep(settle)  # ``other`` runs as far as it can meanwhile
+    paused.go.set()
+    return await task
+
+
+def _messages(key: str, texts: list[str]) -> list[Message]:
+    return [
+        Message(
+            id=uuid.uuid5(NS, f"{key}:{i}"),
+            role="user",
+            content=t,
+            timestamp=T0 + timedelta(minutes=i),
+        )
+        for i, t in enumerate(texts)
+    ]
+
+
+def _pipeline(store: Any, embedder: Any | None = None) -> MemoryPipeline:
+    return MemoryPipeline(
+        store, embedder=embedder or HashingEmbeddingProvider(dimensions=DIM), retry=NO_RETRY
+    )
+
+
+async def _check_consistent(store: Any, index: Any | None = None) -> dict[str, Any]:
+    """The invariants every operation promises to leave behind (whatever interleaved)."""
+    facts = await store.find_facts(include_invalidated=True)
+    entities = {e.id: e for e in await store.find_entities(include_invalidated=True)}
+    episodes = {e.id: e for e in await store.list_episodes(include_invalidated=True)}
+    themes = {t.id: t for t in await store.list_themes(include_invalidated=True)}
+    rels = await store.find_relationships_for_entities(
+        list(entities), include_invalidated=True
+    )
+    fact_ids = {f.id for f in facts}
+    for f in facts:
+        assert f.provenance is not None and f.provenance.source, f.id
+        assert set(f.entity_ids) <= set(entities), f"fact {f.id} cites a missing entity"
+        assert set(f.source_episode_ids) <= set(episodes), f"fact {f.id}: missing episode"
+        assert f.theme_id is None or f.theme_id in themes, f"fact {f.id}: missing theme"
+    for t in themes.values():
+        assert set(t.fact_ids) <= fact_ids, f"theme {t.id} lists a missing fact"
+    for r in rels:
+        assert r.source_id in entities and r.target_id in entities, f"edge {r.id} dangles"
+    for record in [*entities.values(), *episodes.values(), *themes.values(), *rels]:
+        assert record.provenance is not None and record.provenance.source
+    live_themes = {t.id: t for t in themes.values() if t.invalidated_at is None}
+    for f in facts:
+        if f.invalidated_by is not None or "quarantined" in f.tags or f.theme_id is None:
+            continue
+        assert f.theme_id in live_themes, f"live fact {f.id} in a dead theme"
+        claims = [t.id for t in live_themes.values() if f.id in t.fact_ids]
+        assert claims == [f.theme_id], f"live fact {f.id} claimed by {claims}"
+    if index is not None:
+        for f in facts:
+            if f.invalidated_by is not None or f.embedding is None:
+                continue
+            hits = await index.search_facts(f.embedding, limit=50, min_similarity=0.999)
+            assert f.id in {h.item.id for h in hits}, f"live fact {f.id} not findable"
+    return {"facts": facts, "entities": entities, "episodes": episodes, "themes": themes}
+
+
+# ----------------------------------------------------------------- 1. erasure vs ingest
+
+
+ALICE = ["Alice works at Acme Corp.", "Alice lives in Paris."]
+
+
+@pytest.mark.parametrize("first", ["ingest", "purge"])
+async def test_erasure_of_an_entity_vs_an_ingest_mentioning_it_two_engines(
+    pg_engine: Any, pg_dsn: str, first: str
+) -> None:
+    """Purge of "Alice" and an ingest about Alice, on two engines, either one paused.
+
+    Whichever commits first, the end state is one of the two documented ones: the ingest
+    committed first, so the purge erased its Alice facts too; or the purge committed
+    first, so the ingest created a live Alice again and its facts cite her. Never a fact
+    citing an erased entity, never erased text served by retrieval or export.
+    """
+    from cycgraph_memory.postgres import (
+        PostgresMemoryIndex,
+        PostgresMemoryStore,
+        create_engine_from_dsn,
+    )
+
+    tenant = _tenant()
+    other_engine = create_engine_from_dsn(pg_dsn, pool_size=2)
+    store = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+    try:
+        await _pipeline(store).ingest(_messages("seed", ALICE))
+        [alice] = [e for e in await store.find_entities() if e.name == "Alice"]
+        seeded = {f.id for f in await store.find_facts(entity_id=alice.id)}
+        assert seeded
+        later = _messages("later", ["Alice moved to Berlin.", "Bob works at Initech."])
+        if first == "ingest":
+            writer = _paused(pg_engine, tenant, "put_facts")
+            eraser = PostgresMemoryStore(other_engine, tenant_id=tenant)
+            ingest = asyncio.ensure_future(_pipeline(writer).ingest(later))
+            report = await asyncio.wait_for(
+                _second_started(writer, lambda: purge(eraser, entity_ids=[alice.id])),
+                TIMEOUT,
+            )
+            await ingest
+            # The purge waited for the ingest (THEMES_LOCK) and saw its facts.
+            assert report.counts()["facts"] >= len(seeded) + 1
+        else:
+            eraser = _paused(other_engine, tenant, "apply_purge")
+            writer = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+            erasing = asyncio.ensure_future(purge(eraser, entity_ids=[alice.id]))
+            await asyncio.wait_for(
+                _second_started(eraser, lambda: _pipeline(writer).ingest(later)), TIMEOUT
+            )
+            await erasing
+        state = await _check_consistent(store, PostgresMemoryIndex(pg_engine, tenant_id=tenant))
+        assert alice.id not in state["entities"]
+        assert not seeded & {f.id for f in state["facts"]}
+        live_alices = [e for e in state["entities"].values() if e.name == "Alice"]
+        berlin = [f for f in state["facts"] if "Berlin" in f.content]
+        if first == "ingest":  # erased with everything citing her, the new facts too
+            assert live_alices == [] and berlin == []
+        else:  # the ingest came after the erasure: a new Alice, cited by its fact
+            assert len(live_alices) == 1 and berlin
+            assert all(live_alices[0].id in f.entity_ids for f in berlin)
+        out = io.StringIO()
+        await export(store, out)
+        exported = [json.loads(line) for line in out.getvalue().splitlines()]
+        fact_texts = [r["record"]["content"] for r in exported if r.get("type") == "fact"]
+        assert fact_texts and not [t for t in fact_texts if "Paris" in t or "Acme" in t]
+        served = await retrieve_memory(
+            store, PostgresMemoryIndex(pg_engine, tenant_id=tenant),
+            {"text": "Where does Alice live? Acme Paris"},
+            embedder=HashingEmbeddingProvider(dimensions=DIM),
+        )
+        assert not [f for f in served.facts if "Paris" in f.content or "Acme" in f.content]
+    finally:
+        await store.clear()
+        await other_engine.dispose()
+
+
+# ----------------------------------------------------------------- 5. consolidation vs touch
+
+
+async def test_consolidation_dedup_does_not_lose_a_concurrent_retrieval_touch(
+    pg_engine: Any,
+) -> None:
+    """A touch committed while consolidation merges the touched duplicates is kept.
+
+    The consolidator re-reads the duplicates it merges and writes the keeper with their
+    access counts summed; a ``touch_facts`` committed between that read and the write was
+    overwritten (the keeper came out with the counts as read: a lost update). The re-read
+    now locks the rows (``get_facts_for_update``): the touch waits for the pass and then
+    increments the keeper it wrote.
+    """
+    from cycgraph_memory.postgres import PostgresMemoryStore
+
+    tenant = _tenant()
+    seed = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+    vec = [1.0] + [0.0] * (DIM - 1)
+    a = fact(content="Deploys run on Fridays.", embedding=vec, access_count=3,
+             valid_from=T0 + timedelta(days=1))
+    b = fact(content="Deploys run on Fridays!", embedding=vec, access_count=2)
+    try:
+        await seed.put_facts([a, b])
+        worker = _paused(pg_engine, tenant, "put_facts")
+        reader = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+        consolidator = MemoryConsolidator(worker, None, dedup_threshold=0.95)
+        passing = asyncio.ensure_future(consolidator.consolidate())
+        await asyncio.wait_for(
+            _second_started(worker, lambda: reader.touch_facts([a.id, b.id])), TIMEOUT
+        )
+        report = await passing
+        assert report.facts_deduped == 1
+        got = await seed.get_facts([a.id, b.id])
+        keeper, loser = got[a.id], got[b.id]  # a is the newer: the keeper
+        assert keeper.invalidated_by is None and loser.invalidated_by == str(a.id)
+        # 3 + 2 absorbed, + 1 for the touch of the keeper (the loser's own count goes on).
+        assert keeper.access_count == 6
+        assert loser.access_count == 3  # touched, not resurrected
+    finally:
+        await seed.clear()
+
+
+async def test_consolidation_decay_vs_touch_keeps_the_count_and_the_soft_delete(
+    pg_engine: Any,
+) -> None:
+    """A decayed fact touched while the pass writes it keeps the touch and stays deleted."""
+    from cycgraph_memory.postgres import PostgresMemoryStore
+
+    tenant = _tenant()
+    seed = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+    old = [fact(content=f"old fact {i}", embedding=[0.0] * i + [1.0] + [0.0] * (DIM - 1 - i),
+                access_count=i) for i in range(3)]
+    try:
+        await seed.put_facts(old)
+        worker = _paused(pg_engine, tenant, "put_facts")
+        reader = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+        consolidator = MemoryConsolidator(worker, None, max_facts=1, dedup_threshold=1.0)
+        passing = asyncio.ensure_future(consolidator.consolidate())
+        await asyncio.wait_for(
+            _second_started(worker, lambda: reader.touch_facts([f.id for f in old])),
+            TIMEOUT,
+        )
+        report = await passing
+        assert report.facts_decayed == 2
+        got = await seed.get_facts([f.id for f in old])
+        assert [got[f.id].access_count for f in old] == [1, 2, 3]
+        assert sum(got[f.id].invalidated_by is not None for f in old) == 2
+    finally:
+        await seed.clear()
