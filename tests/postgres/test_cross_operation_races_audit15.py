@@ -25,17 +25,18 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 import pytest
 
-from cycgraph_memory import Message
-from cycgraph_memory.consolidation import MemoryConsolidator
+from cycgraph_memory import InMemoryMemoryStore, Message
+from cycgraph_memory.consolidation import ConflictDetector, EntityResolver, MemoryConsolidator
 from cycgraph_memory.embeddings.hashing import HashingEmbeddingProvider
 from cycgraph_memory.hierarchy.pipeline import MemoryPipeline
-from cycgraph_memory.lifecycle import export, purge
+from cycgraph_memory.lifecycle import export, import_, purge, reembed
 from cycgraph_memory.retrieval import retrieve_memory
 from cycgraph_memory.retry import NO_RETRY
 
-from ._records import DIM, T0, fact
+from ._records import DIM, T0, entity, fact, prov
 
 pytestmark = [pytest.mark.postgres]
 
@@ -90,10 +91,12 @@ async def _second_started(
     paused: Any, other: Callable[[], Awaitable[Any]], *, settle: float = 0.3
 ) -> Any:
     """Wait for ``paused`` to reach its pause, start ``other``, let it run, release."""
-    await paused.reached.wait()
-    task = asyncio.ensure_future(other())
-    await asyncio.sleep(settle)  # ``other`` runs as far as it can meanwhile
-    paused.go.set()
+    try:
+        await paused.reached.wait()
+        task = asyncio.ensure_future(other())
+        await asyncio.sleep(settle)  # ``other`` runs as far as it can meanwhile
+    finally:
+        paused.go.set()  # never leave the paused operation holding its locks
     return await task
 
 
@@ -121,9 +124,7 @@ async def _check_consistent(store: Any, index: Any | None = None) -> dict[str, A
     entities = {e.id: e for e in await store.find_entities(include_invalidated=True)}
     episodes = {e.id: e for e in await store.list_episodes(include_invalidated=True)}
     themes = {t.id: t for t in await store.list_themes(include_invalidated=True)}
-    rels = await store.find_relationships_for_entities(
-        list(entities), include_invalidated=True
-    )
+    rels = await store.find_relationships_for_entities(list(entities), include_invalidated=True)
     fact_ids = {f.id for f in facts}
     for f in facts:
         assert f.provenance is not None and f.provenance.source, f.id
@@ -219,7 +220,8 @@ async def test_erasure_of_an_entity_vs_an_ingest_mentioning_it_two_engines(
         fact_texts = [r["record"]["content"] for r in exported if r.get("type") == "fact"]
         assert fact_texts and not [t for t in fact_texts if "Paris" in t or "Acme" in t]
         served = await retrieve_memory(
-            store, PostgresMemoryIndex(pg_engine, tenant_id=tenant),
+            store,
+            PostgresMemoryIndex(pg_engine, tenant_id=tenant),
             {"text": "Where does Alice live? Acme Paris"},
             embedder=HashingEmbeddingProvider(dimensions=DIM),
         )
@@ -248,8 +250,12 @@ async def test_consolidation_dedup_does_not_lose_a_concurrent_retrieval_touch(
     tenant = _tenant()
     seed = PostgresMemoryStore(pg_engine, tenant_id=tenant)
     vec = [1.0] + [0.0] * (DIM - 1)
-    a = fact(content="Deploys run on Fridays.", embedding=vec, access_count=3,
-             valid_from=T0 + timedelta(days=1))
+    a = fact(
+        content="Deploys run on Fridays.",
+        embedding=vec,
+        access_count=3,
+        valid_from=T0 + timedelta(days=1),
+    )
     b = fact(content="Deploys run on Fridays!", embedding=vec, access_count=2)
     try:
         await seed.put_facts([a, b])
@@ -280,8 +286,14 @@ async def test_consolidation_decay_vs_touch_keeps_the_count_and_the_soft_delete(
 
     tenant = _tenant()
     seed = PostgresMemoryStore(pg_engine, tenant_id=tenant)
-    old = [fact(content=f"old fact {i}", embedding=[0.0] * i + [1.0] + [0.0] * (DIM - 1 - i),
-                access_count=i) for i in range(3)]
+    old = [
+        fact(
+            content=f"old fact {i}",
+            embedding=[0.0] * i + [1.0] + [0.0] * (DIM - 1 - i),
+            access_count=i,
+        )
+        for i in range(3)
+    ]
     try:
         await seed.put_facts(old)
         worker = _paused(pg_engine, tenant, "put_facts")
@@ -299,3 +311,250 @@ async def test_consolidation_decay_vs_touch_keeps_the_count_and_the_soft_delete(
         assert sum(got[f.id].invalidated_by is not None for f in old) == 2
     finally:
         await seed.clear()
+
+
+# ----------------------------------------------------------------- 2. reembed vs ingest
+
+
+async def test_reembed_with_a_new_model_vs_an_ingest_with_it(pg_engine: Any) -> None:
+    """A model change re-embeds the tenant while an ingest (new model) commits mid-walk.
+
+    After both, no record carries a vector of the old model, and every live fact is
+    found by its own vector.
+    """
+    from cycgraph_memory.postgres import PostgresMemoryIndex, PostgresMemoryStore
+
+    tenant = _tenant()
+    store = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+    old_model = HashingEmbeddingProvider(dimensions=DIM, seed=0)
+    new_model = HashingEmbeddingProvider(dimensions=DIM, seed=7)
+    try:
+        for k in range(3):
+            await _pipeline(store, old_model).ingest(
+                _messages(f"old{k}", [f"Team {k} ships on Mondays.", f"Carol {k} owns billing."])
+            )
+        walker = _paused(pg_engine, tenant, "write_embeddings", after=1)
+        writer = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+        walking = asyncio.ensure_future(reembed(walker, new_model, batch_size=2))
+        await asyncio.wait_for(
+            _second_started(
+                walker,
+                lambda: _pipeline(writer, new_model).ingest(
+                    _messages("new", ["Dave joined the platform team.", "Erin runs QA."])
+                ),
+            ),
+            TIMEOUT,
+        )
+        await walking
+        await _check_consistent(store, PostgresMemoryIndex(pg_engine, tenant_id=tenant))
+        facts = await store.find_facts(include_invalidated=True)
+        [*want] = await new_model.embed([f.content for f in facts])
+        for f, v in zip(facts, want, strict=True):
+            assert f.embedding is not None
+            assert np.allclose(f.embedding, v, atol=1e-5), f"fact {f.content!r}: old vector"
+        entities = await store.find_entities(include_invalidated=True)
+        for e, v in zip(entities, await new_model.embed([e.name for e in entities]), strict=True):
+            assert e.embedding is not None and np.allclose(e.embedding, v, atol=1e-5), e.name
+    finally:
+        await store.clear()
+
+
+# ----------------------------------------------------------------- 3. import vs consolidation
+
+
+async def test_import_into_a_tenant_vs_a_consolidation_pass_on_it(pg_engine: Any) -> None:
+    """An atomic import and a dedup/decay pass on the same tenant, the import paused.
+
+    The pass either ran before the import committed (it left the imported records alone)
+    or after: in both, themes and facts agree and nothing dangles.
+    """
+    from cycgraph_memory.postgres import PostgresMemoryIndex, PostgresMemoryStore
+
+    source_tenant, tenant = _tenant(), _tenant()
+    source = PostgresMemoryStore(pg_engine, tenant_id=source_tenant)
+    store = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+    try:
+        await _pipeline(source).ingest(
+            _messages("src", ["Frank works at Globex.", "Frank works at Globex!", "Grace skis."])
+        )
+        dump = io.StringIO()
+        await export(source, dump)
+        await _pipeline(store).ingest(
+            _messages("own", ["Heidi works at Umbrella.", "Heidi works at Umbrella!"])
+        )
+        loader = _paused(pg_engine, tenant, "write_batch", after=2)
+        worker = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+        dump.seek(0)
+        loading = asyncio.ensure_future(import_(loader, dump))
+        report = await asyncio.wait_for(
+            _second_started(
+                loader, lambda: MemoryConsolidator(worker, None, dedup_threshold=0.9).consolidate()
+            ),
+            TIMEOUT,
+        )
+        imported = await loading
+        assert imported.counts["fact"] == len(await source.find_facts(include_invalidated=True))
+        assert report.facts_deduped >= 0
+        await _check_consistent(store, PostgresMemoryIndex(pg_engine, tenant_id=tenant))
+    finally:
+        await store.clear()
+        await source.clear()
+
+
+# ----------------------------------------------------------------- 6. two passes at once
+
+
+async def test_entity_resolution_vs_conflict_resolution_serialise(pg_engine: Any) -> None:
+    """Entity resolution and conflict resolution at once: both apply, nothing undone.
+
+    Both hold the ``facts`` lock, so the second waits for the first and plans on its
+    result: the duplicate entity is merged (its facts cite the keeper) and the older of
+    the two conflicting facts is superseded, whichever ran first.
+    """
+    from cycgraph_memory.postgres import PostgresMemoryIndex, PostgresMemoryStore
+
+    tenant = _tenant()
+    store = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+    acme = entity(name="Acme Corp", embedding=[1.0] + [0.0] * (DIM - 1))
+    dupe = entity(
+        name="ACME corp",
+        embedding=[1.0] + [0.0] * (DIM - 1),
+        created_at=T0 + timedelta(days=1),
+        updated_at=T0 + timedelta(days=1),
+    )
+    vec = [0.0, 1.0] + [0.0] * (DIM - 2)
+    older = fact(content="Acme's HQ is in Boston.", embedding=vec, entity_ids=[dupe.id])
+    newer = fact(
+        content="Acme's HQ is not in Boston.",
+        embedding=vec,
+        entity_ids=[dupe.id],
+        valid_from=T0 + timedelta(days=2),
+    )
+    try:
+        await store.put_entities([acme, dupe])
+        await store.put_facts([older, newer])
+        resolving = _paused(pg_engine, tenant, "put_facts")
+        other = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+        index = PostgresMemoryIndex(pg_engine, tenant_id=tenant)
+        detector = ConflictDetector(other, index, policy="supersede-on-newer")
+
+        async def resolve_conflicts() -> Any:
+            return await detector.auto_resolve_all(await detector.detect_conflicts())
+
+        resolved = asyncio.ensure_future(EntityResolver(resolving).resolve())
+        conflicts = await asyncio.wait_for(_second_started(resolving, resolve_conflicts), TIMEOUT)
+        assert (await resolved).entities_absorbed == 1
+        assert conflicts.resolved == 1
+        got = await store.get_facts([older.id, newer.id])
+        survivors = [f for f in got.values() if f.invalidated_by is None]
+        keeper = next(e for e in await store.find_entities() if e.invalidated_at is None)
+        assert all(f.entity_ids == [keeper.id] for f in got.values())
+        assert [f.id for f in survivors] == [newer.id]
+        assert got[older.id].invalidated_by == str(newer.id)
+        await _check_consistent(store, index)
+    finally:
+        await store.clear()
+
+
+# ----------------------------------------------------------------- 7. write-once vs purge
+
+
+async def test_put_facts_once_vs_purge_of_its_run(pg_engine: Any) -> None:
+    """``put_facts_once`` under a key while the run it belongs to is purged.
+
+    Either the write committed first and the purge erased it with its key (a retry of
+    the key then writes again: the key is free), or the purge ran first and the write
+    stands. Never a key recording a fact that no longer exists.
+    """
+    from cycgraph_memory.postgres import PostgresMemoryStore
+
+    tenant = _tenant()
+    store = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+    run = "run-15"
+    first = fact(content="Lesson: pin the base image.", provenance=prov(run_id=run))
+    second = fact(content="Lesson: cache the wheels.", provenance=prov(run_id=run))
+    try:
+        await store.put_facts([first])
+        eraser = _paused(pg_engine, tenant, "apply_purge")
+        writer = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+        erasing = asyncio.ensure_future(purge(eraser, run_id=run))
+        ids, wrote = await asyncio.wait_for(
+            _second_started(eraser, lambda: writer.put_facts_once("k-15", [second])),
+            TIMEOUT,
+        )
+        await erasing
+        assert wrote and ids == [second.id]
+        recorded = await store.writer_key_ids("k-15")
+        stored = await store.get_facts([first.id, second.id])
+        assert first.id not in stored
+        if second.id in stored:
+            assert recorded == [second.id]
+        else:
+            assert recorded is None
+            again, wrote_again = await writer.put_facts_once("k-15", [second])
+            assert wrote_again and again == [second.id]
+    finally:
+        await store.clear()
+
+
+async def test_import_of_a_newer_theme_vs_consolidation_rewriting_it(pg_engine: Any) -> None:
+    """An import bringing a new fact into a stored theme, while consolidation cleans it.
+
+    Consolidation read the theme ``[f1, f2]`` and writes it back without the duplicate it
+    merged; an import committed in between the theme as ``[f1, f2, f3]`` with ``f3``.
+    Before the fix the import did not hold the themes lock: consolidation's write dropped
+    ``f3`` from its theme (``f3.theme_id`` named a theme that did not list it). The atomic
+    import now holds ``facts`` and ``themes``: it waits for the pass and lands after it.
+    """
+    from cycgraph_memory.postgres import PostgresMemoryIndex, PostgresMemoryStore
+    from cycgraph_memory.records import Theme
+
+    tenant = _tenant()
+    store = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+    vec = [1.0] + [0.0] * (DIM - 1)
+    theme_id = uuid.uuid4()
+    f1 = fact(
+        content="Builds use Bazel.",
+        embedding=vec,
+        theme_id=theme_id,
+        valid_from=T0 + timedelta(days=1),
+    )
+    f2 = fact(content="Builds use Bazel!", embedding=vec, theme_id=theme_id)
+    f3 = fact(
+        content="Releases are tagged.", embedding=[0.0, 1.0] + [0.0] * (DIM - 2), theme_id=theme_id
+    )
+    x = Theme(
+        id=theme_id, label="builds", provenance=prov(), embedding=vec, fact_ids=[f1.id, f2.id]
+    )
+    try:
+        await store.put_themes([x])
+        await store.put_facts([f1, f2])
+        # The dump: theme X a moment later (it also lists f3) and f3 (f1, f2 are stored).
+        newer = InMemoryMemoryStore()
+        await newer.put_themes([x.model_copy(update={"fact_ids": [f1.id, f2.id, f3.id]})])
+        await newer.put_facts([f1, f2, f3])
+        full = io.StringIO()
+        await export(newer, full)
+        lines = [json.loads(line) for line in full.getvalue().splitlines()]
+        kept = [
+            line
+            for line in lines
+            if line.get("type") != "fact" or line["record"]["id"] == str(f3.id)
+        ]
+        kept[-1]["counts"]["fact"] = 1
+        dump = io.StringIO("".join(json.dumps(line) + "\n" for line in kept))
+        worker = _paused(pg_engine, tenant, "put_facts")
+        loader = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+        passing = asyncio.ensure_future(
+            MemoryConsolidator(worker, None, dedup_threshold=0.95).consolidate()
+        )
+        imported = await asyncio.wait_for(
+            _second_started(worker, lambda: import_(loader, dump)), TIMEOUT
+        )
+        assert (await passing).facts_deduped == 1
+        assert imported.counts["fact"] == 1
+        state = await _check_consistent(store, PostgresMemoryIndex(pg_engine, tenant_id=tenant))
+        got = state["themes"][theme_id]
+        assert f3.id in got.fact_ids
+    finally:
+        await store.clear()
