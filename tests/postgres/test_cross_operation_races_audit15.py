@@ -28,11 +28,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cycgraph_memory import InMemoryMemoryStore, Message
+from cycgraph_memory import QUARANTINE_TAG, InMemoryMemoryStore, Message, RunOutcome
 from cycgraph_memory.consolidation import ConflictDetector, EntityResolver, MemoryConsolidator
 from cycgraph_memory.embeddings.hashing import HashingEmbeddingProvider
 from cycgraph_memory.hierarchy.pipeline import MemoryPipeline
 from cycgraph_memory.lifecycle import export, import_, purge, reembed
+from cycgraph_memory.records import SemanticFact
+from cycgraph_memory.retention import evaluate_retention
 from cycgraph_memory.retrieval import retrieve_memory
 from cycgraph_memory.retry import NO_RETRY
 
@@ -558,3 +560,92 @@ async def test_import_of_a_newer_theme_vs_consolidation_rewriting_it(pg_engine: 
         assert f3.id in got.fact_ids
     finally:
         await store.clear()
+
+
+# ----------------------------------------------------------------- 4. gate vs erasure / quarantine
+
+
+async def _gate_setup(engine: Any, tenant: str) -> tuple[Any, SemanticFact]:
+    """A candidate lesson (of run ``lesson-run``) whose outcomes promote it."""
+    from cycgraph_memory.postgres import PostgresMemoryStore, PostgresOutcomeLedger
+
+    store = PostgresMemoryStore(engine, tenant_id=tenant)
+    ledger = PostgresOutcomeLedger(engine, tenant_id=tenant)
+    lesson = fact(content="Lesson: retry the flaky upload once.",
+                  tags=["lesson", "candidate"], provenance=prov(run_id="lesson-run"))
+    await store.put_facts([lesson])
+    for i, score in enumerate([0.9, 0.92, 0.88]):
+        await ledger.record_outcome(
+            RunOutcome(run_id=f"with-{i}", score=score, fact_ids=[lesson.id])
+        )
+    for i, score in enumerate([0.45, 0.5, 0.55, 0.5, 0.48, 0.52]):
+        await ledger.record_outcome(RunOutcome(run_id=f"base-{i}", score=score))
+    return ledger, lesson
+
+
+async def test_gate_pass_vs_quarantine_tagging_of_its_candidate(pg_engine: Any) -> None:
+    """A candidate quarantined while the gate pass decides on it is held, never promoted."""
+    from cycgraph_memory.postgres import PostgresMemoryStore
+
+    tenant = _tenant()
+    store = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+    try:
+        ledger, lesson = await _gate_setup(pg_engine, tenant)
+        gate = _paused(pg_engine, tenant, "get_facts_for_update")
+        tagger = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+        quarantined = lesson.model_copy(update={"tags": [*lesson.tags, QUARANTINE_TAG]})
+        passing = asyncio.ensure_future(evaluate_retention(gate, ledger))
+        await asyncio.wait_for(
+            _second_started(gate, lambda: tagger.put_facts([quarantined])), TIMEOUT
+        )
+        report = await passing
+        assert report.promoted == []
+        assert [h.fact_id for h in report.held] == [lesson.id]
+        got = await store.get_fact(lesson.id)
+        assert got is not None and QUARANTINE_TAG in got.tags and "candidate" in got.tags
+    finally:
+        await store.clear()
+        await ledger.clear()
+
+
+@pytest.mark.parametrize("first", ["gate", "purge"])
+async def test_gate_pass_vs_erasure_of_its_candidate(pg_engine: Any, first: str) -> None:
+    """The gate and a purge of the lesson's run: serialised on the ``facts`` lock.
+
+    Gate first: it promotes, then the purge erases the promoted lesson and redacts the
+    audit row naming it. Purge first: the gate finds no candidate. Either way the lesson
+    is gone and no audit row names it.
+    """
+    from cycgraph_memory.postgres import PostgresMemoryStore
+
+    tenant = _tenant()
+    store = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+    try:
+        ledger, lesson = await _gate_setup(pg_engine, tenant)
+        if first == "gate":
+            gate = _paused(pg_engine, tenant, "put_facts")
+            eraser = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+            passing = asyncio.ensure_future(evaluate_retention(gate, ledger))
+            erased = await asyncio.wait_for(
+                _second_started(gate, lambda: purge(eraser, run_id="lesson-run", ledger=ledger)),
+                TIMEOUT,
+            )
+            report = await passing
+            assert [p.fact_id for p in report.promoted] == [lesson.id]
+        else:
+            eraser = _paused(pg_engine, tenant, "apply_purge")
+            gate = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+            erasing = asyncio.ensure_future(purge(eraser, run_id="lesson-run", ledger=ledger))
+            report = await asyncio.wait_for(
+                _second_started(eraser, lambda: evaluate_retention(gate, ledger)), TIMEOUT
+            )
+            erased = await erasing
+            assert report.promoted == [] and report.held == [] and report.evicted == []
+        assert erased.counts()["facts"] == 1
+        assert await store.get_fact(lesson.id) is None
+        audit = await ledger.list_gate_audit()
+        assert all(e.fact_id != lesson.id for e in audit)
+        assert await ledger.get_fact_stats(lesson.id) is None
+    finally:
+        await store.clear()
+        await ledger.clear()
