@@ -649,3 +649,71 @@ async def test_gate_pass_vs_erasure_of_its_candidate(pg_engine: Any, first: str)
     finally:
         await store.clear()
         await ledger.clear()
+
+
+# ----------------------------------------------------------------- 2b. width change vs ingest
+
+
+@pytest.mark.slow
+async def test_width_change_swap_vs_an_ingest_during_the_fill(
+    pg_databases: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ingest committing while ``finish_width_change`` fills the new column.
+
+    Step 1 (every row has a staged vector) passed before the ingest wrote its rows; the
+    swap then dropped their only vector: the ingested facts came out with no embedding,
+    found by no vector search. The swap now checks again under the tables' locks and
+    refuses (``InvalidInputError``, nothing swapped, old HNSW indexes back); a second
+    ``reembed(target="next")`` and ``finish_width_change`` complete the change.
+    """
+    from cycgraph_memory.errors import InvalidInputError
+    from cycgraph_memory.postgres import (
+        PostgresMemoryIndex,
+        PostgresMemoryStore,
+        begin_width_change,
+        create_engine_from_dsn,
+        finish_width_change,
+        reembedding,
+        upgrade,
+    )
+
+    dsn = await pg_databases.create("cycgraph_race_width")
+    engine = create_engine_from_dsn(dsn, pool_size=3)
+    tenant = _tenant()
+    new = HashingEmbeddingProvider(dimensions=16, seed=3)
+    try:
+        await upgrade(engine, embedding_dim=DIM)
+        store = PostgresMemoryStore(engine, tenant_id=tenant)
+        await _pipeline(store).ingest(_messages("before", ["Ivan owns the CDN.", "Judy runs SRE."]))
+        await begin_width_change(engine, 16)
+        await reembed(store, new, target="next")
+        fill = reembedding._fill_and_build
+        late = _messages("during", ["Mallory audits access.", "Niaj ships the mobile app."])
+
+        async def fill_while_ingesting(*args: Any, **kw: Any) -> None:
+            if late:  # once: a service process ingests (old width) during the fill
+                batch = list(late)
+                late.clear()
+                await _pipeline(PostgresMemoryStore(engine, tenant_id=tenant)).ingest(batch)
+            await fill(*args, **kw)
+
+        monkeypatch.setattr(reembedding, "_fill_and_build", fill_while_ingesting)
+        with pytest.raises(InvalidInputError, match="written during the width change"):
+            await finish_width_change(engine, [tenant])
+        index = PostgresMemoryIndex(engine, tenant_id=tenant)
+        [mallory] = [f for f in await store.find_facts() if "Mallory" in f.content]
+        assert mallory.embedding is not None  # the old width still serves it
+        assert (await index.search_facts(mallory.embedding))[0].item.id == mallory.id
+        await reembed(store, new, target="next")
+        assert await finish_width_change(engine, [tenant]) == 16
+        store = PostgresMemoryStore(engine, tenant_id=tenant)
+        index = PostgresMemoryIndex(engine, tenant_id=tenant)
+        facts = await store.find_facts()
+        assert mallory.id in {f.id for f in facts}
+        for f in facts:
+            assert f.embedding is not None and len(f.embedding) == 16, f.content
+            [v] = await new.embed([f.content])
+            assert np.allclose(f.embedding, v, atol=1e-5)
+        await _check_consistent(store, index)
+    finally:
+        await engine.dispose()
