@@ -571,8 +571,11 @@ async def _gate_setup(engine: Any, tenant: str) -> tuple[Any, SemanticFact]:
 
     store = PostgresMemoryStore(engine, tenant_id=tenant)
     ledger = PostgresOutcomeLedger(engine, tenant_id=tenant)
-    lesson = fact(content="Lesson: retry the flaky upload once.",
-                  tags=["lesson", "candidate"], provenance=prov(run_id="lesson-run"))
+    lesson = fact(
+        content="Lesson: retry the flaky upload once.",
+        tags=["lesson", "candidate"],
+        provenance=prov(run_id="lesson-run"),
+    )
     await store.put_facts([lesson])
     for i, score in enumerate([0.9, 0.92, 0.88]):
         await ledger.record_outcome(
