@@ -720,3 +720,68 @@ async def test_width_change_swap_vs_an_ingest_during_the_fill(
         await _check_consistent(store, index)
     finally:
         await engine.dispose()
+
+
+@pytest.mark.parametrize("operation", ["entity-resolution", "conflict-resolution", "forget"])
+async def test_fact_rewriting_passes_vs_touch_keep_the_touch(
+    pg_engine: Any, operation: str
+) -> None:
+    """Each pass that writes back whole facts, paused at its write while a touch runs.
+
+    Before the fix entity and conflict resolution and ``Memory.forget`` wrote the facts
+    back as they had read them: the touch committed meanwhile was lost. They re-read the
+    rows locked (after the themes lock): the touch waits and is applied after.
+    """
+    from cycgraph_memory import Memory
+    from cycgraph_memory.postgres import PostgresMemoryIndex, PostgresMemoryStore
+
+    tenant = _tenant()
+    store = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+    acme = entity(name="Acme Corp", embedding=[1.0] + [0.0] * (DIM - 1))
+    dupe = entity(
+        name="ACME corp",
+        embedding=[1.0] + [0.0] * (DIM - 1),
+        created_at=T0 + timedelta(days=1),
+        updated_at=T0 + timedelta(days=1),
+    )
+    vec = [0.0, 1.0] + [0.0] * (DIM - 2)
+    older = fact(
+        content="Acme's HQ is in Boston.", embedding=vec, entity_ids=[dupe.id], access_count=2
+    )
+    newer = fact(
+        content="Acme's HQ is not in Boston.",
+        embedding=vec,
+        entity_ids=[dupe.id],
+        valid_from=T0 + timedelta(days=2),
+    )
+    try:
+        await store.put_entities([acme, dupe])
+        await store.put_facts([older, newer])
+        worker = _paused(pg_engine, tenant, "put_facts")
+        index = PostgresMemoryIndex(pg_engine, tenant_id=tenant)
+        reader = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+
+        async def run() -> Any:
+            if operation == "entity-resolution":
+                return await EntityResolver(worker).resolve()
+            if operation == "conflict-resolution":
+                detector = ConflictDetector(worker, index, policy="supersede-on-newer")
+                return await detector.auto_resolve_all(await detector.detect_conflicts())
+            memory = Memory(worker, index, embedder=HashingEmbeddingProvider(dimensions=DIM))
+            return await memory.forget([older.id])
+
+        passing = asyncio.ensure_future(run())
+        await asyncio.wait_for(
+            _second_started(worker, lambda: reader.touch_facts([older.id])), TIMEOUT
+        )
+        await passing
+        got = await store.get_fact(older.id)
+        assert got is not None
+        assert got.access_count == 3  # 2 + the touch
+        if operation == "entity-resolution":
+            assert got.entity_ids == [acme.id] and got.invalidated_by is None
+        else:
+            assert got.invalidated_by is not None  # stays superseded / forgotten
+        await _check_consistent(store, index)
+    finally:
+        await store.clear()
