@@ -662,7 +662,6 @@ async def test_gate_pass_vs_erasure_of_its_candidate(pg_engine: Any, first: str)
 # ----------------------------------------------------------------- 2b. width change vs ingest
 
 
-@pytest.mark.slow
 async def test_width_change_swap_vs_an_ingest_during_the_fill(
     pg_databases: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
