@@ -789,3 +789,44 @@ async def test_fact_rewriting_passes_vs_touch_keep_the_touch(
         await _check_consistent(store, index)
     finally:
         await store.clear()
+
+
+async def test_purge_rewriting_a_surviving_fact_keeps_a_concurrent_touch(pg_engine: Any) -> None:
+    """A purge of one of a fact's two source messages, while the fact is touched.
+
+    The fact survives (one source left) and is written back without the erased source.
+    Before the fix the purge wrote it as listed by its candidate read, undoing a touch
+    committed since (2 instead of 3). The purge now takes the fact's counters from the
+    row as locked just before its write.
+    """
+    from cycgraph_memory.postgres import PostgresMemoryIndex, PostgresMemoryStore
+
+    from ._records import episode
+
+    tenant = _tenant()
+    store = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+    ep = episode()
+    m1, m2 = ep.messages
+    kept = fact(
+        content="hi and hello were said",
+        source_episode_ids=[ep.id],
+        source_message_ids=[m1.id, m2.id],
+        access_count=2,
+    )
+    try:
+        await store.put_episodes([ep])
+        await store.put_facts([kept])
+        eraser = _paused(pg_engine, tenant, "apply_purge")
+        reader = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+        erasing = asyncio.ensure_future(purge(eraser, message_ids=[m1.id]))
+        await asyncio.wait_for(
+            _second_started(eraser, lambda: reader.touch_facts([kept.id])), TIMEOUT
+        )
+        report = await erasing
+        assert report.counts()["messages"] == 1
+        got = await store.get_fact(kept.id)
+        assert got is not None and got.source_message_ids == [m2.id]
+        assert got.access_count == 3
+        await _check_consistent(store, PostgresMemoryIndex(pg_engine, tenant_id=tenant))
+    finally:
+        await store.clear()
