@@ -109,9 +109,7 @@ def _without_erased_text(
     return update
 
 
-async def _with_current_counters(
-    store: Any, facts: list[SemanticFact]
-) -> list[SemanticFact]:
+async def _with_current_counters(store: Any, facts: list[SemanticFact]) -> list[SemanticFact]:
     """``facts`` carrying the access counters of their rows as they are now.
 
     The plan was made from the candidates as listed; a touch (which holds no pass lock)
