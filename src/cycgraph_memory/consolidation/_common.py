@@ -16,6 +16,7 @@ __all__ = [
     "check_lifecycle_tag",
     "check_store",
     "check_unit_interval",
+    "facts_reader_for_update",
     "require",
     "scan",
 ]
@@ -108,6 +109,19 @@ def require(store: object, method: str) -> Callable[..., Any]:
             "lookups that InMemoryMemoryStore and PostgresMemoryStore provide"
         )
     return fn  # type: ignore[no-any-return]
+
+
+def facts_reader_for_update(store: Any) -> Callable[..., Any]:
+    """``get_facts`` that locks the rows it reads until the unit of work ends, when it can.
+
+    The optional store capability ``get_facts_for_update`` (Postgres: ``FOR UPDATE``),
+    else plain ``get_facts``. A pass re-reads with it the facts it is about to write back
+    whole: a writer outside the pass locks (``touch_facts``, the retrieval touch) then
+    waits for the pass to commit instead of committing between its read and its write,
+    where the write would undo it (a lost access count).
+    """
+    read = getattr(store, "get_facts_for_update", None)
+    return read if callable(read) else store.get_facts  # type: ignore[no-any-return]
 
 
 async def scan(

@@ -53,6 +53,7 @@ from cycgraph_memory.consolidation._common import (
     check_index,
     check_store,
     check_unit_interval,
+    facts_reader_for_update,
     scan,
 )
 from cycgraph_memory.consolidation.near_duplicates import SIM_TOLERANCE
@@ -417,6 +418,7 @@ class ConflictDetector:
         decisions: list[tuple[Conflict, Literal["keep_a", "keep_b", "skipped"], str]],
         *,
         themes: bool = True,
+        locked: bool = False,
     ) -> MutationPlan[ConflictResolutionReport]:
         for conflict, _, _ in decisions:
             if conflict.fact_a.id == conflict.fact_b.id:  # built without validation
@@ -428,8 +430,11 @@ class ConflictDetector:
         puts: list[Mutation] = []
         current: dict[uuid.UUID, SemanticFact] = {}
         ids = list(wanted)
+        # ``locked``: the rows stay locked (Postgres) until the pass commits, so a touch is
+        # not lost to the write-back (taken after the themes lock, never before it).
+        read = facts_reader_for_update(self.store) if locked else self.store.get_facts
         for start in range(0, len(ids), self.batch_size):
-            current.update(await self.store.get_facts(ids[start : start + self.batch_size]))
+            current.update(await read(ids[start : start + self.batch_size]))
         for conflict, action, reason in decisions:
             if action == "skipped":
                 report.skipped += 1
@@ -480,12 +485,13 @@ class ConflictDetector:
         with span("cycgraph.resolve_conflicts", tenant=tenant_of(self.store)) as sp:
             async with exclusive_passes(self.store, "conflict-resolution", FACTS_LOCK):
                 plan = await self._plan(decisions, themes=False)
-                # The themes of the losers are planned and written under the themes lock, taken
-                # before any write (an ingest holding it may rewrite the losers' rows); the
-                # plan is made again under it (an ingest may have moved a loser's theme).
-                async with themes_lock_for(self.store, _facts_of(plan)) as themed:
-                    if themed:
-                        plan = await self._plan(decisions, themes=False)
+                # The themes of the losers are planned and written under the themes lock,
+                # taken before any write and before the rows are locked (an ingest holding
+                # it may rewrite the losers' rows); the plan is made again under it, on the
+                # rows locked (an ingest may have moved a loser's theme; a touch waits
+                # meanwhile).
+                async with themes_lock_for(self.store, _facts_of(plan)):
+                    plan = await self._plan(decisions, themes=False, locked=True)
                     plan.mutations.extend(await self._theme_repairs(_facts_of(plan)))
                     await apply_mutations(self.store, plan.mutations)
             sync_index(self.index, plan.mutations)

@@ -75,6 +75,7 @@ from cycgraph_memory.consolidation._common import (
     check_lifecycle_tag,
     check_store,
     check_unit_interval,
+    facts_reader_for_update,
     scan,
 )
 from cycgraph_memory.consolidation.near_duplicates import (
@@ -385,7 +386,10 @@ class MemoryConsolidator:
         if self.delete_mode == "soft" and decayed:
             ids = [facts.ids[i] for i in decayed]
             for start in range(0, len(ids), self.batch_size):
-                found = await self.store.get_facts(ids[start : start + self.batch_size])
+                # Locked (Postgres): a touch waits for the pass instead of being overwritten.
+                found = await facts_reader_for_update(self.store)(
+                    ids[start : start + self.batch_size]
+                )
                 mutations.extend(
                     Put(
                         merged.get(fid, found[fid]).model_copy(
@@ -559,7 +563,9 @@ class MemoryConsolidator:
                 continue
             if chunk:
                 wanted = [facts.ids[i] for c in chunk for i in [c, *groups[c]]]
-                records = await self.store.get_facts(wanted)
+                # Locked (Postgres) until the pass commits: a touch of a duplicate committed
+                # between this read and the keeper's write would be lost from the sum.
+                records = await facts_reader_for_update(self.store)(wanted)
                 for c in chunk:
                     keeper = records[facts.ids[c]]
                     losers = [records[facts.ids[i]] for i in groups[c]]

@@ -39,6 +39,7 @@ from cycgraph_memory.consolidation._common import (
     check_delete_mode,
     check_index,
     check_store,
+    facts_reader_for_update,
     require,
     scan,
 )
@@ -207,6 +208,25 @@ class EntityResolver:
         if self.delete_mode == "hard":
             entity_puts += await self._forward_pointers(remap, now)
         report_progress(progress, "resolve-entities", len(chunks), len(chunks), "plan")
+        if facts:
+            # Re-read locked (Postgres) until the pass commits, and remap the rows as they
+            # are now: a touch committed since the listing is kept, and a later one waits
+            # for the pass instead of being overwritten by its write-back.
+            ids = list(facts)
+            current: dict[uuid.UUID, SemanticFact] = {}
+            for start in range(0, len(ids), self.batch_size):
+                current.update(
+                    await facts_reader_for_update(self.store)(ids[start : start + self.batch_size])
+                )
+            facts = {
+                fid: now_.model_copy(
+                    update={
+                        "entity_ids": list(dict.fromkeys(remap.get(e, e) for e in now_.entity_ids))
+                    }
+                )
+                for fid, now_ in ((fid, current.get(fid)) for fid in ids)
+                if now_ is not None
+            }
         report.facts_rewritten = len(facts)
         report.relationships_rewritten = sum(1 for i in edges if i not in dropped)
         report.relationships_dropped = len(dropped)

@@ -37,6 +37,7 @@ from typing import IO, Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import from_json
 
+from cycgraph_memory._exclusive import FACTS_LOCK, THEMES_LOCK, exclusive_passes
 from cycgraph_memory._primary import primary_reads
 from cycgraph_memory._validate import check_bool
 from cycgraph_memory.errors import DanglingReferenceError, InvalidInputError, InvalidTypeError
@@ -412,8 +413,12 @@ async def import_(
 
     Every record is validated like any write. With ``atomic=True`` (default) the whole
     file lands in one unit of work: a bad line or a truncated file (no footer) leaves the
-    store unchanged. With ``atomic=False`` each batch commits on its own (re-running the
-    import after a failure is safe: it is idempotent).
+    store unchanged; that unit holds the ``facts`` and ``themes`` pass locks, so a
+    consolidation, an ingest's theme assignment or another pass that rewrites themes
+    waits for the import (or the import for it) instead of writing back a theme it read
+    before the import committed. With ``atomic=False`` each batch commits on its own
+    (re-running the import after a failure is safe: it is idempotent) and holds no pass
+    lock: run such bulk loads when no pass runs on the tenant.
 
     Args:
         store: Any ``MemoryStore``.
@@ -464,7 +469,10 @@ async def import_(
                 # The index is told only once the unit of work has committed: a file
                 # refused half-way leaves the index as unchanged as the store.
                 held: list[tuple[str, list[Any]]] = []
-                async with store.transaction():
+                # The locks of the passes that rewrite facts and themes (consolidation,
+                # ingest's theme assignment, ...): none of them reads a theme before this
+                # import commits and writes it back after, dropping the facts it brought.
+                async with exclusive_passes(store, FACTS_LOCK, THEMES_LOCK):
                     report = await _import(store, handle, index, batch_size, held)
                 for _kind, records in held:
                     index.upsert_many(records)

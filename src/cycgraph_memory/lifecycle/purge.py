@@ -60,6 +60,7 @@ from typing import Any
 
 from cycgraph_memory._exclusive import FACTS_LOCK, THEMES_LOCK, exclusive_passes
 from cycgraph_memory._validate import check_bool
+from cycgraph_memory.consolidation._common import facts_reader_for_update
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.hierarchy.segmenters import truncate_topic
 from cycgraph_memory.hierarchy.theme_upkeep import recentre_theme
@@ -107,6 +108,31 @@ def _without_erased_text(
         first = next((m.content for m in kept if m.content.strip()), "")
         update["topic"] = truncate_topic(first, max(len(episode.topic), 1)) or "(erased)"
     return update
+
+
+async def _with_current_counters(store: Any, facts: list[SemanticFact]) -> list[SemanticFact]:
+    """``facts`` carrying the access counters of their rows as they are now.
+
+    The plan was made from the candidates as listed; a touch (which holds no pass lock)
+    may have committed since. The rows are re-read locked (Postgres ``FOR UPDATE``, until
+    the purge commits; the purge already holds the themes lock, so no ingest writing them
+    is waited on), so a later touch waits and none is undone by the write-back.
+    """
+    current = await facts_reader_for_update(store)([f.id for f in facts])
+    out = []
+    for fact in facts:
+        now = current.get(fact.id)
+        if now is not None and (
+            now.access_count != fact.access_count or now.last_accessed_at != fact.last_accessed_at
+        ):
+            fact = fact.model_copy(
+                update={
+                    "access_count": now.access_count,
+                    "last_accessed_at": now.last_accessed_at,
+                }
+            )
+        out.append(fact)
+    return out
 
 
 def _fact_sources(fact: SemanticFact) -> list[uuid.UUID]:
@@ -426,6 +452,10 @@ async def purge(
         report = _report(plan, erased, dry_run=dry_run)
         if dry_run:
             return report
+        if plan.put_facts:
+            plan = plan.model_copy(
+                update={"put_facts": await _with_current_counters(store, plan.put_facts)}
+            )
         await store.apply_purge(plan)
         episodes = await _indexed_episodes(store, plan) if _keeps_copies(index) else []
         if ledger is not None:

@@ -15,8 +15,12 @@ rewritten once, in :func:`finish_width_change`:
    the old vectors, by exact scan), fill ``embedding_next`` from the staging table in one
    set-based UPDATE per tenant, build the HNSW index of the new column (with
    ``HNSW_BUILD_MEMORY``);
-3. in one transaction: drop the old columns, rename the new ones and their indexes, set
-   ``embedding_dim`` in ``schema_metadata``, drop the staging table;
+3. in one transaction: lock the vector tables, check again that no row of a listed tenant
+   was written since step 1 without a new vector (an ingest during the fill; otherwise
+   ``InvalidInputError``: nothing is swapped, the old HNSW indexes are rebuilt, run
+   ``reembed(..., target="next")`` and this step again), drop the old columns, rename the
+   new ones and their indexes, set ``embedding_dim`` in ``schema_metadata``, drop the
+   staging table;
 4. fit each listed tenant's stored theme calibration again on its new vectors.
 
 If step 2 fails, the old HNSW index is rebuilt and nothing is swapped.
@@ -305,6 +309,53 @@ async def abort_width_change(engine: AsyncEngine) -> None:
         await _restore_old_index(engine, table, dim)
 
 
+async def _swap(engine: AsyncEngine, tenants: Sequence[str], dim: int) -> None:
+    """Step 3: re-check under the tables' locks, then swap the columns in one transaction."""
+    async with engine.begin() as conn:
+        # Every vector table locked first (the lock its ALTER takes anyway), then checked
+        # again: a row written since the check of step 1 (an ingest during the fill) has no
+        # new vector, and the swap would leave it without any (unsearchable).
+        for table in _VECTOR_TABLES.values():
+            await conn.execute(text(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
+        for tenant in tenants:
+            await conn.execute(
+                text("SELECT set_config('cycgraph.tenant_id', :t, true)"), {"t": tenant}
+            )
+            for table in _VECTOR_TABLES.values():
+                late = (
+                    await conn.execute(
+                        text(
+                            f"SELECT count(*) FROM {table} WHERE tenant_id = :t "
+                            f"AND embedding IS NOT NULL AND {NEXT_COLUMN} IS NULL"
+                        ),
+                        {"t": tenant},
+                    )
+                ).scalar_one()
+                if late:
+                    raise InvalidInputError(
+                        f"tenant {tenant}: {late} {table} rows were written during the width "
+                        "change and have no new vector; run reembed(..., target='next') for "
+                        "it again, then finish_width_change again (nothing was swapped)"
+                    )
+        for table in _VECTOR_TABLES.values():
+            await conn.execute(text(f"ALTER TABLE {table} DROP COLUMN embedding"))
+            await conn.execute(
+                text(f"ALTER TABLE {table} RENAME COLUMN {NEXT_COLUMN} TO embedding")
+            )
+            await conn.execute(
+                text(
+                    f'ALTER INDEX "ix_{table}_embedding_next_hnsw" '
+                    f'RENAME TO "ix_{table}_embedding_hnsw"'
+                )
+            )
+        await conn.execute(
+            text("UPDATE schema_metadata SET value = :v WHERE key = 'embedding_dim'"),
+            {"v": str(dim)},
+        )
+        await conn.execute(text("DELETE FROM schema_metadata WHERE key = 'embedding_dim_next'"))
+        await conn.execute(text(f"DROP TABLE {STAGING_TABLE}"))
+
+
 async def _restore_old_index(engine: AsyncEngine, table: str, dim: int) -> None:
     name = f"ix_{table}_embedding_hnsw"
     async with engine.begin() as conn:
@@ -329,7 +380,8 @@ async def finish_width_change(engine: AsyncEngine, tenants: Sequence[str]) -> in
 
     Raises:
         SchemaNotReadyError: No width change in progress.
-        InvalidInputError: A tenant's backfill is incomplete (nothing changed).
+        InvalidInputError: A tenant's backfill is incomplete (nothing changed), also when
+            a writer added rows during the fill (nothing swapped; re-run the backfill).
     """
     for tenant in tenants:
         validate_tenant(tenant)
@@ -366,24 +418,12 @@ async def finish_width_change(engine: AsyncEngine, tenants: Sequence[str]) -> in
             _log.error("width change: filling %s failed; rebuilding its old index", table)
             await _restore_old_index(engine, table, old_dim)
             raise
-    async with engine.begin() as conn:
+    try:
+        await _swap(engine, tenants, dim)
+    except InvalidInputError:
         for table in _VECTOR_TABLES.values():
-            await conn.execute(text(f"ALTER TABLE {table} DROP COLUMN embedding"))
-            await conn.execute(
-                text(f"ALTER TABLE {table} RENAME COLUMN {NEXT_COLUMN} TO embedding")
-            )
-            await conn.execute(
-                text(
-                    f'ALTER INDEX "ix_{table}_embedding_next_hnsw" '
-                    f'RENAME TO "ix_{table}_embedding_hnsw"'
-                )
-            )
-        await conn.execute(
-            text("UPDATE schema_metadata SET value = :v WHERE key = 'embedding_dim'"),
-            {"v": str(dim)},
-        )
-        await conn.execute(text("DELETE FROM schema_metadata WHERE key = 'embedding_dim_next'"))
-        await conn.execute(text(f"DROP TABLE {STAGING_TABLE}"))
+            await _restore_old_index(engine, table, old_dim)
+        raise
     _log.warning("width change finished: vectors are now %d-wide", dim)
     from cycgraph_memory.postgres.store import PostgresMemoryStore
 
