@@ -830,3 +830,94 @@ async def test_purge_rewriting_a_surviving_fact_keeps_a_concurrent_touch(pg_engi
         await _check_consistent(store, PostgresMemoryIndex(pg_engine, tenant_id=tenant))
     finally:
         await store.clear()
+
+
+# ----------------------------------------------------- lock order: a pass and a touch queue
+
+
+async def test_a_pass_locks_its_facts_in_id_order_so_a_touch_never_deadlocks_it(
+    pg_engine: Any,
+) -> None:
+    """``get_facts_for_update`` locks rows in id order, the order the touch locks them in.
+
+    A touch holds the lower fact A; a pass asks for ``[B, A]`` and waits for A before
+    it has locked B (locked in the order asked, or the scan's, it would hold B). The touch
+    then touches B too: B is free, so it goes on and commits, and the pass reads both
+    touched rows. Holding B, the pass and the touch would each wait for the other: a
+    deadlock the server breaks by failing one of them.
+    """
+    from cycgraph_memory.postgres import PostgresMemoryStore
+
+    tenant = _tenant()
+    seed = PostgresMemoryStore(pg_engine, tenant_id=tenant)
+    a, b = sorted((fact(content="fact one"), fact(content="fact two")), key=lambda f: f.id)
+    try:
+        # B stored first: a scan meets it before A, so only the id order keeps it unlocked.
+        await seed.put_facts([b])
+        await seed.put_facts([a])
+        toucher = PostgresMemoryStore(pg_engine, tenant_id=tenant, retry=NO_RETRY)
+        passer = PostgresMemoryStore(pg_engine, tenant_id=tenant, retry=NO_RETRY)
+        holding, release = asyncio.Event(), asyncio.Event()
+
+        async def touch_a_then_b() -> None:
+            async with toucher.transaction():
+                await toucher.touch_facts([a.id])
+                holding.set()
+                await release.wait()
+                await toucher.touch_facts([b.id])
+
+        async def pass_reads_b_then_a() -> dict[uuid.UUID, SemanticFact]:
+            await holding.wait()
+            async with passer.transaction():
+                return dict(await passer.get_facts_for_update([b.id, a.id]))
+
+        touching = asyncio.ensure_future(touch_a_then_b())
+        passing = asyncio.ensure_future(pass_reads_b_then_a())
+        try:
+            await asyncio.wait_for(holding.wait(), TIMEOUT)
+            free = await _free_while_the_pass_waits(pg_engine, tenant, b.id)
+        finally:
+            # Whatever the check found, both transactions end (a failed check must not
+            # leave the touch holding rows the cleanup would wait for).
+            release.set()
+            done = await asyncio.wait({touching, passing}, timeout=TIMEOUT)
+        assert len(free) == 1, "the pass locked B while it waited for A"
+        assert not done[1], "a transaction never ended"
+        await touching
+        read = await passing
+        assert [read[a.id].access_count, read[b.id].access_count] == [
+            a.access_count + 1,
+            b.access_count + 1,
+        ]
+    finally:
+        await seed.clear()
+
+
+async def _free_while_the_pass_waits(engine: Any, tenant: str, fid: uuid.UUID) -> list[Any]:
+    """Wait until a session waits for a row lock; then ``fid``'s row if nobody locks it."""
+    from sqlalchemy import text
+
+    async with engine.connect() as probe:
+        for _ in range(200):
+            waiting = (
+                await probe.execute(
+                    text(
+                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
+                        "'Lock' AND datname = current_database() AND pid <> pg_backend_pid()"
+                    )
+                )
+            ).scalar_one()
+            if waiting:
+                break
+            await asyncio.sleep(0.01)
+        assert waiting, "the pass never waited for the touch's row"
+        free = (
+            await probe.execute(
+                text(
+                    "SELECT id FROM facts WHERE tenant_id = :t AND id = :b FOR UPDATE SKIP LOCKED"
+                ),
+                {"t": tenant, "b": fid},
+            )
+        ).all()
+        await probe.rollback()
+    return list(free)

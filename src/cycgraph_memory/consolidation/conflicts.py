@@ -429,9 +429,10 @@ class ConflictDetector:
         wanted = {f.id for c, _, _ in decisions for f in (c.fact_a, c.fact_b)}
         puts: list[Mutation] = []
         current: dict[uuid.UUID, SemanticFact] = {}
-        ids = list(wanted)
+        ids = sorted(wanted)
         # ``locked``: the rows stay locked (Postgres) until the pass commits, so a touch is
-        # not lost to the write-back (taken after the themes lock, never before it).
+        # not lost to the write-back (taken after the themes lock, never before it), in id
+        # order across batches (the touch's order: the two queue instead of deadlocking).
         read = facts_reader_for_update(self.store) if locked else self.store.get_facts
         for start in range(0, len(ids), self.batch_size):
             current.update(await read(ids[start : start + self.batch_size]))

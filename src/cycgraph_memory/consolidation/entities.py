@@ -212,12 +212,13 @@ class EntityResolver:
             # Re-read locked (Postgres) until the pass commits, and remap the rows as they
             # are now: a touch committed since the listing is kept, and a later one waits
             # for the pass instead of being overwritten by its write-back.
-            ids = list(facts)
+            # Locked in id order across batches, the touch's order: the two queue instead of
+            # deadlocking.
+            ids, in_order = list(facts), sorted(facts)
             current: dict[uuid.UUID, SemanticFact] = {}
-            for start in range(0, len(ids), self.batch_size):
-                current.update(
-                    await facts_reader_for_update(self.store)(ids[start : start + self.batch_size])
-                )
+            read = facts_reader_for_update(self.store)
+            for start in range(0, len(in_order), self.batch_size):
+                current.update(await read(in_order[start : start + self.batch_size]))
             facts = {
                 fid: now_.model_copy(
                     update={
