@@ -726,6 +726,64 @@ async def test_width_change_swap_vs_an_ingest_during_the_fill(
         await engine.dispose()
 
 
+async def test_width_change_swap_failing_otherwise_rebuilds_the_old_indexes(
+    pg_databases: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A swap that fails for another reason than the re-check (here: a deadlock with a
+    writer's table lock) leaves the old HNSW indexes rebuilt, as a refused swap does.
+
+    The fill drops the old column's HNSW index; only ``InvalidInputError`` used to rebuild
+    it, so a deadlock or a lost connection at the swap left vector search on an exact scan
+    until someone rebuilt the index by hand.
+    """
+    from sqlalchemy import text
+
+    from cycgraph_memory.errors import ConcurrencyError
+    from cycgraph_memory.postgres import (
+        PostgresMemoryStore,
+        begin_width_change,
+        create_engine_from_dsn,
+        finish_width_change,
+        reembedding,
+        upgrade,
+    )
+
+    dsn = await pg_databases.create("cycgraph_race_width_fail")
+    engine = create_engine_from_dsn(dsn, pool_size=3)
+    tenant = _tenant()
+    new = HashingEmbeddingProvider(dimensions=16, seed=3)
+
+    async def hnsw_indexes() -> set[str]:
+        async with engine.connect() as conn:
+            rows = await conn.execute(
+                text("SELECT indexname FROM pg_indexes WHERE indexdef LIKE '%USING hnsw%'")
+            )
+            return {r[0] for r in rows}
+
+    try:
+        await upgrade(engine, embedding_dim=DIM)
+        store = PostgresMemoryStore(engine, tenant_id=tenant)
+        await _pipeline(store).ingest(_messages("before", ["Ivan owns the CDN.", "Judy runs SRE."]))
+        before = await hnsw_indexes()
+        await begin_width_change(engine, 16)
+        await reembed(store, new, target="next")
+        swap = reembedding._swap
+
+        async def deadlocked(*args: Any, **kw: Any) -> None:
+            raise ConcurrencyError("deadlock detected (40P01)")
+
+        monkeypatch.setattr(reembedding, "_swap", deadlocked)
+        with pytest.raises(ConcurrencyError):
+            await finish_width_change(engine, [tenant])
+        old = {name for name in before if name.endswith("_embedding_hnsw")}
+        assert old and old <= await hnsw_indexes()
+        monkeypatch.setattr(reembedding, "_swap", swap)
+        assert await finish_width_change(engine, [tenant]) == 16
+        assert old <= await hnsw_indexes()
+    finally:
+        await engine.dispose()
+
+
 @pytest.mark.parametrize("operation", ["entity-resolution", "conflict-resolution", "forget"])
 async def test_fact_rewriting_passes_vs_touch_keep_the_touch(
     pg_engine: Any, operation: str

@@ -23,7 +23,7 @@ rewritten once, in :func:`finish_width_change`:
    staging table;
 4. fit each listed tenant's stored theme calibration again on its new vectors.
 
-If step 2 fails, the old HNSW index is rebuilt and nothing is swapped.
+If step 2 or step 3 fails, the old HNSW indexes are rebuilt and nothing is swapped.
 """
 
 from __future__ import annotations
@@ -420,7 +420,13 @@ async def finish_width_change(engine: AsyncEngine, tenants: Sequence[str]) -> in
             raise
     try:
         await _swap(engine, tenants, dim)
-    except InvalidInputError:
+    except BaseException:
+        # Refused, or failed (a deadlock with a writer's lock, a lost connection, a
+        # cancellation): the swap's transaction rolled back, the old columns serve, and
+        # their HNSW indexes (dropped for the fill) are built again. Were the swap
+        # committed after all (a lost COMMIT reply), the renamed index already exists and
+        # this changes nothing.
+        _log.error("width change: the swap did not happen; rebuilding the old indexes")
         for table in _VECTOR_TABLES.values():
             await _restore_old_index(engine, table, old_dim)
         raise
