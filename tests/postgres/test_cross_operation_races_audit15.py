@@ -120,6 +120,32 @@ def _pipeline(store: Any, embedder: Any | None = None) -> MemoryPipeline:
     )
 
 
+def _acme_world(*, older_touched: int = 0) -> tuple[Any, Any, SemanticFact, SemanticFact]:
+    """Two near-identical entities (a duplicate to merge) and two conflicting facts citing
+    the duplicate (the older one, touched ``older_touched`` times, to be superseded)."""
+    acme = entity(name="Acme Corp", embedding=[1.0] + [0.0] * (DIM - 1))
+    dupe = entity(
+        name="ACME corp",
+        embedding=[1.0] + [0.0] * (DIM - 1),
+        created_at=T0 + timedelta(days=1),
+        updated_at=T0 + timedelta(days=1),
+    )
+    vec = [0.0, 1.0] + [0.0] * (DIM - 2)
+    older = fact(
+        content="Acme's HQ is in Boston.",
+        embedding=vec,
+        entity_ids=[dupe.id],
+        access_count=older_touched,
+    )
+    newer = fact(
+        content="Acme's HQ is not in Boston.",
+        embedding=vec,
+        entity_ids=[dupe.id],
+        valid_from=T0 + timedelta(days=2),
+    )
+    return acme, dupe, older, newer
+
+
 async def _check_consistent(store: Any, index: Any | None = None) -> dict[str, Any]:
     """The invariants every operation promises to leave behind (whatever interleaved)."""
     facts = await store.find_facts(include_invalidated=True)
@@ -422,21 +448,7 @@ async def test_entity_resolution_vs_conflict_resolution_serialise(pg_engine: Any
 
     tenant = _tenant()
     store = PostgresMemoryStore(pg_engine, tenant_id=tenant)
-    acme = entity(name="Acme Corp", embedding=[1.0] + [0.0] * (DIM - 1))
-    dupe = entity(
-        name="ACME corp",
-        embedding=[1.0] + [0.0] * (DIM - 1),
-        created_at=T0 + timedelta(days=1),
-        updated_at=T0 + timedelta(days=1),
-    )
-    vec = [0.0, 1.0] + [0.0] * (DIM - 2)
-    older = fact(content="Acme's HQ is in Boston.", embedding=vec, entity_ids=[dupe.id])
-    newer = fact(
-        content="Acme's HQ is not in Boston.",
-        embedding=vec,
-        entity_ids=[dupe.id],
-        valid_from=T0 + timedelta(days=2),
-    )
+    acme, dupe, older, newer = _acme_world()
     try:
         await store.put_entities([acme, dupe])
         await store.put_facts([older, newer])
@@ -799,23 +811,7 @@ async def test_fact_rewriting_passes_vs_touch_keep_the_touch(
 
     tenant = _tenant()
     store = PostgresMemoryStore(pg_engine, tenant_id=tenant)
-    acme = entity(name="Acme Corp", embedding=[1.0] + [0.0] * (DIM - 1))
-    dupe = entity(
-        name="ACME corp",
-        embedding=[1.0] + [0.0] * (DIM - 1),
-        created_at=T0 + timedelta(days=1),
-        updated_at=T0 + timedelta(days=1),
-    )
-    vec = [0.0, 1.0] + [0.0] * (DIM - 2)
-    older = fact(
-        content="Acme's HQ is in Boston.", embedding=vec, entity_ids=[dupe.id], access_count=2
-    )
-    newer = fact(
-        content="Acme's HQ is not in Boston.",
-        embedding=vec,
-        entity_ids=[dupe.id],
-        valid_from=T0 + timedelta(days=2),
-    )
+    acme, dupe, older, newer = _acme_world(older_touched=2)
     try:
         await store.put_entities([acme, dupe])
         await store.put_facts([older, newer])

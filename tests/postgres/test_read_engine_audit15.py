@@ -32,7 +32,6 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from sqlalchemy import event
 
 from cycgraph_memory import (
     Entity,
@@ -53,27 +52,13 @@ from cycgraph_memory import (
 from cycgraph_memory.errors import ConnectionLostError
 from cycgraph_memory.retry import NO_RETRY
 
+from .test_read_engine import Recorder
+
 pytestmark = pytest.mark.postgres
 
 DIM = 8
 PROV = Provenance(source="agent")
 NOW = utc_now()
-
-
-class Recorder:
-    """Statements sent through one engine."""
-
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
-        self.statements: list[str] = []
-        event.listen(engine.sync_engine, "before_cursor_execute", self)
-
-    def __call__(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        self.statements.append(" ".join(statement.split()))
-
-    def take(self) -> list[str]:
-        out, self.statements = self.statements, []
-        return out
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
