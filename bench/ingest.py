@@ -31,9 +31,15 @@ receiving many small calls, cost of the first vs the last calls, themes per 1,00
 
 from __future__ import annotations
 
+import os
+
+# numpy's multi-threaded BLAS spin-waits on a busy 2-core machine (the in-memory index's
+# products at 100,000 facts took 5x longer under load); the other benches run with one
+# BLAS thread too (bench/hot_path.py, bench/retrieval.py, bench/scale.py).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import argparse
 import asyncio
-import os
 import random
 import statistics
 import tempfile
