@@ -108,11 +108,10 @@ class PostgresOutcomeLedger(PostgresBackend):
         """Record (or re-record) one scored run and the facts injected into it.
 
         A fact id a purge erased (its digest is in ``ledger_erased_facts``, migration 0018)
-        is not linked:
-        the run and its score are recorded, the erased ids are left out (counted in the
-        span's ``cycgraph.erased_fact_ids`` and logged at INFO, never raised). A purge
-        committing concurrently is waited for (a per-tenant advisory lock, see
-        ``postgres/lifecycle.py``), so no erased id is linked after it either.
+        is not linked: the run and its score are recorded, the erased ids are left out
+        (counted in the span's ``cycgraph.erased_fact_ids`` and logged at INFO, never
+        raised). A purge committing concurrently is waited for (a per-tenant advisory
+        lock, see ``postgres/lifecycle.py``), so no erased id is linked after it either.
 
         Raises:
             pydantic.ValidationError: A mapping that is not a valid ``RunOutcome``.
