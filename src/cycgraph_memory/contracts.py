@@ -598,7 +598,9 @@ class SupportsErasureLog(Protocol):
 
     The gate audit log stays append-only; the one exception is ``erase_facts``, which
     replaces the fact id of entries naming an erased fact by ``REDACTED_FACT_ID`` (and
-    logs that it did). The erasure log itself is append-only.
+    logs that it did). The erasure log itself is append-only. A ledger with this
+    capability remembers the erased fact ids (a digest of each) and its
+    ``record_outcome`` never links them again (the run is still recorded).
     """
 
     async def erase_facts(

@@ -295,6 +295,35 @@ def memory_writer(
         nothing and returns the first write's ids. Every fact and the key are validated
         before anything is embedded or written (``InvalidInputError`` for a bad key).
     """
+    counted = _counting_writer(store, index=index, embedder=embedder, clock=clock)
+
+    async def write(
+        facts: Iterable[SemanticFact | Mapping[str, Any]],
+        options: Mapping[str, Any] | None = None,
+    ) -> dict[str, list[str]]:
+        ids, _ = await counted(facts, options)
+        return {"fact_ids": ids}
+
+    return write
+
+
+_CountingWriterFn = Callable[..., Awaitable[tuple[list[str], int]]]
+"""``async write(facts, options=None) -> (fact ids, number of facts written)``."""
+
+
+def _counting_writer(
+    store: MemoryStore,
+    *,
+    index: Any = None,
+    embedder: EmbeddingProvider | None = None,
+    clock: Callable[[], datetime] = utc_now,
+) -> _CountingWriterFn:
+    """:func:`memory_writer`'s callable, also telling how many facts it wrote.
+
+    Same arguments and checks; the callable returns ``(fact_ids, written)``, ``written``
+    being 0 when a repeated ``idempotency_key`` wrote nothing (``Memory.remember`` sets
+    its span's ``cycgraph.rows`` from it).
+    """
     check_method(store, "put_facts", "store", "MemoryStore")
     if index is not None:
         check_method(index, "search_facts", "index", "MemoryIndex")
@@ -336,7 +365,7 @@ def memory_writer(
     async def write(
         facts: Iterable[SemanticFact | Mapping[str, Any]],
         options: Mapping[str, Any] | None = None,
-    ) -> dict[str, list[str]]:
+    ) -> tuple[list[str], int]:
         if isinstance(facts, Mapping | str | SemanticFact):
             raise InvalidTypeError("expected a list of facts, got a single value")
         if not isinstance(facts, Iterable):
@@ -350,26 +379,26 @@ def memory_writer(
             records = await _embed(records)
             await store.put_facts(records)
             await _index(records)
-            return {"fact_ids": [str(r.id) for r in records]}
+            return [str(r.id) for r in records], len(records)
         if put_once is not None:
             # Optional store capability: a repeated key (a retried node) is answered
             # before the embedder is called again; put_facts_once stays the authority.
             lookup = getattr(store, "writer_key_ids", None)
             done = await lookup(key) if lookup is not None else None
             if done is not None:
-                return {"fact_ids": [str(i) for i in done]}
+                return [str(i) for i in done], 0
             records = await _embed(records)
             ids, wrote = await put_once(key, records)
             if wrote:
                 await _index(records)
-            return {"fact_ids": [str(i) for i in ids]}
+            return [str(i) for i in ids], len(records) if wrote else 0
         async with lock:
             if key in seen:
-                return {"fact_ids": [str(i) for i in seen[key]]}
+                return [str(i) for i in seen[key]], 0
             records = await _embed(records)
             await store.put_facts(records)
             seen[key] = [r.id for r in records]
         await _index(records)
-        return {"fact_ids": [str(r.id) for r in records]}
+        return [str(r.id) for r in records], len(records)
 
     return write

@@ -63,7 +63,11 @@ from cycgraph_memory.errors import (
 from cycgraph_memory.hierarchy.pipeline import IngestReport, MemoryPipeline, _IngestOptions
 from cycgraph_memory.hierarchy.theme_upkeep import refresh_themes, themes_lock_for
 from cycgraph_memory.inspection import MemoryStats, memory_stats
-from cycgraph_memory.integration import memory_result_to_dicts, memory_writer, render_memory_section
+from cycgraph_memory.integration import (
+    _counting_writer,
+    memory_result_to_dicts,
+    render_memory_section,
+)
 from cycgraph_memory.lifecycle import PurgeReport, PurgeSelector, purge
 from cycgraph_memory.observability import span
 from cycgraph_memory.progress import ProgressCallback
@@ -232,7 +236,8 @@ class Memory:
         self.tenant = tenant
         self._on_close = on_close
         self._closed = False
-        self._write = memory_writer(store, index=index, embedder=embedder)
+        # memory_writer's callable, also telling how many facts it wrote (the span's rows).
+        self._write = _counting_writer(store, index=index, embedder=embedder)
 
     # ------------------------------------------------------------------ construction
 
@@ -655,9 +660,10 @@ class Memory:
             options = (
                 {"idempotency_key": idempotency_key} if idempotency_key is not None else None
             )
-            written = await self._write([raw], options)
-            sp.set(rows=1)
-        return uuid.UUID(written["fact_ids"][0])
+            ids, wrote = await self._write([raw], options)
+            # 0 when a repeated idempotency key returned the earlier id and wrote nothing.
+            sp.set(rows=wrote)
+        return uuid.UUID(ids[0])
 
     async def forget(
         self,

@@ -12,6 +12,7 @@ are exported with attributes an operator filters on:
 ``cycgraph.messages``          messages ingested
 ``cycgraph.conflicts``         conflicts found (``cycgraph.detect_conflicts``)
 ``cycgraph.dry_run``           ``Memory.erase`` ran as a dry run
+``cycgraph.erased_fact_ids``   erased fact ids ``record_outcome`` did not link
 ``cycgraph.statement_count``   SQL statements the call sent (Postgres engines
                                instrumented with :func:`count_statement`)
 =============================  ==============================================

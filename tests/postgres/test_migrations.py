@@ -25,6 +25,7 @@ pytestmark = pytest.mark.postgres
 TABLES = {"entities", "relationships", "episodes", "episode_messages", "facts", "themes",
           "schema_metadata", "outcome_runs", "outcome_run_facts", "gate_audit_log",
           "writer_keys", "text_search_corpora", "text_search_terms", "erasure_log",
+          "ledger_erased_facts",
           "tenant_settings"}
 
 

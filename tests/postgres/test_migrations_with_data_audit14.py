@@ -1,6 +1,6 @@
 """Upgrading a populated database, as a deploying team lives it (fourteenth audit pass).
 
-For every revision ``r`` from 0001 to 0016: a fresh database at ``r`` receives a small,
+For every revision ``r`` from 0001 to 0017: a fresh database at ``r`` receives a small,
 realistic world (three tenants; entities incl. unicode names and a superseded one; edges
 with validity windows; episodes with messages; facts with tags incl. ``quarantined``,
 soft-deleted and superseded ones; themes; ledger runs and gate audit rows, writer keys,
@@ -36,8 +36,8 @@ from sqlalchemy import insert, text
 pytestmark = pytest.mark.postgres
 
 DIM = 8
-REVISIONS = [f"{i:04d}" for i in range(1, 17)]
-HEAD = "0017"
+REVISIONS = [f"{i:04d}" for i in range(1, 18)]
+HEAD = "0018"
 TENANTS = ("acme", "globex", "initech")
 T0 = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
 
@@ -55,6 +55,7 @@ DATA_TABLES = (
     "text_search_corpora",
     "text_search_terms",
     "erasure_log",
+    "ledger_erased_facts",
     "tenant_settings",
     "schema_metadata",
 )

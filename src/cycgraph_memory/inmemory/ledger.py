@@ -18,7 +18,13 @@ from cycgraph_memory._ids import parse_id, parse_ids
 from cycgraph_memory._validate import check_bool, check_page, string_list
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.inmemory._common import coerce_record, copy_record
-from cycgraph_memory.lifecycle.models import REDACTED_FACT_ID, ErasureEntry, LedgerErasure
+from cycgraph_memory.lifecycle.models import (
+    REDACTED_FACT_ID,
+    ErasureEntry,
+    LedgerErasure,
+    erased_fact_digest,
+)
+from cycgraph_memory.observability import span
 from cycgraph_memory.records import FactStats, GateAuditEntry, OutcomeBaseline, RunOutcome
 from cycgraph_memory.statistics import SampleSummary, subtract_summary
 
@@ -97,8 +103,9 @@ class InMemoryOutcomeLedger:
     """Single-process outcome evidence, plus an in-memory twin of the gate audit log.
 
     Recording is idempotent on ``run_id``: re-recording a run replaces the earlier entry,
-    so callers can retry safely. A run's ``fact_ids`` are de-duplicated. The audit log is
-    append-only (``clear()`` removes outcomes, never audit entries). Swap this class for
+    so callers can retry safely. A run's ``fact_ids`` are de-duplicated, and a fact id a
+    purge erased is never linked again. The audit log is append-only (``clear()`` removes
+    outcomes, never audit entries, erasure entries or the erased ids). Swap this class for
     :class:`cycgraph_memory.postgres.PostgresOutcomeLedger` in production: same interface,
     durable evidence and a database-enforced append-only audit log.
     """
@@ -109,15 +116,33 @@ class InMemoryOutcomeLedger:
         self._all = _Accumulator()
         self._audit: list[GateAuditEntry] = []
         self._erasures: list[ErasureEntry] = []
+        # Digests of the erased fact ids (``erased_fact_digest``), never the ids.
+        self._erased: set[str] = set()
 
     async def record_outcome(self, outcome: RunOutcome | Mapping[str, object]) -> None:
         """Record (or re-record) one scored run and the facts injected into it.
 
+        A fact id an erasure (``erase_facts``, i.e. a purge) erased is not linked: the run
+        and its score are recorded, the erased ids are left out (counted in the span's
+        ``cycgraph.erased_fact_ids`` and logged at INFO, never raised).
+
         Raises:
             pydantic.ValidationError: A mapping that is not a valid ``RunOutcome``.
         """
-        run = coerce_record(RunOutcome, outcome)
+        with span("cycgraph.record_outcome") as sp:
+            run = coerce_record(RunOutcome, outcome)
+            linked, dropped = self._record(run)
+            sp.set(rows=1 + linked, erased_fact_ids=dropped)
+        if dropped:
+            _log.info("record_outcome: %d erased fact ids of a run not linked", dropped)
+
+    def _record(self, run: RunOutcome) -> tuple[int, int]:
+        """Keep the run and its links; the numbers of links kept and of erased ids."""
         fact_ids = tuple(dict.fromkeys(run.fact_ids))
+        given = len(fact_ids)
+        erased = self._erased
+        if erased:
+            fact_ids = tuple(f for f in fact_ids if erased_fact_digest(f) not in erased)
         previous = self._runs.get(run.run_id)
         if previous is not None:
             self._forget(previous)
@@ -130,6 +155,7 @@ class InMemoryOutcomeLedger:
             if acc is None:
                 acc = facts[fid] = _Accumulator()
             acc.add(score)
+        return len(fact_ids), given - len(fact_ids)
 
     def _forget(self, run: tuple[float, tuple[uuid.UUID, ...]]) -> None:
         score, fact_ids = run
@@ -180,7 +206,10 @@ class InMemoryOutcomeLedger:
         return _baseline(subtract_summary(total, acc.summary()))
 
     async def clear(self) -> None:
-        """Remove all recorded outcomes (the audit log is append-only and stays)."""
+        """Remove all recorded outcomes.
+
+        The audit log, the erasure log and the erased fact ids (never linked again) stay.
+        """
         self._runs = {}
         self._facts = {}
         self._all = _Accumulator()
@@ -245,7 +274,8 @@ class InMemoryOutcomeLedger:
         """Forget purged facts: their run links, the named runs, their audit fact ids.
 
         The one path that changes gate-audit entries: an entry naming an erased fact keeps
-        its decision but its ``fact_id`` becomes :data:`REDACTED_FACT_ID` (logged). With
+        its decision but its ``fact_id`` becomes :data:`REDACTED_FACT_ID` (logged). The
+        erased fact ids are remembered: ``record_outcome`` never links them again. With
         ``entry`` the erasure is recorded in the append-only erasure log. ``tenant=True``
         forgets every run. All or nothing; ``dry_run`` only counts.
 
@@ -287,6 +317,8 @@ class InMemoryOutcomeLedger:
             )
             for i in redact:
                 self._audit[i] = self._audit[i].model_copy(update={"fact_id": REDACTED_FACT_ID})
+        # Never linked again by ``record_outcome`` (the ids outlive ``clear()``).
+        self._erased.update(erased_fact_digest(f) for f in gone)
         if entry is not None:
             self._erasures.append(entry)
         return counts

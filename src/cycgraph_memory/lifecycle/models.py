@@ -28,6 +28,7 @@ __all__ = [
     "ERASED_BY",
     "MAX_PURGE_IDS",
     "ErasureEntry",
+    "erased_fact_digest",
     "LedgerErasure",
     "PurgeCandidates",
     "PurgePlan",
@@ -45,6 +46,16 @@ ERASED_BY = "erased"
 survivor stays invalidated, and no row keeps the erased record's id. A hard-mode
 consolidation writes it too, for a fact whose invalidator it deleted without a surviving
 keeper to re-point it at."""
+
+def erased_fact_digest(fact_id: uuid.UUID) -> str:
+    """SHA-256 (hex) of ``fact:<id>``: how a ledger remembers a fact id it erased.
+
+    The ledgers keep this digest, never the id, so that no table or structure names an
+    erased record after a purge; ``record_outcome`` digests the ids it is given and does
+    not link one whose digest is remembered. An auditor holding an id can check it.
+    """
+    return hashlib.sha256(f"fact:{fact_id}".encode()).hexdigest()
+
 
 MAX_PURGE_IDS = 100_000
 """Most entity or message ids one purge selector may name."""

@@ -49,6 +49,8 @@ What is derived from what (the rules the planner applies):
   thresholds are read off the tenant's vectors).
 * Idempotency keys that recorded a deleted fact, the ledger's links of deleted facts (and
   the run named by ``run_id``) go; gate-audit rows naming a deleted fact are redacted.
+  The ledger remembers the deleted fact ids (a digest of each): an outcome recorded after
+  the purge never links them again.
 """
 
 from __future__ import annotations
@@ -414,8 +416,8 @@ async def purge(
         index: The store's index when it keeps its own copies (the in-memory index); it
             is updated after the purge commits. A Postgres index needs nothing.
         ledger: The outcome ledger (``SupportsErasureLog``): its links of deleted facts are
-            removed, gate-audit rows naming them are redacted, and one erasure entry is
-            appended. Without it, the ledger is left alone.
+            removed (and never recorded again), gate-audit rows naming them are redacted,
+            and one erasure entry is appended. Without it, the ledger is left alone.
         dry_run: Compute the report only; nothing changes.
         **criteria: The selector's fields, when ``selector`` is not given.
 

@@ -9,17 +9,33 @@ sessionmaker) so a gate pass changes facts and appends audit rows in one transac
 
 from __future__ import annotations
 
+import logging
 import math
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Table, delete, exists, func, insert, select, true
+from sqlalchemy import (
+    Table,
+    Text,
+    Uuid,
+    bindparam,
+    column,
+    delete,
+    exists,
+    func,
+    insert,
+    literal,
+    select,
+    true,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from cycgraph_memory._validate import check_page
 from cycgraph_memory.errors import InvalidTypeError
-from cycgraph_memory.lifecycle.models import ErasureEntry, LedgerErasure
+from cycgraph_memory.lifecycle.models import ErasureEntry, LedgerErasure, erased_fact_digest
+from cycgraph_memory.observability import span
 from cycgraph_memory.postgres import lifecycle as _lifecycle
 from cycgraph_memory.postgres._base import (
     DEFAULT_TENANT,
@@ -41,6 +57,8 @@ from cycgraph_memory.records import (
 )
 
 __all__ = ["PostgresOutcomeLedger"]
+
+_log = logging.getLogger(__name__)
 
 RUNS: Table = OutcomeRunRow.__table__  # type: ignore[assignment]
 RUN_FACTS: Table = OutcomeRunFactRow.__table__  # type: ignore[assignment]
@@ -77,7 +95,8 @@ class PostgresOutcomeLedger(PostgresBackend):
         InvalidTenantError: The tenant id is malformed.
 
     ``record_outcome`` is idempotent on ``run_id`` (re-recording replaces the run and its
-    fact links). ``clear()`` removes this tenant's outcomes; the audit log is append-only
+    fact links) and never links a fact id a purge erased (``ledger_erased_facts``).
+    ``clear()`` removes this tenant's outcomes; the audit log is append-only
     and a database trigger refuses UPDATE, DELETE and TRUNCATE on it
     (:class:`~cycgraph_memory.errors.AppendOnlyViolationError`).
     """
@@ -88,11 +107,30 @@ class PostgresOutcomeLedger(PostgresBackend):
     async def record_outcome(self, outcome: RunOutcome | Mapping[str, Any]) -> None:
         """Record (or re-record) one scored run and the facts injected into it.
 
+        A fact id a purge erased (its digest is in ``ledger_erased_facts``, migration 0018)
+        is not linked: the run and its score are recorded, the erased ids are left out
+        (counted in the span's ``cycgraph.erased_fact_ids`` and logged at INFO, never
+        raised). A purge committing concurrently is waited for (a per-tenant advisory
+        lock, see ``postgres/lifecycle.py``), so no erased id is linked after it either.
+
         Raises:
             pydantic.ValidationError: A mapping that is not a valid ``RunOutcome``.
         """
-        run = coerce_record(RunOutcome, outcome)
+        with span("cycgraph.record_outcome", tenant=self._tenant) as sp:
+            run = coerce_record(RunOutcome, outcome)
+            linked, dropped = await self._record(run)
+            sp.set(rows=1 + linked, erased_fact_ids=dropped)
+        if dropped:
+            _log.info(
+                "record_outcome: %d erased fact ids of a run not linked (tenant %s)",
+                dropped,
+                self._tenant,
+            )
+
+    async def _record(self, run: RunOutcome) -> tuple[int, int]:
+        """Write the run and its links; the numbers of links written and of erased ids."""
         fact_ids = list(dict.fromkeys(run.fact_ids))
+        linked: Sequence[Any] = []
         row = {
             "tenant_id": self._tenant,
             "run_id": run.run_id,
@@ -100,6 +138,8 @@ class PostgresOutcomeLedger(PostgresBackend):
             "recorded_at": run.recorded_at,
         }
         async with self._session() as session:
+            if fact_ids:
+                await _lifecycle.lock_ledger_erasure(session, self._tenant, shared=True)
             upsert = pg_insert(RUNS).values(row)
             upsert = upsert.on_conflict_do_update(
                 index_elements=[RUNS.c.tenant_id, RUNS.c.run_id],
@@ -112,13 +152,41 @@ class PostgresOutcomeLedger(PostgresBackend):
                 )
             )
             if fact_ids:
-                await session.execute(
-                    insert(RUN_FACTS),
-                    [
-                        {"tenant_id": self._tenant, "fact_id": fid, "run_id": run.run_id}
-                        for fid in fact_ids
-                    ],
+                erased = _lifecycle.ERASED_FACTS
+                given = (
+                    func.unnest(
+                        _lifecycle._ids(fact_ids),
+                        bindparam(
+                            None,
+                            [erased_fact_digest(f) for f in fact_ids],
+                            type_=ARRAY(Text()),
+                        ),
+                    )
+                    .table_valued(
+                        column("fact_id", Uuid(as_uuid=True)), column("digest", Text())
+                    )
+                    .render_derived(name="given")
                 )
+                keep = (
+                    select(
+                        literal(self._tenant, Text()), given.c.fact_id, literal(run.run_id, Text())
+                    )
+                    .select_from(given)
+                    .where(
+                        ~exists().where(
+                            erased.c.tenant_id == self._tenant,
+                            erased.c.fact_digest == given.c.digest,
+                        )
+                    )
+                )
+                linked = (
+                    await session.execute(
+                        insert(RUN_FACTS)
+                        .from_select(["tenant_id", "fact_id", "run_id"], keep)
+                        .returning(RUN_FACTS.c.fact_id)
+                    )
+                ).all()
+        return len(linked), len(fact_ids) - len(linked)
 
     def _stats_query(self, ids: Sequence[uuid.UUID] | None) -> Any:
         link, runs = RUN_FACTS, RUNS
@@ -231,7 +299,10 @@ class PostgresOutcomeLedger(PostgresBackend):
         return _baseline(row.n, row.mean, row.var)
 
     async def clear(self) -> None:
-        """Remove this tenant's recorded outcomes (the audit log is append-only and stays)."""
+        """Remove this tenant's recorded outcomes.
+
+        The audit log, the erasure log and the erased fact ids (append-only) stay.
+        """
         async with self._session() as session:
             await session.execute(delete(RUNS).where(RUNS.c.tenant_id == self._tenant))
 

@@ -10,6 +10,15 @@ The gate audit log is append-only (a trigger refuses UPDATE/DELETE/TRUNCATE). Mi
 ``cycgraph.audit_redaction = 'on'``, a row whose only change is its ``fact_id`` becoming
 the nil UUID. :func:`erase_ledger` turns the setting on for that one statement only, and
 logs it.
+
+Migration 0018's ``ledger_erased_facts`` lists the digest of every fact id a purge erased
+(:func:`~cycgraph_memory.lifecycle.models.erased_fact_digest`, never the id), so that
+``record_outcome`` never links one again. The two are serialised per tenant by the
+advisory lock :data:`LEDGER_ERASURE_LOCK`: :func:`erase_ledger` takes it exclusively
+before it reads and deletes links, ``record_outcome`` shared (runs recording concurrently
+do not wait for each other) before it writes links. An outcome committed before the
+erasure took the lock has its links deleted by it; one recording while the erasure holds
+the lock waits for its commit, then finds the erased ids.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ from sqlalchemy import (
     false,
     func,
     insert,
+    literal,
     or_,
     select,
     text,
@@ -38,6 +48,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from cycgraph_memory._ids import parse_ids
 from cycgraph_memory._validate import check_bool, check_text, string_list, validate_record
@@ -51,8 +62,10 @@ from cycgraph_memory.lifecycle.models import (
     PurgeCandidates,
     PurgePlan,
     PurgeSelector,
+    erased_fact_digest,
 )
 from cycgraph_memory.postgres import convert
+from cycgraph_memory.postgres._base import advisory_lock_key
 from cycgraph_memory.postgres.bm25 import CORPORA as TEXT_CORPORA
 from cycgraph_memory.postgres.bm25 import TERMS as TEXT_TERMS
 from cycgraph_memory.postgres.ingest_lookups import SETTINGS
@@ -69,6 +82,7 @@ from cycgraph_memory.postgres.retrieval import WRITER_KEYS
 from cycgraph_memory.postgres.schema import (
     ErasureLogRow,
     GateAuditRow,
+    LedgerErasedFactRow,
     OutcomeRunFactRow,
     OutcomeRunRow,
 )
@@ -88,6 +102,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUDIT_REDACTION_SETTING",
+    "ERASED_FACTS",
+    "LEDGER_ERASURE_LOCK",
     "NEXT_COLUMN",
     "STAGING_TABLE",
     "abort_width_change",
@@ -96,6 +112,7 @@ __all__ = [
     "erase_ledger",
     "finish_width_change",
     "list_erasures",
+    "lock_ledger_erasure",
     "purge_candidates",
     "recompute_theme_centroids",
     "write_embeddings",
@@ -110,6 +127,23 @@ RUNS: Table = OutcomeRunRow.__table__  # type: ignore[assignment]
 RUN_FACTS: Table = OutcomeRunFactRow.__table__  # type: ignore[assignment]
 AUDIT: Table = GateAuditRow.__table__  # type: ignore[assignment]
 ERASURES: Table = ErasureLogRow.__table__  # type: ignore[assignment]
+ERASED_FACTS: Table = LedgerErasedFactRow.__table__  # type: ignore[assignment]
+
+LEDGER_ERASURE_LOCK = "ledger-erasure"
+"""Name of the per-tenant advisory lock serialising erasures and ``record_outcome``."""
+
+_LOCK_EXCLUSIVE = text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))")
+_LOCK_SHARED = text("SELECT pg_advisory_xact_lock_shared(hashtextextended(:key, 0))")
+
+
+async def lock_ledger_erasure(session: Any, tenant_id: str, *, shared: bool) -> None:
+    """Take the tenant's :data:`LEDGER_ERASURE_LOCK` until the transaction ends.
+
+    Its own statement: the next statement of the transaction reads (``READ COMMITTED``)
+    what an erasure that held the lock committed.
+    """
+    key = advisory_lock_key(tenant_id, LEDGER_ERASURE_LOCK)
+    await session.execute(_LOCK_SHARED if shared else _LOCK_EXCLUSIVE, {"key": key})
 
 _UUIDS = ARRAY(Uuid(as_uuid=True))
 
@@ -413,6 +447,10 @@ async def erase_ledger(
     run_list = bindparam(None, runs, type_=ARRAY(String()))
     run_cond = true() if tenant else ru.c.run_id == any_(run_list)
     async with ledger._session() as session:
+        if not dry_run:
+            # Before the links are read: a concurrent ``record_outcome`` either committed
+            # (its links are deleted below) or waits and then finds the ids erased.
+            await lock_ledger_erasure(session, me, shared=False)
         n_runs = (
             await session.execute(select(func.count()).where(ru.c.tenant_id == me, run_cond))
         ).scalar_one()
@@ -434,6 +472,26 @@ async def erase_ledger(
         if dry_run:
             return counts
         await session.execute(delete(lf).where(lf.c.tenant_id == me, link_cond))
+        if gone:
+            # Never linked again by ``record_outcome`` (kept when the same id is erased twice).
+            await session.execute(
+                pg_insert(ERASED_FACTS)
+                .from_select(
+                    ["tenant_id", "fact_digest", "erased_at"],
+                    select(
+                        literal(me, String()),
+                        func.unnest(
+                            bindparam(
+                                None,
+                                sorted({erased_fact_digest(f) for f in gone}),
+                                type_=ARRAY(String()),
+                            )
+                        ),
+                        func.now(),
+                    ),
+                )
+                .on_conflict_do_nothing()
+            )
         await session.execute(delete(ru).where(ru.c.tenant_id == me, run_cond))
         if n_audit:
             _log.warning("erasure: redacting the fact id of %d gate-audit rows", n_audit)

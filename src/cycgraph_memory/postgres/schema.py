@@ -71,6 +71,7 @@ __all__ = [
     "ErasureLogRow",
     "FactRow",
     "GateAuditRow",
+    "LedgerErasedFactRow",
     "MessageRow",
     "OutcomeRunFactRow",
     "OutcomeRunRow",
@@ -495,6 +496,21 @@ class ErasureLogRow(Base):
     selector_kinds: Mapped[list[str]] = mapped_column(ARRAY(Text))
     selector_digests: Mapped[list[str]] = mapped_column(ARRAY(Text))
     counts: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    erased_at: Mapped[datetime] = mapped_column(_TZ)
+
+
+class LedgerErasedFactRow(Base):
+    """A fact a purge erased (migration 0018): the ledger never links its id again.
+
+    Keeps ``fact_digest`` (:func:`~cycgraph_memory.lifecycle.models.erased_fact_digest`),
+    never the id. Append-only like the erasure log (the same trigger refuses UPDATE,
+    DELETE and TRUNCATE).
+    """
+
+    __tablename__ = "ledger_erased_facts"
+
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    fact_digest: Mapped[str] = mapped_column(Text, primary_key=True)
     erased_at: Mapped[datetime] = mapped_column(_TZ)
 
 
