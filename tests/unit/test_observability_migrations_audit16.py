@@ -153,3 +153,80 @@ async def test_a_failed_or_refused_migration_ends_its_span_with_an_error(
     }
     assert _revision_attributes(mismatch)["revision_from"] == head_revision()
     await downgrade(fresh_dsn)
+
+
+_CLI_UNDER_A_PROVIDER = r"""
+import json, sys
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from alembic.config import main
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+try:
+    main(argv=sys.argv[1:])
+except SystemExit:
+    pass
+print(json.dumps([
+    {"name": s.name, "ok": s.status.is_ok, "attributes": dict(s.attributes),
+     "events": [dict(e.attributes) for e in s.events]}
+    for s in exporter.get_finished_spans()
+]))
+"""
+
+
+def _cli(dsn: str, *args: str) -> list[dict[str, Any]]:
+    """Run ``alembic <args>`` in a process with a tracer provider; its finished spans."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "CYCGRAPH_MEMORY_DSN": dsn}
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(repo / "src"), env.get("PYTHONPATH", "")) if p
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", _CLI_UNDER_A_PROVIDER, "-c", str(repo / "alembic.ini"), *args],
+        env=env, capture_output=True, text=True, check=False, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    spans: list[dict[str, Any]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return spans
+
+
+def test_the_alembic_command_line_opens_the_same_spans(fresh_dsn: str) -> None:
+    from cycgraph_memory.postgres.migrate import head_revision
+
+    head = head_revision()
+    [up] = _cli(fresh_dsn, "-x", "embedding_dim=8", "upgrade", "head")
+    assert up["name"] == UPGRADE and up["ok"]
+    assert {k: v for k, v in up["attributes"].items() if "revision" in k} == {
+        "cycgraph.revision_target": "head",
+        "cycgraph.revision_from": "base",
+        "cycgraph.revision_to": head,
+    }
+    [down] = _cli(fresh_dsn, "downgrade", "-1")
+    assert down["name"] == DOWNGRADE and down["ok"]
+    assert down["attributes"]["cycgraph.revision_target"] == "-1"
+    assert down["attributes"]["cycgraph.revision_from"] == head
+    assert down["attributes"]["cycgraph.revision_to"] not in (head, "base")
+    # refused by env.py (another width): error status, the revision it stayed at
+    [refused] = _cli(fresh_dsn, "-x", "embedding_dim=16", "upgrade", "head")
+    assert refused["name"] == UPGRADE and not refused["ok"]
+    assert refused["attributes"]["cycgraph.revision_from"] == down["attributes"][
+        "cycgraph.revision_to"
+    ]
+    assert "cycgraph.revision_to" not in refused["attributes"]
+    assert [e["exception.type"] for e in refused["events"]] == ["alembic.util.exc.CommandError"]
+    assert _cli(fresh_dsn, "current") == []  # only upgrade and downgrade open one
+    for sp in (up, down, refused):
+        for value in [*sp["attributes"].values(), *(v for e in sp["events"] for v in e.values())]:
+            assert PASSWORD not in str(value) and fresh_dsn not in str(value)
+    _cli(fresh_dsn, "downgrade", "base")

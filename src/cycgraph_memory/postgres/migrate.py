@@ -52,6 +52,7 @@ __all__ = [
     "lock_for_migrations",
     "migrations_dir",
     "recorded_embedding_dim",
+    "recorded_revision",
     "schema_status",
     "upgrade",
 ]
@@ -198,6 +199,11 @@ _BASE = "base"
 """The revision span attributes name for an unmigrated database (Alembic's word)."""
 
 
+def recorded_revision(conn: Connection) -> str:
+    """The database's current revision, ``"base"`` when unmigrated (for span attributes)."""
+    return _current_sync(conn) or _BASE
+
+
 def _migrate_sync(
     conn: Connection, handle: SpanHandle, command_name: str, revision: str, config: Any
 ) -> str:
@@ -210,10 +216,10 @@ def _migrate_sync(
     from alembic import command
 
     lock_for_migrations(conn)
-    handle.set(revision_from=_current_sync(conn) or _BASE)
+    handle.set(revision_from=recorded_revision(conn))
     with _revision_errors(revision):
         getattr(command, command_name)(config, revision)
-    return _current_sync(conn) or _BASE
+    return recorded_revision(conn)
 
 
 def _upgrade_sync(
