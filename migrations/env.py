@@ -34,8 +34,13 @@ from pgvector.sqlalchemy import VECTOR
 from sqlalchemy.engine import Connection
 
 from cycgraph_memory.errors import EmbeddingDimensionMismatchError, InvalidInputError
+from cycgraph_memory.observability import SpanHandle, span
 from cycgraph_memory.postgres.engine import create_engine_from_dsn
-from cycgraph_memory.postgres.migrate import check_embedding_dim, lock_for_migrations
+from cycgraph_memory.postgres.migrate import (
+    check_embedding_dim,
+    lock_for_migrations,
+    recorded_revision,
+)
 from cycgraph_memory.postgres.schema import Base
 
 config = context.config
@@ -91,8 +96,11 @@ def _requested_dim() -> object:
     return config.attributes.get("embedding_dim") if raw is None else raw
 
 
-def do_run_migrations(connection: Connection) -> None:
+def do_run_migrations(connection: Connection, handle: SpanHandle | None = None) -> str | None:
+    """Run the revisions; with the CLI's span ``handle``, the revision reached (else None)."""
     lock_for_migrations(connection)  # concurrent deploys migrate one at a time
+    if handle is not None:
+        handle.set(revision_from=recorded_revision(connection))
     try:
         check_embedding_dim(connection, _requested_dim())
     except (EmbeddingDimensionMismatchError, InvalidInputError) as exc:
@@ -102,16 +110,26 @@ def do_run_migrations(connection: Connection) -> None:
     _configure(connection)
     with context.begin_transaction():
         context.run_migrations()
+    return None if handle is None else recorded_revision(connection)
 
 
-async def run_async_migrations() -> None:
+async def run_async_migrations(handle: SpanHandle | None = None) -> None:
     engine = create_engine_from_dsn(_dsn())
     try:
         async with engine.connect() as connection:
-            await connection.run_sync(do_run_migrations)
+            reached = await connection.run_sync(do_run_migrations, handle)
             await connection.commit()
+            if handle is not None:
+                handle.set(revision_to=reached)  # committed
     finally:
         await engine.dispose()
+
+
+def _cli_command() -> str | None:
+    """``"upgrade"`` / ``"downgrade"`` when the alembic command line runs one, else None."""
+    cmd = getattr(config.cmd_opts, "cmd", None)
+    name = getattr(cmd[0], "__name__", None) if cmd else None
+    return name if name in ("upgrade", "downgrade") else None
 
 
 def run_migrations_offline() -> None:
@@ -128,7 +146,15 @@ def run_migrations_offline() -> None:
 def run_migrations_online() -> None:
     connection = config.attributes.get("connection")
     if connection is None:
-        asyncio.run(run_async_migrations())
+        command = _cli_command()
+        if command is None:
+            asyncio.run(run_async_migrations())
+            return
+        # The span upgrade() / downgrade() open, for `alembic upgrade` / `downgrade` run
+        # under a tracer provider (e.g. opentelemetry-instrument); no DSN on it.
+        asked = getattr(config.cmd_opts, "revision", None)  # as typed ("head", "-1", ...)
+        with span(f"cycgraph.migrate.{command}", revision_target=asked) as handle:
+            asyncio.run(run_async_migrations(handle))
     else:
         do_run_migrations(connection)
 

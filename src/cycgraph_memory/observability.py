@@ -13,6 +13,8 @@ are exported with attributes an operator filters on:
 ``cycgraph.conflicts``         conflicts found (``cycgraph.detect_conflicts``)
 ``cycgraph.dry_run``           ``Memory.erase`` ran as a dry run
 ``cycgraph.erased_fact_ids``   erased fact ids ``record_outcome`` did not link
+``cycgraph.revision_*``        a migration's ``target`` (as asked), ``from`` and
+                               ``to`` (committed) revisions
 ``cycgraph.statement_count``   SQL statements the call sent (Postgres engines
                                instrumented with :func:`count_statement`)
 =============================  ==============================================

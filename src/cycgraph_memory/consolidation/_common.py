@@ -119,6 +119,11 @@ def facts_reader_for_update(store: Any) -> Callable[..., Any]:
     whole: a writer outside the pass locks (``touch_facts``, the retrieval touch) then
     waits for the pass to commit instead of committing between its read and its write,
     where the write would undo it (a lost access count).
+
+    Postgres locks each call's rows in ascending id order, the touch's order. A pass that
+    calls it several times (batches) must ask for its ids in ONE ascending order across
+    all the calls (sort them all, then cut the batches), and lock nothing lower later:
+    holding a higher id while waiting for a lower one a touch holds deadlocks the two.
     """
     read = getattr(store, "get_facts_for_update", None)
     return read if callable(read) else store.get_facts  # type: ignore[no-any-return]

@@ -366,51 +366,42 @@ class MemoryConsolidator:
         )
 
     async def plan(self, *, progress: ProgressCallback | None = None) -> ConsolidationPlan:
-        """Compute every mutation of a pass without writing anything."""
+        """Compute every mutation of a pass without writing anything.
+
+        What to merge, prune and re-point is decided on the facts as loaded (the pass
+        holds the ``facts`` lock: no other pass rewrites them meanwhile); the facts it
+        writes back are then re-read locked (Postgres: ``FOR UPDATE``) in ONE ascending id
+        order across all their batches, the order of the retrieval touch, so a touch of
+        several of them queues behind the pass instead of deadlocking it.
+        """
         now = self.clock()
         report_progress(progress, "consolidate", 0, 6, "load")
         facts = await self._load_facts()
         report_progress(progress, "consolidate", 1, 6, "dedup")
         groups = self._dedup_groups(facts)
         absorbed = {loser for losers in groups.values() for loser in losers}
-        mutations: list[Mutation] = []
-        merged = await self._merge(facts, groups, mutations, now)
         report_progress(progress, "consolidate", 2, 6, "decay")
-        decayed = self._decay(facts, absorbed, merged, now)
+        decayed = self._decay(facts, groups, absorbed, now)
         removed: set[uuid.UUID] = {facts.ids[i] for i in absorbed}
-        for i in decayed:
-            fid = facts.ids[i]
-            removed.add(fid)
-            if self.delete_mode == "hard":
-                mutations.append(Delete("fact", fid, "fact_decayed"))
-        if self.delete_mode == "soft" and decayed:
-            ids = [facts.ids[i] for i in decayed]
-            for start in range(0, len(ids), self.batch_size):
-                # Locked (Postgres): a touch waits for the pass instead of being overwritten.
-                found = await facts_reader_for_update(self.store)(
-                    ids[start : start + self.batch_size]
-                )
-                mutations.extend(
-                    Put(
-                        merged.get(fid, found[fid]).model_copy(
-                            update={"invalidated_by": DECAY_REASON}
-                        ),
-                        "fact_decayed",
-                    )
-                    for fid in ids[start : start + self.batch_size]
-                    if fid in found
-                )
+        removed.update(facts.ids[i] for i in decayed)
         keeper_of = {
             facts.ids[loser]: facts.ids[keeper]
             for keeper, losers in groups.items()
             for loser in losers
         }
-        if self.delete_mode == "hard" and removed:
-            # Before the episode deletes: a re-pointed fact is written as read, and an
-            # episode deleted after it leaves its source_episode_ids (the store's cascade).
-            await self._forward_invalidations(removed, keeper_of, mutations)
+        doomed = await self._doomed_episodes()
+        forward: dict[str, str] = {}
+        forwarded: list[uuid.UUID] = []
+        cascaded: set[uuid.UUID] = set()
+        if self.delete_mode == "hard" and (removed or doomed):
+            forward = self._forwarding(removed, keeper_of)
+            forwarded, cascaded = await self._hard_mode_rows(removed, forward, set(doomed))
+        mutations: list[Mutation] = []
+        merged = await self._write_locked(
+            facts, groups, decayed, forward, forwarded, cascaded, mutations
+        )
         report_progress(progress, "consolidate", 3, 6, "episodes")
-        episodes_pruned = await self._prune_episodes(mutations, now)
+        episodes_pruned = await self._prune_episodes(doomed, mutations, now)
         report_progress(progress, "consolidate", 4, 6, "themes")
         cleaned, themes_removed = await self._cascade_themes(removed, merged, mutations, now)
         if self.delete_mode == "hard" and removed:
@@ -544,47 +535,111 @@ class MemoryConsolidator:
                 groups[i] = losers
         return groups
 
-    async def _merge(
+    async def _write_locked(
         self,
         facts: _Facts,
         groups: dict[int, list[int]],
+        decayed: list[int],
+        forward: Mapping[str, str],
+        forwarded: list[uuid.UUID],
+        cascaded: set[uuid.UUID],
         mutations: list[Mutation],
-        now: datetime,
     ) -> dict[uuid.UUID, SemanticFact]:
-        """Plan keeper updates and loser removals; return the merged keepers by id."""
+        """Re-read locked every fact the pass writes; plan the merges, decays and re-points.
+
+        Every fact the pass will write, delete or have the store unlink (``cascaded``:
+        hard mode) is locked until the pass commits (Postgres: ``FOR UPDATE``), in one
+        ascending id order across all the batches of ``batch_size`` ids: the order of the
+        retrieval touch (``touch_facts``), which therefore waits for the pass instead of
+        holding a lower id the pass needs while the pass holds a higher one it touches
+        (a deadlock). A touch committed before the lock is kept in what is written; one
+        after it waits for the commit. The records kept at once are those of the planned
+        writes (what the plan holds anyway) and the members of the duplicate groups whose
+        other members a later batch brings. Mutations come in the planned order: each
+        group (keeper priority order), then the decayed facts, then the re-pointed ones.
+
+        Returns:
+            The merged keepers by id.
+        """
+        ids = facts.ids
+        hard = self.delete_mode == "hard"
+        group_of = {ids[i]: k for k, losers in groups.items() for i in (k, *losers)}
+        pending = {k: 1 + len(losers) for k, losers in groups.items()}
+        decayed_ids = [ids[i] for i in decayed]
+        kept_ids = set(forwarded) if hard else set(decayed_ids)
+        wanted = sorted({*group_of, *decayed_ids, *forwarded, *cascaded})
+        members: dict[uuid.UUID, SemanticFact] = {}
+        kept: dict[uuid.UUID, SemanticFact] = {}
+        planned: dict[int, list[Mutation]] = {}
         merged: dict[uuid.UUID, SemanticFact] = {}
-        keepers = list(groups)
-        chunk: list[int] = []
-        size = 0
-        for k in [*keepers, -1]:
-            if k >= 0 and (not chunk or size + 1 + len(groups[k]) <= self.batch_size):
-                chunk.append(k)
-                size += 1 + len(groups[k])
-                continue
-            if chunk:
-                wanted = [facts.ids[i] for c in chunk for i in [c, *groups[c]]]
-                # Locked (Postgres) until the pass commits: a touch of a duplicate committed
-                # between this read and the keeper's write would be lost from the sum.
-                records = await facts_reader_for_update(self.store)(wanted)
-                for c in chunk:
-                    keeper = records[facts.ids[c]]
-                    losers = [records[facts.ids[i]] for i in groups[c]]
-                    new = self._absorb(keeper, losers)
-                    merged[new.id] = new
-                    mutations.append(Put(new, "fact_kept"))
-                    for loser in losers:
-                        if self.delete_mode == "hard":
-                            mutations.append(Delete("fact", loser.id, "fact_merged"))
-                        else:
-                            mutations.append(
-                                Put(
-                                    loser.model_copy(update={"invalidated_by": str(keeper.id)}),
-                                    "fact_merged",
-                                )
-                            )
-            chunk = [k] if k >= 0 else []
-            size = 1 + len(groups[k]) if k >= 0 else 0
+        read = facts_reader_for_update(self.store)
+        for start in range(0, len(wanted), self.batch_size):
+            for fid, record in (await read(wanted[start : start + self.batch_size])).items():
+                if fid in kept_ids:
+                    kept[fid] = record
+                k = group_of.get(fid)
+                if k is None:
+                    continue
+                members[fid] = record
+                pending[k] -= 1
+                if not pending[k]:
+                    planned[k] = self._merge_group(facts, k, groups[k], members, merged)
+        for k in groups:
+            if k not in planned:  # a member gone since the load: fails as it always did
+                planned[k] = self._merge_group(facts, k, groups[k], members, merged)
+            mutations.extend(planned.pop(k))
+        if hard:
+            mutations.extend(Delete("fact", fid, "fact_decayed") for fid in decayed_ids)
+        else:
+            mutations.extend(
+                Put(
+                    merged.get(fid, kept[fid]).model_copy(
+                        update={"invalidated_by": DECAY_REASON}
+                    ),
+                    "fact_decayed",
+                )
+                for fid in decayed_ids
+                if fid in kept
+            )
+        # Hard mode, before the episode deletes: a re-pointed fact is written as re-read,
+        # and an episode deleted after it leaves its source_episode_ids (the store's cascade).
+        for fid in forwarded:
+            fact = kept.get(fid)
+            by = None if fact is None else fact.invalidated_by
+            if fact is not None and by is not None and by in forward and (
+                QUARANTINE_TAG not in fact.tags
+            ):
+                mutations.append(
+                    Put(fact.model_copy(update={"invalidated_by": forward[by]}), "fact_forwarded")
+                )
         return merged
+
+    def _merge_group(
+        self,
+        facts: _Facts,
+        keeper_index: int,
+        losers_index: list[int],
+        members: dict[uuid.UUID, SemanticFact],
+        merged: dict[uuid.UUID, SemanticFact],
+    ) -> list[Mutation]:
+        """The mutations of one duplicate group, from its members as re-read locked.
+
+        The group's records leave ``members``; the new keeper goes into ``merged``.
+        """
+        keeper = members.pop(facts.ids[keeper_index])
+        losers = [members.pop(facts.ids[i]) for i in losers_index]
+        new = self._absorb(keeper, losers)
+        merged[new.id] = new
+        out: list[Mutation] = [Put(new, "fact_kept")]
+        for loser in losers:
+            if self.delete_mode == "hard":
+                out.append(Delete("fact", loser.id, "fact_merged"))
+            else:
+                out.append(
+                    Put(loser.model_copy(update={"invalidated_by": str(keeper.id)}),
+                        "fact_merged")
+                )
+        return out
 
     def _absorb(self, keeper: SemanticFact, losers: list[SemanticFact]) -> SemanticFact:
         """The keeper carrying the evidence of every absorbed duplicate."""
@@ -609,11 +664,16 @@ class MemoryConsolidator:
     def _decay(
         self,
         facts: _Facts,
+        groups: dict[int, list[int]],
         absorbed: set[int],
-        merged: dict[uuid.UUID, SemanticFact],
         now: datetime,
     ) -> list[int]:
-        """Indexes of the facts pruned to get down to ``max_facts``."""
+        """Indexes of the facts pruned to get down to ``max_facts``.
+
+        A keeper is scored with the evidence it absorbs (``access_count`` summed,
+        saturating, the latest ``last_accessed_at``), as loaded: the pass decides on the
+        facts it loaded, before it locks those it writes.
+        """
         n = len(facts.ids)
         remaining = n - len(absorbed)
         if self.max_facts is None or remaining <= self.max_facts:
@@ -622,12 +682,13 @@ class MemoryConsolidator:
         anchor = np.where(
             np.isnan(facts.last_access), facts.valid_from / 1e6, facts.last_access
         )
-        index_of = {fid: i for i, fid in enumerate(facts.ids)} if merged else {}
-        for fid, fact in merged.items():
-            i = index_of[fid]
-            access[i] = fact.access_count
-            if fact.last_accessed_at is not None:
-                anchor[i] = fact.last_accessed_at.timestamp()
+        for keeper, losers in groups.items():
+            group = [keeper, *losers]
+            access[keeper] = min(sum(int(facts.access[i]) for i in group), MAX_ACCESS_COUNT)
+            seen = facts.last_access[group]
+            seen = seen[~np.isnan(seen)]
+            if seen.size:
+                anchor[keeper] = seen.max()
         age_days = np.maximum((now.timestamp() - anchor) / _DAY, 0.0)
         scores = 0.5 ** (age_days / self.decay_half_life_days) * (1.0 + np.log1p(access))
         alive = np.ones(n, dtype=np.bool_)
@@ -642,10 +703,10 @@ class MemoryConsolidator:
         excess = remaining - self.max_facts
         return [int(i) for i in candidates[order[:excess]]]
 
-    async def _prune_episodes(self, mutations: list[Mutation], now: datetime) -> int:
-        """Plan the removal of the oldest live episodes past ``max_episodes``."""
+    async def _doomed_episodes(self) -> list[uuid.UUID]:
+        """Ids of the oldest live episodes past ``max_episodes`` (``(started_at, id)``)."""
         if self.max_episodes is None:
-            return 0
+            return []
         ids: list[uuid.UUID] = []
         offset = 0
         while True:
@@ -654,10 +715,15 @@ class MemoryConsolidator:
             if len(page) < self.batch_size:
                 break
             offset += self.batch_size
-        excess = len(ids) - self.max_episodes
-        if excess <= 0:
+        return ids[: max(len(ids) - self.max_episodes, 0)]
+
+    async def _prune_episodes(
+        self, doomed: list[uuid.UUID], mutations: list[Mutation], now: datetime
+    ) -> int:
+        """Plan the removal of the episodes ``doomed``; return how many."""
+        excess = len(doomed)
+        if not excess:
             return 0
-        doomed = ids[:excess]
         if self.delete_mode == "hard":
             mutations.extend(Delete("episode", i, "episode_pruned") for i in doomed)
             return excess
@@ -793,17 +859,16 @@ class MemoryConsolidator:
                 break
             offset += self.batch_size
 
-    async def _forward_invalidations(
-        self,
-        removed: set[uuid.UUID],
-        keeper_of: Mapping[uuid.UUID, uuid.UUID],
-        mutations: list[Mutation],
-    ) -> None:
-        """Hard mode: no fact keeps ``invalidated_by`` naming a fact the pass deletes.
+    @staticmethod
+    def _forwarding(
+        removed: set[uuid.UUID], keeper_of: Mapping[uuid.UUID, uuid.UUID]
+    ) -> dict[str, str]:
+        """Hard mode: the ``invalidated_by`` each deleted fact's id is replaced with.
 
-        Such a pointer (an earlier conflict resolution or merge) is re-pointed at the
-        deleted fact's keeper when it has one that survives (its keeper carries its
-        content and evidence; a chain ends at the first surviving keeper), else set to
+        No fact may keep ``invalidated_by`` naming a fact the pass deletes. Such a pointer
+        (an earlier conflict resolution or merge) is re-pointed at the deleted fact's
+        keeper when it has one that survives (its keeper carries its content and
+        evidence; a chain ends at the first surviving keeper), else set to
         :data:`~cycgraph_memory.lifecycle.models.ERASED_BY`, as a purge does: the fact
         stays invalidated and no row keeps the deleted id.
         """
@@ -817,15 +882,42 @@ class MemoryConsolidator:
             forward[str(fid)] = (
                 ERASED_BY if target is None or target in removed else str(target)
             )
-        if not forward:
-            return
-        async for page in scan(
-            self.store, "facts", self.batch_size, include_invalidated=True,
-            exclude_tags=[QUARANTINE_TAG],  # quarantined facts stay as they are, for audit
-        ):
-            mutations.extend(
-                Put(f.model_copy(update={"invalidated_by": forward[f.invalidated_by]}),
-                    "fact_forwarded")
-                for f in page
-                if f.invalidated_by is not None and f.invalidated_by in forward
+        return forward
+
+    async def _hard_mode_rows(
+        self, removed: set[uuid.UUID], forward: Mapping[str, str], doomed: set[uuid.UUID]
+    ) -> tuple[list[uuid.UUID], set[uuid.UUID]]:
+        """Hard mode: the facts to re-point, and the other facts the deletes will change.
+
+        Returns the facts whose ``invalidated_by`` names a deleted fact (in the listing
+        order; quarantined facts stay as they are, for audit), and the facts the store
+        itself updates when the pass deletes an episode (it leaves their
+        ``source_episode_ids``) or a theme listing a deleted fact (they lose their
+        ``theme_id``): those are locked with the others, in the one id order, before
+        any write.
+        """
+        themes: set[uuid.UUID] = set()
+        offset = 0
+        while removed:
+            page = await self.store.list_themes(
+                limit=self.batch_size, offset=offset, include_invalidated=True
             )
+            themes.update(t.id for t in page if not removed.isdisjoint(t.fact_ids))
+            if len(page) < self.batch_size:
+                break
+            offset += self.batch_size
+        forwarded: list[uuid.UUID] = []
+        cascaded: set[uuid.UUID] = set()
+        async for page in scan(self.store, "facts", self.batch_size, include_invalidated=True):
+            for f in page:
+                if (
+                    f.invalidated_by is not None
+                    and f.invalidated_by in forward
+                    and QUARANTINE_TAG not in f.tags
+                ):
+                    forwarded.append(f.id)
+                elif (f.theme_id is not None and f.theme_id in themes) or not doomed.isdisjoint(
+                    f.source_episode_ids
+                ):
+                    cascaded.add(f.id)
+        return forwarded, cascaded

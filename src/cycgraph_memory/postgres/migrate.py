@@ -36,6 +36,7 @@ from cycgraph_memory.errors import (
     InvalidInputError,
     SchemaNotReadyError,
 )
+from cycgraph_memory.observability import SpanHandle, span
 from cycgraph_memory.postgres._errors import translate_errors
 from cycgraph_memory.postgres.engine import create_engine_from_dsn
 
@@ -51,6 +52,7 @@ __all__ = [
     "lock_for_migrations",
     "migrations_dir",
     "recorded_embedding_dim",
+    "recorded_revision",
     "schema_status",
     "upgrade",
 ]
@@ -193,20 +195,46 @@ async def _run(engine_or_dsn: AsyncEngine | str | URL, fn: Any, *args: Any) -> A
             await engine.dispose()
 
 
+_BASE = "base"
+"""The revision span attributes name for an unmigrated database (Alembic's word)."""
+
+
+def recorded_revision(conn: Connection) -> str:
+    """The database's current revision, ``"base"`` when unmigrated (for span attributes)."""
+    return _current_sync(conn) or _BASE
+
+
+def _migrate_sync(
+    conn: Connection, handle: SpanHandle, command_name: str, revision: str, config: Any
+) -> str:
+    """Run Alembic's ``upgrade`` / ``downgrade`` to ``revision``; return the revision reached.
+
+    The migration lock is taken first (``env.py`` takes it again: it stacks), so the
+    revision read for the span's ``cycgraph.revision_from`` is the one the run starts
+    from, not one a replica migrating meanwhile is about to replace.
+    """
+    from alembic import command
+
+    lock_for_migrations(conn)
+    handle.set(revision_from=recorded_revision(conn))
+    with _revision_errors(revision):
+        getattr(command, command_name)(config, revision)
+    return recorded_revision(conn)
+
+
 def _upgrade_sync(
-    conn: Connection, embedding_dim: int | None, revision: str, attributes: dict[str, Any]
-) -> None:
-    from alembic import command
+    conn: Connection,
+    handle: SpanHandle,
+    embedding_dim: int | None,
+    revision: str,
+    attributes: dict[str, Any],
+) -> str:
+    config = alembic_config(embedding_dim, connection=conn, **attributes)
+    return _migrate_sync(conn, handle, "upgrade", revision, config)
 
-    with _revision_errors(revision):
-        command.upgrade(alembic_config(embedding_dim, connection=conn, **attributes), revision)
 
-
-def _downgrade_sync(conn: Connection, revision: str) -> None:
-    from alembic import command
-
-    with _revision_errors(revision):
-        command.downgrade(alembic_config(connection=conn), revision)
+def _downgrade_sync(conn: Connection, handle: SpanHandle, revision: str) -> str:
+    return _migrate_sync(conn, handle, "downgrade", revision, alembic_config(connection=conn))
 
 
 @contextlib.contextmanager
@@ -249,25 +277,40 @@ async def upgrade(
         hnsw_ef_construction: HNSW build candidate list (default 64, pgvector's; at least
             ``2 * hnsw_m``); like ``alembic -x hnsw_ef_construction=N``. Lower values insert
             faster and recall less.
+
+    Opens the span ``cycgraph.migrate.upgrade`` (OpenTelemetry, when configured):
+    ``cycgraph.revision_target`` the ``revision`` asked for, ``cycgraph.revision_from``
+    the revision the run started from and ``cycgraph.revision_to`` the one committed
+    (``"base"``: unmigrated); no DSN. A refused or failed run ends it with an error
+    status and leaves ``cycgraph.revision_to`` unset.
     """
-    m = 16 if hnsw_m is None else hnsw_m
-    ef = 64 if hnsw_ef_construction is None else hnsw_ef_construction
-    if not (2 <= m <= 100 and 4 <= ef <= 1000 and ef >= 2 * m):
-        raise InvalidInputError(
-            f"HNSW parameters need 2 <= hnsw_m <= 100 and 2 * hnsw_m <= "
-            f"hnsw_ef_construction <= 1000, got m={m}, ef_construction={ef}"
+    with span("cycgraph.migrate.upgrade", revision_target=str(revision)) as handle:
+        m = 16 if hnsw_m is None else hnsw_m
+        ef = 64 if hnsw_ef_construction is None else hnsw_ef_construction
+        if not (2 <= m <= 100 and 4 <= ef <= 1000 and ef >= 2 * m):
+            raise InvalidInputError(
+                f"HNSW parameters need 2 <= hnsw_m <= 100 and 2 * hnsw_m <= "
+                f"hnsw_ef_construction <= 1000, got m={m}, ef_construction={ef}"
+            )
+        attributes: dict[str, Any] = {}
+        if hnsw_m is not None:
+            attributes["hnsw_m"] = hnsw_m
+        if hnsw_ef_construction is not None:
+            attributes["hnsw_ef_construction"] = hnsw_ef_construction
+        reached = await _run(
+            engine_or_dsn, _upgrade_sync, handle, embedding_dim, revision, attributes
         )
-    attributes: dict[str, Any] = {}
-    if hnsw_m is not None:
-        attributes["hnsw_m"] = hnsw_m
-    if hnsw_ef_construction is not None:
-        attributes["hnsw_ef_construction"] = hnsw_ef_construction
-    await _run(engine_or_dsn, _upgrade_sync, embedding_dim, revision, attributes)
+        handle.set(revision_to=reached)  # committed
 
 
 async def downgrade(engine_or_dsn: AsyncEngine | str | URL, revision: str = "base") -> None:
-    """Downgrade the schema to ``revision`` (default ``"base"``: drop everything)."""
-    await _run(engine_or_dsn, _downgrade_sync, revision)
+    """Downgrade the schema to ``revision`` (default ``"base"``: drop everything).
+
+    Opens the span ``cycgraph.migrate.downgrade``, like :func:`upgrade`.
+    """
+    with span("cycgraph.migrate.downgrade", revision_target=str(revision)) as handle:
+        reached = await _run(engine_or_dsn, _downgrade_sync, handle, revision)
+        handle.set(revision_to=reached)  # committed
 
 
 async def current_revision(engine_or_dsn: AsyncEngine | str | URL) -> str | None:
