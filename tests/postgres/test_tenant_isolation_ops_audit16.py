@@ -171,6 +171,10 @@ async def _populate(engine: Any, name: str, label: str) -> Tenant:
         pass_id=uuid.uuid5(uuid.NAMESPACE_URL, "audit16-pass"), fact_id=s["cand"],
         verdict="held", reason="populate", trials=6)])
     await refit_theme_calibration(store)
+    # A lesson under an idempotency key both tenants use (writer_keys rows).
+    await Memory(store, index, embedder=_embedder()).remember(
+        f"{label} memo: page the on-call", tags=["memo"], candidate=False,
+        idempotency_key="audit16:shared-key")
     return Tenant(name, label, store, index, ledger)
 
 
@@ -495,12 +499,37 @@ async def test_memory_facade(world: World, a: Tenant, pg_dsn: str) -> None:
         found.append(await memory.search(entity="Alice Quux"))
         found.append(await memory.search(tags=["lesson"]))
         lesson = await memory.remember("retry once", idempotency_key="k1")
+        # B used this key too: A's own lesson under it comes back, not B's.
+        again = await memory.remember("ignored", idempotency_key="audit16:shared-key")
+        assert LABELS["a"] in (await a.store.get_fact(again)).content
         b_only = [uuid.UUID(u) for u in world.b_only]
         forgot = await memory.forget([SHARED["pos"], *b_only])
         erased = await memory.erase(entity_ids=[SHARED["alice2"]])
         stats = await memory.stats()
     assert lesson not in {uuid.UUID(u) for u in world.b_uuids}
-    await world.check(a, added, found, forgot, erased, stats)
+    # B's ids passed to A's forget name no fact of A: reported missing (the caller's own
+    # input echoed), nothing forgotten.
+    assert forgot.forgotten == [SHARED["pos"]] and set(forgot.missing) == set(b_only)
+    await world.check(a, added, found, forgot.forgotten, erased, stats, again)
+
+
+async def test_integration_callables(world: World, a: Tenant) -> None:
+    from cycgraph_memory import memory_retriever, memory_writer, render_memory_section
+
+    retrieve = memory_retriever(a.store, a.index, _embedder())
+    got = [await retrieve({"text": "billing lesson", "max_facts": 50}),
+           await retrieve({"tags": ["lesson"]}),
+           await retrieve({"entity_ids": [str(SHARED["alice"])]})]
+    assert any(g["facts"] for g in got)
+    write = memory_writer(a.store, index=a.index, embedder=_embedder())
+    written = [await write([{"content": f"{LABELS['a']} note {i}", "tags": ["candidate"]}],
+                           {"idempotency_key": "audit16:shared-key"}) for i in range(2)]
+    assert written[0] == written[1]
+    with pytest.raises(InvalidInputError, match="tenant"):
+        memory_retriever(a.store, world.b.index, _embedder())
+    with pytest.raises(InvalidInputError, match="tenant"):
+        memory_writer(a.store, index=world.b.index)
+    await world.check(a, got, written, [render_memory_section(g) for g in got])
 
 
 CLI_COMMANDS: list[list[str]] = [
