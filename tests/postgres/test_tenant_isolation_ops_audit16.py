@@ -651,3 +651,30 @@ async def test_objects_of_two_tenants_refused_together(world: World, a: Tenant) 
     assert Memory(a.store, a.index, ledger=a.ledger).tenant == a.name
     assert Memory(InMemoryMemoryStore(), InMemoryMemoryIndex()).tenant == "default"
     await world.check(a)
+
+
+async def test_a_pass_in_progress_does_not_block_b(world: World, a: Tenant) -> None:
+    """The pass locks are per tenant: A holding them leaves B's passes free to run."""
+    from cycgraph_memory._exclusive import exclusive_passes
+
+    entered = asyncio.Event()
+    release = asyncio.Event()
+
+    async def hold() -> None:
+        async with exclusive_passes(a.store, "consolidation", "facts", "themes", "purge"):
+            entered.set()
+            await release.wait()
+
+    holder = asyncio.create_task(hold())
+    try:
+        await asyncio.wait_for(entered.wait(), 30)
+        b = world.b
+        # Dry runs: each takes its tenant's lock, reads, writes nothing.
+        plan = await asyncio.wait_for(MemoryConsolidator(b.store, b.index).plan(), 30)
+        dry = await asyncio.wait_for(
+            purge(b.store, entity_ids=[SHARED["alice"]], ledger=b.ledger, dry_run=True), 30)
+        assert plan is not None and dry.model_dump()
+    finally:
+        release.set()
+        await holder
+    await world.check(a)
