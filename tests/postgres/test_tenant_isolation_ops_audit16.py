@@ -250,13 +250,16 @@ def _text(obj: Any) -> str:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def world(pg_engine: Any) -> World:
+async def world(pg_engine: Any) -> AsyncIterator[World]:
     b = await _populate(pg_engine, f"iso16-b-{secrets.token_hex(4)}", LABELS["b"])
     snap = await _snapshot(pg_engine, b)
     ref = await _populate(pg_engine, f"iso16-r-{secrets.token_hex(4)}", LABELS["a"])
     same = _uuids(await _rows(pg_engine, ref.name))
     await ref.store.clear()
-    return World(pg_engine, b, snap, same)
+    await ref.ledger.clear()
+    yield World(pg_engine, b, snap, same)
+    await b.store.clear()
+    await b.ledger.clear()
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -264,6 +267,7 @@ async def a(world: World) -> AsyncIterator[Tenant]:
     tenant = await _populate(world.engine, f"iso16-a-{secrets.token_hex(4)}", LABELS["a"])
     yield tenant
     await tenant.store.clear()
+    await tenant.ledger.clear()
 
 
 # ----------------------------------------------------------------------------- ingest, read
