@@ -52,6 +52,7 @@ __all__ = [
     "check_logger",
     "check_query_text",
     "check_page",
+    "check_same_tenant",
     "check_query_vector",
     "check_text",
     "embedding_in_range",
@@ -517,6 +518,29 @@ def check_method(value: T, method: str, name: str, contract: str) -> T:
             f"got {type(value).__name__}"
         )
     return value
+
+
+def check_same_tenant(store: object, **others: object) -> None:
+    """Refuse backend objects of different tenants given to one operation.
+
+    Postgres backends carry their tenant as ``tenant_id``; an operation reading a store
+    through another tenant's index, or judging it with another tenant's ledger, would
+    serve, count or write that other tenant's rows. Objects without ``tenant_id`` (the
+    in-memory ones, one object per tenant) and ``None`` are not checked.
+
+    Raises:
+        InvalidInputError: One of ``others`` names a tenant other than the store's
+            (nothing is read or written).
+    """
+    store_tenant = getattr(store, "tenant_id", None)
+    for name, other in others.items():
+        tenant = getattr(other, "tenant_id", None)
+        if other is None or tenant is None or store_tenant is None:
+            continue
+        if tenant != store_tenant:
+            raise InvalidInputError(
+                f"the {name}'s tenant {tenant!r} is not the store's {store_tenant!r}"
+            )
 
 
 _LOGGER_METHODS = ("debug", "info", "warning")

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cycgraph_memory._validate import check_text
+from cycgraph_memory._validate import check_same_tenant, check_text
 from cycgraph_memory.contracts import MemoryIndex, MemoryStore, OutcomeLedger
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.progress import ProgressCallback, check_progress, report_progress
@@ -202,6 +202,7 @@ async def memory_stats(
         InvalidInputError: ``top`` is negative or ``candidate_tag`` is not a valid tag
             (empty, over ``MAX_TAG_LENGTH`` characters, a NUL or a lone surrogate).
     """
+    check_same_tenant(store, index=index, ledger=ledger)
     if isinstance(top, bool) or not isinstance(top, int):
         raise InvalidTypeError(f"top must be an int, got {type(top).__name__}")
     if top < 0:

@@ -27,7 +27,12 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from cycgraph_memory._validate import check_method, string_list, validate_record
+from cycgraph_memory._validate import (
+    check_method,
+    check_same_tenant,
+    string_list,
+    validate_record,
+)
 from cycgraph_memory.contracts import EmbeddingProvider, MemoryIndex, MemoryStore
 from cycgraph_memory.errors import (
     EmbeddingDimensionMismatchError,
@@ -131,7 +136,8 @@ def memory_retriever(
     Raises:
         InvalidTypeError: ``store``, ``index`` or ``embedder`` lacks the method of its
             contract (``find_facts``, ``search_facts``, ``embed``).
-        InvalidInputError: ``default_max_facts`` outside 1-100.
+        InvalidInputError: ``default_max_facts`` outside 1-100, or a Postgres ``index``
+            of another tenant than the store's.
 
     Returns:
         ``async retrieve(query, options=None)``. ``query`` keys: ``text``, ``tags``,
@@ -142,6 +148,7 @@ def memory_retriever(
     """
     check_method(store, "find_facts", "store", "MemoryStore")
     check_method(index, "search_facts", "index", "MemoryIndex")
+    check_same_tenant(store, index=index)
     if embedder is not None:
         check_method(embedder, "embed", "embedder", "EmbeddingProvider")
     if (
@@ -284,6 +291,7 @@ def memory_writer(
     Raises:
         InvalidTypeError: ``store``, ``index`` or ``embedder`` lacks the method of its
             contract (``put_facts``, ``search_facts``, ``embed``).
+        InvalidInputError: A Postgres ``index`` of another tenant than the store's.
 
     Returns:
         ``async write(facts, options=None) -> {"fact_ids": [...]}``. Each fact is a
@@ -295,6 +303,7 @@ def memory_writer(
         nothing and returns the first write's ids. Every fact and the key are validated
         before anything is embedded or written (``InvalidInputError`` for a bad key).
     """
+    check_same_tenant(store, index=index)
     counted = _counting_writer(store, index=index, embedder=embedder, clock=clock)
 
     async def write(

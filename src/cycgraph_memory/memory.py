@@ -46,7 +46,7 @@ from pydantic import BaseModel, ConfigDict
 
 from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_passes
 from cycgraph_memory._options import coerce_options
-from cycgraph_memory._validate import check_bool, string_list
+from cycgraph_memory._validate import check_bool, check_same_tenant, string_list
 from cycgraph_memory.consolidation._common import facts_reader_for_update
 from cycgraph_memory.consolidation.plan import Put, sync_index
 from cycgraph_memory.contracts import EmbeddingProvider, MemoryIndex, MemoryStore, OutcomeLedger
@@ -198,7 +198,9 @@ class Memory:
         pipeline: The ingest pipeline (default: ``MemoryPipeline(store, embedder=...,
             index=...)``).
         retrieval_options: Passed to ``retrieve_memory`` on every search.
-        tenant: The tenant name, for logs and spans.
+        tenant: The tenant name, for logs and spans (1-64 characters of
+            ``[A-Za-z0-9_.:-]``). Default: the store's ``tenant_id`` (Postgres), else
+            ``"default"``. A Postgres store, index or ledger of another tenant is refused.
         on_close: Called (and awaited if it returns an awaitable) once, by the first
             :meth:`close`. :meth:`open` passes the disposal of what it created; without
             it, :meth:`close` releases nothing: the objects you passed stay yours, open.
@@ -208,6 +210,11 @@ class Memory:
             facade does not cover.
         closed: Whether :meth:`close` was called (the facade's operations then raise
             :class:`~cycgraph_memory.errors.MemoryClosedError`).
+
+    Raises:
+        InvalidTenantError: A malformed ``tenant``, or one that is not the store's.
+        InvalidInputError: The index, ledger or pipeline's store belongs to a tenant other
+            than the store's (Postgres backends).
     """
 
     def __init__(
@@ -219,9 +226,22 @@ class Memory:
         ledger: OutcomeLedger | None = None,
         pipeline: MemoryPipeline | None = None,
         retrieval_options: RetrievalOptions | Mapping[str, Any] | None = None,
-        tenant: str = "default",
+        tenant: str | None = None,
         on_close: Callable[[], Any] | None = None,
     ) -> None:
+        backend_tenant = getattr(store, "tenant_id", None)
+        if tenant is None:
+            tenant = backend_tenant if isinstance(backend_tenant, str) else "default"
+        _check_tenant(tenant)
+        if backend_tenant is not None and tenant != backend_tenant:
+            raise InvalidTenantError(
+                f"tenant {tenant!r} is not the store's tenant {backend_tenant!r}"
+            )
+        # One tenant throughout: another tenant's index would serve its rows to searches,
+        # another tenant's ledger would count its runs in stats.
+        check_same_tenant(store, index=index, ledger=ledger)
+        if pipeline is not None:
+            check_same_tenant(store, pipeline_store=getattr(pipeline, "store", None))
         self.store = store
         self.index = index
         self.embedder = embedder

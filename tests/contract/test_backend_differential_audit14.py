@@ -461,7 +461,7 @@ def _forget_and_delete(seed: int) -> Step:
         store, index, ledger = parts
         rng = random.Random(seed + 2)
         live = await store.find_facts()
-        memory = Memory(store, index, ledger=ledger, tenant="t")
+        memory = Memory(store, index, ledger=ledger)
         picked = [f.id for f in rng.sample(live, min(2, len(live)))]
         forgot = await memory.forget(picked)
         out: list[Any] = [forgot]
@@ -866,7 +866,7 @@ def _more_lifecycle() -> Step:
         out.append(await store.delete_relationship(edges[0].id) if edges else None)
         facts = await store.find_facts()
         await store.touch_facts([f.id for f in facts[:3]], at=T0 + timedelta(days=30))
-        memory = Memory(store, index, ledger=ledger, tenant="t")
+        memory = Memory(store, index, ledger=ledger)
         out.append(await memory.erase(source="human"))
         out.append(
             await reembed(

@@ -47,7 +47,13 @@ from numpy.typing import NDArray
 
 from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_passes
 from cycgraph_memory._primary import primary_reads
-from cycgraph_memory._validate import check_bool, instance_of, instances_of, keyword_options
+from cycgraph_memory._validate import (
+    check_bool,
+    check_same_tenant,
+    instance_of,
+    instances_of,
+    keyword_options,
+)
 from cycgraph_memory.consolidation._common import (
     check_batch_size,
     check_index,
@@ -200,6 +206,7 @@ class ConflictDetector:
             raise InvalidInputError("supersession_day_threshold must be a number >= 0")
         self.store = check_store(store)
         self.index = check_index(index)
+        check_same_tenant(self.store, index=self.index)
         self.auto_resolve_supersession = check_bool(
             auto_resolve_supersession, "auto_resolve_supersession"
         )

@@ -67,7 +67,13 @@ from numpy.typing import NDArray
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_passes
-from cycgraph_memory._validate import check_bool, check_logger, instance_of, keyword_options
+from cycgraph_memory._validate import (
+    check_bool,
+    check_logger,
+    check_same_tenant,
+    instance_of,
+    keyword_options,
+)
 from cycgraph_memory.consolidation._common import (
     check_batch_size,
     check_delete_mode,
@@ -283,6 +289,7 @@ class MemoryConsolidator:
             raise InvalidTypeError(f"clock must be a callable, got {type(clock).__name__}")
         self.store = check_store(store)
         self.index = check_index(index)
+        check_same_tenant(self.store, index=self.index)
         self.max_facts = max_facts
         self.max_episodes = max_episodes
         self.decay_half_life_days = float(decay_half_life_days)

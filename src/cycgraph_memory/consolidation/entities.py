@@ -33,7 +33,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_passes
-from cycgraph_memory._validate import check_logger, keyword_options
+from cycgraph_memory._validate import check_logger, check_same_tenant, keyword_options
 from cycgraph_memory.consolidation._common import (
     check_batch_size,
     check_delete_mode,
@@ -139,6 +139,7 @@ class EntityResolver:
         self.batch_size = check_batch_size(batch_size)
         self.logger = check_logger(logger, _log)
         self.index = check_index(index)
+        check_same_tenant(self.store, index=self.index)
         if clock is not None and not callable(clock):
             raise InvalidTypeError(f"clock must be a callable, got {type(clock).__name__}")
         self.clock = clock or utc_now

@@ -30,6 +30,7 @@ from cycgraph_memory._exclusive import THEMES_LOCK, exclusive_passes
 from cycgraph_memory._primary import primary_reads
 from cycgraph_memory._validate import (
     check_bool,
+    check_same_tenant,
     keyword_options,
     string_list,
     validate_record,
@@ -301,6 +302,7 @@ class MemoryPipeline:
             given = keyword_options(MemoryPipeline.__init__, options, locals(), "MemoryPipeline")
             MemoryPipeline.__init__(self, store, **given)
             return
+        check_same_tenant(store, index=index)
         merge_entities = check_bool(merge_entities, "merge_entities")
         resolve_entities = check_bool(resolve_entities, "resolve_entities")
         ground_facts = check_bool(ground_facts, "ground_facts")

@@ -61,7 +61,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cycgraph_memory._exclusive import FACTS_LOCK, THEMES_LOCK, exclusive_passes
-from cycgraph_memory._validate import check_bool
+from cycgraph_memory._validate import check_bool, check_same_tenant
 from cycgraph_memory.consolidation._common import facts_reader_for_update
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.hierarchy.segmenters import truncate_topic
@@ -442,6 +442,7 @@ async def purge(
         raise InvalidInputError(
             f"the ledger's tenant {ledger_tenant!r} is not the store's {store_tenant!r}"
         )
+    check_same_tenant(store, index=index)
     async with exclusive_passes(store, "purge", *_REWRITING_PASSES):
         candidates = await store.purge_candidates(sel)
         plan = plan_purge(sel, candidates)

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from cycgraph_memory._construct import trusted
 from cycgraph_memory._exclusive import FACTS_LOCK, exclusive_passes
-from cycgraph_memory._validate import check_text, instance_of, instances_of
+from cycgraph_memory._validate import check_same_tenant, check_text, instance_of, instances_of
 from cycgraph_memory.contracts import (
     MemoryStore,
     OutcomeLedger,
@@ -693,6 +693,7 @@ def _check_backends(store: object, ledger: object) -> None:
             raise InvalidTypeError(
                 f"ledger must be an OutcomeLedger ({name}), got {type(ledger).__name__}"
             )
+    check_same_tenant(store, ledger=ledger)
 
 
 def _applied(decision: GateDecision, policy: RetentionPolicy) -> SemanticFact | None:

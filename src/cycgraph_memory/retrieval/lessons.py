@@ -15,7 +15,7 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
-from cycgraph_memory._validate import changed_from_defaults, option_bundle
+from cycgraph_memory._validate import changed_from_defaults, check_same_tenant, option_bundle
 from cycgraph_memory.contracts import MemoryStore, OutcomeLedger, SupportsFactStatsBatch
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.records import QUARANTINE_TAG, FactFilter, FactStats, SemanticFact
@@ -168,6 +168,7 @@ async def retrieve_gated_lessons(
         rest_after_trials = bundle["rest_after_trials"]
     if tags is None:
         raise InvalidInputError("retrieve_gated_lessons needs tags (the lesson scope)")
+    check_same_tenant(store, ledger=ledger)
     if not callable(getattr(store, "find_facts", None)):
         raise InvalidTypeError(
             f"store must be a MemoryStore (find_facts), got {type(store).__name__}"

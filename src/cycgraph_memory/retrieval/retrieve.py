@@ -39,6 +39,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from cycgraph_memory._construct import trusted
+from cycgraph_memory._validate import check_same_tenant
 from cycgraph_memory.contracts import EmbeddingProvider, MemoryIndex, MemoryStore, embed_queries
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
 from cycgraph_memory.observability import span, tenant_of
@@ -147,6 +148,7 @@ async def retrieve_memory(
             or an embedder that returned no vector.
         EmbeddingDimensionMismatchError: The query vector does not fit the index.
     """
+    check_same_tenant(store, index=index)
     q = coerce_query(query)
     opts = _coerce_options(options)
     if mode is not None and mode not in ("vector", "text", "hybrid"):
