@@ -34,6 +34,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel
 
 from cycgraph_memory.errors import InvalidInputError, InvalidTypeError
+from cycgraph_memory.observability import tenant_of
 
 __all__ = [
     "MAX_EMBEDDING_NORM",
@@ -526,15 +527,17 @@ def check_same_tenant(store: object, **others: object) -> None:
     Postgres backends carry their tenant as ``tenant_id``; an operation reading a store
     through another tenant's index, or judging it with another tenant's ledger, would
     serve, count or write that other tenant's rows. Objects without ``tenant_id`` (the
-    in-memory ones, one object per tenant) and ``None`` are not checked.
+    in-memory ones, one object per tenant) and ``None`` are not checked. The attribute is
+    looked up statically (:func:`~cycgraph_memory.observability.tenant_of`), so a proxy's
+    or a test double's ``__getattr__`` is never called: the check does no I/O.
 
     Raises:
         InvalidInputError: One of ``others`` names a tenant other than the store's
             (nothing is read or written).
     """
-    store_tenant = getattr(store, "tenant_id", None)
+    store_tenant = tenant_of(store)
     for name, other in others.items():
-        tenant = getattr(other, "tenant_id", None)
+        tenant = tenant_of(other)
         if other is None or tenant is None or store_tenant is None:
             continue
         if tenant != store_tenant:

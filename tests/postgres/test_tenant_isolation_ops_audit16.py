@@ -198,12 +198,25 @@ async def _rows(engine: Any, tenant: str) -> dict[str, list[str]]:
     return out
 
 
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 12)
+
+
+def _round_baseline(b: Any) -> tuple[int, float | None, float | None]:
+    return (b.runs, _round(b.mean_score), _round(b.variance))
+
+
 async def _snapshot(engine: Any, t: Tenant) -> dict[str, Any]:
     return {
         "rows": await _rows(engine, t.name),
         "export": [line async for line in export_lines(t.store)],
-        "fact_stats": [s.model_dump_json() for s in await t.ledger.list_fact_stats()],
-        "baseline": (await t.ledger.get_baseline()).model_dump_json(),
+        # Aggregates the server computes in whatever row order it reads: equal to 12
+        # decimals, not bit for bit (the rows they come from are compared exactly above).
+        "fact_stats": sorted(
+            (str(s.fact_id), s.trials, _round(s.mean_score), _round(s.variance))
+            for s in await t.ledger.list_fact_stats()
+        ),
+        "baseline": _round_baseline(await t.ledger.get_baseline()),
         "audit": [e.model_dump_json() for e in await t.ledger.list_gate_audit()],
         "erasures": [e.model_dump_json() for e in await t.ledger.list_erasures()],
         "setting": await t.store.get_tenant_setting(THEME_CALIBRATION_KEY),

@@ -148,11 +148,11 @@ async def retrieve_memory(
             or an embedder that returned no vector.
         EmbeddingDimensionMismatchError: The query vector does not fit the index.
     """
-    check_same_tenant(store, index=index)
     q = coerce_query(query)
     opts = _coerce_options(options)
     if mode is not None and mode not in ("vector", "text", "hybrid"):
         raise InvalidInputError(f"mode must be 'vector', 'text' or 'hybrid', got {mode!r}")
+    check_same_tenant(store, index=index)
     with span("cycgraph.retrieve", tenant=tenant_of(store), mode=mode) as sp:
         result = await _retrieve(store, index, q, embedder, opts, mode)
         sp.set(rows=len(result.facts))
