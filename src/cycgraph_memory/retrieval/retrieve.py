@@ -145,7 +145,8 @@ async def retrieve_memory(
     Raises:
         pydantic.ValidationError: An invalid query or options (nothing was read).
         InvalidInputError: ``text`` without ``embedding`` and without an ``embedder``,
-            or an embedder that returned no vector.
+            an embedder that returned no vector, or a Postgres ``index`` of another
+            tenant than the store's (checked after the query, before anything is read).
         EmbeddingDimensionMismatchError: The query vector does not fit the index.
     """
     q = coerce_query(query)
